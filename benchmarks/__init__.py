@@ -1,0 +1,1 @@
+"""Wall-clock benchmarks of mpisim internals; run each module with ``python -m benchmarks.<name>``."""

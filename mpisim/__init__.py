@@ -1,0 +1,1 @@
+"""mpisim: a discrete-event simulator of MPI communication and its cost."""

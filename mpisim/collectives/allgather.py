@@ -1,0 +1,1 @@
+"""allgather algorithms (being written)."""

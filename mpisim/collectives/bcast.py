@@ -1,0 +1,1 @@
+"""bcast algorithms (being written)."""

@@ -1,0 +1,85 @@
+"""How a collective call runs: pick the algorithm, check the call, time it, record it.
+
+``comm.allreduce(buf, op=SUM, algorithm="ring")`` ends up in :func:`run_collective`, which
+
+1. resolves the algorithm: the call's ``algorithm=``, else the scenario's default for that
+   collective, else ``auto`` (a rule set in :mod:`mpisim.collectives.select`);
+2. checks that every member made the same call (collective, root, count, op) -- MPI leaves a
+   mismatch undefined; mpisim reports it, naming both ranks;
+3. checks the algorithm's declared requirements (power-of-two ranks, commutative op);
+4. runs the algorithm's generator on the communicator's collective context;
+5. records a :class:`~mpisim.engine.records.CollectiveRecord` with the algorithm that ran.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mpisim.collectives import registry, select
+from mpisim.engine.records import CollectiveRecord
+from mpisim.engine.sim import Proc
+from mpisim.errors import MPIError
+from mpisim.mpi.comm import Comm
+from mpisim.mpi.ops import SUM, Op, get_op
+from mpisim.mpi.payload import Payload, as_payload
+
+#: Collectives whose nccl-tests "size" is the whole gathered array (count per rank x ranks).
+WHOLE_ARRAY = frozenset({"allgather", "gather"})
+ROOTED = frozenset({"bcast", "reduce", "gather", "scatter"})
+REDUCING = frozenset({"reduce", "allreduce", "reduce_scatter"})
+
+
+class AlgorithmRequirementError(MPIError):
+    """An algorithm was asked to run where its declared requirements do not hold."""
+
+
+def size_of_call(collective: str, nbytes: int, p: int) -> int:
+    """Return the nccl-tests size of a call whose per-rank buffer has *nbytes*."""
+    return nbytes * p if collective in WHOLE_ARRAY else nbytes
+
+
+def resolve(comm: Comm, collective: str, algorithm: str | None, nbytes: int, op: Op) -> registry.Algorithm:
+    """Return the algorithm a call will run (resolving ``auto`` with the world's rule set)."""
+    name = algorithm or comm.world.algorithms.get(collective) or "auto"
+    if name == "auto":
+        return select.choose(comm, collective, nbytes, op, comm.world.selector)
+    algo = registry.get(collective, name)
+    problem = algo.why_not(comm.size, op.commutative)
+    if problem:
+        raise AlgorithmRequirementError(f"rank {comm.world_rank}: {problem}")
+    return algo
+
+
+def run_collective(comm: Comm, collective: str, algorithm: str | None, *, buf: Any = None,
+                   op: Op | str = SUM, root: int = 0) -> Proc[Any]:
+    """Run one collective call on *comm* (see the module docstring)."""
+    op = get_op(op)
+    payload: Payload | None = None if buf is None else as_payload(buf)
+    nbytes = payload.nbytes if payload is not None else 0
+    if payload is None and collective != "barrier":
+        raise MPIError(f"rank {comm.world_rank}: {collective} needs a buffer on every rank")
+    if collective in ROOTED and not 0 <= root < comm.size:
+        raise MPIError(f"rank {comm.world_rank}: {collective}(root={root}) is not a rank of a communicator of size {comm.size}")
+    size = size_of_call(collective, nbytes, comm.size)
+    algo = resolve(comm, collective, algorithm, size, op)
+    signature = f"{collective}({nbytes} B"
+    signature += f", root={root}" if collective in ROOTED else ""
+    signature += f", op={op.name}" if collective in REDUCING else ""
+    signature += ")"
+    call = comm.next_collective(signature)
+    kwargs: dict[str, Any] = {}
+    if collective != "barrier":
+        kwargs["buf"] = payload
+    if collective in REDUCING:
+        kwargs["op"] = op
+    if collective in ROOTED:
+        kwargs["root"] = root
+    t_enter = comm.now
+    result = yield from algo.func(comm.coll, **kwargs)
+    comm.world.tracer.collective(CollectiveRecord(collective, algo.name, comm.world_rank, size, t_enter, comm.now, call))
+    if result is not None and buf is not None and not isinstance(buf, Payload):
+        return result.to_user()
+    return result
+
+
+Comm._collective_runner = run_collective

@@ -1,0 +1,1 @@
+"""gather algorithms (being written)."""

@@ -1,0 +1,155 @@
+"""The algorithm registry: every collective algorithm, keyed by (collective, algorithm).
+
+Algorithms are data: each is registered with the :func:`algorithm` decorator together with
+its closed-form cost, its assumptions and its reference, then listed by
+``mpisim list algorithms``, chosen by name in scenarios, picked by ``auto`` selectors and
+tested by looping over the registry -- a new algorithm is tested the moment it is
+registered (SimGrid keeps the same kind of table in ``smpi_coll.cpp``).
+
+Calling conventions (the keyword arguments a collective's algorithms receive):
+
+===============  ==========================  ==================================================
+collective       arguments                   returns
+===============  ==========================  ==================================================
+barrier          ``comm``                    ``None``
+bcast            ``comm, buf, root``         root's buffer, on every rank
+reduce           ``comm, buf, op, root``     the reduction at root, ``None`` elsewhere
+allreduce        ``comm, buf, op``           the reduction, on every rank
+allgather        ``comm, buf``               all buffers concatenated in rank order
+reduce_scatter   ``comm, buf, op``           block ``rank`` (np.array_split) of the reduction
+alltoall         ``comm, buf``               block ``rank`` of every rank's buffer, in rank order
+gather           ``comm, buf, root``         all buffers concatenated at root, ``None`` elsewhere
+scatter          ``comm, buf, root``         block ``rank`` of root's buffer
+===============  ==========================  ==================================================
+
+``buf`` is a :class:`~mpisim.mpi.payload.Payload`; ``comm`` is the communicator's
+collective context, so algorithm messages never match user receives.
+
+Cost functions take ``(p, n, alpha, beta, gamma)`` -- ranks, bytes (nccl-tests convention:
+the whole gathered array for allgather and reduce_scatter, each rank's buffer otherwise),
+seconds per message, seconds per byte on the wire and seconds per byte reduced -- and return
+seconds. ``exact(p)`` says for which rank counts the formula is exact (not an approximation)
+when the count divides evenly, which is where the test suite holds the simulation to it.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from mpisim.errors import UnknownAlgorithm
+
+COLLECTIVES = (
+    "barrier", "bcast", "reduce", "allreduce", "allgather", "reduce_scatter", "alltoall", "gather", "scatter",
+)
+
+#: Requirements an algorithm may declare.
+REQUIREMENTS = ("commutative", "power_of_two", "multi_node")
+
+CostFn = Callable[..., float]
+
+
+def always(p: int) -> bool:
+    """Exactness predicate: the closed form is exact for every rank count."""
+    return True
+
+
+def power_of_two(p: int) -> bool:
+    """Exactness predicate: exact only when *p* is a power of two."""
+    return p > 0 and p & (p - 1) == 0
+
+
+def never(p: int) -> bool:
+    """Exactness predicate: the closed form is an estimate only."""
+    return False
+
+
+@dataclass(frozen=True)
+class Algorithm:
+    """One registered collective algorithm."""
+
+    collective: str
+    name: str
+    func: Callable[..., Any] = field(repr=False)
+    summary: str
+    cost: CostFn | None = field(default=None, repr=False)
+    requires: frozenset[str] = frozenset()
+    reference: str = ""
+    exact: Callable[[int], bool] = field(default=always, repr=False)
+    description: str = field(default="", repr=False)
+
+    def allows(self, p: int, commutative: bool = True) -> bool:
+        """True if the algorithm can run on *p* ranks with an op of the given commutativity."""
+        if "power_of_two" in self.requires and not power_of_two(p):
+            return False
+        return not ("commutative" in self.requires and not commutative)
+
+    def why_not(self, p: int, commutative: bool = True) -> str:
+        """Return why the algorithm cannot run here ('' if it can)."""
+        if "power_of_two" in self.requires and not power_of_two(p):
+            return f"{self.collective} algorithm {self.name!r} needs a power-of-two number of ranks, got {p}"
+        if "commutative" in self.requires and not commutative:
+            return f"{self.collective} algorithm {self.name!r} needs a commutative op"
+        return ""
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the JSON form listed by ``mpisim list algorithms --json``."""
+        return {
+            "collective": self.collective,
+            "algorithm": self.name,
+            "summary": self.summary,
+            "requires": sorted(self.requires),
+            "reference": self.reference,
+            "has_cost_model": self.cost is not None,
+        }
+
+
+_REGISTRY: dict[str, dict[str, Algorithm]] = {c: {} for c in COLLECTIVES}
+
+
+def algorithm(collective: str, name: str, *, cost: CostFn | None = None, requires: tuple[str, ...] | set[str] = (),
+              reference: str = "", exact: Callable[[int], bool] = always) -> Callable:
+    """Register the decorated generator function as *collective* algorithm *name*.
+
+    Raises ValueError on a duplicate name, an unknown collective or requirement, or a
+    missing docstring (the docstring's first line is the summary users see).
+    """
+    if collective not in _REGISTRY:
+        raise ValueError(f"unknown collective {collective!r}")
+    unknown = set(requires) - set(REQUIREMENTS)
+    if unknown:
+        raise ValueError(f"unknown requirement(s) {sorted(unknown)}; known: {REQUIREMENTS}")
+
+    def decorate(func: Callable) -> Callable:
+        table = _REGISTRY[collective]
+        if name in table:
+            raise ValueError(f"duplicate {collective} algorithm {name!r}")
+        doc = inspect.getdoc(func)
+        if not doc:
+            raise ValueError(f"{func.__name__}: algorithms must have a docstring")
+        table[name] = Algorithm(collective, name, func, doc.splitlines()[0], cost, frozenset(requires),
+                                reference, exact, doc)
+        return func
+
+    return decorate
+
+
+def get(collective: str, name: str) -> Algorithm:
+    """Return the algorithm registered as (*collective*, *name*).
+
+    Raises UnknownAlgorithm listing the known names.
+    """
+    if collective not in _REGISTRY:
+        raise UnknownAlgorithm(f"unknown collective {collective!r}; known: {', '.join(COLLECTIVES)}")
+    table = _REGISTRY[collective]
+    if name not in table:
+        raise UnknownAlgorithm(f"{collective} has no algorithm {name!r}; known: {', '.join(sorted(table))}, auto")
+    return table[name]
+
+
+def available(collective: str | None = None) -> list[Algorithm]:
+    """Return the registered algorithms (of one collective, or all), sorted by collective then name."""
+    names = [collective] if collective else list(COLLECTIVES)
+    return [_REGISTRY[c][n] for c in names for n in sorted(_REGISTRY[c])]

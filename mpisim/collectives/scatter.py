@@ -1,0 +1,1 @@
+"""scatter algorithms (being written)."""

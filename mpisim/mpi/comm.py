@@ -1,0 +1,363 @@
+"""Communicators: the API a simulated rank programs against, in mpi4py's lowercase names.
+
+Every call that can block is a SimPy generator used with ``yield from``; its result is the
+return value, as in mpi4py's lowercase API ("the received object is simply the return
+value")::
+
+    yield from comm.send(buf, dest=1, tag=7)
+    buf = yield from comm.recv(source=ANY_SOURCE, tag=ANY_TAG, status=status)
+    req = comm.irecv(source=1, tag=7)        # a Request is a SimPy event ...
+    buf = yield req                          # ... so waiting for it is a plain yield
+    out = yield from comm.allreduce(buf, op=SUM, algorithm="ring")
+    yield from comm.compute(1e-3)            # one millisecond of modelled computation
+
+A communicator is a group of world ranks plus two matching *contexts*: one for
+point-to-point messages and one for collectives, so a collective never matches a user's
+receive. ``split`` and ``dup`` make new communicators with new contexts, as MPI does.
+Each rank holds its own :class:`Comm` object (``comm.rank`` differs between them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from mpisim.mpi.ops import SUM, Op
+from mpisim.mpi.payload import DataPayload, Payload, as_payload
+from mpisim.mpi.request import ANY_SOURCE, ANY_TAG, Request, Status
+
+if TYPE_CHECKING:
+    from mpisim.engine.sim import Proc
+    from mpisim.mpi.world import World
+
+#: ``color`` value that leaves a rank out of every new communicator in :meth:`Comm.split`.
+UNDEFINED = -32766
+
+#: Runs a collective: ``runner(comm, collective, algorithm, **arguments)``. Installed by
+#: :mod:`mpisim.collectives` so this lower layer never imports the algorithm registry.
+CollectiveRunner = Callable[..., "Proc[Any]"]
+
+
+class Comm:
+    """One rank's handle on a communicator."""
+
+    _collective_runner: CollectiveRunner | None = None
+
+    def __init__(self, world: World, group: tuple[int, ...], rank: int, context: int,
+                 *, parent: Comm | None = None) -> None:
+        self.world = world
+        self.group = group  # world rank of each communicator rank
+        self._rank = rank
+        self.context = context  # point-to-point context; collectives use context + 1
+        self.coll_context = context + 1 if parent is None else context
+        self._parent = parent  # set on the collective-context view of a communicator
+        self._coll: Comm | None = None
+        self._collective_calls = 0
+        self._derived = 0  # how many dup/split calls this rank made on this communicator
+        self._subs: dict[tuple, Comm | None] = parent._subs if parent is not None else {}
+
+    # ------------------------------------------------------------------ identity
+
+    @property
+    def rank(self) -> int:
+        """This rank's number in the communicator."""
+        return self._rank
+
+    @property
+    def size(self) -> int:
+        """Number of ranks in the communicator."""
+        return len(self.group)
+
+    @property
+    def world_rank(self) -> int:
+        """This rank's number in ``COMM_WORLD``."""
+        return self.group[self._rank]
+
+    @property
+    def COMM_WORLD(self) -> Comm:  # noqa: N802 - MPI's name
+        """This rank's handle on ``COMM_WORLD``."""
+        return self.world.comm_world(self.world_rank)
+
+    def Get_rank(self) -> int:  # noqa: N802 - mpi4py spelling
+        """Return :attr:`rank`."""
+        return self._rank
+
+    def Get_size(self) -> int:  # noqa: N802 - mpi4py spelling
+        """Return :attr:`size`."""
+        return self.size
+
+    @property
+    def env(self):  # noqa: ANN201 - simpy.Environment
+        """The SimPy environment (for ``env.now``, ``env.all_of``)."""
+        return self.world.env
+
+    @property
+    def now(self) -> float:
+        """Current simulated time in seconds."""
+        return self.world.env.now
+
+    def node_of(self, rank: int) -> int:
+        """Return the node that communicator rank *rank* runs on."""
+        return self.world.topology.node_of(self.group[rank])
+
+    def __repr__(self) -> str:
+        return f"Comm(rank={self._rank}, size={self.size}, context={self.context})"
+
+    # ------------------------------------------------------------------ point-to-point
+
+    def isend(self, buf: Any, dest: int, tag: int = 0) -> Request:
+        """Start a send and return its request (``MPI_Isend``)."""
+        return self.world.post_send(self, buf, dest, tag)
+
+    def issend(self, buf: Any, dest: int, tag: int = 0) -> Request:
+        """Start a synchronous send, complete only once matched (``MPI_Issend``)."""
+        return self.world.post_send(self, buf, dest, tag, synchronous=True)
+
+    def irecv(self, buf: Any = None, source: int = ANY_SOURCE, tag: int = ANY_TAG, status: Status | None = None) -> Request:
+        """Post a receive and return its request; its value is the received buffer (``MPI_Irecv``).
+
+        *buf*, if given, sets the largest message accepted (a longer one is a truncation error).
+        """
+        return self.world.post_recv(self, source, tag, buf, status)
+
+    def send(self, buf: Any, dest: int, tag: int = 0) -> Proc[None]:
+        """Send *buf* to *dest*; return when the protocol lets the buffer be reused (``MPI_Send``)."""
+        req = self.world.post_send(self, buf, dest, tag)
+        if not req.triggered:
+            yield from self.world.block(self.world_rank, req, req.describe(), [req], "send", self._peer(dest), req.nbytes)
+
+    def ssend(self, buf: Any, dest: int, tag: int = 0) -> Proc[None]:
+        """Send *buf* to *dest*; return only once the receive has matched it (``MPI_Ssend``)."""
+        req = self.world.post_send(self, buf, dest, tag, synchronous=True)
+        yield from self.world.block(self.world_rank, req, "s" + req.describe(), [req], "send", self._peer(dest), req.nbytes)
+
+    def recv(self, buf: Any = None, source: int = ANY_SOURCE, tag: int = ANY_TAG, status: Status | None = None) -> Proc[Any]:
+        """Receive a message and return it (``MPI_Recv``)."""
+        req = self.world.post_recv(self, source, tag, buf, status)
+        if req.triggered:
+            return req.value
+        return (yield from self.world.block(self.world_rank, req, req.describe(), [req], "recv", self._peer(source)))
+
+    def sendrecv(self, sendbuf: Any, dest: int, sendtag: int = 0, recvbuf: Any = None,
+                 source: int = ANY_SOURCE, recvtag: int = ANY_TAG, status: Status | None = None) -> Proc[Any]:
+        """Send to *dest* and receive from *source* at once, without deadlock (``MPI_Sendrecv``)."""
+        sreq = self.world.post_send(self, sendbuf, dest, sendtag)
+        rreq = self.world.post_recv(self, source, recvtag, recvbuf, status)
+        if sreq.triggered and rreq.triggered:
+            return rreq.value
+        call = f"sendrecv(dest={dest}, source={source if source != ANY_SOURCE else 'ANY_SOURCE'})"
+        both = self.env.all_of([sreq, rreq])
+        yield from self.world.block(self.world_rank, both, call, [sreq, rreq], "recv", self._peer(source), sreq.nbytes)
+        return rreq.value
+
+    def wait(self, request: Request, status: Status | None = None) -> Proc[Any]:
+        """Wait for *request* and return its value (``MPI_Wait``)."""
+        if request.triggered:
+            value = request.value
+        else:
+            value = yield from self.world.block(self.world_rank, request, f"wait({request.describe()})", [request], "wait")
+        if status is not None and request.status is not None:
+            status.source, status.tag = request.status.source, request.status.tag
+            status.count, status.nbytes = request.status.count, request.status.nbytes
+        return value
+
+    def waitall(self, requests: Sequence[Request]) -> Proc[list[Any]]:
+        """Wait for every request; return their values in order (``MPI_Waitall``)."""
+        pending = [r for r in requests if not r.triggered]
+        if pending:
+            call = f"waitall({len(requests)} requests)"
+            yield from self.world.block(self.world_rank, self.env.all_of(pending), call, pending, "wait")
+        return [r.value for r in requests]
+
+    def waitany(self, requests: Sequence[Request]) -> Proc[tuple[int, Any]]:
+        """Wait for the first request to finish; return ``(index, value)`` (``MPI_Waitany``)."""
+        for i, r in enumerate(requests):
+            if r.triggered:
+                return i, r.value
+        call = f"waitany({len(requests)} requests)"
+        yield from self.world.block(self.world_rank, self.env.any_of(list(requests)), call, list(requests), "wait")
+        for i, r in enumerate(requests):
+            if r.triggered:
+                return i, r.value
+        raise AssertionError("waitany woke with no finished request")  # pragma: no cover
+
+    @staticmethod
+    def test(request: Request) -> tuple[bool, Any]:
+        """Return ``(done, value)`` without waiting (``MPI_Test``)."""
+        return request.test()
+
+    def probe(self, source: int = ANY_SOURCE, tag: int = ANY_TAG, status: Status | None = None) -> Proc[Status]:
+        """Wait until a matching message has arrived, without receiving it (``MPI_Probe``)."""
+        event, msg = self.world.probe_event(self, source, tag)
+        if msg is None:
+            msg = yield from self.world.block(self.world_rank, event, f"probe(source={source}, tag={tag})", [event], "wait")
+        return self._fill_status(msg, status)
+
+    def iprobe(self, source: int = ANY_SOURCE, tag: int = ANY_TAG, status: Status | None = None) -> bool:
+        """Return True if a matching message has arrived, without receiving it (``MPI_Iprobe``)."""
+        msg = self.world.find_unexpected(self, source, tag)
+        if msg is not None:
+            self._fill_status(msg, status)
+        return msg is not None
+
+    @staticmethod
+    def _fill_status(msg: Any, status: Status | None) -> Status:
+        status = status if status is not None else Status()
+        status.source, status.tag, status.count, status.nbytes = msg.src_rank, msg.tag, msg.payload.count, msg.nbytes
+        return status
+
+    def _peer(self, rank: int) -> int:
+        return self.group[rank] if 0 <= rank < self.size else -1
+
+    # ------------------------------------------------------------------ local work
+
+    def compute(self, seconds: float, label: str = "compute") -> Proc[None]:
+        """Spend *seconds* of modelled computation on this rank."""
+        if seconds > 0:
+            t0 = self.env.now
+            yield self.env.timeout(seconds)
+            self.world._span(self.world_rank, "compute", t0, label)
+
+    def reduce_local(self, op: Op, inbuf: Payload, inoutbuf: Payload) -> Proc[Payload]:
+        """Return ``inbuf op inoutbuf``, charging ``reduce_cost`` seconds per byte (``MPI_Reduce_local``)."""
+        result = inbuf.combine(inoutbuf, op)
+        cost = self.world.config.reduce_cost * inoutbuf.nbytes
+        if cost > 0:
+            t0 = self.env.now
+            yield self.env.timeout(cost)
+            self.world._span(self.world_rank, "reduce", t0, f"reduce {op.name}", -1, inoutbuf.nbytes)
+        return result
+
+    # ------------------------------------------------------------------ new communicators
+
+    def dup(self) -> Comm:
+        """Return a copy of this communicator with new matching contexts (``MPI_Comm_dup``).
+
+        Every member must call ``dup`` in the same order, as MPI requires; the new context id
+        is derived from that order, so no messages are needed.
+        """
+        self._derived += 1
+        ctx = self.world.context_for((self.context, "dup", self._derived))
+        return Comm(self.world, self.group, self._rank, ctx)
+
+    def split(self, color: int = 0, key: int = 0) -> Proc[Comm | None]:
+        """Partition the communicator by *color*, ordering each part by *key* (``MPI_Comm_split``).
+
+        A collective: every member exchanges its (color, key) with the others through a
+        dissemination allgather on the collective context, which costs ceil(lg p) rounds of
+        messages. Returns ``None`` for ``color=UNDEFINED``.
+        """
+        self._derived += 1
+        seq = self._derived
+        mine = np.array([self._rank, color, key], dtype=np.int64)
+        table = yield from self._allgather_small(mine)
+        if color == UNDEFINED:
+            return None
+        members = sorted((int(k), int(r)) for r, c, k in table.reshape(-1, 3) if c == color)
+        group = tuple(self.group[r] for _, r in members)
+        new_rank = [r for _, r in members].index(self._rank)
+        ctx = self.world.context_for((self.context, "split", seq, int(color)))
+        return Comm(self.world, group, new_rank, ctx)
+
+    def sub(self, ranks: Sequence[int], label: str = "") -> Comm | None:
+        """Return the communicator of the given ranks of this one (``None`` if this rank is not in it).
+
+        A simulator convenience for algorithms that know their groups from the topology
+        (hierarchical allreduce's node and leader groups), like ``MPI_Comm_create_group``
+        with a group every member computes alike: it sends no messages and is cached.
+        """
+        key = (label, tuple(ranks))
+        if key in self._subs:
+            return self._subs[key]
+        members = list(ranks)
+        comm = None
+        if self._rank in members:
+            ctx = self.world.context_for((self.context, "sub", *key))
+            comm = Comm(self.world, tuple(self.group[r] for r in members), members.index(self._rank), ctx)
+        self._subs[key] = comm
+        return comm
+
+    def _allgather_small(self, mine: np.ndarray) -> Proc[np.ndarray]:
+        """Dissemination allgather of one small int64 row per rank, in rank order."""
+        p, r = self.size, self._rank
+        rows = {r: mine}
+        k = 1
+        while k < p:
+            payload = DataPayload(np.concatenate([rows[i] for i in sorted(rows)]))
+            got = yield from self._coll_sendrecv(payload, (r + k) % p, (r - k) % p, tag=k)
+            for row in got.array.reshape(-1, mine.size):
+                rows[int(row[0])] = row
+            k *= 2
+        return np.concatenate([rows[i] for i in range(p)])
+
+    # ------------------------------------------------------------------ collective plumbing
+
+    def _coll_sendrecv(self, payload: Payload, dest: int, source: int, tag: int = 0) -> Proc[Payload]:
+        """sendrecv on the collective context, so the exchange never matches user messages."""
+        return (yield from self.coll.sendrecv(payload, dest, tag, None, source, tag))
+
+    @property
+    def coll(self) -> Comm:
+        """This communicator's collective context as a communicator (algorithms talk on it)."""
+        if self._parent is not None:
+            return self
+        if self._coll is None:
+            self._coll = Comm(self.world, self.group, self._rank, self.coll_context, parent=self)
+        return self._coll
+
+    def next_collective(self, signature: str) -> int:
+        """Number this rank's next collective call and check it matches the other members'."""
+        parent = self._parent or self
+        call = parent._collective_calls
+        parent._collective_calls += 1
+        self.world.check_collective(parent, call, signature)
+        return call
+
+    def _collective(self, collective: str, algorithm: str | None, **kwargs: Any) -> Proc[Any]:
+        runner = Comm._collective_runner
+        if runner is None:
+            raise RuntimeError("collectives are not loaded: import mpisim.collectives")
+        return (yield from runner(self, collective, algorithm, **kwargs))
+
+    # ------------------------------------------------------------------ collectives (mpi4py-like)
+
+    def barrier(self, algorithm: str | None = None) -> Proc[None]:
+        """Block until every member has entered the barrier."""
+        yield from self._collective("barrier", algorithm)
+
+    def bcast(self, buf: Any, root: int = 0, algorithm: str | None = None) -> Proc[Any]:
+        """Return root's *buf* on every rank (every rank passes a buffer of the same count)."""
+        return (yield from self._collective("bcast", algorithm, buf=buf, root=root))
+
+    def reduce(self, sendbuf: Any, op: Op = SUM, root: int = 0, algorithm: str | None = None) -> Proc[Any]:
+        """Return the element-wise reduction of all ranks' *sendbuf* at *root* (``None`` elsewhere)."""
+        return (yield from self._collective("reduce", algorithm, buf=sendbuf, op=op, root=root))
+
+    def allreduce(self, sendbuf: Any, op: Op = SUM, algorithm: str | None = None) -> Proc[Any]:
+        """Return the element-wise reduction of all ranks' *sendbuf* on every rank."""
+        return (yield from self._collective("allreduce", algorithm, buf=sendbuf, op=op))
+
+    def allgather(self, sendbuf: Any, algorithm: str | None = None) -> Proc[Any]:
+        """Return all ranks' *sendbuf* (equal counts) concatenated in rank order, on every rank."""
+        return (yield from self._collective("allgather", algorithm, buf=sendbuf))
+
+    def reduce_scatter(self, sendbuf: Any, op: Op = SUM, algorithm: str | None = None) -> Proc[Any]:
+        """Reduce all ranks' *sendbuf* and return block *rank* of the result (``np.array_split`` blocks)."""
+        return (yield from self._collective("reduce_scatter", algorithm, buf=sendbuf, op=op))
+
+    def alltoall(self, sendbuf: Any, algorithm: str | None = None) -> Proc[Any]:
+        """Send block j of *sendbuf* to rank j; return the blocks received, in rank order."""
+        return (yield from self._collective("alltoall", algorithm, buf=sendbuf))
+
+    def gather(self, sendbuf: Any, root: int = 0, algorithm: str | None = None) -> Proc[Any]:
+        """Return all ranks' *sendbuf* concatenated at *root* (``None`` elsewhere)."""
+        return (yield from self._collective("gather", algorithm, buf=sendbuf, root=root))
+
+    def scatter(self, sendbuf: Any, root: int = 0, algorithm: str | None = None) -> Proc[Any]:
+        """Return block *rank* of root's *sendbuf* (every rank passes a buffer of the same count)."""
+        return (yield from self._collective("scatter", algorithm, buf=sendbuf, root=root))
+
+
+__all__ = ["ANY_SOURCE", "ANY_TAG", "UNDEFINED", "Comm", "as_payload"]

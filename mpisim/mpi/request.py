@@ -1,0 +1,91 @@
+"""Requests and statuses: the handles of non-blocking operations.
+
+``isend``/``irecv`` return a :class:`Request`, which *is* a SimPy event: a rank waits for it
+with ``value = yield req`` (the value is the received buffer for a receive, ``None`` for a
+send), and ``env.all_of``/``env.any_of`` combine them -- that is all ``waitall`` and
+``waitany`` are. A :class:`Status` tells a receiver who sent what (``source``, ``tag``,
+``count``), as ``MPI_Status`` does.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import simpy
+
+if TYPE_CHECKING:
+    from mpisim.mpi.comm import Comm
+
+#: Wildcards and the null process, with MPI's meaning.
+ANY_SOURCE = -1
+ANY_TAG = -1
+PROC_NULL = -2
+
+
+class Status:
+    """Who sent a received message, with which tag, and how many elements (``MPI_Status``)."""
+
+    __slots__ = ("count", "nbytes", "source", "tag")
+
+    def __init__(self) -> None:
+        self.source = ANY_SOURCE
+        self.tag = ANY_TAG
+        self.count = 0
+        self.nbytes = 0
+
+    def Get_source(self) -> int:  # noqa: N802 - mpi4py spelling
+        """Return the sender's rank in the communicator."""
+        return self.source
+
+    def Get_tag(self) -> int:  # noqa: N802 - mpi4py spelling
+        """Return the message tag."""
+        return self.tag
+
+    def Get_count(self) -> int:  # noqa: N802 - mpi4py spelling
+        """Return the number of elements received."""
+        return self.count
+
+    def __repr__(self) -> str:
+        return f"Status(source={self.source}, tag={self.tag}, count={self.count})"
+
+
+class Request(simpy.Event):
+    """A pending send or receive; trigger value is the received buffer (receives) or None.
+
+    Besides being an event, a request remembers what it is waiting for (kind, peer, tag,
+    size, protocol), which is what a deadlock report prints.
+    """
+
+    def __init__(
+        self,
+        env: simpy.Environment,
+        kind: str,
+        comm: Comm,
+        peer: int,
+        tag: int,
+        nbytes: int = -1,
+        protocol: str = "",
+    ) -> None:
+        super().__init__(env)
+        self.kind = kind  # "send" | "recv"
+        self.comm = comm
+        self.peer = peer  # communicator rank (ANY_SOURCE allowed for receives)
+        self.tag = tag
+        self.nbytes = nbytes  # -1: unknown (a receive before it matches)
+        self.protocol = protocol
+        self.status: Status | None = None
+        self.capacity: int | None = None  # a receive's buffer size in bytes, if it gave one
+
+    def describe(self) -> str:
+        """Return the MPI call this request stands for, e.g. ``send(dest=1, tag=0, 1048576 B, rendezvous)``."""
+        if self.kind == "send":
+            return f"send(dest={self.peer}, tag={self.tag}, {self.nbytes} B, {self.protocol})"
+        source = "ANY_SOURCE" if self.peer == ANY_SOURCE else str(self.peer)
+        tag = "ANY_TAG" if self.tag == ANY_TAG else str(self.tag)
+        return f"recv(source={source}, tag={tag})"
+
+    def test(self) -> tuple[bool, Any]:
+        """Return ``(done, value)`` without waiting (``MPI_Test``)."""
+        if self.triggered and self.ok:
+            return True, self.value
+        return False, None

@@ -1,0 +1,534 @@
+"""The simulated MPI library: message matching, eager and rendezvous protocols, deadlock detection.
+
+One :class:`World` exists per simulation. It owns, for every rank, a mailbox with MPI's two
+matching queues, and it moves messages through the network model with the protocol a real
+MPI library would choose:
+
+================  ==================================  =======================================
+protocol          the send completes when             wire traffic
+================  ==================================  =======================================
+eager  (n <= L)   the local copy is done              data
+rendezvous        the data has been delivered         RTS -> CTS -> data -> FIN
+================  ==================================  =======================================
+
+*L* is the eager limit of the path (shared memory and network limits differ). RTS, CTS and FIN
+are control messages of ``header_bytes``. With the receive already posted and overheads zero,
+on one link of latency alpha and seconds-per-byte beta, the time from posting the send to
+the receive completing is ``alpha + n*beta`` (eager) and ``3*alpha + (n + 2h)*beta``
+(rendezvous). An eager message that arrives before its receive is posted waits in the
+*unexpected queue* and pays a memory copy when it is matched; a rendezvous sender simply
+waits for the receiver.
+
+**Matching** follows the MPI standard: a receive matches a message with the same context
+(communicator), and the same source and tag unless it uses ``ANY_SOURCE``/``ANY_TAG``.
+Messages between one pair of ranks are *non-overtaking*: they are offered to matching in the
+order they were sent, even if a later small message physically arrives before an earlier
+large one (an arrival that is ahead of its turn is held back).
+
+**Deadlock**: SimPy's event loop stops when nothing is scheduled. If ranks are still blocked
+then, nothing can ever wake them: :meth:`World.run` raises :class:`DeadlockError` naming each
+blocked rank, the call it is blocked in and the cycle of waits between ranks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import simpy
+
+from mpisim.engine.records import MessageRecord, SpanRecord
+from mpisim.errors import CollectiveMismatchError, DeadlockError, InvalidRankError, InvalidTagError, TruncationError
+from mpisim.mpi.config import MpiConfig
+from mpisim.mpi.payload import Payload, as_payload
+from mpisim.mpi.request import ANY_SOURCE, ANY_TAG, PROC_NULL, Request, Status
+
+if TYPE_CHECKING:
+    from mpisim.engine.sim import Proc, Simulation
+    from mpisim.mpi.comm import Comm
+    from mpisim.network.base import NetworkModel
+    from mpisim.network.topology import Topology
+
+
+class Message:
+    """A message in flight: its envelope (context, source, tag), payload and protocol state."""
+
+    __slots__ = (
+        "context", "cts", "dst", "nbytes", "payload", "protocol", "send_req", "seq", "src",
+        "src_rank", "t_data", "t_match", "t_post", "tag", "unexpected", "user",
+    )
+
+    def __init__(self, src: int, dst: int, src_rank: int, context: int, tag: int,
+                 payload: Payload, user: Any, protocol: str, send_req: Request, t_post: float) -> None:
+        self.src = src  # world ranks
+        self.dst = dst
+        self.src_rank = src_rank  # sender's rank in the communicator
+        self.context = context
+        self.tag = tag
+        self.payload = payload
+        self.user = user  # what the receiver gets back (an array, or the payload itself)
+        self.nbytes = payload.nbytes
+        self.protocol = protocol
+        self.send_req = send_req
+        self.seq = 0
+        self.t_post = t_post
+        self.t_match = -1.0
+        self.t_data = -1.0
+        self.unexpected = False
+        self.cts: simpy.Event | None = None
+
+    def describe(self) -> str:
+        return f"message from rank {self.src} to rank {self.dst} (tag {self.tag}, {self.nbytes} B, {self.protocol})"
+
+
+class Mailbox:
+    """One rank's matching state: posted receives, unexpected messages, pending probes."""
+
+    __slots__ = ("held", "next_seq", "posted", "probes", "unexpected")
+
+    def __init__(self) -> None:
+        self.posted: list[Request] = []
+        self.unexpected: list[Message] = []
+        self.probes: list[tuple[int, int, int, simpy.Event]] = []
+        self.next_seq: dict[int, int] = {}  # source world rank -> next sequence number to match
+        self.held: dict[tuple[int, int], Message] = {}  # (source, seq) arrived ahead of its turn
+
+
+class RankState:
+    """What a rank is doing, for deadlock reports: the blocking call and the requests it waits on."""
+
+    __slots__ = ("blocked_call", "finished", "waiting_on")
+
+    def __init__(self) -> None:
+        self.blocked_call = ""
+        self.waiting_on: list[Request] = []
+        self.finished = False
+
+
+def _matches(req: Request, context: int, src_rank: int, tag: int) -> bool:
+    return (
+        req.comm.context == context
+        and (req.peer == ANY_SOURCE or req.peer == src_rank)
+        and (req.tag == ANY_TAG or req.tag == tag)
+    )
+
+
+class World:
+    """All ranks of one simulation and the MPI library that connects them."""
+
+    def __init__(self, sim: Simulation, topology: Topology, network: NetworkModel,
+                 config: MpiConfig | None = None, *, algorithms: dict[str, Any] | None = None,
+                 selector: str = "mpich") -> None:
+        self.sim = sim
+        self.env = sim.env
+        self.tracer = sim.tracer
+        self.topology = topology
+        self.network = network
+        self.config = config or MpiConfig()
+        self.size = topology.size
+        #: Default algorithm per collective (``{"allreduce": "ring"}``); missing means ``auto``.
+        self.algorithms: dict[str, Any] = dict(algorithms or {})
+        #: Rule set used by ``auto``: ``mpich`` or ``model``.
+        self.selector = selector
+        self.mailboxes = [Mailbox() for _ in range(self.size)]
+        self.states = [RankState() for _ in range(self.size)]
+        self._send_seq: dict[tuple[int, int], int] = {}
+        self._contexts: dict[tuple, int] = {}
+        self._next_context = 2  # 0 and 1 belong to COMM_WORLD (point-to-point, collectives)
+        self._collective_calls: dict[tuple[int, int], tuple[str, int, int]] = {}
+        self._sync_event = self.env.event()
+        self._sync_count = 0
+        self._processes: list[simpy.Process] = []
+        self.unmatched: list[str] = []
+        self._world_comms: list[Comm] | None = None
+
+    # ------------------------------------------------------------------ communicators
+
+    def comm_world(self, rank: int) -> Comm:
+        """Return rank *rank*'s handle on ``COMM_WORLD``."""
+        from mpisim.mpi.comm import Comm  # same layer; comm imports world
+
+        if self._world_comms is None:
+            group = tuple(range(self.size))
+            self._world_comms = [Comm(self, group, r, 0) for r in range(self.size)]
+        return self._world_comms[rank]
+
+    def context_for(self, key: tuple) -> int:
+        """Return the context id of the communicator identified by *key*, allocating it once.
+
+        Every member computes the same *key* (parent context, how it was made, the group), so
+        all members agree on the id without exchanging messages. Ids come in pairs: even for
+        point-to-point, odd for the communicator's collectives.
+        """
+        ctx = self._contexts.get(key)
+        if ctx is None:
+            ctx = self._contexts[key] = self._next_context
+            self._next_context += 2
+        return ctx
+
+    # ------------------------------------------------------------------ running programs
+
+    def launch(self, program: Callable[..., Proc[Any]], *args: Any, ranks: Iterable[int] | None = None) -> list[simpy.Process]:
+        """Start ``program(comm, *args)`` as a SimPy process on every rank (or on *ranks*)."""
+        procs = []
+        for rank in ranks if ranks is not None else range(self.size):
+            procs.append(self.env.process(self._rank_main(rank, program, args)))
+        self._processes.extend(procs)
+        return procs
+
+    def _rank_main(self, rank: int, program: Callable[..., Proc[Any]], args: tuple) -> Proc[Any]:
+        try:
+            result = yield from program(self.comm_world(rank), *args)
+        finally:
+            self.states[rank].finished = True
+        return result
+
+    def run(self) -> None:
+        """Run until every rank has finished; raise DeadlockError if some never can.
+
+        Messages still in an unexpected queue at the end are listed in :attr:`unmatched`.
+        """
+        self.env.run()
+        blocked = [r for r, st in enumerate(self.states) if not st.finished and st.blocked_call]
+        if any(p.is_alive for p in self._processes):
+            raise DeadlockError(self._deadlock_report(blocked))
+        for rank, box in enumerate(self.mailboxes):
+            for msg in box.unexpected:
+                self.unmatched.append(f"rank {rank} never received the {msg.describe()}")
+
+    def synchronize(self, rank: int) -> Proc[None]:
+        """Release all ranks at the same instant, at no simulated cost (a measurement aid, not MPI).
+
+        Benchmarks use it for a synchronised entry into a collective, so the collective's time
+        (last exit minus first entry) is not polluted by a preceding barrier's skew.
+        """
+        event = self._sync_event
+        self._sync_count += 1
+        if self._sync_count == self.size:
+            self._sync_count = 0
+            self._sync_event = self.env.event()
+            event.succeed()
+            return
+        state = self.states[rank]
+        state.blocked_call = "synchronize()"
+        yield event
+        state.blocked_call = ""
+
+    # ------------------------------------------------------------------ sending
+
+    def post_send(self, comm: Comm, buf: Any, dest: int, tag: int, *, synchronous: bool = False) -> Request:
+        """Start sending *buf* to communicator rank *dest*; return the send request."""
+        self._check_rank(comm, dest, "dest", "send")
+        if tag < 0:
+            raise InvalidTagError(f"rank {comm.world_rank}: send(dest={dest}, tag={tag}): tags must be >= 0")
+        if dest == PROC_NULL:
+            req = Request(self.env, "send", comm, dest, tag, 0, "null")
+            req.succeed()
+            return req
+        # A user's array is copied, as MPI's send semantics allow the sender to reuse it at once;
+        # payloads from collectives are immutable values and travel by reference.
+        if isinstance(buf, Payload):
+            payload, user = buf, buf
+        else:
+            array = np.array(buf, copy=True)
+            payload = as_payload(array)
+            user = array
+        src, dst = comm.world_rank, comm.group[dest]
+        nbytes = payload.nbytes
+        limit = self.config.eager_limit(self.topology.path_kind(src, dst))
+        protocol = "rendezvous" if synchronous or nbytes > limit else "eager"
+        req = Request(self.env, "send", comm, dest, tag, nbytes, protocol)
+        msg = Message(src, dst, comm.rank, comm.context, tag, payload, user, protocol, req, self.env.now)
+        pair = (src, dst)
+        msg.seq = self._send_seq.get(pair, 0)
+        self._send_seq[pair] = msg.seq + 1
+        cfg = self.config
+        if protocol == "eager" and cfg.send_overhead == 0.0 and cfg.copy_time(nbytes) == 0.0:
+            # NOTE: the common case needs no sender process: the send is complete at once.
+            req.succeed()
+            self.env.process(self._inject_eager(msg))
+        else:
+            self.env.process(self._send_process(msg))
+        return req
+
+    def _send_process(self, msg: Message) -> Proc[None]:
+        cfg, env = self.config, self.env
+        if cfg.send_overhead:
+            yield env.timeout(cfg.send_overhead)
+        if msg.protocol == "eager":
+            copy = cfg.copy_time(msg.nbytes)
+            if copy:
+                t0 = env.now
+                yield env.timeout(copy)
+                self._span(msg.src, "copy", t0, "eager send copy", msg.dst, msg.nbytes)
+            msg.send_req.succeed()
+            yield from self._inject_eager(msg)
+            return
+        # Rendezvous: request to send, wait for clear to send, then the data.
+        t0 = env.now
+        yield from self.network.transfer(msg.src, msg.dst, cfg.header_bytes)
+        self._span(msg.src, "rts", t0, "RTS", msg.dst, cfg.header_bytes)
+        msg.cts = env.event()
+        self._arrive(msg)
+        yield msg.cts
+        msg.t_data = t0 = env.now
+        yield from self.network.transfer(msg.src, msg.dst, msg.nbytes)
+        self._span(msg.src, "data", t0, "data", msg.dst, msg.nbytes)
+        msg.send_req.succeed()
+        self._complete_recv(msg, cfg.recv_overhead)
+        env.process(self._fin(msg))
+
+    def _inject_eager(self, msg: Message) -> Proc[None]:
+        msg.t_data = self.env.now
+        yield from self.network.transfer(msg.src, msg.dst, msg.nbytes)
+        self._arrive(msg)
+
+    def _cts(self, msg: Message) -> Proc[None]:
+        t0 = self.env.now
+        yield from self.network.transfer(msg.dst, msg.src, self.config.header_bytes)
+        self._span(msg.dst, "cts", t0, "CTS", msg.src, self.config.header_bytes)
+        assert msg.cts is not None
+        msg.cts.succeed()
+
+    def _fin(self, msg: Message) -> Proc[None]:
+        t0 = self.env.now
+        yield from self.network.transfer(msg.dst, msg.src, self.config.header_bytes)
+        self._span(msg.dst, "fin", t0, "FIN", msg.src, self.config.header_bytes)
+
+    # ------------------------------------------------------------------ arrival and matching
+
+    def _arrive(self, msg: Message) -> None:
+        """Offer an arrived envelope to matching, in send order per (source, destination)."""
+        box = self.mailboxes[msg.dst]
+        expected = box.next_seq.get(msg.src, 0)
+        if msg.seq != expected:
+            box.held[(msg.src, msg.seq)] = msg  # overtook an earlier message: wait for it
+            return
+        self._deliver(box, msg)
+        expected += 1
+        while box.held:
+            nxt = box.held.pop((msg.src, expected), None)
+            if nxt is None:
+                break
+            self._deliver(box, nxt)
+            expected += 1
+        box.next_seq[msg.src] = expected
+
+    def _deliver(self, box: Mailbox, msg: Message) -> None:
+        for i, req in enumerate(box.posted):
+            if _matches(req, msg.context, msg.src_rank, msg.tag):
+                del box.posted[i]
+                self._pair(msg, req)
+                return
+        msg.unexpected = True
+        box.unexpected.append(msg)
+        if box.probes:
+            self._wake_probes(box, msg)
+
+    def post_recv(self, comm: Comm, source: int, tag: int, buf: Any = None, status: Status | None = None) -> Request:
+        """Post a receive on *comm*; return the request whose value is the received buffer."""
+        if source != ANY_SOURCE:
+            self._check_rank(comm, source, "source", "recv")
+        if tag < 0 and tag != ANY_TAG:
+            raise InvalidTagError(f"rank {comm.world_rank}: recv(source={source}, tag={tag}): tags must be >= 0 or ANY_TAG")
+        req = Request(self.env, "recv", comm, source, tag)
+        req.status = status
+        if buf is not None:
+            req.capacity = as_payload(buf).nbytes
+        if source == PROC_NULL:
+            if status is not None:
+                status.source, status.tag, status.count, status.nbytes = PROC_NULL, ANY_TAG, 0, 0
+            req.succeed(None)
+            return req
+        box = self.mailboxes[comm.world_rank]
+        for i, msg in enumerate(box.unexpected):
+            if _matches(req, msg.context, msg.src_rank, msg.tag):
+                del box.unexpected[i]
+                self._pair(msg, req)
+                return req
+        box.posted.append(req)
+        return req
+
+    def _pair(self, msg: Message, req: Request) -> None:
+        """A message met its receive: check the size, then finish it by protocol."""
+        msg.t_match = self.env.now
+        req.nbytes, req.protocol = msg.nbytes, msg.protocol
+        if req.capacity is not None and msg.nbytes > req.capacity:
+            req.fail(TruncationError(
+                f"message truncated: rank {msg.dst} posted recv(source={req.peer}, tag={req.tag}) "
+                f"with room for {req.capacity} B, but rank {msg.src} sent {msg.nbytes} B (tag {msg.tag})"
+            ))
+            if msg.protocol == "rendezvous":
+                msg.send_req.fail(TruncationError(f"rank {msg.src}: send to rank {msg.dst} was truncated by the receiver"))
+                msg.send_req.defused = True
+            return
+        if req.status is not None:
+            st = req.status
+            st.source, st.tag, st.count, st.nbytes = msg.src_rank, msg.tag, msg.payload.count, msg.nbytes
+        req.msg = msg  # type: ignore[attr-defined]
+        if msg.protocol == "eager":
+            delay = self.config.recv_overhead
+            if msg.unexpected:
+                delay += self.config.copy_time(msg.nbytes)  # copy out of the unexpected queue
+            self._complete_recv(msg, delay, req)
+        else:
+            msg.send_req.recv_req = req  # type: ignore[attr-defined]
+            self.env.process(self._cts(msg))
+
+    def _complete_recv(self, msg: Message, delay: float, req: Request | None = None) -> None:
+        if req is None:
+            req = msg.send_req.recv_req  # type: ignore[attr-defined]
+        if delay > 0:
+            timer = self.env.timeout(delay)
+            timer.callbacks.append(lambda _ev: self._finish_recv(msg, req))
+        else:
+            self._finish_recv(msg, req)
+
+    def _finish_recv(self, msg: Message, req: Request) -> None:
+        now = self.env.now
+        self.tracer.message(MessageRecord(
+            msg.src, msg.dst, msg.tag, msg.context, msg.nbytes, msg.protocol,
+            msg.t_post, msg.t_match, msg.t_data, now,
+        ))
+        req.succeed(msg.user)
+
+    # ------------------------------------------------------------------ probing
+
+    def probe_event(self, comm: Comm, source: int, tag: int) -> tuple[simpy.Event, Message | None]:
+        """Return an event that fires with the first matching unexpected message (``MPI_Probe``)."""
+        box = self.mailboxes[comm.world_rank]
+        probe = Request(self.env, "recv", comm, source, tag)
+        for msg in box.unexpected:
+            if _matches(probe, msg.context, msg.src_rank, msg.tag):
+                probe.succeed(msg)
+                return probe, msg
+        box.probes.append((comm.context, source, tag, probe))
+        return probe, None
+
+    def find_unexpected(self, comm: Comm, source: int, tag: int) -> Message | None:
+        """Return the first matching unexpected message without removing it (``MPI_Iprobe``)."""
+        probe = Request(self.env, "recv", comm, source, tag)
+        for msg in self.mailboxes[comm.world_rank].unexpected:
+            if _matches(probe, msg.context, msg.src_rank, msg.tag):
+                return msg
+        return None
+
+    def _wake_probes(self, box: Mailbox, msg: Message) -> None:
+        still = []
+        for context, source, tag, event in box.probes:
+            if isinstance(event, Request) and _matches(event, msg.context, msg.src_rank, msg.tag):
+                event.succeed(msg)
+            else:
+                still.append((context, source, tag, event))
+        box.probes = still
+
+    # ------------------------------------------------------------------ blocking and spans
+
+    def block(self, rank: int, event: simpy.Event, call: str, requests: list[Request], kind: str = "wait",
+              peer: int = -1, nbytes: int = 0) -> Proc[Any]:
+        """Wait for *event* on behalf of *rank*, remembering *call* for deadlock reports."""
+        state = self.states[rank]
+        state.blocked_call, state.waiting_on = call, requests
+        t0 = self.env.now
+        value = yield event
+        state.blocked_call, state.waiting_on = "", []
+        if self.tracer.record_spans:
+            self._span(rank, kind, t0, call, peer, nbytes)
+        return value
+
+    def _span(self, rank: int, kind: str, t_start: float, label: str, peer: int = -1, nbytes: int = 0) -> None:
+        if self.tracer.record_spans:
+            self.tracer.span(SpanRecord(rank, kind, t_start, self.env.now, label, peer, nbytes))
+
+    # ------------------------------------------------------------------ collectives bookkeeping
+
+    def check_collective(self, comm: Comm, call: int, signature: str) -> None:
+        """Check that every member's *call*-th collective on *comm* has the same signature.
+
+        Raises CollectiveMismatchError naming both ranks and both calls.
+        """
+        key = (comm.coll_context, call)
+        seen = self._collective_calls.get(key)
+        if seen is None:
+            self._collective_calls[key] = (signature, comm.world_rank, 1)
+            return
+        first_sig, first_rank, count = seen
+        if first_sig != signature:
+            raise CollectiveMismatchError(
+                f"mismatched collectives: rank {comm.world_rank} called {signature} as collective "
+                f"#{call} on its communicator, but rank {first_rank} called {first_sig}"
+            )
+        if count + 1 == comm.size:
+            del self._collective_calls[key]
+        else:
+            self._collective_calls[key] = (first_sig, first_rank, count + 1)
+
+    # ------------------------------------------------------------------ errors
+
+    def _check_rank(self, comm: Comm, rank: int, name: str, call: str) -> None:
+        if rank == PROC_NULL:
+            return
+        if not 0 <= rank < comm.size:
+            raise InvalidRankError(
+                f"rank {comm.world_rank}: {call}({name}={rank}): invalid rank for a communicator of size {comm.size} "
+                f"(valid: 0..{comm.size - 1})"
+            )
+
+    def _waits_for(self, rank: int) -> list[int]:
+        """World ranks that *rank* is waiting for (the edges of the wait-for graph)."""
+        state = self.states[rank]
+        peers: list[int] = []
+        if state.blocked_call == "synchronize()":
+            return [r for r, st in enumerate(self.states) if st.blocked_call != "synchronize()" and r != rank]
+        for req in state.waiting_on:
+            if req.triggered:
+                continue
+            if req.peer == ANY_SOURCE:
+                peers.extend(r for r in req.comm.group if r != rank)
+            elif req.peer >= 0:
+                peers.append(req.comm.group[req.peer])
+        return sorted(set(peers))
+
+    def _deadlock_report(self, blocked: list[int]) -> str:
+        lines = [f"deadlock: {len(blocked)} rank(s) blocked and nothing can progress"]
+        for rank in blocked:
+            state = self.states[rank]
+            pending = [req for req in state.waiting_on if not req.triggered]
+            detail = "; ".join(self._why(req) for req in pending) if pending else ""
+            lines.append(f"  rank {rank}: blocked in {state.blocked_call}" + (f" -- {detail}" if detail else ""))
+        cycle = self._find_cycle(blocked)
+        if cycle:
+            lines.append("  cycle of waits: " + " -> ".join(f"rank {r}" for r in cycle))
+        return "\n".join(lines)
+
+    def _why(self, req: Request) -> str:
+        if req.kind == "send":
+            peer = req.comm.group[req.peer]
+            state = "has finished" if self.states[peer].finished else "has not posted a matching receive"
+            return f"waiting for rank {peer} to receive (rank {peer} {state})"
+        if req.peer == ANY_SOURCE:
+            return "no matching message from any rank"
+        peer = req.comm.group[req.peer]
+        state = " (it has finished)" if self.states[peer].finished else ""
+        return f"waiting for a message from rank {peer}{state}"
+
+    def _find_cycle(self, blocked: list[int]) -> list[int]:
+        """Return one cycle in the wait-for graph among blocked ranks, closed (first == last)."""
+        blocked_set = set(blocked)
+        graph = {r: [p for p in self._waits_for(r) if p in blocked_set] for r in blocked}
+        for start in blocked:
+            path, on_path = [start], {start: 0}
+            stack = [iter(graph[start])]
+            while stack:
+                nxt = next(stack[-1], None)
+                if nxt is None:
+                    stack.pop()
+                    on_path.pop(path.pop(), None)
+                    continue
+                if nxt in on_path:
+                    return [*path[on_path[nxt]:], nxt]
+                on_path[nxt] = len(path)
+                path.append(nxt)
+                stack.append(iter(graph[nxt]))
+        return []

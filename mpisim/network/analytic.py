@@ -1,0 +1,114 @@
+"""The analytic network: path latency plus bytes over the bottleneck, and no contention.
+
+This is the Hockney (alpha-beta) model that the textbook cost formulas assume. A message of
+*n* bytes from rank *src* to rank *dst* takes
+
+    T(n) = alpha + n * beta,   alpha = route.latency,   beta = 1 / route.bottleneck
+
+where the route's latency is the sum of its links' latencies and its bottleneck is the slowest
+link's effective bandwidth (nominal bandwidth times efficiency). Every transfer sees the whole
+bottleneck bandwidth, however many other transfers cross the same links at the same moment:
+the model deliberately ignores contention. That makes it the *teaching* model: on it a ring
+allreduce takes exactly ``2(p-1)alpha + 2(p-1)/p n beta``, so simulated times can be checked
+against the closed forms to the last digits. When links really are shared (many senders into
+one receiver, an oversubscribed fat-tree core), it is optimistic; the ``fairshare`` model is
+the one that shares bandwidth.
+
+Link accounting is kept anyway, so the same reports work on both models: per link, the bytes
+that crossed it and its *busy time*, here the sum of the data phases of the transfers through
+it. Transfers overlap freely in this model, so a busy time longer than the run itself is
+possible, and it points at a link where the analytic model ignored contention.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from mpisim.engine.records import LinkRecord
+from mpisim.network.base import register_model
+
+if TYPE_CHECKING:
+    from mpisim.engine.sim import Proc, Simulation
+    from mpisim.network.links import Link
+    from mpisim.network.topology import Topology
+
+
+@dataclass(frozen=True, slots=True)
+class LinkStats:
+    """Traffic totals of one directed link, for "which link saturates" tables and plots.
+
+    ``nbytes`` counts the bytes of every finished transfer that crossed the link and
+    ``busy_time`` the seconds the link carried data (see each model's docstring for its exact
+    meaning). ``capacity`` is the link's effective bandwidth, so ``nbytes / (elapsed *
+    capacity)`` is its average utilisation over a run of length *elapsed*.
+    """
+
+    name: str
+    nbytes: int
+    busy_time: float
+    capacity: float
+
+
+@register_model("analytic")
+class AnalyticNetwork:
+    """Contention-free network: each transfer takes ``route.latency + nbytes / route.bottleneck``.
+
+    ``link_bytes[i]`` and ``link_busy[i]`` hold the bytes and summed data-phase seconds of the
+    link whose ``index`` is *i* (the lists grow as links are first used); :meth:`link_stats`
+    gives the same per link name.
+    """
+
+    def __init__(self, sim: Simulation, topology: Topology) -> None:
+        self.sim = sim
+        self.topology = topology
+        self.env = sim.env
+        self.link_bytes: list[int] = []
+        self.link_busy: list[float] = []
+        self.transfers = 0
+
+    def transfer(self, src: int, dst: int, nbytes: int) -> Proc[None]:
+        """Move *nbytes* from rank *src* to rank *dst*; return when the last byte arrives.
+
+        A rank sending to itself (or an empty route) returns at once without yielding any
+        event; a zero-byte transfer pays the route latency only.
+        """
+        if src == dst:
+            return
+        route = self.topology.route(src, dst)
+        if not route.links:
+            return
+        t_data = self.env.now + route.latency
+        yield self.env.timeout(route.latency + nbytes / route.bottleneck)
+        self.transfers += 1
+        if nbytes > 0:
+            self._account(route.links, nbytes, t_data, self.env.now)
+
+    def link_stats(self) -> dict[str, LinkStats]:
+        """Return bytes and busy seconds per link name, for every link of the topology."""
+        stats = {}
+        for link in self.topology.links:
+            i = link.index
+            used = i < len(self.link_bytes)
+            stats[link.name] = LinkStats(
+                link.name,
+                self.link_bytes[i] if used else 0,
+                self.link_busy[i] if used else 0.0,
+                link.effective_bandwidth,
+            )
+        return stats
+
+    def _account(self, links: tuple[Link, ...], nbytes: int, t_data: float, t_done: float) -> None:
+        tracer = self.sim.tracer
+        for link in links:
+            i = link.index
+            if not 0 <= i < len(self.link_bytes):
+                if i < 0:
+                    raise ValueError(f"link {link.name!r} has no index; it is not part of a topology")
+                grow = i + 1 - len(self.link_bytes)
+                self.link_bytes.extend([0] * grow)
+                self.link_busy.extend([0.0] * grow)
+            self.link_bytes[i] += nbytes
+            self.link_busy[i] += t_done - t_data
+            if tracer.record_links:
+                tracer.link(LinkRecord(link.name, t_data, t_done, nbytes))

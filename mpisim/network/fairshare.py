@@ -1,0 +1,447 @@
+"""The fair-share network: concurrent flows share every directed link max-min fairly.
+
+**Flows.** A transfer of *n* bytes becomes a *flow*: a fluid stream that crosses the links of
+its route and has, at every moment, one rate (bytes/s). It finishes when its *n* bytes have
+been sent at the rates it was given. This is a flow-level model, like SimGrid's network
+models: no packets, only rates that change when flows start or finish.
+
+**Max-min fairness.** Several flows crossing one link must share its capacity (its effective
+bandwidth). An allocation of rates is *max-min fair* when no flow's rate can be raised without
+lowering the rate of a flow that already has the same or a smaller rate. On a single link this
+is an equal split; across a network it means each flow gets an equal share of its *bottleneck*
+link, and links that are not any flow's bottleneck give their leftover capacity to the flows
+that can still use it. Example: link 1 (10 B/s) carries flows A and B, link 2 (4 B/s) carries
+A and C. Link 2 is the tighter one, so A = C = 2; A then uses 2 of link 1's 10, and B gets
+the other 8 (not 5: B is not limited by A's poorer path).
+
+**Progressive filling** computes this allocation. Raise the rates of all flows together;
+the first link to fill up (the one with the smallest *fair share* ``capacity_left /
+unfixed_flows``) fixes the rates of all its flows at that share; remove those flows, subtract
+their rates from the other links they cross, and continue with the remaining flows until
+every flow is fixed. Fair shares only grow as flows are fixed, so a heap of (share, link)
+pops the links in the order they fill, and each flow is fixed exactly once.
+
+**Latency before bandwidth.** A transfer first waits for its route's latency (switch hops,
+wire, NIC and software delay) and only then becomes a flow that occupies bandwidth. The first
+byte arrives after the latency; after that the bytes stream at the flow's rate. A lone flow
+therefore takes exactly ``latency + n / bottleneck``, the alpha-beta formula that the
+``analytic`` model and the textbook costs use, and a tiny message, whose cost is almost all
+latency, does not take a share of a busy link for its whole flight time. SimGrid's
+flow models do the same (an action joins the max-min system once its latency has elapsed);
+unlike SimGrid we do not cap rates by a TCP window.
+
+**Incremental, batched recomputation.** A start or finish changes the rates only of flows in
+the same *connected component*: flows linked to the changed one through shared links,
+directly or through other flows. Only that component is re-solved; flows elsewhere keep their
+rates and their scheduled completion times. And starts (and finishes) that happen at the same
+simulated instant are handled together: the first change at an instant schedules one
+*solve event*; later changes at that instant only join its list. The solve event has a
+priority below SimPy's NORMAL, so SimPy processes it after every ordinary event of that
+instant: when 1024 ranks start a ring step together, the network solves once, not 1024 times.
+
+**Completions** live in a heap of ``(t_finish, flow sequence number, version, flow)``. When a
+flow's rate changes its version goes up and a new entry is pushed; the old one is ignored when
+it reaches the top (lazy deletion), and the heap is compacted when stale entries outnumber
+live ones. A single *driver* timeout waits for the earliest live entry; SimPy cannot cancel a
+timeout, so when an earlier completion appears a new driver is scheduled and the superseded
+one, recognised by its generation number, does nothing when it fires. So a solve costs
+O(k log k) for a component of k flows plus at most one SimPy event, instead of one timeout per
+flow per solve.
+
+**Floating point.** A flow finishes at the time computed for it, not when a subtraction
+happens to reach zero: the driver completes every flow whose completion time is within a
+relative 1e-12 of now. When a solve brings a flow's progress up to date and less than a
+relative 1e-9 of its bytes remain, it is complete too, so rounding never leaves a flow with a
+few nano-bytes that would cost another event.
+
+**Determinism.** Nothing depends on object ids or set order: flows carry a creation sequence
+number, per-link flow tables are dicts keyed by it (so they iterate in creation order), and
+components are solved with their flows sorted by it.
+
+**Link activity.** For utilisation plots, when ``sim.tracer.record_links`` is on, each flow
+emits one :class:`~mpisim.engine.records.LinkRecord` per link of its route when it finishes:
+``(link, t_start, t_end, nbytes)`` from the start of its bandwidth phase to its last byte.
+That is bounded (flows x hops records) and exact in bytes; a plot that spreads each record
+evenly over its interval shows the flow's average rate there, not its rate changes.
+Independently of the tracer, cheap per-link counters are always kept: ``link_bytes[i]`` (bytes
+of finished flows over the link whose ``index`` is *i*) and the link's busy time (seconds with
+at least one active flow); :meth:`FairShareNetwork.link_stats` reports both per link name.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from typing import TYPE_CHECKING
+
+import simpy
+
+from mpisim.engine.records import LinkRecord
+from mpisim.network.analytic import LinkStats
+from mpisim.network.base import register_model
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from mpisim.engine.sim import Proc, Simulation
+    from mpisim.network.links import Link
+    from mpisim.network.topology import Topology
+
+#: SimPy processes the events of one instant by priority (URGENT = 0, NORMAL = 1); a solve
+#: scheduled with this priority runs after every ordinary event of its instant.
+LATE = 2
+
+#: A flow with at most this fraction of its bytes left after a progress update is complete.
+_BYTES_RTOL = 1e-9
+#: The driver completes flows due within this relative distance of the current time.
+_TIME_RTOL = 1e-12
+
+
+class Flow:
+    """One transfer in its bandwidth phase: the links it crosses, its bytes and its rate."""
+
+    __slots__ = (
+        "done",
+        "finished",
+        "ids",
+        "links",
+        "mark",
+        "nbytes",
+        "rate",
+        "remaining",
+        "seq",
+        "t_finish",
+        "t_last",
+        "t_start",
+        "version",
+    )
+
+    def __init__(self, seq: int, links: tuple[Link, ...], nbytes: int, done: simpy.Event) -> None:
+        self.seq = seq  # creation order; the tie-breaker everywhere
+        self.links = links
+        self.ids = tuple(link.index for link in links)
+        self.nbytes = nbytes
+        self.remaining = float(nbytes)  # as of t_last
+        self.rate = 0.0
+        self.t_start = 0.0
+        self.t_last = 0.0
+        self.t_finish = math.inf
+        self.version = 0
+        self.mark = 0  # solve stamp: == stamp when in the component, == -stamp once its rate is fixed
+        self.finished = False
+        self.done = done
+
+    def __repr__(self) -> str:
+        return f"Flow(#{self.seq}, {self.remaining:g}/{self.nbytes} B at {self.rate:g} B/s)"
+
+
+class _LateWakeup(simpy.Event):
+    """An event, already triggered, that SimPy processes after the ordinary events of now."""
+
+    def __init__(self, env: simpy.Environment, callback: Callable[[simpy.Event], None]) -> None:
+        # NOTE: what Event.succeed() does, with a priority that succeed() cannot choose
+        # (simpy.Timeout initialises itself the same way).
+        self.env = env
+        self.callbacks = [callback]
+        self._value = None
+        self._ok = True
+        env.schedule(self, LATE)
+
+
+def _flow_seq(flow: Flow) -> int:
+    return flow.seq
+
+
+@register_model("fairshare")
+class FairShareNetwork:
+    """Flow-level network whose concurrent flows share each directed link max-min fairly.
+
+    Counters for tests and benchmarks: ``recomputations`` (solve events run),
+    ``rates_recomputed`` (flows whose rate a solve recomputed, summed), ``flows_started``,
+    ``flows_finished`` and ``active_flows``.
+    """
+
+    def __init__(self, sim: Simulation, topology: Topology) -> None:
+        self.sim = sim
+        self.topology = topology
+        self.env = sim.env
+
+        # Per-link state in flat lists indexed by Link.index, grown when a link is first used.
+        self._links: list[Link | None] = []
+        self._capacity: list[float] = []
+        self._flows_on: list[dict[int, Flow]] = []  # active flows per link, by sequence number
+        self._mark: list[int] = []  # solve stamp, marks links already in a component
+        self._cap_left: list[float] = []  # progressive-filling scratch
+        self._unfixed: list[int] = []  # progressive-filling scratch
+        self.link_bytes: list[int] = []
+        self._busy_time: list[float] = []
+        self._busy_since: list[float] = []
+
+        self._next_seq = 0
+        self._starting: list[Flow] = []
+        self._finishing: list[Flow] = []
+        self._solve_scheduled = False
+        self._stamp = 0
+        self._heap: list[tuple[float, int, int, Flow]] = []
+        self._driver_at = math.inf
+        self._driver_gen = 0
+        # NOTE: bound methods created once, not once per event.
+        self._solve_cb = self._solve
+        self._driver_cb = self._on_driver
+
+        self.active_flows = 0
+        self.flows_started = 0
+        self.flows_finished = 0
+        self.recomputations = 0
+        self.rates_recomputed = 0
+
+    # -- the NetworkModel interface -------------------------------------------------------
+
+    def transfer(self, src: int, dst: int, nbytes: int) -> Proc[None]:
+        """Move *nbytes* from rank *src* to rank *dst*; return when the last byte arrives.
+
+        The route's latency is paid first, then the bytes flow at their max-min fair rate.
+        A rank sending to itself (or an empty route) returns at once without yielding any
+        event; a zero-byte transfer pays the latency only and never becomes a flow.
+        """
+        if src == dst:
+            return
+        route = self.topology.route(src, dst)
+        if not route.links:
+            return
+        if route.latency > 0:
+            yield self.env.timeout(route.latency)
+        if nbytes <= 0:
+            return
+        flow = Flow(self._next_seq, route.links, nbytes, self.env.event())
+        self._next_seq += 1
+        self.flows_started += 1
+        self._starting.append(flow)
+        self._request_solve()
+        yield flow.done
+
+    # -- link statistics ------------------------------------------------------------------
+
+    def link_stats(self) -> dict[str, LinkStats]:
+        """Return bytes (of finished flows) and busy seconds per link name, for every link."""
+        now = self.env.now
+        stats = {}
+        for link in self.topology.links:
+            i = link.index
+            nbytes, busy = 0, 0.0
+            if i < len(self._links) and self._links[i] is not None:
+                nbytes = self.link_bytes[i]
+                busy = self._busy_time[i]
+                if self._flows_on[i]:
+                    busy += now - self._busy_since[i]
+            stats[link.name] = LinkStats(link.name, nbytes, busy, link.effective_bandwidth)
+        return stats
+
+    # -- flow lifecycle ---------------------------------------------------------------------
+
+    def _request_solve(self) -> None:
+        if not self._solve_scheduled:
+            self._solve_scheduled = True
+            _LateWakeup(self.env, self._solve_cb)
+
+    def _solve(self, _event: simpy.Event) -> None:
+        """Apply this instant's starts and finishes and re-solve the components they touch."""
+        self._solve_scheduled = False
+        now = self.env.now
+        self._stamp += 1
+        stamp = self._stamp
+
+        seeds: list[int] = []
+        finishing, self._finishing = self._finishing, []
+        for flow in finishing:
+            self._detach(flow, now)
+            seeds.extend(flow.ids)
+        starting, self._starting = self._starting, []
+        for flow in starting:
+            self._attach(flow, now)
+            seeds.extend(flow.ids)
+
+        mark = self._mark
+        for i in seeds:
+            if mark[i] != stamp:
+                self._solve_component(i, stamp, now)
+        self.recomputations += 1
+        self._arm_driver(now)
+
+    def _solve_component(self, seed: int, stamp: int, now: float) -> None:
+        """Collect the component around link *seed* and give its flows max-min fair rates."""
+        mark, flows_on = self._mark, self._flows_on
+        mark[seed] = stamp
+        stack = [seed]
+        links: list[int] = []
+        flows: list[Flow] = []
+        while stack:
+            i = stack.pop()
+            links.append(i)
+            for flow in flows_on[i].values():
+                if flow.mark != stamp:
+                    flow.mark = stamp
+                    flows.append(flow)
+                    for j in flow.ids:
+                        if mark[j] != stamp:
+                            mark[j] = stamp
+                            stack.append(j)
+        if not flows:
+            return
+        flows.sort(key=_flow_seq)
+
+        # Bring progress up to now at the old rates; flows with nothing left complete here.
+        live: list[Flow] = []
+        for flow in flows:
+            if flow.rate:
+                flow.remaining -= flow.rate * (now - flow.t_last)
+            flow.t_last = now
+            if flow.remaining <= _BYTES_RTOL * flow.nbytes:
+                self._complete(flow)
+                self._detach(flow, now)
+            else:
+                live.append(flow)
+        if not live:
+            return
+        self.rates_recomputed += len(live)
+
+        if len(links) == 1:
+            # One link: max-min fairness is an equal split.
+            share = self._capacity[links[0]] / len(live)
+            for flow in live:
+                self._set_rate(flow, share, now)
+        else:
+            self._progressive_filling(links, stamp, now)
+
+    def _progressive_filling(self, links: list[int], stamp: int, now: float) -> None:
+        """Fix the rates of the component's flows, tightest link first (see module docstring)."""
+        flows_on, cap_left, unfixed = self._flows_on, self._cap_left, self._unfixed
+        heap: list[tuple[float, int]] = []
+        for i in links:
+            n = len(flows_on[i])
+            unfixed[i] = n
+            cap_left[i] = self._capacity[i]
+            if n:
+                heap.append((cap_left[i] / n, i))
+        heapq.heapify(heap)
+        fixed = -stamp
+        while heap:
+            share, i = heapq.heappop(heap)
+            n = unfixed[i]
+            if n == 0 or share != cap_left[i] / n:
+                continue  # stale entry: this link's share has grown since it was pushed
+            # Invariant: every unfixed flow on link i is bottlenecked here, at *share*.
+            for flow in flows_on[i].values():
+                if flow.mark == fixed:
+                    continue
+                flow.mark = fixed
+                self._set_rate(flow, share, now)
+                for j in flow.ids:
+                    if j != i:
+                        left = cap_left[j] - share
+                        cap_left[j] = left if left > 0.0 else 0.0
+                        unfixed[j] -= 1
+                        if unfixed[j]:
+                            heapq.heappush(heap, (cap_left[j] / unfixed[j], j))
+            unfixed[i] = 0
+
+    def _set_rate(self, flow: Flow, rate: float, now: float) -> None:
+        if rate == flow.rate:
+            return  # same rate: the scheduled completion time is still exact
+        flow.rate = rate
+        flow.version += 1
+        if rate > 0.0:
+            flow.t_finish = now + flow.remaining / rate
+            heapq.heappush(self._heap, (flow.t_finish, flow.seq, flow.version, flow))
+        else:
+            flow.t_finish = math.inf  # a link of zero capacity: the flow waits for a change
+
+    def _arm_driver(self, now: float) -> None:
+        """Make sure a driver timeout waits for the earliest live completion."""
+        heap = self._heap
+        if len(heap) > 2 * self.active_flows + 64:
+            heap[:] = [e for e in heap if e[2] == e[3].version and not e[3].finished]
+            heapq.heapify(heap)
+        while heap:
+            t_finish, _, version, flow = heap[0]
+            if version == flow.version and not flow.finished:
+                break
+            heapq.heappop(heap)
+        else:
+            return
+        if t_finish < self._driver_at:
+            self._driver_at = t_finish
+            self._driver_gen += 1
+            driver = self.env.timeout(max(t_finish - now, 0.0), self._driver_gen)
+            driver.callbacks.append(self._driver_cb)
+
+    def _on_driver(self, event: simpy.Event) -> None:
+        """Complete the flows due now; their links are released by this instant's solve."""
+        if event.value != self._driver_gen:
+            return  # superseded by a driver for an earlier completion
+        self._driver_at = math.inf
+        now = self.env.now
+        due = now + _TIME_RTOL * now
+        heap = self._heap
+        completed = False
+        while heap and heap[0][0] <= due:
+            _, _, version, flow = heapq.heappop(heap)
+            if version == flow.version and not flow.finished:
+                self._complete(flow)
+                self._finishing.append(flow)
+                completed = True
+        if completed:
+            self._request_solve()
+        else:
+            self._arm_driver(now)
+
+    def _complete(self, flow: Flow) -> None:
+        flow.finished = True
+        flow.remaining = 0.0
+        self.flows_finished += 1
+        flow.done.succeed()
+
+    def _attach(self, flow: Flow, now: float) -> None:
+        flows_on = self._flows_on
+        for link in flow.links:
+            i = link.index
+            if not 0 <= i < len(flows_on) or self._links[i] is None:
+                self._register(link)
+            on = flows_on[i]
+            if not on:
+                self._busy_since[i] = now
+            on[flow.seq] = flow
+        flow.t_start = flow.t_last = now
+        self.active_flows += 1
+
+    def _detach(self, flow: Flow, now: float) -> None:
+        tracer = self.sim.tracer
+        flows_on = self._flows_on
+        for i in flow.ids:
+            on = flows_on[i]
+            del on[flow.seq]
+            if not on:
+                self._busy_time[i] += now - self._busy_since[i]
+            self.link_bytes[i] += flow.nbytes
+            if tracer.record_links:
+                tracer.link(LinkRecord(self._links[i].name, flow.t_start, now, flow.nbytes))
+        self.active_flows -= 1
+
+    def _register(self, link: Link) -> None:
+        """Make room for *link* in the per-link lists (topologies may create links lazily)."""
+        i = link.index
+        if i < 0:
+            raise ValueError(f"link {link.name!r} has no index; it is not part of a topology")
+        grow = i + 1 - len(self._links)
+        if grow > 0:
+            self._links.extend([None] * grow)
+            self._capacity.extend([0.0] * grow)
+            self._flows_on.extend({} for _ in range(grow))
+            self._mark.extend([0] * grow)
+            self._cap_left.extend([0.0] * grow)
+            self._unfixed.extend([0] * grow)
+            self.link_bytes.extend([0] * grow)
+            self._busy_time.extend([0.0] * grow)
+            self._busy_since.extend([0.0] * grow)
+        self._links[i] = link
+        self._capacity[i] = link.effective_bandwidth

@@ -1,0 +1,70 @@
+"""Directed links and routes: the capacities that bytes flow through.
+
+A full-duplex cable is two independent :class:`Link` objects, one per direction, so traffic
+one way never slows traffic the other way. Each link has a latency (seconds), a nominal
+bandwidth (bytes/s, the spec sheet's line rate) and an efficiency factor: the achievable
+fraction of nominal that a long transfer sees (protocol headers, encoding, flow control).
+Network models use ``effective_bandwidth = bandwidth * efficiency``.
+
+A :class:`Route` is the ordered tuple of links from one rank to another, with its total
+latency and its bottleneck effective bandwidth precomputed, because the network models
+read them on every message.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+#: Link kinds. ``shm``: a rank's port to its node's shared memory; ``pcie``: a device's PCIe
+#: lane bundle or a host bridge; ``nvlink``: a GPU's NVLink port to an NVSwitch; ``net``: a NIC
+#: port or a switch-to-switch cable.
+LINK_KINDS = ("shm", "pcie", "nvlink", "net")
+
+
+@dataclass(eq=False, slots=True)
+class Link:
+    """One direction of one physical link.
+
+    ``index`` is the link's position in its topology's ``links`` list, so models can keep
+    per-link state in flat lists instead of dicts keyed by objects.
+    """
+
+    name: str
+    latency: float
+    bandwidth: float
+    efficiency: float = 1.0
+    kind: str = "net"
+    index: int = -1
+    effective_bandwidth: float = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.effective_bandwidth = self.bandwidth * self.efficiency
+
+    def __repr__(self) -> str:
+        return f"Link({self.name!r})"
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    """The links from one rank to another, with total latency and bottleneck bandwidth.
+
+    An empty route (a rank sending to itself) has zero latency and infinite bandwidth.
+    """
+
+    links: tuple[Link, ...]
+    latency: float
+    bottleneck: float
+
+    @classmethod
+    def through(cls, links: tuple[Link, ...] | list[Link]) -> Route:
+        """Build a route from its links, summing latencies and taking the slowest link."""
+        links = tuple(links)
+        latency = sum(link.latency for link in links)
+        bottleneck = min((link.effective_bandwidth for link in links), default=math.inf)
+        return cls(links, latency, bottleneck)
+
+    @property
+    def beta(self) -> float:
+        """Seconds per byte along the route (1 / bottleneck), 0 for an empty route."""
+        return 0.0 if math.isinf(self.bottleneck) else 1.0 / self.bottleneck

@@ -1,0 +1,483 @@
+"""Cluster topology: nodes, the ranks placed on them, the links between them, and routes.
+
+A cluster is ``nodes`` machines with ``ranks_per_node`` ranks each (CPU cores, or GPUs).
+Two fabrics carry messages:
+
+* the **intra-node** fabric joins the ranks of one node (``shm``, ``pcie`` or ``nvswitch``);
+* the **inter-node** fabric joins the nodes' NICs (``full``, ``star``, ``fat_tree``, ``rail``
+  or ``ring``), with ``nics`` NICs per node; local rank ``j`` uses NIC ``j % nics``.
+
+A message between two ranks of one node uses only the intra-node fabric; a message between
+nodes uses only the inter-node fabric. Each fabric is described by a :class:`FabricSpec` with
+a nominal bandwidth (the spec sheet's line rate, per port), an efficiency (the fraction of it
+a long transfer achieves) and an end-to-end latency; see :mod:`mpisim.network.builders` for
+how each kind lays out its links and routes.
+
+**Placement** decides which node hosts which rank: ``block`` fills node 0 first (rank r on
+node ``r // ranks_per_node``), ``round_robin`` deals ranks out like cards (node ``r % nodes``).
+It matters: a ring allreduce over block-placed ranks crosses the network twice per node,
+over round-robin ranks on every step.
+
+A :class:`TopologySpec` is the validated description (SI numbers, frozen, comparable);
+:func:`build_topology` turns it into a :class:`Topology`, which creates the links and answers
+``route(src, dst)`` on demand, caching each answer. Nothing is precomputed for all pairs, so a
+16384-rank cluster costs only its links.
+
+YAML form, as read by :meth:`TopologySpec.from_dict` (units are parsed here, once)::
+
+    nodes: 16
+    ranks_per_node: 8
+    device: gpu
+    placement: block
+    intra: {kind: nvswitch, bandwidth: 300 GB/s, latency: 0.7 us, efficiency: 0.78}
+    inter: {kind: rail, nics: 8, bandwidth: 200 Gbps, latency: 1.4 us, efficiency: 0.96}
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from mpisim.engine.units import parse_bandwidth, parse_count, parse_time
+from mpisim.errors import ConfigError, TopologyError
+from mpisim.network.builders import INTER_FABRICS, INTRA_FABRICS, InterFabric, IntraFabric
+from mpisim.network.links import Link, Route
+
+PLACEMENTS = ("block", "round_robin")
+DEVICES = ("cpu", "gpu")
+
+_FABRIC_KEYS = ("kind", "bandwidth", "latency", "efficiency")
+_INTER_ONLY_KEYS = ("nics", "oversubscription", "leaf_size", "hop_latency")
+_TOPOLOGY_KEYS = ("name", "description", "nodes", "ranks_per_node", "device", "placement", "intra", "inter")
+
+
+@dataclass(frozen=True)
+class FabricSpec:
+    """One fabric, intra-node or inter-node, in SI units.
+
+    kind
+        intra: ``shm`` | ``pcie`` | ``nvswitch``; inter: ``full`` | ``star`` | ``fat_tree`` |
+        ``rail`` | ``ring``.
+    bandwidth
+        Nominal bytes/s per port: per rank (shm), per device (pcie), per GPU (nvswitch), per
+        NIC (inter-node fabrics).
+    latency
+        End-to-end one-way latency (s) between two endpoints on the shortest path.
+    efficiency
+        Achievable fraction of the nominal bandwidth, in (0, 1].
+    nics
+        Inter-node only: NICs per node.
+    oversubscription
+        ``fat_tree`` and ``rail``: a leaf's downlink capacity over its uplink capacity (>= 1).
+    leaf_size
+        ``fat_tree`` and ``rail``: nodes per leaf switch; 0 picks it automatically (see
+        :mod:`mpisim.network.builders`).
+    hop_latency
+        ``fat_tree`` and ``rail``: extra latency (s) on each leaf-spine link, so a cross-leaf
+        path costs ``latency + 2 * hop_latency``. 0 means the spine adds nothing.
+    """
+
+    kind: str
+    bandwidth: float
+    latency: float
+    efficiency: float = 1.0
+    nics: int = 1
+    oversubscription: float = 1.0
+    leaf_size: int = 0
+    hop_latency: float = 0.0
+
+    @classmethod
+    def from_dict(cls, raw: Any, *, inter: bool) -> FabricSpec:
+        """Parse one fabric mapping with unit strings (paths in errors are relative to it).
+
+        Raises ConfigError for unknown or missing keys and values that do not parse.
+        """
+        allowed = _FABRIC_KEYS + _INTER_ONLY_KEYS if inter else _FABRIC_KEYS
+        raw = _mapping(raw, "", "a fabric mapping such as {kind: star, bandwidth: 100 Gbps, latency: 1 us}")
+        _check_keys(raw, allowed, "")
+        kind = _required(raw, "kind", "")
+        if not isinstance(kind, str):
+            raise ConfigError(f"expected a fabric kind name, got {kind!r}", "kind")
+        fields: dict[str, Any] = {
+            "kind": kind,
+            "bandwidth": _parse(parse_bandwidth, _required(raw, "bandwidth", ""), "bandwidth"),
+            "latency": _parse(parse_time, _required(raw, "latency", ""), "latency"),
+        }
+        if "efficiency" in raw:
+            fields["efficiency"] = _parse(_parse_fraction, raw["efficiency"], "efficiency")
+        if "nics" in raw:
+            fields["nics"] = _parse(parse_count, raw["nics"], "nics")
+        if "oversubscription" in raw:
+            fields["oversubscription"] = _parse(_parse_ratio, raw["oversubscription"], "oversubscription")
+        if "leaf_size" in raw:
+            fields["leaf_size"] = _parse(parse_count, raw["leaf_size"], "leaf_size")
+        if "hop_latency" in raw:
+            fields["hop_latency"] = _parse(parse_time, raw["hop_latency"], "hop_latency")
+        return cls(**fields)
+
+    def to_dict(self, *, inter: bool) -> dict[str, Any]:
+        """Return the fabric as a mapping of SI numbers that :meth:`from_dict` reads back."""
+        out: dict[str, Any] = {
+            "kind": self.kind,
+            "bandwidth": self.bandwidth,
+            "latency": self.latency,
+            "efficiency": self.efficiency,
+        }
+        if inter:
+            out.update(
+                nics=self.nics,
+                oversubscription=self.oversubscription,
+                leaf_size=self.leaf_size,
+                hop_latency=self.hop_latency,
+            )
+        return out
+
+
+@dataclass(frozen=True)
+class TopologySpec:
+    """A validated cluster description: node and rank counts, fabrics, placement (SI units)."""
+
+    name: str
+    nodes: int
+    ranks_per_node: int = 1
+    intra: FabricSpec | None = None
+    inter: FabricSpec | None = None
+    placement: str = "block"
+    device: str = "cpu"
+    description: str = ""
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any], name: str = "inline") -> TopologySpec:
+        """Parse a raw YAML topology mapping (values with unit strings) and validate it.
+
+        A ``name`` key in *raw* takes precedence over the *name* argument. Error paths are
+        relative (``inter.bandwidth``); the caller prefixes them (``topology``).
+
+        Raises ConfigError for unknown keys (listing the allowed ones), missing keys and values
+        that do not parse, and TopologyError for a cluster that cannot exist.
+        """
+        raw = _mapping(raw, "", "a topology mapping (nodes, ranks_per_node, intra, inter, ...)")
+        _check_keys(raw, _TOPOLOGY_KEYS, "")
+        fields: dict[str, Any] = {
+            "name": _string(raw.get("name", name), "name"),
+            "nodes": _parse(parse_count, _required(raw, "nodes", ""), "nodes"),
+        }
+        if "ranks_per_node" in raw:
+            fields["ranks_per_node"] = _parse(parse_count, raw["ranks_per_node"], "ranks_per_node")
+        for key in ("placement", "device", "description"):
+            if raw.get(key) is not None:
+                fields[key] = _string(raw[key], key)
+        for key in ("intra", "inter"):
+            if raw.get(key) is not None:
+                try:
+                    fields[key] = FabricSpec.from_dict(raw[key], inter=key == "inter")
+                except ConfigError as err:
+                    raise located(err, key) from None
+        spec = cls(**fields)
+        validate(spec)
+        return spec
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the resolved spec as plain data (SI numbers) that :meth:`from_dict` reads back."""
+        out: dict[str, Any] = {
+            "name": self.name,
+            "description": self.description,
+            "nodes": self.nodes,
+            "ranks_per_node": self.ranks_per_node,
+            "device": self.device,
+            "placement": self.placement,
+        }
+        if self.intra is not None:
+            out["intra"] = self.intra.to_dict(inter=False)
+        if self.inter is not None:
+            out["inter"] = self.inter.to_dict(inter=True)
+        return out
+
+    @property
+    def size(self) -> int:
+        """Number of ranks: ``nodes * ranks_per_node``."""
+        return self.nodes * self.ranks_per_node
+
+
+# --------------------------------------------------------------------------------------------
+# Validation
+
+
+def validate(spec: TopologySpec) -> None:
+    """Check that *spec* describes a cluster that can exist.
+
+    Raises TopologyError, with the path of the offending field, for: fewer than one node or
+    rank per node, an unknown placement or device, a missing fabric (intra-node when
+    ``ranks_per_node > 1``, inter-node when ``nodes > 1``), and any fabric error listed in
+    :func:`_validate_fabric`.
+    """
+    _at_least_one(spec.nodes, "nodes")
+    _at_least_one(spec.ranks_per_node, "ranks_per_node")
+    if spec.placement not in PLACEMENTS:
+        raise TopologyError(
+            f"unknown placement {spec.placement!r}; known: {', '.join(PLACEMENTS)}", "placement"
+        )
+    if spec.device not in DEVICES:
+        raise TopologyError(f"unknown device {spec.device!r}; known: {', '.join(DEVICES)}", "device")
+    if spec.intra is None and spec.ranks_per_node > 1:
+        raise TopologyError(
+            f"an intra-node fabric is required when ranks_per_node > 1 (got {spec.ranks_per_node}), "
+            "e.g. {kind: shm, bandwidth: 20 GB/s, latency: 0.2 us}",
+            "intra",
+        )
+    if spec.inter is None and spec.nodes > 1:
+        raise TopologyError(
+            f"an inter-node fabric is required when nodes > 1 (got {spec.nodes}), "
+            "e.g. {kind: star, bandwidth: 100 Gbps, latency: 1.5 us}",
+            "inter",
+        )
+    if spec.intra is not None:
+        _validate_fabric(spec.intra, "intra", INTRA_FABRICS)
+    if spec.inter is not None:
+        _validate_fabric(spec.inter, "inter", INTER_FABRICS)
+        if spec.inter.kind == "rail" and spec.inter.nics != spec.ranks_per_node:
+            raise TopologyError(
+                f"a rail-optimized fabric needs one NIC per rank: nics must equal ranks_per_node "
+                f"({spec.ranks_per_node}), got {spec.inter.nics}",
+                "inter.nics",
+            )
+
+
+def _validate_fabric(fabric: FabricSpec, where: str, known: Mapping[str, object]) -> None:
+    """Reject an unknown kind, a bandwidth that is not positive and finite, a negative latency,
+    an efficiency outside (0, 1], fewer than one NIC, an oversubscription below 1, a negative
+    leaf size and a negative hop latency."""
+    if fabric.kind not in known:
+        raise TopologyError(
+            f"unknown {where}-node fabric kind {fabric.kind!r}; known: {', '.join(sorted(known))}",
+            f"{where}.kind",
+        )
+    if not (_is_number(fabric.bandwidth) and 0 < fabric.bandwidth < math.inf):
+        raise TopologyError(
+            f"bandwidth must be positive and finite, got {fabric.bandwidth!r}", f"{where}.bandwidth"
+        )
+    if not (_is_number(fabric.latency) and 0 <= fabric.latency < math.inf):
+        raise TopologyError(f"latency must be zero or positive, got {fabric.latency!r}", f"{where}.latency")
+    if not (_is_number(fabric.efficiency) and 0 < fabric.efficiency <= 1):
+        raise TopologyError(f"efficiency must be in (0, 1], got {fabric.efficiency!r}", f"{where}.efficiency")
+    _at_least_one(fabric.nics, f"{where}.nics")
+    if not (_is_number(fabric.oversubscription) and 1 <= fabric.oversubscription < math.inf):
+        raise TopologyError(
+            f"oversubscription must be at least 1 (1 = non-blocking), got {fabric.oversubscription!r}",
+            f"{where}.oversubscription",
+        )
+    if not (_is_int(fabric.leaf_size) and fabric.leaf_size >= 0):
+        raise TopologyError(
+            f"leaf_size must be a whole number of nodes, 0 for automatic, got {fabric.leaf_size!r}",
+            f"{where}.leaf_size",
+        )
+    if not (_is_number(fabric.hop_latency) and 0 <= fabric.hop_latency < math.inf):
+        raise TopologyError(
+            f"hop_latency must be zero or positive, got {fabric.hop_latency!r}", f"{where}.hop_latency"
+        )
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _at_least_one(value: object, path: str) -> None:
+    if not (_is_int(value) and value >= 1):  # type: ignore[operator]
+        raise TopologyError(f"must be a whole number of at least 1, got {value!r}", path)
+
+
+# --------------------------------------------------------------------------------------------
+# Parsing helpers (paths are relative to the mapping being parsed)
+
+
+def _mapping(raw: Any, path: str, expected: str) -> Mapping[str, Any]:
+    if not isinstance(raw, Mapping):
+        raise ConfigError(f"expected {expected}, got {raw!r}", path)
+    return raw
+
+
+def _check_keys(raw: Mapping[str, Any], allowed: tuple[str, ...], path: str) -> None:
+    for key in raw:
+        if key not in allowed:
+            where = f"{path}.{key}" if path else str(key)
+            raise ConfigError(f"unknown key {key!r}; allowed keys: {', '.join(allowed)}", where)
+
+
+def _required(raw: Mapping[str, Any], key: str, path: str) -> Any:
+    if key not in raw or raw[key] is None:
+        raise ConfigError("this key is required", f"{path}.{key}" if path else key)
+    return raw[key]
+
+
+def _string(value: Any, path: str) -> str:
+    if not isinstance(value, str):
+        raise ConfigError(f"expected a string, got {value!r}", path)
+    return value
+
+
+def _parse(parse: Callable[[Any], Any], value: Any, path: str) -> Any:
+    try:
+        return parse(value)
+    except ConfigError as err:
+        raise located(err, path) from None
+
+
+def located(err: ConfigError, prefix: str) -> ConfigError:
+    """Return *err* with *prefix* prepended to its path, keeping its class (UnitError stays one)."""
+    moved = err.at(prefix)
+    return type(err)(moved.message, moved.path, moved.file)
+
+
+def _parse_fraction(value: Any) -> float:
+    """Read an efficiency: a number (0.94) or a percentage string ("94%")."""
+    if isinstance(value, str) and value.strip().endswith("%"):
+        return _parse_number(value.strip()[:-1], "an efficiency such as 0.94 or 94%") / 100
+    return _parse_number(value, "an efficiency such as 0.94 or 94%")
+
+
+def _parse_ratio(value: Any) -> float:
+    """Read an oversubscription ratio: a number (2) or a ratio string ("2:1")."""
+    if isinstance(value, str) and ":" in value:
+        left, _, right = value.partition(":")
+        what = "a ratio such as 2 or '2:1'"
+        return _parse_number(left, what) / _parse_number(right, what)
+    return _parse_number(value, "a ratio such as 2 or '2:1'")
+
+
+def _parse_number(value: Any, what: str) -> float:
+    if isinstance(value, bool):
+        raise ConfigError(f"expected {what}, got {value!r}")
+    if isinstance(value, int | float):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return float(value.strip())
+        except ValueError:
+            pass
+    raise ConfigError(f"expected {what}, got {value!r}")
+
+
+# --------------------------------------------------------------------------------------------
+# The built topology
+
+
+class Topology:
+    """A built cluster: rank placement, every link created so far, and cached routes.
+
+    Build it with :func:`build_topology`, which validates the spec first. ``links[i].index == i``
+    for every link, so network models can keep per-link state in flat lists. Links are created
+    when the topology is built, except in a ``full`` mesh, whose links appear on first use, so
+    ``links`` may grow while routes are being asked for.
+    """
+
+    def __init__(self, spec: TopologySpec) -> None:
+        self.spec = spec
+        self.nodes = spec.nodes
+        self.ranks_per_node = spec.ranks_per_node
+        self.size = spec.nodes * spec.ranks_per_node
+        self.links: list[Link] = []
+        self._routes: dict[tuple[int, int], Route] = {}
+        self._nics = spec.inter.nics if spec.inter is not None else 1
+        # A fabric that can carry no traffic (intra with one rank per node, inter with one node)
+        # is not built, so it adds no links.
+        self.intra: IntraFabric | None = None
+        self.inter: InterFabric | None = None
+        if spec.intra is not None and spec.ranks_per_node > 1:
+            self.intra = INTRA_FABRICS[spec.intra.kind](spec.intra, self)
+        if spec.inter is not None and spec.nodes > 1:
+            self.inter = INTER_FABRICS[spec.inter.kind](spec.inter, self)
+
+    # -- placement ------------------------------------------------------------------------
+
+    def node_of(self, rank: int) -> int:
+        """Return the node that hosts *rank*."""
+        if self.spec.placement == "block":
+            return rank // self.ranks_per_node
+        return rank % self.nodes
+
+    def local_rank(self, rank: int) -> int:
+        """Return *rank*'s index among the ranks of its node (0 .. ranks_per_node - 1)."""
+        if self.spec.placement == "block":
+            return rank % self.ranks_per_node
+        return rank // self.nodes
+
+    def ranks_on_node(self, node: int) -> list[int]:
+        """Return the ranks hosted by *node*, in local-rank order."""
+        if self.spec.placement == "block":
+            first = node * self.ranks_per_node
+            return list(range(first, first + self.ranks_per_node))
+        return list(range(node, self.size, self.nodes))
+
+    # -- links and routes -----------------------------------------------------------------
+
+    def add_link(self, name: str, latency: float, bandwidth: float, efficiency: float, kind: str) -> Link:
+        """Create a link, append it to :attr:`links` and return it (used by fabric builders)."""
+        link = Link(name, latency, bandwidth, efficiency, kind, index=len(self.links))
+        self.links.append(link)
+        return link
+
+    def route(self, src: int, dst: int) -> Route:
+        """Return the route from rank *src* to rank *dst* (empty when ``src == dst``).
+
+        Raises IndexError if either rank is outside ``0 .. size - 1``.
+        """
+        key = (src, dst)
+        route = self._routes.get(key)
+        if route is None:
+            route = self._routes[key] = Route.through(self._links_between(src, dst))
+        return route
+
+    def _links_between(self, src: int, dst: int) -> list[Link]:
+        for rank in (src, dst):
+            if not 0 <= rank < self.size:
+                raise IndexError(f"rank {rank} is outside this topology's ranks 0..{self.size - 1}")
+        if src == dst:
+            return []
+        src_node, dst_node = self.node_of(src), self.node_of(dst)
+        if src_node == dst_node:
+            assert self.intra is not None  # validate() requires it when ranks_per_node > 1
+            return self.intra.route(src, dst)
+        assert self.inter is not None  # validate() requires it when nodes > 1
+        nics = self._nics
+        return self.inter.route(src_node, self.local_rank(src) % nics, dst_node, self.local_rank(dst) % nics)
+
+    def path_kind(self, src: int, dst: int) -> str:
+        """Return ``"self"``, ``"intra"`` (same node) or ``"inter"`` (different nodes)."""
+        if src == dst:
+            return "self"
+        return "intra" if self.node_of(src) == self.node_of(dst) else "inter"
+
+    def summary(self) -> str:
+        """Return a one-line description: counts, then each fabric that carries traffic.
+
+        For example ``2 nodes x 8 GPUs, NVSwitch 300 GB/s per GPU, rail-optimized (...)``.
+        """
+        endpoint = "GPU" if self.spec.device == "gpu" else "rank"
+        parts = [
+            f"{self.nodes} node{'s' if self.nodes != 1 else ''} x "
+            f"{self.ranks_per_node} {endpoint}{'s' if self.ranks_per_node != 1 else ''}"
+        ]
+        if self.intra is not None:
+            parts.append(self.intra.describe(endpoint))
+        if self.inter is not None:
+            parts.append(self.inter.describe())
+        return ", ".join(parts)
+
+    def __repr__(self) -> str:
+        return f"<Topology {self.spec.name!r}: {self.summary()}>"
+
+
+def build_topology(spec: TopologySpec) -> Topology:
+    """Validate *spec* and build its links.
+
+    Raises TopologyError (with the offending field's path) if the spec describes a cluster
+    that cannot exist.
+    """
+    validate(spec)
+    return Topology(spec)

@@ -1,0 +1,1 @@
+"""p2p workload (being written)."""

@@ -1,0 +1,1 @@
+"""program workload (being written)."""

@@ -1,0 +1,1 @@
+"""training workload (being written)."""
