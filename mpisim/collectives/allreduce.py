@@ -1,1 +1,483 @@
-"""allreduce algorithms (being written)."""
+"""Allreduce: combine every rank's vector element-wise and give the result to every rank.
+
+Rank r contributes x_r and every rank returns ``x0 op x1 op ... op x(p-1)``. The algorithms
+here span the classic design space:
+
+* **parameter server** -- everyone sends to one reducer, which sends the result back. Simple,
+  and its link carries (p-1)·n bytes each way: it does not scale.
+* **reduce + bcast** -- a binomial reduce to rank 0, then a binomial broadcast.
+* **recursive doubling** -- lg p exchanges of the whole vector: few messages, best for short
+  vectors; keeps rank order, so any associative op works (MPICH's choice for user ops).
+* **Rabenseifner** -- reduce-scatter by recursive halving, allgather by recursive doubling:
+  lg p messages each way and about 2n bytes per rank (MPICH's choice for long vectors).
+* **ring** -- reduce-scatter and allgather around a ring: 2(p-1) messages but every link busy
+  at every step with n/p bytes; bandwidth-optimal (Baidu, Horovod, NCCL).
+* **double binary tree** -- NCCL's tree: two complementary binary trees, each reducing and
+  broadcasting half of the vector in pipelined segments.
+* **hierarchical** -- reduce-scatter inside each node, allreduce between nodes among ranks with
+  the same local rank, allgather inside each node: the slow inter-node links carry n/q bytes
+  per rank instead of n (q ranks per node).
+
+Pipelined algorithms (parameter server, double binary tree) pace their segments so that a
+link carries one segment of a stream at a time (see each docstring): the ``analytic`` network
+lets any number of transfers cross a link at full speed, and the ``fairshare`` network
+shares the link among them, so a burst of segments would not pipeline on either.
+"""
+
+from __future__ import annotations
+
+import math
+
+from mpisim.collectives import registry
+from mpisim.collectives.bcast import binomial_bcast, credit, segments
+from mpisim.collectives.costmodel import ceil_lg, floor_lg, lg, pof2_below
+from mpisim.collectives.reduce import (
+    binomial_reduce,
+    halving_ranges,
+    participant,
+    participant_rank,
+    recursive_halving,
+)
+from mpisim.collectives.registry import algorithm
+from mpisim.engine.sim import Proc
+from mpisim.errors import MPIError
+from mpisim.mpi.comm import Comm
+from mpisim.mpi.ops import Op
+from mpisim.mpi.payload import Payload
+
+#: Segment size (bytes) of the parameter server: each worker's vector travels in 4 MiB pieces
+#: (NCCL's default buffer size), so the server can send segment j back while segment j+1 arrives.
+PS_SEGMENT = 4 * 2**20
+#: Segment size (bytes) of the double binary tree: NCCL's Simple-protocol slot (its 4 MiB
+#: buffer over NCCL_STEPS = 8 slots).
+DBT_SEGMENT = 512 * 1024
+
+
+# ---------------------------------------------------------------------------------------- costs
+
+
+def parameter_server_cost(p: int, n: int, alpha: float, beta: float, gamma: float) -> float:
+    """(k+1)(p-1)(α + sβ) + (p-1)nγ, k = ⌈n/s⌉ segments of s = min(PS_SEGMENT, n) bytes.
+
+    Single-port textbook estimate: the server receives p-1 segments per round, one after
+    another, while it sends the previous round's results back; with one segment (n <= s)
+    it is the classic 2(p-1)(α + nβ) + (p-1)nγ.
+    """
+    s = min(PS_SEGMENT, n)
+    k = max(1, math.ceil(n / PS_SEGMENT))
+    return (k + 1) * (p - 1) * (alpha + s * beta) + (p - 1) * n * gamma
+
+
+def reduce_bcast_cost(p: int, n: int, alpha: float, beta: float, gamma: float) -> float:
+    """⌈lg p⌉(2α + 2nβ + nγ) (exact for p a power of two)."""
+    return ceil_lg(p) * (2 * alpha + 2 * n * beta + n * gamma)
+
+
+def recursive_doubling_cost(p: int, n: int, alpha: float, beta: float, gamma: float) -> float:
+    """lg p(α + nβ + nγ) for p a power of two, else at most (⌊lg p⌋ + 2)(α + nβ) + (⌊lg p⌋ + 1)nγ.
+
+    The bound charges the fold and the final send one step each. The simulation can be up to
+    one α + nβ faster: a participant that did not fold sends its first exchange at once, and
+    that eager message is already waiting when its folded partner gets to it.
+    """
+    if p & (p - 1) == 0:
+        return lg(p) * (alpha + n * beta + n * gamma)
+    return (floor_lg(p) + 2) * (alpha + n * beta) + (floor_lg(p) + 1) * n * gamma
+
+
+def rabenseifner_cost(p: int, n: int, alpha: float, beta: float, gamma: float) -> float:
+    """2 lg p·α + 2((p-1)/p)nβ + ((p-1)/p)nγ for p a power of two.
+
+    Otherwise (p' = the largest power of two below p): (2⌊lg p⌋ + 2)α + (2(p'-1)/p' + 2)nβ
+    + (1 + (p'-1)/p')nγ -- MPICH's comment, with (p'-1)/p' where it writes (p-1)/p (the
+    blocks are n/p' long); exact when p' divides the count.
+    """
+    if p & (p - 1) == 0:
+        return 2 * lg(p) * alpha + 2 * (p - 1) / p * n * beta + (p - 1) / p * n * gamma
+    q = pof2_below(p)
+    return (2 * floor_lg(p) + 2) * alpha + (2 * (q - 1) / q + 2) * n * beta + (1 + (q - 1) / q) * n * gamma
+
+
+def ring_cost(p: int, n: int, alpha: float, beta: float, gamma: float) -> float:
+    """2(p-1)α + 2((p-1)/p)nβ + ((p-1)/p)nγ."""
+    return 2 * (p - 1) * alpha + 2 * (p - 1) / p * n * beta + (p - 1) / p * n * gamma
+
+
+def double_binary_tree_cost(p: int, n: int, alpha: float, beta: float, gamma: float) -> float:
+    """2D(α + sβ + sγ) + 4(k-1)(α + sβ), D = ⌈lg p⌉, each tree carrying n/2 bytes in k segments of s.
+
+    k = ⌈n/(2·DBT_SEGMENT)⌉ and s = min(DBT_SEGMENT, n/2). The first segment climbs D levels
+    (reduced on the way) and comes back down D levels; after it, a rank that is interior in
+    one tree and a leaf in the other sends four segments per round (to its parent and two
+    children in one tree, to its parent in the other) through its one port -- 2n bytes in
+    all, NCCL's "tree bus bandwidth x 1/2". A single-port estimate: on a contention-free
+    multi-port network the four streams overlap and the simulation is faster.
+    """
+    if p == 1:
+        return 0.0
+    s = min(DBT_SEGMENT, n / 2)
+    k = max(1, math.ceil(n / 2 / DBT_SEGMENT))
+    depth = ceil_lg(p)
+    return 2 * depth * (alpha + s * beta + s * gamma) + 4 * (k - 1) * (alpha + s * beta)
+
+
+# ---------------------------------------------------------------------------------------- algorithms
+
+
+@algorithm("allreduce", "parameter_server", cost=parameter_server_cost, exact=registry.never,
+           reference="Li et al. 2014 (parameter server); Sergeev & Del Balso 2018 (Horovod) for the comparison")
+def parameter_server_allreduce(comm: Comm, buf: Payload, op: Op) -> Proc[Payload]:
+    """Parameter server: every rank sends its vector to rank 0, which reduces it and sends it back.
+
+    Vectors travel in segments of PS_SEGMENT bytes. The server waits for segment j from every
+    worker, reduces it in rank order (x0 op x1 op ... -- any associative op works) and sends
+    the result back at once, so results flow out while the next segments flow in. Flow
+    control: as soon as segment j has arrived from every worker, the server grants each a
+    zero-byte credit for segment j+1, and a worker sends segment j+1 only once it holds that
+    credit. (A burst of all segments would share the links -- or, on the contention-free
+    network, cross them all at once -- and arrive together, with nothing left to overlap.)
+
+    Cost: (k+1)(p-1)(α + sβ) + (p-1)nγ (see parameter_server_cost), the single-port
+    estimate: (p-1)·n bytes cross the server's link in each direction. Not exact: on a
+    contention-free multi-port network the workers' messages overlap.
+    """
+    p, r = comm.size, comm.rank
+    segs = segments(buf, PS_SEGMENT)
+    k = len(segs)
+    # Segment j and its result carry tag 2j, the credit for segment j tag 2j + 1.
+    if r != 0:
+        results = [comm.irecv(source=0, tag=2 * j) for j in range(k)]
+        sends = []
+        for j in range(k):
+            if j > 0:
+                yield from comm.recv(source=0, tag=2 * j + 1)
+            sends.append(comm.isend(segs[j], dest=0, tag=2 * j))
+        yield from comm.waitall(sends)
+        return type(buf).concat((yield from comm.waitall(results)))
+    sends = []
+    for j in range(k):
+        incoming = yield from comm.waitall([comm.irecv(source=w, tag=2 * j) for w in range(1, p)])
+        if j + 1 < k:
+            sends.extend(comm.isend(credit(), dest=w, tag=2 * j + 3) for w in range(1, p))
+        # segs[j] = x0 op x1 op ... op x(w-1) before worker w's segment is folded in.
+        for x in incoming:
+            segs[j] = yield from comm.reduce_local(op, segs[j], x)
+        sends.extend(comm.isend(segs[j], dest=w, tag=2 * j) for w in range(1, p))
+    yield from comm.waitall(sends)
+    return type(buf).concat(segs)
+
+
+@algorithm("allreduce", "reduce_bcast", cost=reduce_bcast_cost, exact=registry.power_of_two,
+           reference="MPICH-1 allreduce (reduce + bcast); Thakur, Rabenseifner & Gropp 2005")
+def reduce_bcast_allreduce(comm: Comm, buf: Payload, op: Op) -> Proc[Payload]:
+    """Reduce + broadcast: a binomial reduce to rank 0, then a binomial broadcast from rank 0.
+
+    The binomial reduce rooted at rank 0 keeps rank order, so any associative op works.
+
+    Cost: ⌈lg p⌉(2α + 2nβ + nγ): ⌈lg p⌉(α + nβ + nγ) up, ⌈lg p⌉(α + nβ) down. Exact for
+    p a power of two; otherwise both trees are shallower.
+    """
+    result = yield from binomial_reduce(comm, buf, op, root=0)
+    return (yield from binomial_bcast(comm, buf if result is None else result, root=0))
+
+
+@algorithm("allreduce", "recursive_doubling", cost=recursive_doubling_cost, exact=registry.power_of_two,
+           reference="Thakur, Rabenseifner & Gropp 2005; MPICH allreduce_intra_recursive_doubling.c")
+def recursive_doubling_allreduce(comm: Comm, buf: Payload, op: Op) -> Proc[Payload]:
+    """Recursive doubling: lg p exchanges of the whole vector with partners 1, 2, 4, ... apart.
+
+    Fold (p not a power of two; p' = the largest power of two below p, rem = p - p'): each
+    even rank below 2·rem sends its vector to the odd rank above it and waits. The p'
+    participants then swap partial results with participant q XOR mask for mask = 1, 2, 4,
+    ..., each combining lower ranks' data on the left -- so after step k a participant holds
+    the reduction of a contiguous run of ranks, in rank order, and non-commutative ops work
+    (MPICH combines ``incoming op mine`` for commutative ops; so does mpisim, for the same
+    rounding). Finally the odd ranks below 2·rem send the result back to their even partners.
+
+    Cost: lg p(α + nβ + nγ) for p a power of two; otherwise at most (⌊lg p⌋ + 2)(α + nβ) +
+    (⌊lg p⌋ + 1)nγ (see recursive_doubling_cost).
+    """
+    p, r = comm.size, comm.rank
+    rem = p - pof2_below(p)
+    q = participant(r, rem, odd_folds=False)
+    if q < 0:
+        yield from comm.send(buf, dest=r + 1)
+    elif r < 2 * rem:
+        incoming = yield from comm.recv(source=r - 1)
+        buf = yield from comm.reduce_local(op, incoming, buf)
+    mask = 1
+    # After the step at distance mask, buf is the reduction over the 2·mask participants that agree with q above it.
+    while q >= 0 and mask < p - rem:
+        peer = participant_rank(q ^ mask, rem, odd_folds=False)
+        incoming = yield from comm.sendrecv(buf, dest=peer, source=peer)
+        lower_first = op.commutative or peer < r
+        buf = yield from comm.reduce_local(op, incoming, buf) if lower_first else comm.reduce_local(op, buf, incoming)
+        mask <<= 1
+    if r < 2 * rem:
+        if q < 0:
+            buf = yield from comm.recv(source=r + 1)
+        else:
+            yield from comm.send(buf, dest=r - 1)
+    return buf
+
+
+@algorithm("allreduce", "rabenseifner", cost=rabenseifner_cost, requires={"commutative"}, exact=registry.power_of_two,
+           reference="Rabenseifner 2004; Thakur, Rabenseifner & Gropp 2005; MPICH allreduce_intra_reduce_scatter_allgather.c")
+def rabenseifner_allreduce(comm: Comm, buf: Payload, op: Op) -> Proc[Payload]:
+    """Rabenseifner's allreduce: reduce-scatter by recursive halving, allgather by recursive doubling.
+
+    Fold as in recursive doubling (each even rank below 2·rem hands its vector to the odd
+    rank above it). The p' participants reduce-scatter by recursive halving, which leaves one
+    fully reduced block per participant, then undo the halving steps in reverse order
+    (distance p'/2, ..., 2, 1), each partner sending the blocks it holds and receiving the
+    other's, until everyone has every block. The odd ranks below 2·rem finally send the
+    result to their even partners.
+
+    Cost: 2 lg p·α + 2((p-1)/p)nβ + ((p-1)/p)nγ for p a power of two (see rabenseifner_cost).
+    """
+    p, r = comm.size, comm.rank
+    pof2 = pof2_below(p)
+    rem = p - pof2
+    q = participant(r, rem, odd_folds=False)
+    if q < 0:
+        yield from comm.send(buf, dest=r + 1)
+    elif r < 2 * rem:
+        incoming = yield from comm.recv(source=r - 1)
+        buf = yield from comm.reduce_local(op, incoming, buf)
+    if q >= 0:
+        blocks = buf.split(pof2)
+        yield from recursive_halving(comm, blocks, op, q, lambda x: participant_rank(x, rem, odd_folds=False))
+        ranges, mask = halving_ranges(q, pof2), pof2 // 2
+        # Before the step at distance mask, q holds the fully reduced blocks of ranges[step + 1].
+        for step in reversed(range(len(ranges) - 1)):
+            (lo, hi), (klo, khi) = ranges[step], ranges[step + 1]
+            olo, ohi = (lo, klo) if klo > lo else (khi, hi)
+            peer = participant_rank(q ^ mask, rem, odd_folds=False)
+            run = yield from comm.sendrecv(type(buf).concat(blocks[klo:khi]), dest=peer, source=peer)
+            blocks[olo:ohi] = run.split(ohi - olo)
+            mask >>= 1
+        buf = type(buf).concat(blocks)
+    if r < 2 * rem:
+        if q < 0:
+            buf = yield from comm.recv(source=r + 1)
+        else:
+            yield from comm.send(buf, dest=r - 1)
+    return buf
+
+
+@algorithm("allreduce", "ring", cost=ring_cost, requires={"commutative"},
+           reference="Patarasuk & Yuan 2009; Chan et al. 2007; MPICH allreduce_intra_ring.c")
+def ring_allreduce(comm: Comm, buf: Payload, op: Op) -> Proc[Payload]:
+    """Ring allreduce: a ring reduce-scatter followed by a ring allgather.
+
+    The vector is cut into p blocks. In each of p-1 reduce-scatter steps every rank
+    sends one block to its right neighbour and adds the block arriving from its left
+    neighbour into its own copy. After that, rank r holds the fully reduced block
+    (r+1) mod p. p-1 allgather steps then pass the finished blocks around the ring.
+
+    Cost: 2(p-1)α + 2((p-1)/p)nβ + ((p-1)/p)nγ; exact for every p.
+    """
+    p, r = comm.size, comm.rank
+    right, left = (r + 1) % p, (r - 1) % p
+    blocks = buf.split(p)
+
+    # Reduce-scatter. After step k, blocks[(r - k - 1) % p] holds k + 2 contributions.
+    for k in range(p - 1):
+        send_i, recv_i = (r - k) % p, (r - k - 1) % p
+        incoming = yield from comm.sendrecv(blocks[send_i], dest=right, source=left)
+        blocks[recv_i] = yield from comm.reduce_local(op, incoming, blocks[recv_i])
+
+    # Allgather. Rank r starts out owning the finished block (r + 1) % p.
+    for k in range(p - 1):
+        send_i, recv_i = (r + 1 - k) % p, (r - k) % p
+        blocks[recv_i] = yield from comm.sendrecv(blocks[send_i], dest=right, source=left)
+
+    return type(buf).concat(blocks)
+
+
+# ---------------------------------------------------------------------------------------- double binary tree
+
+UP, DOWN = 0, 1
+
+
+def binary_tree(p: int, r: int) -> tuple[int | None, list[int]]:
+    """Return (parent, children) of rank r in NCCL's binary tree over ranks 0..p-1.
+
+    In-order layout (NCCL ``ncclGetBtree``): a rank whose lowest set bit is b has the
+    children r - b/2 and r + b/2 (the second lowered by halving b/2 until it is below p) and
+    the parent (r - b) | 2b, or r - b when that is not below p. Odd ranks are the leaves.
+    Rank 0 is the root and has one child, the largest power of two below p.
+    """
+    bit = 1
+    while bit < p and not r & bit:
+        bit <<= 1
+    if r == 0:
+        return None, [bit >> 1] if p > 1 else []
+    parent = (r ^ bit) | (bit << 1)
+    if parent >= p:
+        parent = r ^ bit
+    low = bit >> 1
+    children = [r - low] if low else []
+    while low and r + low >= p:
+        low >>= 1
+    if low:
+        children.append(r + low)
+    return parent, children
+
+
+def double_binary_tree(p: int, r: int) -> list[tuple[int | None, list[int]]]:
+    """Return rank r's (parent, children) in NCCL's two complementary trees (``ncclGetDtree``).
+
+    Tree 0 is :func:`binary_tree`. Tree 1 is the same shape mirrored (rank r plays r' = p-1-r)
+    when p is even, shifted by one (r plays r-1 mod p) when p is odd. Either way the leaves of
+    one tree (odd positions) are interior ranks of the other, so the two trees share the work
+    of interior ranks evenly.
+    """
+    if p % 2 == 0:
+        there = back = lambda x: p - 1 - x  # the mirror is its own inverse
+    else:
+        there, back = (lambda x: (x - 1) % p), (lambda x: (x + 1) % p)
+    parent, children = binary_tree(p, there(r))
+    return [binary_tree(p, r), (None if parent is None else back(parent), [back(c) for c in children])]
+
+
+def _tag(tree: int, phase: int, j: int, is_credit: bool = False) -> int:
+    """Tag of segment j's data (or credit) in one tree and phase: distinct for every stream between two ranks."""
+    return ((j * 2 + tree) * 2 + phase) * 2 + is_credit
+
+
+def _send_credited(comm: Comm, seg: Payload, dests: list[int], tree: int, phase: int, j: int,
+                   pending: list) -> Proc[None]:
+    """Send segment j to each of *dests* once it has granted a credit for it (segment 0 needs none)."""
+    for dest in dests:
+        if j > 0:
+            yield from comm.recv(source=dest, tag=_tag(tree, phase, j, is_credit=True))
+        pending.append(comm.isend(seg, dest=dest, tag=_tag(tree, phase, j)))
+
+
+def _tree_allreduce(comm: Comm, half: Payload, op: Op, parent: int | None, children: list[int],
+                    tree: int) -> Proc[Payload]:
+    """Allreduce *half* over one binary tree: pipelined reduce up to the root and broadcast down.
+
+    Non-root ranks run the two directions as concurrent streams (as NCCL splits a tree's
+    threads between "up" and "down"); the root turns each reduced segment around itself.
+    Every receiver grants a credit for segment j+1 when segment j has arrived.
+    """
+    segs = segments(half, DBT_SEGMENT)
+    k, pending, result = len(segs), [], list(segs)
+
+    def up() -> Proc[None]:
+        for j in range(k):
+            parts = yield from comm.waitall([comm.irecv(source=c, tag=_tag(tree, UP, j)) for c in children])
+            if j + 1 < k:
+                pending.extend(comm.isend(credit(), dest=c, tag=_tag(tree, UP, j + 1, True)) for c in children)
+            # In-order: left subtree op mine op right subtree.
+            acc = segs[j]
+            for i, part in enumerate(parts):
+                acc = yield from (comm.reduce_local(op, part, acc) if i == 0 else comm.reduce_local(op, acc, part))
+            if parent is None:
+                result[j] = acc
+                yield from _send_credited(comm, acc, children, tree, DOWN, j, pending)
+            else:
+                yield from _send_credited(comm, acc, [parent], tree, UP, j, pending)
+
+    def down() -> Proc[None]:
+        for j in range(k):
+            result[j] = yield from comm.recv(source=parent, tag=_tag(tree, DOWN, j))
+            if j + 1 < k:
+                pending.append(comm.isend(credit(), dest=parent, tag=_tag(tree, DOWN, j + 1, True)))
+            yield from _send_credited(comm, result[j], children, tree, DOWN, j, pending)
+
+    if parent is None:
+        yield from up()
+    else:
+        yield comm.env.all_of([comm.env.process(up()), comm.env.process(down())])
+    yield from comm.waitall(pending)
+    return type(half).concat(result)
+
+
+@algorithm("allreduce", "double_binary_tree", cost=double_binary_tree_cost, requires={"commutative"},
+           exact=registry.never,
+           reference="Sanders, Speck & Träff 2009 (two-tree algorithms); NCCL 2.4 double binary trees (src/graph/trees.cc)")
+def double_binary_tree_allreduce(comm: Comm, buf: Payload, op: Op) -> Proc[Payload]:
+    """Double binary tree (NCCL): two complementary trees each allreduce half of the vector.
+
+    Tree 0 is NCCL's in-order binary tree over the ranks (rank 0 at the top with a single
+    child; odd ranks are leaves); tree 1 is the same shape mirrored (p even) or shifted by one
+    rank (p odd), so every rank is a leaf in at least one tree and the interior work is
+    shared. Each tree takes one half of the vector in segments of DBT_SEGMENT bytes: every
+    rank combines the segments arriving from its children with its own and passes the
+    result up; the root's reduced segments come back down the same tree. All four streams
+    (two trees, up and down) run at once and pipeline; a rank sends segment j+1 on a link
+    only after the receiver has granted a zero-byte credit for it (sent when segment j
+    arrived), so one segment per stream is on a link at a time.
+
+    Cost: 2⌈lg p⌉(α + sβ + sγ) + 4(k-1)(α + sβ) for k segments of s bytes per tree (see
+    double_binary_tree_cost); a single-port estimate, about 2nβ for long vectors.
+    """
+    trees = double_binary_tree(comm.size, comm.rank)
+    halves = buf.split(2)
+    streams = [comm.env.process(_tree_allreduce(comm, halves[t], op, *trees[t], t)) for t in (0, 1)]
+    yield comm.env.all_of(streams)
+    return type(buf).concat([s.value for s in streams])
+
+
+# ---------------------------------------------------------------------------------------- hierarchical
+
+
+def ring_reduce_scatter(comm: Comm, blocks: list[Payload], op: Op) -> Proc[None]:
+    """The reduce-scatter half of ring allreduce, in place: rank r ends with block (r+1) mod p reduced."""
+    p, r = comm.size, comm.rank
+    right, left = (r + 1) % p, (r - 1) % p
+    # After step k, blocks[(r - k - 1) % p] holds k + 2 contributions.
+    for k in range(p - 1):
+        send_i, recv_i = (r - k) % p, (r - k - 1) % p
+        incoming = yield from comm.sendrecv(blocks[send_i], dest=right, source=left)
+        blocks[recv_i] = yield from comm.reduce_local(op, incoming, blocks[recv_i])
+
+
+def ring_allgather_blocks(comm: Comm, blocks: list[Payload]) -> Proc[None]:
+    """The allgather half of ring allreduce, in place: rank r starts out owning block (r+1) mod p."""
+    p, r = comm.size, comm.rank
+    right, left = (r + 1) % p, (r - 1) % p
+    for k in range(p - 1):
+        send_i, recv_i = (r + 1 - k) % p, (r - k) % p
+        blocks[recv_i] = yield from comm.sendrecv(blocks[send_i], dest=right, source=left)
+
+
+@algorithm("allreduce", "hierarchical", cost=ring_cost, requires={"commutative"},
+           reference="Jia et al. 2018 (hierarchical allreduce); Horovod hierarchical allreduce; NCCL CollNet/tree")
+def hierarchical_allreduce(comm: Comm, buf: Payload, op: Op) -> Proc[Payload]:
+    """Hierarchical allreduce: ring reduce-scatter in each node, ring allreduce across nodes, ring allgather.
+
+    With q ranks of this communicator on each of m nodes (local rank l = position among its
+    node's ranks): the q ranks of a node reduce-scatter the vector into q blocks, leaving
+    block (l+1) mod q on local rank l; the m ranks with the same local rank, one per node,
+    allreduce that block among themselves (so only n/q bytes per rank cross the inter-node
+    network, and only between same-local-rank peers); then each node allgathers its blocks.
+    The node and cross-node communicators come from the topology (``comm.sub``, no messages).
+
+    Raises MPIError if the nodes do not all hold the same number of this communicator's ranks.
+
+    Cost: 2(q + m - 2)α + 2((p-1)/p)nβ + ((p-1)/p)nγ with one α and β everywhere. The cost
+    function knows only p, so it gives the one-rank-per-node case (q = 1, m = p), where this
+    is the ring allreduce and the formula is exact; more ranks per node only cut the α term.
+    """
+    p, r = comm.size, comm.rank
+    nodes: dict[int, list[int]] = {}
+    for x in range(p):
+        nodes.setdefault(comm.node_of(x), []).append(x)
+    if len({len(members) for members in nodes.values()}) > 1:
+        held = ", ".join(f"node {node}: {len(members)}" for node, members in sorted(nodes.items()))
+        raise MPIError(f"rank {comm.world_rank}: hierarchical allreduce needs the same number of ranks "
+                       f"on every node; this communicator has {held}")
+    local = nodes[comm.node_of(r)]
+    local_rank = local.index(r)
+    node_comm = comm.sub(local, "hierarchical/node")
+    rail_comm = comm.sub([members[local_rank] for _, members in sorted(nodes.items())], "hierarchical/rail")
+    blocks = buf.split(len(local))
+    yield from ring_reduce_scatter(node_comm, blocks, op)
+    mine = (local_rank + 1) % len(local)
+    blocks[mine] = yield from ring_allreduce(rail_comm, blocks[mine], op)
+    yield from ring_allgather_blocks(node_comm, blocks)
+    return type(buf).concat(blocks)

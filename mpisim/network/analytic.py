@@ -22,15 +22,19 @@ possible, and it points at a link where the analytic model ignored contention.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+import simpy
+from simpy.events import NORMAL
 
 from mpisim.engine.records import LinkRecord
 from mpisim.network.base import register_model
 
 if TYPE_CHECKING:
     from mpisim.engine.sim import Proc, Simulation
-    from mpisim.network.links import Link
+    from mpisim.network.links import Link, Route
     from mpisim.network.topology import Topology
 
 
@@ -50,6 +54,23 @@ class LinkStats:
     capacity: float
 
 
+class _Delivery(simpy.Event):
+    """A transfer in flight on the analytic network: one event, processed when the last byte arrives."""
+
+    __slots__ = ("arg", "fn", "nbytes", "route", "t_data")
+
+    def __init__(self, net: AnalyticNetwork, route: Route, nbytes: int, fn: Callable[[Any], None], arg: Any) -> None:
+        # NOTE: what simpy.Timeout does, with the model's callback instead of a process.
+        env = net.env
+        self.env = env
+        self.callbacks = [net._deliver_cb]
+        self._value = None
+        self._ok = True
+        self.route, self.nbytes, self.fn, self.arg = route, nbytes, fn, arg
+        self.t_data = env.now + route.latency
+        env.schedule(self, NORMAL, route.latency + nbytes / route.bottleneck)
+
+
 @register_model("analytic")
 class AnalyticNetwork:
     """Contention-free network: each transfer takes ``route.latency + nbytes / route.bottleneck``.
@@ -66,6 +87,7 @@ class AnalyticNetwork:
         self.link_bytes: list[int] = []
         self.link_busy: list[float] = []
         self.transfers = 0
+        self._deliver_cb = self._deliver  # NOTE: bound once, not once per transfer
 
     def transfer(self, src: int, dst: int, nbytes: int) -> Proc[None]:
         """Move *nbytes* from rank *src* to rank *dst*; return when the last byte arrives.
@@ -80,6 +102,27 @@ class AnalyticNetwork:
             return
         t_data = self.env.now + route.latency
         yield self.env.timeout(route.latency + nbytes / route.bottleneck)
+        self._arrived(route, nbytes, t_data)
+
+    def post(self, src: int, dst: int, nbytes: int, fn: Callable[[Any], None], arg: Any) -> bool:
+        """Start the same transfer as :meth:`transfer` and call ``fn(arg)`` when it has arrived.
+
+        Returns True, without calling *fn*, when the transfer is over at once (a rank sending
+        to itself); the caller then goes on by itself, as a generator would not have yielded.
+        """
+        if src == dst:
+            return True
+        route = self.topology.route(src, dst)
+        if not route.links:
+            return True
+        _Delivery(self, route, nbytes, fn, arg)
+        return False
+
+    def _deliver(self, delivery: _Delivery) -> None:
+        self._arrived(delivery.route, delivery.nbytes, delivery.t_data)
+        delivery.fn(delivery.arg)
+
+    def _arrived(self, route: Route, nbytes: int, t_data: float) -> None:
         self.transfers += 1
         if nbytes > 0:
             self._account(route.links, nbytes, t_data, self.env.now)

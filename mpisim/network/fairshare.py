@@ -55,8 +55,9 @@ relative 1e-9 of its bytes remain, it is complete too, so rounding never leaves 
 few nano-bytes that would cost another event.
 
 **Determinism.** Nothing depends on object ids or set order: flows carry a creation sequence
-number, per-link flow tables are dicts keyed by it (so they iterate in creation order), and
-components are solved with their flows sorted by it.
+number, per-link flow tables are dicts keyed by it (so they iterate in creation order), ties
+between equally loaded links are broken by link index, and flows that end at one instant
+resume their processes in creation order.
 
 **Link activity.** For utilisation plots, when ``sim.tracer.record_links`` is on, each flow
 emits one :class:`~mpisim.engine.records.LinkRecord` per link of its route when it finishes:
@@ -72,19 +73,20 @@ from __future__ import annotations
 
 import heapq
 import math
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import simpy
+from simpy.events import NORMAL
 
+from mpisim.engine.events import Call
 from mpisim.engine.records import LinkRecord
 from mpisim.network.analytic import LinkStats
 from mpisim.network.base import register_model
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
     from mpisim.engine.sim import Proc, Simulation
-    from mpisim.network.links import Link
+    from mpisim.network.links import Link, Route
     from mpisim.network.topology import Topology
 
 #: SimPy processes the events of one instant by priority (URGENT = 0, NORMAL = 1); a solve
@@ -101,8 +103,10 @@ class Flow:
     """One transfer in its bandwidth phase: the links it crosses, its bytes and its rate."""
 
     __slots__ = (
+        "arg",
         "done",
         "finished",
+        "fn",
         "ids",
         "links",
         "mark",
@@ -116,10 +120,14 @@ class Flow:
         "version",
     )
 
-    def __init__(self, seq: int, links: tuple[Link, ...], nbytes: int, done: simpy.Event) -> None:
+    def __init__(self, seq: int, route: Route, nbytes: int, done: simpy.Event | None,
+                 fn: Callable[[Any], None] | None = None, arg: Any = None) -> None:
         self.seq = seq  # creation order; the tie-breaker everywhere
-        self.links = links
-        self.ids = tuple(link.index for link in links)
+        self.links = route.links
+        self.ids = route.ids
+        self.done = done  # the event a transfer() generator waits for ...
+        self.fn = fn  # ... or the call post() makes when the last byte has arrived
+        self.arg = arg
         self.nbytes = nbytes
         self.remaining = float(nbytes)  # as of t_last
         self.rate = 0.0
@@ -129,7 +137,6 @@ class Flow:
         self.version = 0
         self.mark = 0  # solve stamp: == stamp when in the component, == -stamp once its rate is fixed
         self.finished = False
-        self.done = done
 
     def __repr__(self) -> str:
         return f"Flow(#{self.seq}, {self.remaining:g}/{self.nbytes} B at {self.rate:g} B/s)"
@@ -148,6 +155,21 @@ class _LateWakeup(simpy.Event):
         env.schedule(self, LATE)
 
 
+class _InFlight(simpy.Event):
+    """A posted transfer during its latency: one event, processed when the first byte arrives."""
+
+    __slots__ = ("arg", "fn", "nbytes", "route")
+
+    def __init__(self, net: FairShareNetwork, route: Route, nbytes: int, fn: Callable[[Any], None], arg: Any) -> None:
+        # NOTE: what simpy.Timeout does, with the model's callback instead of a process.
+        self.env = net.env
+        self.callbacks = [net._latency_over_cb]
+        self._value = None
+        self._ok = True
+        self.route, self.nbytes, self.fn, self.arg = route, nbytes, fn, arg
+        net.env.schedule(self, NORMAL, route.latency)
+
+
 def _flow_seq(flow: Flow) -> int:
     return flow.seq
 
@@ -156,9 +178,14 @@ def _flow_seq(flow: Flow) -> int:
 class FairShareNetwork:
     """Flow-level network whose concurrent flows share each directed link max-min fairly.
 
-    Counters for tests and benchmarks: ``recomputations`` (solve events run),
-    ``rates_recomputed`` (flows whose rate a solve recomputed, summed), ``flows_started``,
-    ``flows_finished`` and ``active_flows``.
+    Link accounting: ``link_bytes[i]`` is the bytes of finished flows over the link whose
+    ``index`` is *i* (the list grows as links are first used); :meth:`link_stats` gives bytes
+    and busy seconds per link name. Counters for tests and benchmarks: ``recomputations``
+    (solve events run), ``rates_recomputed`` (flows whose rate a solve recomputed, summed),
+    ``flows_started``, ``flows_finished`` and ``active_flows``.
+
+    Assumes a route never crosses the same link twice and that link capacities do not change
+    once a flow has used the link.
     """
 
     def __init__(self, sim: Simulation, topology: Topology) -> None:
@@ -188,6 +215,7 @@ class FairShareNetwork:
         # NOTE: bound methods created once, not once per event.
         self._solve_cb = self._solve
         self._driver_cb = self._on_driver
+        self._latency_over_cb = self._latency_over
 
         self.active_flows = 0
         self.flows_started = 0
@@ -213,12 +241,46 @@ class FairShareNetwork:
             yield self.env.timeout(route.latency)
         if nbytes <= 0:
             return
-        flow = Flow(self._next_seq, route.links, nbytes, self.env.event())
+        done = self.env.event()
+        self._start_flow(route, nbytes, done, None, None)
+        yield done
+
+    def post(self, src: int, dst: int, nbytes: int, fn: Callable[[Any], None], arg: Any) -> bool:
+        """Start the same transfer as :meth:`transfer` and call ``fn(arg)`` when it has arrived.
+
+        Returns True, without calling *fn*, when the transfer is over at once (a rank sending
+        to itself, or a zero-byte transfer on a route without latency); the caller then goes
+        on by itself, exactly where a :meth:`transfer` generator would not have yielded.
+        """
+        if src == dst:
+            return True
+        route = self.topology.route(src, dst)
+        if not route.links:
+            return True
+        if route.latency > 0:
+            _InFlight(self, route, nbytes, fn, arg)
+            return False
+        if nbytes <= 0:
+            return True
+        self._start_flow(route, nbytes, None, fn, arg)
+        return False
+
+    def _latency_over(self, pending: _InFlight) -> None:
+        """The first byte has arrived: the transfer becomes a flow (or is over, if empty)."""
+        if pending.nbytes <= 0:
+            pending.fn(pending.arg)
+        else:
+            self._start_flow(pending.route, pending.nbytes, None, pending.fn, pending.arg)
+
+    def _start_flow(self, route: Route, nbytes: int, done: simpy.Event | None,
+                    fn: Callable[[Any], None] | None, arg: Any) -> None:
+        flow = Flow(self._next_seq, route, nbytes, done, fn, arg)
         self._next_seq += 1
         self.flows_started += 1
         self._starting.append(flow)
-        self._request_solve()
-        yield flow.done
+        if not self._solve_scheduled:
+            self._solve_scheduled = True
+            _LateWakeup(self.env, self._solve_cb)
 
     # -- link statistics ------------------------------------------------------------------
 
@@ -274,46 +336,48 @@ class FairShareNetwork:
         mark[seed] = stamp
         stack = [seed]
         links: list[int] = []
-        flows: list[Flow] = []
+        live: list[Flow] = []
+        ended: list[Flow] = []
+        # Walk links and flows breadth-first; bring each flow's progress up to now at its old
+        # rate as it is found. Flows with nothing left end here (detached after the walk).
         while stack:
             i = stack.pop()
             links.append(i)
             for flow in flows_on[i].values():
-                if flow.mark != stamp:
-                    flow.mark = stamp
-                    flows.append(flow)
-                    for j in flow.ids:
-                        if mark[j] != stamp:
-                            mark[j] = stamp
-                            stack.append(j)
-        if not flows:
-            return
-        flows.sort(key=_flow_seq)
-
-        # Bring progress up to now at the old rates; flows with nothing left complete here.
-        live: list[Flow] = []
-        for flow in flows:
-            if flow.rate:
-                flow.remaining -= flow.rate * (now - flow.t_last)
-            flow.t_last = now
-            if flow.remaining <= _BYTES_RTOL * flow.nbytes:
+                if flow.mark == stamp:
+                    continue
+                flow.mark = stamp
+                if flow.rate:
+                    flow.remaining -= flow.rate * (now - flow.t_last)
+                flow.t_last = now
+                if flow.remaining <= _BYTES_RTOL * flow.nbytes:
+                    ended.append(flow)
+                else:
+                    live.append(flow)
+                for j in flow.ids:
+                    if mark[j] != stamp:
+                        mark[j] = stamp
+                        stack.append(j)
+        if ended:
+            ended.sort(key=_flow_seq)  # they resume their processes in creation order
+            for flow in ended:
                 self._complete(flow)
                 self._detach(flow, now)
-            else:
-                live.append(flow)
         if not live:
             return
         self.rates_recomputed += len(live)
-
         if len(links) == 1:
             # One link: max-min fairness is an equal split.
-            share = self._capacity[links[0]] / len(live)
-            for flow in live:
-                self._set_rate(flow, share, now)
+            self._set_rates(live, self._capacity[links[0]] / len(live), now)
+        elif len(live) == 1:
+            # One flow left: it gets its bottleneck's capacity, what progressive filling would
+            # find without the heap. (Links of flows that just ended may be in *links*, empty.)
+            capacity = self._capacity
+            self._set_rates(live, min(capacity[i] for i in live[0].ids), now)
         else:
-            self._progressive_filling(links, stamp, now)
+            self._progressive_filling(links, len(live), stamp, now)
 
-    def _progressive_filling(self, links: list[int], stamp: int, now: float) -> None:
+    def _progressive_filling(self, links: list[int], n_flows: int, stamp: int, now: float) -> None:
         """Fix the rates of the component's flows, tightest link first (see module docstring)."""
         flows_on, cap_left, unfixed = self._flows_on, self._cap_left, self._unfixed
         heap: list[tuple[float, int]] = []
@@ -325,17 +389,19 @@ class FairShareNetwork:
                 heap.append((cap_left[i] / n, i))
         heapq.heapify(heap)
         fixed = -stamp
-        while heap:
+        bottlenecked: list[Flow] = []
+        while n_flows:
             share, i = heapq.heappop(heap)
             n = unfixed[i]
             if n == 0 or share != cap_left[i] / n:
                 continue  # stale entry: this link's share has grown since it was pushed
             # Invariant: every unfixed flow on link i is bottlenecked here, at *share*.
+            bottlenecked.clear()
             for flow in flows_on[i].values():
                 if flow.mark == fixed:
                     continue
                 flow.mark = fixed
-                self._set_rate(flow, share, now)
+                bottlenecked.append(flow)
                 for j in flow.ids:
                     if j != i:
                         left = cap_left[j] - share
@@ -344,17 +410,22 @@ class FairShareNetwork:
                         if unfixed[j]:
                             heapq.heappush(heap, (cap_left[j] / unfixed[j], j))
             unfixed[i] = 0
+            n_flows -= len(bottlenecked)
+            self._set_rates(bottlenecked, share, now)
 
-    def _set_rate(self, flow: Flow, rate: float, now: float) -> None:
-        if rate == flow.rate:
-            return  # same rate: the scheduled completion time is still exact
-        flow.rate = rate
-        flow.version += 1
-        if rate > 0.0:
-            flow.t_finish = now + flow.remaining / rate
-            heapq.heappush(self._heap, (flow.t_finish, flow.seq, flow.version, flow))
-        else:
-            flow.t_finish = math.inf  # a link of zero capacity: the flow waits for a change
+    def _set_rates(self, flows: list[Flow], rate: float, now: float) -> None:
+        """Give *flows* the new *rate* and queue their new completion times."""
+        heap = self._heap
+        for flow in flows:
+            if rate == flow.rate:
+                continue  # same rate: the scheduled completion time is still exact
+            flow.rate = rate
+            flow.version += 1
+            if rate > 0.0:
+                flow.t_finish = now + flow.remaining / rate
+                heapq.heappush(heap, (flow.t_finish, flow.seq, flow.version, flow))
+            else:
+                flow.t_finish = math.inf  # a link of zero capacity: wait for a change
 
     def _arm_driver(self, now: float) -> None:
         """Make sure a driver timeout waits for the earliest live completion."""
@@ -399,7 +470,10 @@ class FairShareNetwork:
         flow.finished = True
         flow.remaining = 0.0
         self.flows_finished += 1
-        flow.done.succeed()
+        if flow.done is not None:
+            flow.done.succeed()
+        else:
+            Call(self.env, flow.fn, flow.arg)  # where done.succeed() would have been
 
     def _attach(self, flow: Flow, now: float) -> None:
         flows_on = self._flows_on

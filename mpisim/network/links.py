@@ -55,6 +55,11 @@ class Route:
     links: tuple[Link, ...]
     latency: float
     bottleneck: float
+    #: ``link.index`` of each link, in order (network models key their per-link state by it).
+    ids: tuple[int, ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "ids", tuple(link.index for link in self.links))
 
     @classmethod
     def through(cls, links: tuple[Link, ...] | list[Link]) -> Route:

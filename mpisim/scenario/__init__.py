@@ -1,1 +1,27 @@
-"""scenario layer."""
+"""The scenario layer: YAML in, validated and resolved Scenario out, and the runner that plays it.
+
+* :mod:`~mpisim.scenario.model` -- the frozen dataclasses and every default;
+* :mod:`~mpisim.scenario.load` -- YAML -> raw dict -> :class:`Scenario`, ``--set`` overrides,
+  :func:`dump` of the resolved form;
+* :mod:`~mpisim.scenario.expect` -- the ``expect:`` block;
+* :mod:`~mpisim.scenario.run` -- :func:`run_scenario`;
+* :mod:`~mpisim.scenario.sweep` -- grids of points, in parallel and resumable.
+"""
+
+from mpisim.scenario.load import apply_overrides, dump, load, load_dict, load_file, loads, parse_set
+from mpisim.scenario.model import Expectation, Scenario
+from mpisim.scenario.run import run_point, run_scenario
+
+__all__ = [
+    "Expectation",
+    "Scenario",
+    "apply_overrides",
+    "dump",
+    "load",
+    "load_dict",
+    "load_file",
+    "loads",
+    "parse_set",
+    "run_point",
+    "run_scenario",
+]

@@ -1,1 +1,497 @@
-"""collective workload (being written)."""
+"""The ``collective`` workload: an nccl-tests-style sweep of one collective over message sizes.
+
+For every requested algorithm and every size, a fresh world runs the collective once per
+iteration. All ranks build their input, are released at the same instant (a zero-cost
+synchronised start, so no barrier skew leaks into the measurement) and call the collective;
+its time is the last rank's exit minus the first rank's entry (each rank notes both around
+its call, which is what the call's :class:`~mpisim.engine.records.CollectiveRecord` s hold as
+well). Simulation is deterministic, so there is no warm-up and ``iterations`` only repeats
+identical calls (the reported time is their mean). ``algorithm`` in a row is the algorithm
+that ran -- for ``auto``, the selector's choice -- and ``requested`` what the scenario asked.
+
+**Sizes follow nccl-tests.** For ``allgather`` and ``gather`` the size is the whole gathered
+array (each rank contributes ``size / ranks``); for ``reduce_scatter``, ``alltoall`` and
+``scatter`` it is the whole buffer each rank (or the root) passes, cut into ``ranks`` blocks;
+for ``allreduce``, ``bcast`` and ``reduce`` it is each rank's buffer. As in nccl-tests, the
+element count of the five block-structured collectives is rounded down to a multiple of the
+rank count, and the row's ``bytes`` is the size that actually ran. The ``count`` column is
+nccl-tests' too: elements per block for the block-structured collectives, elements of the
+buffer otherwise.
+
+**Bandwidths.** ``algbw = bytes / time`` and ``busbw = algbw x factor`` (nccl-tests
+``doc/PERFORMANCE.md``): allreduce ``2(n-1)/n``; reduce_scatter, allgather, alltoall
+``(n-1)/n``; bcast and reduce 1. nccl-tests has no gather or scatter; mpisim uses ``(n-1)/n``
+for them, because the root's link must carry the ``n-1`` blocks that are not its own. Both are
+in GB/s (1e9 B/s), and ``null`` when the time is zero (one rank).
+
+**Verification.** With real data (``payload: data``) every rank's input holds small
+integers drawn from the scenario's seed and the rank (in ``[-3, 4)`` for ``sum``, ``{1, 2}``
+for ``prod``), stored in the requested dtype. Sums and products of such numbers are exact in
+any order in floating point (as long as ``3 x ranks`` stays below the mantissa: 2048 ranks for
+float16), so every rank's output must equal numpy's reference bit for bit, whatever order
+the algorithm reduces in; integer dtypes wrap around identically in every order. ``verified``
+is ``null`` with size-only payloads and for ``barrier``.
+
+**Worlds kept for reports.** Each algorithm's largest size is always kept; the other points
+are kept too while the message records of all kept worlds stay under
+:data:`MAX_KEPT_MESSAGES`, so a sweep of 1 GiB over 1024 ranks does not hold every timeline.
+
+YAML::
+
+    workload:
+      kind: collective
+      collective: allreduce            # barrier | bcast | reduce | allreduce | allgather | ...
+      algorithm: [ring, rabenseifner]  # a name, auto, or a list of names to compare
+      sizes: {min: 8 B, max: 1 GiB, factor: 4}   # or a list: [1 KiB, 1 MiB]
+      dtype: float32                   # float16 float32 float64 int8 uint8 int32 int64
+      op: sum                          # sum | prod | max | min
+      root: 0                          # bcast, reduce, gather, scatter
+      iterations: 1
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+import mpisim.collectives  # noqa: F401  (registers the algorithms that names are checked against)
+from mpisim.collectives import dispatch, registry
+from mpisim.engine.sim import Proc
+from mpisim.engine.units import format_size, parse_count, parse_size
+from mpisim.errors import ConfigError, MPIError
+from mpisim.mpi.comm import Comm
+from mpisim.mpi.ops import OPS, get_op
+from mpisim.mpi.payload import DataPayload, Payload, SizePayload, split_offsets
+from mpisim.mpi.world import World
+from mpisim.workloads.base import RunContext, WorkloadOutput, register_workload
+
+KIND = "collective"
+
+#: Collectives whose buffer is cut into one block per rank: counts are rounded to a multiple of p.
+BLOCKED = frozenset({"allgather", "gather", "reduce_scatter", "alltoall", "scatter"})
+#: Collectives whose nccl-tests size is the whole gathered array, p times each rank's buffer.
+GATHERING = frozenset({"allgather", "gather"})
+ROOTED = frozenset({"bcast", "reduce", "gather", "scatter"})
+REDUCING = frozenset({"reduce", "allreduce", "reduce_scatter"})
+
+#: Keep every point's world while the kept worlds hold fewer message records than this.
+MAX_KEPT_MESSAGES = 200_000
+
+DTYPES: dict[str, str] = {
+    "float16": "float16", "fp16": "float16", "half": "float16",
+    "float32": "float32", "fp32": "float32", "float": "float32",
+    "float64": "float64", "fp64": "float64", "double": "float64",
+    "int8": "int8", "uint8": "uint8", "int32": "int32", "int64": "int64",
+}
+_NOT_IN_NUMPY = ("bfloat16", "bf16")
+
+_KEYS = ("kind", "collective", "algorithm", "sizes", "dtype", "op", "root", "iterations")
+_RANGE_KEYS = ("min", "max", "factor")
+
+
+# ---------------------------------------------------------------------------------------------
+# Field parsers shared by the workloads (p2p and training use them too)
+
+
+def check_keys(raw: Any, allowed: Sequence[str], kind: str) -> Mapping[str, Any]:
+    """Return *raw* if it is a mapping with only *allowed* keys.
+
+    Raises ConfigError naming the first unknown key and listing the allowed ones; a ``kind``
+    key, if present, must equal *kind*.
+    """
+    if not isinstance(raw, Mapping):
+        raise ConfigError(f"expected a mapping of {kind} workload settings, got {raw!r}")
+    for key in raw:
+        if key not in allowed:
+            raise ConfigError(f"unknown key {key!r}; allowed keys: {', '.join(allowed)}", str(key))
+    if "kind" in raw and raw["kind"] != kind:
+        raise ConfigError(f"expected kind {kind!r}, got {raw['kind']!r}", "kind")
+    return raw
+
+
+def parse_with(parse: Any, value: Any, path: str) -> Any:
+    """Call ``parse(value)``; a ConfigError (UnitError included) gets *path* prepended."""
+    try:
+        return parse(value)
+    except ConfigError as err:
+        raise err.at(path) from None
+
+
+def parse_positive_int(value: Any, path: str, minimum: int = 1) -> int:
+    """Return a whole number >= *minimum* (``"1K"`` style counts allowed)."""
+    number = parse_with(parse_count, value, path)
+    if number < minimum:
+        raise ConfigError(f"must be at least {minimum}, got {value!r}", path)
+    return number
+
+
+def parse_dtype(value: Any, path: str = "dtype") -> np.dtype:
+    """Return the numpy dtype named *value* (float32, fp16, int8, ...).
+
+    Raises ConfigError for bfloat16 (numpy has none) and for unknown names.
+    """
+    if not isinstance(value, str):
+        raise ConfigError(f"expected a dtype name, got {value!r}", path)
+    name = value.strip().lower()
+    if name in _NOT_IN_NUMPY:
+        raise ConfigError(
+            f"{value!r} has no numpy dtype, so mpisim cannot carry it as real data; use float16, "
+            "which has the same 2-byte size and therefore the same timing", path)
+    if name not in DTYPES:
+        known = ", ".join(sorted(set(DTYPES.values())))
+        raise ConfigError(f"unknown dtype {value!r}; known: {known}", path)
+    return np.dtype(DTYPES[name])
+
+
+def parse_sizes(raw: Any, path: str = "sizes", itemsize: int = 1) -> tuple[int, ...]:
+    """Return message sizes in bytes from a list, a single size, or ``{min, max, factor}``.
+
+    The range form follows nccl-tests' ``-b/-e/-f``: ``min, min*factor, ...`` up to and including
+    ``max``. Every size must be a whole number of *itemsize*-byte elements. Raises ConfigError
+    with the path of the offending entry (``sizes[1]``, ``sizes.max``).
+    """
+    if isinstance(raw, Mapping):
+        for key in raw:
+            if key not in _RANGE_KEYS:
+                raise ConfigError(f"unknown key {key!r}; allowed keys: {', '.join(_RANGE_KEYS)}", f"{path}.{key}")
+        for key in ("min", "max"):
+            if key not in raw:
+                raise ConfigError("this key is required", f"{path}.{key}")
+        low = parse_with(parse_size, raw["min"], f"{path}.min")
+        high = parse_with(parse_size, raw["max"], f"{path}.max")
+        factor = parse_positive_int(raw.get("factor", 2), f"{path}.factor", minimum=2)
+        if high < low:
+            raise ConfigError(f"max ({format_size(high)}) is below min ({format_size(low)})", f"{path}.max")
+        if low == 0:
+            raise ConfigError("min must be above 0 B for a geometric range (list 0 B separately)", f"{path}.min")
+        _check_whole(low, itemsize, f"{path}.min")
+        sizes, size = [], low
+        while size <= high:
+            sizes.append(size)
+            size *= factor
+        return tuple(sizes)
+    items = raw if isinstance(raw, list) else [raw]
+    if not items:
+        raise ConfigError("expected at least one size", path)
+    sizes = []
+    for i, item in enumerate(items):
+        where = f"{path}[{i}]" if isinstance(raw, list) else path
+        size = parse_with(parse_size, item, where)
+        _check_whole(size, itemsize, where)
+        sizes.append(size)
+    return tuple(sizes)
+
+
+def _check_whole(size: int, itemsize: int, path: str) -> None:
+    if size % itemsize:
+        raise ConfigError(
+            f"{format_size(size)} is not a whole number of {itemsize}-byte elements", path)
+
+
+# ---------------------------------------------------------------------------------------------
+# Parameters
+
+
+@dataclass(frozen=True)
+class CollectiveParams:
+    """A validated ``collective`` workload (sizes in bytes, as requested)."""
+
+    collective: str
+    algorithms: tuple[str, ...]  # names or "auto"
+    sizes: tuple[int, ...]
+    dtype: str = "float32"
+    op: str = "sum"
+    root: int = 0
+    iterations: int = 1
+    listed: bool = False  # the algorithm was given as a list (dump writes it back as one)
+
+
+def parse(raw: Any) -> CollectiveParams:
+    """Validate a ``workload:`` mapping of kind ``collective``.
+
+    Raises ConfigError with a path relative to the workload block.
+    """
+    raw = check_keys(raw, _KEYS, KIND)
+    if "collective" not in raw:
+        raise ConfigError(f"this key is required (one of: {', '.join(registry.COLLECTIVES)})", "collective")
+    collective = raw["collective"]
+    if collective not in registry.COLLECTIVES:
+        raise ConfigError(f"unknown collective {collective!r}; known: {', '.join(registry.COLLECTIVES)}", "collective")
+    algorithms, listed = _parse_algorithms(raw.get("algorithm", "auto"), collective)
+    dtype = parse_dtype(raw.get("dtype", "float32"))
+    if collective == "barrier":
+        if raw.get("sizes") not in (None, 0, [0], "0 B", ["0 B"]):
+            raise ConfigError("a barrier moves no data: leave sizes out", "sizes")
+        sizes: tuple[int, ...] = (0,)
+    else:
+        if "sizes" not in raw:
+            raise ConfigError("this key is required, e.g. [1 KiB, 1 MiB] or {min: 8 B, max: 1 GiB, factor: 2}", "sizes")
+        sizes = parse_sizes(raw["sizes"], "sizes", dtype.itemsize)
+    op = raw.get("op", "sum")
+    if not isinstance(op, str) or op.lower() not in OPS:
+        raise ConfigError(f"unknown op {op!r}; known: {', '.join(OPS)}", "op")
+    root = parse_positive_int(raw.get("root", 0), "root", minimum=0)
+    iterations = parse_positive_int(raw.get("iterations", 1), "iterations")
+    return CollectiveParams(collective, algorithms, sizes, dtype.name, op.lower(), root, iterations, listed)
+
+
+def _parse_algorithms(raw: Any, collective: str) -> tuple[tuple[str, ...], bool]:
+    listed = isinstance(raw, list)
+    items = raw if listed else [raw]
+    if not items:
+        raise ConfigError("expected an algorithm name, auto, or a non-empty list of names", "algorithm")
+    names: list[str] = []
+    for i, name in enumerate(items):
+        where = f"algorithm[{i}]" if listed else "algorithm"
+        if not isinstance(name, str):
+            raise ConfigError(f"expected an algorithm name, got {name!r}", where)
+        if name != "auto":
+            try:
+                registry.get(collective, name)
+            except ConfigError as err:
+                raise err.at(where) from None
+        if name in names:
+            raise ConfigError(f"algorithm {name!r} is listed twice", where)
+        names.append(name)
+    return tuple(names), listed
+
+
+def dump(params: CollectiveParams) -> dict[str, Any]:
+    """Return the resolved workload (sizes in bytes) in a form :func:`parse` reads back."""
+    out: dict[str, Any] = {"kind": KIND, "collective": params.collective}
+    out["algorithm"] = list(params.algorithms) if params.listed else params.algorithms[0]
+    if params.collective != "barrier":
+        out["sizes"] = list(params.sizes)
+    out.update(dtype=params.dtype, op=params.op, root=params.root, iterations=params.iterations)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Running
+
+
+def busbw_factor(collective: str, p: int) -> float:
+    """Return nccl-tests' bus-bandwidth factor of *collective* on *p* ranks (see module docstring)."""
+    if collective == "allreduce":
+        return 2 * (p - 1) / p
+    if collective in ("bcast", "reduce"):
+        return 1.0
+    if collective == "barrier":
+        return 0.0
+    return (p - 1) / p
+
+
+def layout(collective: str, size: int, itemsize: int, p: int) -> tuple[int, int, int]:
+    """Return ``(input count per rank, nccl-tests count, bytes that run)`` for a requested *size*.
+
+    Block-structured collectives round the element count down to a multiple of *p*.
+    """
+    count = size // itemsize
+    if collective not in BLOCKED:
+        return count, count, count * itemsize
+    block = count // p
+    if collective in GATHERING:
+        return block, block, block * p * itemsize
+    return block * p, block, block * p * itemsize
+
+
+def rank_input(collective: str, op: str, count: int, dtype: np.dtype, seed: int, rank: int) -> np.ndarray:
+    """Return rank *rank*'s deterministic input: small integers, exact under any reduction order."""
+    rng = np.random.default_rng([seed, rank])
+    if collective in REDUCING and op == "prod":
+        low, high = 1, 3
+    elif collective in REDUCING and op == "sum":
+        low, high = (0, 4) if dtype.kind == "u" else (-3, 4)
+    else:
+        low, high = (0, 100)
+    return rng.integers(low, high, size=count).astype(dtype)
+
+
+def expected_output(collective: str, op: str, root: int, rank: int, inputs: Sequence[np.ndarray],
+                    reduction: np.ndarray | None) -> np.ndarray | None:
+    """Return what *rank* must hold after the collective (``None`` where MPI returns nothing)."""
+    p = len(inputs)
+    if collective in ("allreduce",):
+        return reduction
+    if collective == "reduce":
+        return reduction if rank == root else None
+    if collective == "bcast":
+        return inputs[root]
+    if collective == "allgather":
+        return np.concatenate(inputs)
+    if collective == "gather":
+        return np.concatenate(inputs) if rank == root else None
+    if collective == "reduce_scatter":
+        assert reduction is not None
+        return _block(reduction, p, rank)
+    if collective == "alltoall":
+        return np.concatenate([_block(x, p, rank) for x in inputs])
+    if collective == "scatter":
+        return _block(inputs[root], p, rank)
+    return None
+
+
+def _block(array: np.ndarray, p: int, i: int) -> np.ndarray:
+    offsets = split_offsets(array.shape[0], p)
+    return array[offsets[i]:offsets[i + 1]]
+
+
+def reduce_in_rank_order(op: str, inputs: Sequence[np.ndarray]) -> np.ndarray:
+    """Return ``x0 op x1 op ... op x(p-1)`` in the inputs' dtype (integers wrap around)."""
+    func = get_op(op)
+    acc = inputs[0]
+    for x in inputs[1:]:
+        acc = np.asarray(func(acc, x), dtype=inputs[0].dtype)
+    return acc
+
+
+def call_collective(comm: Comm, collective: str, buf: Payload | None, op: str, root: int,
+                    algorithm: str) -> Proc[Any]:
+    """Call *collective* on *comm* with the arguments it takes (``algorithm`` may be ``auto``)."""
+    if collective == "barrier":
+        yield from comm.barrier(algorithm=algorithm)
+        return None
+    method = getattr(comm, collective)
+    kwargs: dict[str, Any] = {"algorithm": algorithm}
+    if collective in REDUCING:
+        kwargs["op"] = get_op(op)
+    if collective in ROOTED:
+        kwargs["root"] = root
+    return (yield from method(buf, **kwargs))
+
+
+@dataclass(frozen=True)
+class _Point:
+    collective: str
+    algorithm: str
+    op: str
+    root: int
+    iterations: int
+    count: int
+    dtype: np.dtype
+    data: bool
+    seed: int
+
+
+def _rank_program(comm: Comm, point: _Point, outputs: list[Any], spans: list[list[tuple[float, float]]],
+                  chosen: list[str]) -> Proc[None]:
+    buf: Payload | None = None
+    if point.collective != "barrier":
+        if point.data:
+            buf = DataPayload(rank_input(point.collective, point.op, point.count, point.dtype, point.seed, comm.rank))
+        else:
+            buf = SizePayload(point.count, point.dtype)
+    if comm.rank == 0:
+        nbytes = 0 if buf is None else buf.nbytes
+        size = dispatch.size_of_call(point.collective, nbytes, comm.size)
+        chosen.append(dispatch.resolve(comm, point.collective, point.algorithm, size, get_op(point.op)).name)
+    result = None
+    for _ in range(point.iterations):
+        yield from comm.world.synchronize(comm.world_rank)
+        t_enter = comm.now
+        result = yield from call_collective(comm, point.collective, buf, point.op, point.root, point.algorithm)
+        spans[comm.rank].append((t_enter, comm.now))
+    if point.data:
+        outputs[comm.rank] = result
+
+
+def _verify(point: _Point, p: int, outputs: Sequence[Any]) -> bool:
+    inputs = [rank_input(point.collective, point.op, point.count, point.dtype, point.seed, r) for r in range(p)]
+    reduction = reduce_in_rank_order(point.op, inputs) if point.collective in REDUCING else None
+    for rank, got in enumerate(outputs):
+        want = expected_output(point.collective, point.op, point.root, rank, inputs, reduction)
+        if want is None:
+            continue
+        array = got.array if isinstance(got, Payload) else got
+        if array is None or not np.array_equal(np.asarray(array), want):
+            return False
+    return True
+
+
+def collective_time(spans: Sequence[Sequence[tuple[float, float]]]) -> float:
+    """Return the mean over calls of last exit minus first entry; ``spans[rank][call] = (enter, exit)``.
+
+    The workload times the calls itself rather than reading CollectiveRecords, because an
+    algorithm built from other collectives (hierarchical) records those inner calls too.
+    """
+    calls = len(spans[0])
+    total = 0.0
+    for call in range(calls):
+        total += max(s[call][1] for s in spans) - min(s[call][0] for s in spans)
+    return total / calls
+
+
+def check_requirements(collective: str, algorithm: str, p: int, op: str) -> None:
+    """Raise MPIError if *algorithm* cannot run on *p* ranks with *op* (power of two, commutativity)."""
+    if algorithm == "auto":
+        return
+    problem = registry.get(collective, algorithm).why_not(p, get_op(op).commutative)
+    if problem:
+        raise MPIError(f"cannot run {collective} algorithm {algorithm!r} here: {problem}")
+
+
+def run(params: CollectiveParams, ctx: RunContext) -> WorkloadOutput:
+    """Run every (algorithm, size) point on its own fresh world; return one row per point."""
+    out = WorkloadOutput()
+    dtype = np.dtype(params.dtype)
+    measured: list[tuple[str, str, int, World, int]] = []  # (label, algorithm, bytes, world, messages)
+    for algorithm in params.algorithms:
+        for size in params.sizes:
+            world = ctx.new_world()
+            p = world.size
+            if params.collective in ROOTED and params.root >= p:
+                raise ConfigError(f"root {params.root} is not a rank of a {p}-rank world", "root")
+            check_requirements(params.collective, algorithm, p, params.op)
+            count, nccl_count, nbytes = layout(params.collective, size, dtype.itemsize, p)
+            point = _Point(params.collective, algorithm, params.op, params.root, params.iterations,
+                           count, dtype, ctx.data, ctx.seed)
+            outputs: list[Any] = [None] * p
+            spans: list[list[tuple[float, float]]] = [[] for _ in range(p)]
+            chosen: list[str] = []
+            world.launch(_rank_program, point, outputs, spans, chosen)
+            world.run()
+            time = collective_time(spans)
+            verified = _verify(point, p, outputs) if ctx.data and params.collective != "barrier" else None
+            algbw = nbytes / time / 1e9 if time > 0 else None
+            out.rows.append({
+                "collective": params.collective,
+                "algorithm": chosen[0],
+                "requested": algorithm,
+                "ranks": p,
+                "bytes": nbytes,
+                "count": nccl_count,
+                "dtype": params.dtype,
+                "time_s": time,
+                "algbw_GBps": algbw,
+                "busbw_GBps": None if algbw is None else algbw * busbw_factor(params.collective, p),
+                "verified": verified,
+            })
+            label = f"{chosen[0]} {format_size(nbytes)}" + (" (auto)" if algorithm == "auto" else "")
+            measured.append((label, algorithm, nbytes, world, world.tracer.message_count))
+            out.notes.extend(world.unmatched)
+    out.worlds = _worlds_to_keep(measured)
+    return out
+
+
+def _worlds_to_keep(measured: list[tuple[str, str, int, World, int]]) -> list[tuple[str, World]]:
+    """Keep each algorithm's largest point, then the others in order while under MAX_KEPT_MESSAGES."""
+    largest: dict[str, int] = {}
+    for i, (_, algorithm, nbytes, _, _) in enumerate(measured):
+        if algorithm not in largest or nbytes >= measured[largest[algorithm]][2]:
+            largest[algorithm] = i
+    keep = set(largest.values())
+    budget = MAX_KEPT_MESSAGES - sum(measured[i][4] for i in keep)
+    for i, point in enumerate(measured):
+        if i not in keep and point[4] <= budget:
+            keep.add(i)
+            budget -= point[4]
+    return [(label, world) for i, (label, _, _, world, _) in enumerate(measured) if i in keep]
+
+
+WORKLOAD = register_workload(
+    KIND, "nccl-tests-style sweep of one collective over sizes and algorithms",
+    parse=parse, dump=dump, run=run,
+)

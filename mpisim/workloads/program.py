@@ -1,1 +1,186 @@
-"""program workload (being written)."""
+"""The ``program`` workload: run a user's Python function on every rank, like ``mpirun -n P``.
+
+A program is a generator function written against the Comm API, in a file next to the
+scenario::
+
+    # halo.py
+    import numpy as np
+
+    def main(comm):
+        left, right = (comm.rank - 1) % comm.size, (comm.rank + 1) % comm.size
+        got = yield from comm.sendrecv(np.full(4, comm.rank), dest=right, source=left)
+        return {"received_from_left": int(got[0])}
+
+and the scenario names it as ``program: halo.py:main`` (``:main`` may be left out), resolved
+against the scenario file's directory. With an ``args:`` mapping the function is called as
+``main(comm, args)`` and gets the mapping as written in the YAML (its values are the program's
+business: it may parse units itself, e.g. with :func:`mpisim.engine.units.parse_size`).
+
+The row has ``ranks``, ``time_s`` (simulated time when the last rank finished), ``messages``
+and ``bytes`` (point-to-point messages delivered, collectives' included). If rank 0's function
+returns a mapping, its entries are merged into the row, converted to plain JSON values (numpy
+scalars and arrays become numbers and lists); an entry that would overwrite one of the four
+columns above is left out and mentioned in the notes.
+
+Errors of the simulated program are not caught: a deadlock raises
+:class:`~mpisim.errors.DeadlockError` with the report of blocked ranks (the CLI exits 1 and
+prints it). Messages nobody received are listed in the notes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import inspect
+import sys
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from mpisim.engine.sim import Proc
+from mpisim.errors import ConfigError
+from mpisim.mpi.comm import Comm
+from mpisim.workloads.base import RunContext, WorkloadOutput, register_workload
+from mpisim.workloads.collective import check_keys
+
+KIND = "program"
+RESERVED = ("ranks", "time_s", "messages", "bytes")
+
+_KEYS = ("kind", "program", "args")
+
+
+@dataclass(frozen=True)
+class ProgramParams:
+    """A validated ``program`` workload: the file (as written), the function name and its args."""
+
+    path: str
+    function: str = "main"
+    args: dict[str, Any] | None = field(default=None, compare=True, hash=False)
+
+
+def parse(raw: Any) -> ProgramParams:
+    """Validate a ``workload:`` mapping of kind ``program``. Raises ConfigError with a relative path.
+
+    The file itself is looked up at run time, against the scenario's directory.
+    """
+    raw = check_keys(raw, _KEYS, KIND)
+    if "program" not in raw:
+        raise ConfigError("this key is required, e.g. programs/halo.py:main", "program")
+    spec = raw["program"]
+    if not isinstance(spec, str) or not spec.strip():
+        raise ConfigError(f"expected FILE.py or FILE.py:FUNCTION, got {spec!r}", "program")
+    text = spec.strip()
+    head, sep, tail = text.rpartition(":")
+    path, function = (head, tail) if sep and head.endswith(".py") else (text, "main")
+    if not path.endswith(".py"):
+        raise ConfigError(f"expected a Python file FILE.py or FILE.py:FUNCTION, got {spec!r}", "program")
+    if not function.isidentifier():
+        raise ConfigError(f"{function!r} is not a Python function name", "program")
+    args = raw.get("args")
+    if args is not None and not isinstance(args, Mapping):
+        raise ConfigError(f"expected a mapping of arguments for the program, got {args!r}", "args")
+    return ProgramParams(path, function, dict(args) if args is not None else None)
+
+
+def dump(params: ProgramParams) -> dict[str, Any]:
+    """Return the workload in a form :func:`parse` reads back."""
+    out: dict[str, Any] = {"kind": KIND, "program": f"{params.path}:{params.function}"}
+    if params.args is not None:
+        out["args"] = dict(params.args)
+    return out
+
+
+def load_program(params: ProgramParams, base_dir: Path) -> Callable[..., Proc[Any]]:
+    """Import the program's file under a unique module name and return its function.
+
+    Raises ConfigError (path ``program``) if the file is missing, fails to import, or has no
+    such generator function.
+    """
+    file = Path(params.path)
+    if not file.is_absolute():
+        file = base_dir / file
+    if not file.is_file():
+        raise ConfigError(f"no program file {str(file)!r}", "program")
+    digest = hashlib.sha1(str(file.resolve()).encode()).hexdigest()[:12]
+    name = f"mpisim_program_{file.stem}_{digest}"
+    spec = importlib.util.spec_from_file_location(name, file)
+    if spec is None or spec.loader is None:
+        raise ConfigError(f"cannot import {str(file)!r}", "program")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses and pickling look modules up by name
+    try:
+        spec.loader.exec_module(module)
+    except Exception as err:
+        del sys.modules[name]
+        raise ConfigError(f"importing {file.name} failed: {type(err).__name__}: {err}", "program") from err
+    function = getattr(module, params.function, None)
+    if function is None:
+        raise ConfigError(f"{file.name} has no function {params.function!r}", "program")
+    if not inspect.isgeneratorfunction(function):
+        raise ConfigError(
+            f"{file.name}:{params.function} must be a generator function (it blocks with "
+            "'yield from comm.send(...)' and the like)", "program")
+    wanted = 2 if params.args is not None else 1
+    try:
+        inspect.signature(function).bind(*([None] * wanted))
+    except TypeError:
+        how = "(comm, args) because the scenario gives args" if wanted == 2 else "(comm)"
+        raise ConfigError(f"{file.name}:{params.function} must accept {how}", "program") from None
+    return function
+
+
+def to_json_value(value: Any) -> Any:
+    """Return *value* with numpy scalars and arrays turned into plain Python numbers and lists."""
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, Mapping):
+        return {str(k): to_json_value(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [to_json_value(v) for v in value]
+    return value
+
+
+def run(params: ProgramParams, ctx: RunContext) -> WorkloadOutput:
+    """Run the program once on a fresh world; return one row (see the module docstring)."""
+    function = load_program(params, ctx.base_dir)
+    world = ctx.new_world()
+    args = () if params.args is None else (dict(params.args),)
+
+    finished = [0.0] * world.size
+
+    def rank_main(comm: Comm) -> Proc[Any]:
+        result = yield from function(comm, *args)
+        finished[comm.rank] = comm.now
+        return result
+
+    procs = world.launch(rank_main)
+    world.run()
+    out = WorkloadOutput()
+    row: dict[str, Any] = {
+        "ranks": world.size,
+        "time_s": max(finished),
+        "messages": world.tracer.message_count,
+        "bytes": world.tracer.message_bytes,
+    }
+    returned = procs[0].value if procs else None
+    if isinstance(returned, Mapping):
+        for key, value in returned.items():
+            if str(key) in RESERVED:
+                out.notes.append(f"rank 0 returned {key!r}, which would overwrite a column; left out")
+            else:
+                row[str(key)] = to_json_value(value)
+    out.rows.append(row)
+    out.worlds.append((Path(params.path).name, world))
+    out.notes.extend(world.unmatched)
+    return out
+
+
+WORKLOAD = register_workload(
+    KIND, "a user's Python generator run on every rank against the Comm API",
+    parse=parse, dump=dump, run=run,
+)

@@ -1,1 +1,495 @@
-"""training workload (being written)."""
+"""The ``training`` workload: one data-parallel iteration with PyTorch-DDP gradient bucketing.
+
+Every rank holds a replica of the model and computes the gradients of its own share of the
+batch; the gradients are then averaged over the ranks with an allreduce before the optimizer
+step. What decides the iteration time is how much of that communication hides behind the
+backward pass. mpisim plays it the way PyTorch's ``DistributedDataParallel`` does:
+
+1. **Forward** takes ``(1 - backward_share) x compute`` (backward is usually about twice the
+   forward, hence ``backward_share: 2/3``).
+2. **Backward** takes the rest. Gradients become ready in *reverse* layer order, and a layer's
+   share of the backward time is proportional to its parameter count.
+3. **Buckets.** Parameters are packed into buckets in reverse order (DDP's
+   ``compute_bucket_assignment_by_size``): a tensor is added to the open bucket, and the bucket
+   closes once it holds at least its cap -- ``first_bucket`` (1 MiB) for the first bucket,
+   ``bucket_cap`` (25 MiB) for the rest. A tensor larger than the cap still goes into one
+   bucket. Given only ``params`` (no ``layers`` list), the model is taken as many small
+   tensors: buckets are exactly the caps and the last one holds the remainder.
+4. **Allreduce per bucket.** When a bucket's last gradient is ready, its allreduce starts.
+   DDP launches them asynchronously *in bucket order* and NCCL runs them one after another on
+   one stream, so bucket k's allreduce starts when its gradients are ready **and** bucket
+   k-1's allreduce has finished. The step waits for all of them.
+
+Reported per point: ``iteration_time_s`` (first rank's start to last rank's end, mean over
+iterations), ``compute_s``, ``comm_time_s`` (the sum of the allreduces' durations, each last
+exit minus first entry), ``exposed_comm_s`` (iteration minus compute: the communication that
+did not hide behind backward), ``scaling_efficiency`` (one rank's iteration -- compute only --
+over this iteration), ``params``, ``bytes`` (gradient bytes per rank), ``wire_bytes`` (bytes
+each rank hands to collectives after compression), ``buckets``, ``algorithm`` (what ran) and
+``verified``. A single rank communicates nothing.
+
+**Compression** (``compression:``), modelled as the bytes it puts on the wire:
+
+* ``{cast: fp16}`` or ``{cast: bf16}``: gradients travel as 2-byte floats (half the bytes of
+  float32). numpy has no bfloat16, so bf16 is carried as float16 -- same size, same timing.
+* ``{topk: 0.01}``: each rank keeps the ``ceil(ratio x count)`` largest-magnitude entries of
+  each bucket and *allgathers* them as values plus int32 indices, packed into one byte buffer
+  of ``k x (itemsize + 4)`` bytes; every rank then adds the p sparse vectors. The allgather
+  uses ``auto`` (``sync`` names the allreduce only). Both keys may be combined.
+
+With real data (``payload: data``, small models only) every rank's gradients are small integers
+from the seed and rank, so the averaged gradient (the sum divided by p) must equal numpy's
+exactly; ``verified`` says whether it did (``null`` with size-only payloads).
+
+YAML::
+
+    workload:
+      kind: training
+      params: 300M                # or layers: [4M, 16M, 16M, ...] in forward order
+      dtype: float32
+      compute: 300 ms             # or {flops: 1.8e15, device_flops: 312 TFLOPS, utilization: 0.4}
+      backward_share: 0.6667
+      bucket_cap: 25 MiB
+      first_bucket: 1 MiB
+      sync: ring                  # an allreduce algorithm name, auto, or parameter_server
+      compression: {cast: fp16}   # optional
+      iterations: 1
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+
+import mpisim.collectives  # noqa: F401  (registers the algorithms that ``sync`` is checked against)
+from mpisim.collectives import dispatch, registry
+from mpisim.engine.sim import Proc
+from mpisim.engine.units import parse_size, parse_time
+from mpisim.errors import ConfigError, UnitError
+from mpisim.mpi.comm import Comm
+from mpisim.mpi.ops import SUM
+from mpisim.mpi.payload import DataPayload, Payload, SizePayload
+from mpisim.workloads.base import RunContext, WorkloadOutput, register_workload
+from mpisim.workloads.collective import (
+    check_keys,
+    check_requirements,
+    parse_dtype,
+    parse_positive_int,
+    parse_with,
+)
+
+KIND = "training"
+DEFAULT_BACKWARD_SHARE = 2 / 3
+INDEX_DTYPE = np.dtype(np.int32)  # top-k indices travel as int32
+#: Relative difference between iteration and compute time below which no communication is exposed.
+ROUNDING = 1e-12
+
+_KEYS = ("kind", "params", "layers", "dtype", "compute", "backward_share", "bucket_cap", "first_bucket",
+         "sync", "compression", "iterations")
+_COMPUTE_KEYS = ("flops", "device_flops", "utilization")
+_COMPRESSION_KEYS = ("cast", "topk")
+_CASTS = {"fp16": "float16", "float16": "float16", "bf16": "float16", "bfloat16": "float16"}
+
+_FLOPS = re.compile(r"(?P<number>[0-9.]+(?:[eE][+-]?[0-9]+)?)\s*(?P<prefix>[kKMGTPE]?)\s*(?P<unit>(?i:flop)[sS]?(/s)?)?")
+_FLOP_PREFIXES = {"": 1.0, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18}
+
+
+# ---------------------------------------------------------------------------------------------
+# Parameters
+
+
+@dataclass(frozen=True)
+class TrainingParams:
+    """A validated ``training`` workload (SI units)."""
+
+    layers: tuple[int, ...]  # parameter counts in forward order; () when only ``params`` was given
+    params: int
+    dtype: str = "float32"
+    compute_s: float = 0.0
+    compute_spec: dict[str, float] | None = field(default=None, compare=False)  # the FLOPs form, for dump
+    backward_share: float = DEFAULT_BACKWARD_SHARE
+    bucket_cap: int = 25 * 2**20
+    first_bucket: int = 2**20
+    sync: str = "auto"
+    cast: str | None = None  # "fp16" | "bf16"
+    topk: float | None = None
+    iterations: int = 1
+
+
+def parse(raw: Any) -> TrainingParams:
+    """Validate a ``workload:`` mapping of kind ``training``. Raises ConfigError with a relative path."""
+    raw = check_keys(raw, _KEYS, KIND)
+    if ("params" in raw) == ("layers" in raw):
+        raise ConfigError("give either params (a count such as 300M) or layers (a list of counts)", "params")
+    if "layers" in raw:
+        if not isinstance(raw["layers"], list) or not raw["layers"]:
+            raise ConfigError(f"expected a non-empty list of parameter counts, got {raw['layers']!r}", "layers")
+        layers = tuple(parse_positive_int(n, f"layers[{i}]") for i, n in enumerate(raw["layers"]))
+        params = sum(layers)
+    else:
+        layers, params = (), parse_positive_int(raw["params"], "params")
+    dtype = parse_dtype(raw.get("dtype", "float32"))
+    if dtype.kind != "f":
+        raise ConfigError(f"gradients are floating point; got {dtype.name}", "dtype")
+    if "compute" not in raw:
+        raise ConfigError("this key is required: a time per iteration (300 ms) or "
+                          "{flops, device_flops, utilization}", "compute")
+    compute_s, compute_spec = _parse_compute(raw["compute"])
+    share = _parse_share(raw.get("backward_share", DEFAULT_BACKWARD_SHARE))
+    bucket_cap = parse_with(parse_size, raw.get("bucket_cap", "25 MiB"), "bucket_cap")
+    first_bucket = parse_with(parse_size, raw.get("first_bucket", "1 MiB"), "first_bucket")
+    for key, value in (("bucket_cap", bucket_cap), ("first_bucket", first_bucket)):
+        if value < dtype.itemsize:
+            raise ConfigError(f"must hold at least one {dtype.name} element, got {value} B", key)
+    sync = raw.get("sync", "auto")
+    if not isinstance(sync, str):
+        raise ConfigError(f"expected an allreduce algorithm name, auto or parameter_server, got {sync!r}", "sync")
+    if sync != "auto":
+        try:
+            registry.get("allreduce", sync)
+        except ConfigError as err:
+            raise err.at("sync") from None
+    cast, topk = _parse_compression(raw.get("compression"))
+    iterations = parse_positive_int(raw.get("iterations", 1), "iterations")
+    return TrainingParams(layers, params, dtype.name, compute_s, compute_spec, share, bucket_cap, first_bucket,
+                          sync, cast, topk, iterations)
+
+
+def parse_flops(value: Any) -> float:
+    """Return a FLOP count or rate: ``312e12``, ``"312 T"``, ``"312 TFLOPS"``, ``"1.8 PFLOP"``.
+
+    Raises UnitError if *value* is not a positive finite number with an optional SI prefix.
+    """
+    if isinstance(value, bool):
+        raise UnitError(f"{value!r} is not a FLOP count (e.g. 312 TFLOPS, 312e12)")
+    if isinstance(value, int | float):
+        number = float(value)
+    else:
+        match = _FLOPS.fullmatch(str(value).strip())
+        if match is None:
+            raise UnitError(f"{value!r} is not a FLOP count (e.g. 312 TFLOPS, 312e12)")
+        try:
+            number = float(match["number"]) * _FLOP_PREFIXES[match["prefix"]]
+        except ValueError:
+            raise UnitError(f"{value!r} is not a FLOP count (e.g. 312 TFLOPS, 312e12)") from None
+    if not math.isfinite(number) or number <= 0:
+        raise UnitError(f"a FLOP count must be positive and finite, got {value!r}")
+    return number
+
+
+def _parse_compute(raw: Any) -> tuple[float, dict[str, float] | None]:
+    if not isinstance(raw, dict):
+        return parse_with(parse_time, raw, "compute"), None
+    for key in raw:
+        if key not in _COMPUTE_KEYS:
+            raise ConfigError(f"unknown key {key!r}; allowed keys: {', '.join(_COMPUTE_KEYS)}", f"compute.{key}")
+    for key in ("flops", "device_flops"):
+        if key not in raw:
+            raise ConfigError("this key is required", f"compute.{key}")
+    flops = parse_with(parse_flops, raw["flops"], "compute.flops")
+    device = parse_with(parse_flops, raw["device_flops"], "compute.device_flops")
+    utilization = _parse_share(raw.get("utilization", 1.0), "compute.utilization")
+    spec = {"flops": flops, "device_flops": device, "utilization": utilization}
+    return flops / (device * utilization), spec
+
+
+def _parse_share(value: Any, path: str = "backward_share") -> float:
+    """Read a fraction in (0, 1]: a number, or a string such as ``"2/3"``."""
+    try:
+        if isinstance(value, bool):
+            raise ValueError
+        share = float(Fraction(value.strip())) if isinstance(value, str) else float(value)
+    except (TypeError, ValueError, ZeroDivisionError):
+        raise ConfigError(f"expected a fraction such as 0.5 or 2/3, got {value!r}", path) from None
+    if not 0 < share <= 1:
+        raise ConfigError(f"must be in (0, 1], got {value!r}", path)
+    return share
+
+
+def _parse_compression(raw: Any) -> tuple[str | None, float | None]:
+    if raw is None:
+        return None, None
+    if not isinstance(raw, dict) or not raw:
+        raise ConfigError(f"expected {{cast: fp16}} or {{topk: 0.01}}, got {raw!r}", "compression")
+    for key in raw:
+        if key not in _COMPRESSION_KEYS:
+            raise ConfigError(f"unknown key {key!r}; allowed keys: {', '.join(_COMPRESSION_KEYS)}", f"compression.{key}")
+    cast = raw.get("cast")
+    if cast is not None and cast not in ("fp16", "bf16"):
+        raise ConfigError(f"expected fp16 or bf16, got {cast!r}", "compression.cast")
+    topk = None
+    if "topk" in raw:
+        topk = _parse_share(raw["topk"], "compression.topk")
+    return cast, topk
+
+
+def dump(params: TrainingParams) -> dict[str, Any]:
+    """Return the resolved workload (SI numbers) in a form :func:`parse` reads back."""
+    out: dict[str, Any] = {"kind": KIND}
+    if params.layers:
+        out["layers"] = list(params.layers)
+    else:
+        out["params"] = params.params
+    out["dtype"] = params.dtype
+    out["compute"] = dict(params.compute_spec) if params.compute_spec else params.compute_s
+    out.update(backward_share=params.backward_share, bucket_cap=params.bucket_cap,
+               first_bucket=params.first_bucket, sync=params.sync)
+    compression: dict[str, Any] = {}
+    if params.cast:
+        compression["cast"] = params.cast
+    if params.topk is not None:
+        compression["topk"] = params.topk
+    if compression:
+        out["compression"] = compression
+    out["iterations"] = params.iterations
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# The plan: buckets and when their gradients are ready
+
+
+@dataclass(frozen=True)
+class Bucket:
+    """One DDP bucket: its element count and the backward fraction done when it is ready."""
+
+    count: int
+    ready: float  # fraction of the backward pass elapsed when its last gradient is ready, in (0, 1]
+
+
+def ddp_buckets(layers: tuple[int, ...], params: int, itemsize: int, first_bucket: int,
+                bucket_cap: int) -> list[Bucket]:
+    """Return the DDP buckets in launch order (reverse layer order).
+
+    With *layers*, tensors go into the open bucket and it closes once it reaches its cap (the
+    first bucket's cap is *first_bucket*, the others' *bucket_cap*), as
+    ``torch.distributed._compute_bucket_assignment_by_size`` does. Without, the parameters are
+    treated as infinitely divisible: buckets of exactly the caps, the last holding the rest.
+    """
+    buckets: list[Bucket] = []
+    done = 0  # parameters whose gradients are ready
+    limits = [first_bucket, bucket_cap]
+    if layers:
+        open_count = 0
+        for n in reversed(layers):
+            open_count += n
+            done += n
+            if open_count * itemsize >= limits[min(len(buckets), 1)]:
+                buckets.append(Bucket(open_count, done / params))
+                open_count = 0
+        if open_count:
+            buckets.append(Bucket(open_count, 1.0))
+        return buckets
+    while done < params:
+        cap = max(1, limits[min(len(buckets), 1)] // itemsize)
+        count = min(cap, params - done)
+        done += count
+        buckets.append(Bucket(count, done / params))
+    return buckets
+
+
+@dataclass(frozen=True)
+class _Plan:
+    buckets: tuple[Bucket, ...]
+    layer_ready: tuple[float, ...]  # backward fraction at the end of each layer (reverse order), for the timeline
+    forward_s: float
+    backward_s: float
+    dtype: np.dtype  # of the gradients
+    wire_dtype: np.dtype  # of what goes on the wire (after a cast)
+    topk: float | None
+    sync: str
+    iterations: int
+    data: bool
+    seed: int
+
+
+def topk_count(ratio: float, count: int) -> int:
+    """Return how many entries top-k keeps of a bucket of *count*: ``ceil(ratio x count)``, at least 1."""
+    return max(1, math.ceil(ratio * count - 1e-9))
+
+
+def wire_bytes(plan: _Plan) -> int:
+    """Return the bytes each rank hands to collectives per iteration."""
+    if plan.topk is None:
+        return sum(b.count for b in plan.buckets) * plan.wire_dtype.itemsize
+    per_entry = plan.wire_dtype.itemsize + INDEX_DTYPE.itemsize
+    return sum(topk_count(plan.topk, b.count) for b in plan.buckets) * per_entry
+
+
+def gradients(plan: _Plan, bucket: int, rank: int) -> np.ndarray:
+    """Return rank *rank*'s gradients of *bucket* (small integers in the wire dtype: sums are exact)."""
+    rng = np.random.default_rng([plan.seed, rank, bucket])
+    return rng.integers(-3, 4, size=plan.buckets[bucket].count).astype(plan.wire_dtype)
+
+
+def topk_select(grad: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Return (values, int32 indices) of the *k* largest-magnitude entries, ties to the lower index."""
+    index = np.argsort(-np.abs(grad), kind="stable")[:k].astype(INDEX_DTYPE)
+    return grad[index], index
+
+
+def _pack(values: np.ndarray, index: np.ndarray) -> np.ndarray:
+    return np.concatenate([values.view(np.uint8), index.view(np.uint8)])
+
+
+def _unpack_sum(packed: np.ndarray, p: int, k: int, count: int, dtype: np.dtype) -> np.ndarray:
+    """Add the p sparse (values, indices) blocks of an allgather into one dense vector."""
+    dense = np.zeros(count, dtype=dtype)
+    per_rank = packed.size // p
+    for r in range(p):
+        chunk = packed[r * per_rank:(r + 1) * per_rank]
+        values = chunk[:k * dtype.itemsize].view(dtype)
+        index = chunk[k * dtype.itemsize:].view(INDEX_DTYPE)
+        np.add.at(dense, index, values)
+    return dense
+
+
+# ---------------------------------------------------------------------------------------------
+# Running
+
+
+def _backward(comm: Comm, plan: _Plan, t_start: float, ready: list[Any]) -> Proc[None]:
+    """Compute the backward pass layer by layer, firing each bucket's event when it is ready.
+
+    Each layer ends at an absolute time ``t_start + fraction x backward``, so rounding does not
+    accumulate over thousands of layers.
+    """
+    k = 0
+    for fraction in plan.layer_ready:
+        yield from comm.compute(t_start + fraction * plan.backward_s - comm.now, "backward")
+        while k < len(plan.buckets) and plan.buckets[k].ready <= fraction:
+            ready[k].succeed()
+            k += 1
+
+
+def _reduce_buckets(comm: Comm, plan: _Plan, ready: list[Any], spans: list[tuple[float, float]],
+                    results: list[bool], ran: set[str]) -> Proc[None]:
+    """Reduce the buckets one after another, each once its gradients are ready (one NCCL stream)."""
+    p = comm.size
+    for k, bucket in enumerate(plan.buckets):
+        yield ready[k]
+        t_enter = comm.now
+        if plan.topk is None:
+            grad = gradients(plan, k, comm.rank) if plan.data else None
+            buf: Payload = DataPayload(grad) if grad is not None else SizePayload(bucket.count, plan.wire_dtype)
+            if comm.rank == 0:
+                ran.add(dispatch.resolve(comm, "allreduce", plan.sync, buf.nbytes, SUM).name)
+            out = yield from comm.allreduce(buf, op=SUM, algorithm=plan.sync)
+            if plan.data:
+                results.append(_check_average(plan, k, p, out.array / p))
+        else:
+            keep = topk_count(plan.topk, bucket.count)
+            nbytes = keep * (plan.wire_dtype.itemsize + INDEX_DTYPE.itemsize)
+            if plan.data:
+                buf = DataPayload(_pack(*topk_select(gradients(plan, k, comm.rank), keep)))
+            else:
+                buf = SizePayload(nbytes, np.uint8)
+            if comm.rank == 0:
+                ran.add(dispatch.resolve(comm, "allgather", "auto", buf.nbytes * p, SUM).name + " allgather")
+            out = yield from comm.allgather(buf, algorithm="auto")
+            if plan.data:
+                dense = _unpack_sum(out.array, p, keep, bucket.count, plan.wire_dtype)
+                results.append(_check_average(plan, k, p, dense / p))
+        spans.append((t_enter, comm.now))
+
+
+def _check_average(plan: _Plan, bucket: int, p: int, got: np.ndarray) -> bool:
+    """Compare an averaged bucket with numpy's, computed straight from every rank's gradients."""
+    grads = [gradients(plan, bucket, r) for r in range(p)]
+    if plan.topk is not None:
+        keep = topk_count(plan.topk, plan.buckets[bucket].count)
+        sparse = []
+        for g in grads:
+            values, index = topk_select(g, keep)
+            dense = np.zeros_like(g)
+            dense[index] = values
+            sparse.append(dense)
+        grads = sparse
+    total = grads[0]
+    for g in grads[1:]:
+        total = total + g
+    return bool(np.array_equal(got, total / p))
+
+
+def _rank_program(comm: Comm, plan: _Plan, clock: list[tuple[float, float]], spans: list[list[tuple[float, float]]],
+                  results: list[bool], ran: set[str]) -> Proc[None]:
+    yield from comm.world.synchronize(comm.world_rank)
+    t_start = comm.now
+    for _ in range(plan.iterations):
+        yield from comm.compute(plan.forward_s, "forward")
+        ready = [comm.env.event() for _ in plan.buckets]
+        backward = comm.env.process(_backward(comm, plan, comm.now, ready))
+        if comm.size > 1:
+            yield from _reduce_buckets(comm, plan, ready, spans[comm.rank], results, ran)
+        yield backward
+    clock.append((t_start, comm.now))
+
+
+def make_plan(params: TrainingParams, data: bool = False, seed: int = 0) -> _Plan:
+    """Return the per-iteration plan: buckets, backward timeline, compute split, wire dtype."""
+    dtype = np.dtype(params.dtype)
+    wire_dtype = np.dtype(_CASTS[params.cast]) if params.cast else dtype
+    buckets = ddp_buckets(params.layers, params.params, dtype.itemsize, params.first_bucket, params.bucket_cap)
+    if params.layers:
+        done, layer_ready = 0, []
+        for n in reversed(params.layers):
+            done += n
+            layer_ready.append(done / params.params)
+    else:
+        layer_ready = [b.ready for b in buckets]
+    backward_s = params.backward_share * params.compute_s
+    return _Plan(tuple(buckets), tuple(layer_ready), params.compute_s - backward_s, backward_s, dtype, wire_dtype,
+                 params.topk, params.sync, params.iterations, data, seed)
+
+
+def run(params: TrainingParams, ctx: RunContext) -> WorkloadOutput:
+    """Play ``iterations`` data-parallel iterations on one fresh world; return one training row."""
+    out = WorkloadOutput()
+    world = ctx.new_world()
+    p = world.size
+    if params.topk is None and p > 1:
+        check_requirements("allreduce", params.sync, p, "sum")
+    plan = make_plan(params, ctx.data, ctx.seed)
+    clock: list[tuple[float, float]] = []
+    spans: list[list[tuple[float, float]]] = [[] for _ in range(p)]
+    results: list[bool] = []
+    ran: set[str] = set()
+    world.launch(_rank_program, plan, clock, spans, results, ran)
+    world.run()
+    iteration = (max(t1 for _, t1 in clock) - min(t0 for t0, _ in clock)) / params.iterations
+    comm_time = 0.0
+    for call in range(len(spans[0])):
+        comm_time += max(s[call][1] for s in spans) - min(s[call][0] for s in spans)
+    comm_time /= params.iterations
+    exposed = iteration - params.compute_s
+    if abs(exposed) <= ROUNDING * params.compute_s:
+        # The backward timeline is a sum of per-layer times; a last-bit difference is not communication.
+        exposed, iteration = 0.0, params.compute_s
+    out.rows.append({
+        "ranks": p,
+        "iteration_time_s": iteration,
+        "compute_s": params.compute_s,
+        "comm_time_s": comm_time,
+        "exposed_comm_s": exposed,
+        "scaling_efficiency": params.compute_s / iteration if iteration > 0 else 1.0,
+        "params": params.params,
+        "bytes": params.params * plan.dtype.itemsize,
+        "wire_bytes": wire_bytes(plan) if p > 1 else 0,
+        "buckets": len(plan.buckets),
+        "algorithm": "+".join(sorted(ran)) if ran else None,
+        "verified": all(results) if ctx.data and p > 1 else None,
+    })
+    out.worlds.append((f"training {p} ranks", world))
+    out.notes.extend(world.unmatched)
+    return out
+
+
+WORKLOAD = register_workload(
+    KIND, "data-parallel training iteration: DDP gradient buckets reduced while backward runs",
+    parse=parse, dump=dump, run=run,
+)

@@ -41,7 +41,9 @@ class FakeTopology:
         return self._routes[(src, dst)]
 
 
-def run_transfers(net, transfers: list[tuple[float, int, int, int]], until: float | None = None) -> list[float]:
+def run_transfers(
+    net, transfers: list[tuple[float, int, int, int]], until: float | None = None
+) -> list[float]:
     """Issue each ``(t_issue, src, dst, nbytes)`` as a process; return each finish time (nan if not done)."""
     env = net.sim.env
     finish = [math.nan] * len(transfers)
@@ -87,11 +89,15 @@ def test_analytic_time_is_latency_plus_bytes_over_bottleneck(nbytes):
 def test_analytic_ignores_contention_and_counts_link_demand():
     """Two transfers over the same path both take alpha + n beta; busy time adds both data phases."""
     topo = path_topology()
-    net = AnalyticNetwork(Simulation(), topo)
+    tracer = Tracer(links=True)
+    net = AnalyticNetwork(Simulation(tracer=tracer), topo)
     n = 10**6
     t = run_transfers(net, [(0.0, 0, 1, n), (0.0, 0, 1, n)])
     expected = 1.5e-6 + n / 10e9
     assert t == [pytest.approx(expected, rel=REL)] * 2
+    assert [(r.link, r.t_start, r.nbytes) for r in tracer.links] == [
+        (name, pytest.approx(1.5e-6), n) for _ in range(2) for name in ("up", "core", "down")
+    ]
     stats = net.link_stats()
     assert stats["core"].nbytes == 2 * n
     assert stats["core"].busy_time == pytest.approx(2 * n / 10e9, rel=1e-9)
@@ -140,7 +146,11 @@ def test_classic_max_min_example_and_reallocation():
     topo = FakeTopology([l1, l2], {(0, 1): ["l1", "l2"], (2, 3): ["l1"], (4, 5): ["l2"]})
     net = FairShareNetwork(Simulation(), topo)
     t_a, t_b, t_c = run_transfers(net, [(0.0, 0, 1, 20), (0.0, 2, 3, 80), (0.0, 4, 5, 6)])
-    assert (t_a, t_b, t_c) == (pytest.approx(6.5, rel=REL), pytest.approx(10.0, rel=REL), pytest.approx(3.0, rel=REL))
+    assert (t_a, t_b, t_c) == (
+        pytest.approx(6.5, rel=REL),
+        pytest.approx(10.0, rel=REL),
+        pytest.approx(3.0, rel=REL),
+    )
 
 
 def star(n_ranks: int, bandwidth: float, latency: float) -> FakeTopology:
@@ -187,7 +197,9 @@ def test_disjoint_flows_do_not_slow_each_other():
 
 def test_full_duplex_directions_are_independent():
     """A cable is two Link objects; traffic 0 -> 1 and 1 -> 0 each get the full bandwidth."""
-    topo = FakeTopology([line("0->1", 25e9, 1e-6), line("1->0", 25e9, 1e-6)], {(0, 1): ["0->1"], (1, 0): ["1->0"]})
+    topo = FakeTopology(
+        [line("0->1", 25e9, 1e-6), line("1->0", 25e9, 1e-6)], {(0, 1): ["0->1"], (1, 0): ["1->0"]}
+    )
     net = FairShareNetwork(Simulation(), topo)
     n = 10**8
     t = run_transfers(net, [(0.0, 0, 1, n), (0.0, 1, 0, n)])
@@ -289,7 +301,9 @@ def test_starts_at_one_instant_are_batched_even_after_zero_delay_events():
 def test_link_records_and_stats():
     """One LinkRecord per flow per link, from bandwidth phase start to last byte; busy time skips idle gaps."""
     tracer = Tracer(links=True)
-    topo = FakeTopology([line("a", 100.0, 1.0), line("b", 50.0, 1.0), line("c", 10.0)], {(0, 1): ["a", "b"], (2, 3): ["c"]})
+    topo = FakeTopology(
+        [line("a", 100.0, 1.0), line("b", 50.0, 1.0), line("c", 10.0)], {(0, 1): ["a", "b"], (2, 3): ["c"]}
+    )
     net = FairShareNetwork(Simulation(tracer=tracer), topo)
     t = run_transfers(net, [(0.0, 0, 1, 100), (10.0, 0, 1, 50)])
     assert t == [pytest.approx(4.0), pytest.approx(13.0)]
@@ -345,7 +359,9 @@ def reference_finish_times(capacity, latency, flows) -> list[float]:
     t = 0.0
     while pending or active:
         rates = reference_max_min(capacity, [flows[f][1] for f in active])
-        t_next = min([start[f] for f in pending] + [t + remaining[f] / r for f, r in zip(active, rates, strict=True)])
+        t_next = min(
+            [start[f] for f in pending] + [t + remaining[f] / r for f, r in zip(active, rates, strict=True)]
+        )
         for f, r in zip(active, rates, strict=True):
             remaining[f] -= r * (t_next - t)
         t = t_next
@@ -363,7 +379,9 @@ def test_fairshare_matches_reference_solver(seed):
     """Random small networks and flows: finish times equal a full re-solve at every event."""
     rng = random.Random(seed)
     n_links = rng.randint(2, 6)
-    links = [line(f"l{i}", rng.choice([1.0, 2.0, 5.0, 8.0]), rng.choice([0.0, 0.5, 1.0])) for i in range(n_links)]
+    links = [
+        line(f"l{i}", rng.choice([1.0, 2.0, 5.0, 8.0]), rng.choice([0.0, 0.5, 1.0])) for i in range(n_links)
+    ]
     flows = []
     routes = {}
     for f in range(rng.randint(1, 10)):
@@ -374,7 +392,9 @@ def test_fairshare_matches_reference_solver(seed):
     topo = FakeTopology(links, routes)
     net = FairShareNetwork(Simulation(), topo)
     got = run_transfers(net, [(t, 2 * f, 2 * f + 1, n) for f, (t, _, n) in enumerate(flows)])
-    expected = reference_finish_times([lk.effective_bandwidth for lk in links], [lk.latency for lk in links], flows)
+    expected = reference_finish_times(
+        [lk.effective_bandwidth for lk in links], [lk.latency for lk in links], flows
+    )
     assert got == [pytest.approx(e, rel=1e-9) for e in expected]
     assert net.active_flows == 0
     assert net.flows_finished == len(flows)

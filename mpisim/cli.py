@@ -1,0 +1,489 @@
+"""The ``mpisim`` command: parse arguments, call the library, print results. No simulation here.
+
+::
+
+    mpisim run FILE [--set KEY=VALUE ...] [--json] [-o DIR] [--seed N] [--payload data|size]
+                    [--jobs N] [--resume] [-v]
+    mpisim check FILE [--set KEY=VALUE ...]
+    mpisim list topologies|algorithms|workloads [--json]
+    mpisim report DIR
+
+Each subcommand is a small class whose docstring is its ``--help`` text.
+
+Exit codes: 0 success; 1 an expectation failed or the simulated program failed (deadlock,
+MPI error: the full MPI report goes to stderr); 2 bad input (YAML, schema, units, unknown
+algorithm, impossible topology, missing file), reported as one line
+``<file>: <path>: <message>`` on stderr. Tracebacks appear only with ``-v``; an unexpected
+internal error prints one ``internal error: ...`` line (exit 1).
+
+``--json`` prints exactly one JSON document on stdout (keys sorted, no wall-clock times, so
+the same scenario and seed give byte-identical output). ``-o DIR`` writes ``results.json``
+and the CSV tables there, each file atomically.
+
+A sweep appends each finished point to a JSON-lines file as it completes: ``DIR/sweep.jsonl``
+with ``-o DIR``, else ``<scenario stem>.sweep.jsonl`` in the current directory. ``--resume``
+skips the points that file already holds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import json
+import os
+import sys
+import traceback
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, ClassVar, TextIO
+
+from mpisim import __version__
+from mpisim.errors import ConfigError, MPIError
+
+EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+
+# --- commands -----------------------------------------------------------------------------------
+
+
+class Command:
+    """Base class: a subcommand adds its arguments and runs; the docstring is its help."""
+
+    name: ClassVar[str]
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        """Declare this command's arguments."""
+
+    def run(self, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+        """Do the work; return the exit code."""
+        raise NotImplementedError
+
+
+def _add_set(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a scenario key before validation, e.g. --set topology.nodes=16 "
+        "--set mpi.eager_limit='8 KiB' (values are read as YAML; repeatable)",
+    )
+
+
+class RunCommand(Command):
+    """Run a scenario: simulate it, print the results and check its expectations.
+
+    Exits 1 if an expectation fails or the simulated program fails (e.g. deadlocks),
+    2 if the scenario is invalid.
+    """
+
+    name = "run"
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("file", help="scenario YAML file")
+        _add_set(parser)
+        parser.add_argument("--json", action="store_true", help="print one JSON document on stdout and nothing else")
+        parser.add_argument("-o", "--output", metavar="DIR", help="write results.json and CSV tables to DIR")
+        parser.add_argument("--seed", type=int, help="override the scenario's seed")
+        parser.add_argument("--payload", choices=("data", "size"), help="real numpy data, or byte counts only")
+        parser.add_argument(
+            "--jobs", type=int, default=None, metavar="N", help="worker processes for sweeps (default: one per CPU)"
+        )
+        parser.add_argument("--resume", action="store_true", help="sweeps: skip points finished by an earlier run")
+
+    def run(self, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+        from mpisim.scenario.load import load_file, parse_set
+        from mpisim.scenario.run import run_scenario
+        from mpisim.scenario.sweep import default_results_file
+
+        overrides = parse_set(args.set)
+        if args.seed is not None:
+            overrides.append(("seed", args.seed))
+        if args.payload is not None:
+            overrides.append(("payload", args.payload))
+        if args.jobs is not None and args.jobs < 1:
+            raise ConfigError(f"--jobs must be at least 1, got {args.jobs}", "--jobs")
+        scenario = load_file(args.file, overrides)
+        out_dir = Path(args.output) if args.output else None
+        if out_dir is not None:
+            _make_dir(out_dir)
+        results_file = default_results_file(scenario, out_dir) if scenario.sweep else None
+        with _sweep_progress(err, enabled=bool(scenario.sweep)) as progress:
+            result = run_scenario(scenario, jobs=args.jobs, results_file=results_file, resume=args.resume,
+                                  progress=progress)
+        if out_dir is not None:
+            write_outputs(result, out_dir)
+        if args.json:
+            out.write(json.dumps(result.contract(__version__), indent=2, sort_keys=True, allow_nan=False) + "\n")
+        else:
+            print_result(result, out)
+        if result.failure is not None:
+            err.write(f"expected failure ({result.failure['kind']}):\n{result.failure['message']}\n")
+        for exp in result.failed_expectations:
+            err.write(f"FAILED: {exp['detail']}\n")
+        return EXIT_OK if result.passed else EXIT_FAILED
+
+
+class CheckCommand(Command):
+    """Validate a scenario and print it fully resolved (defaults filled in, units in SI), as YAML."""
+
+    name = "check"
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("file", help="scenario YAML file")
+        _add_set(parser)
+
+    def run(self, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+        import yaml
+
+        from mpisim.scenario.load import dump, load_file, parse_set
+        from mpisim.scenario.model import sweep_points
+
+        scenario = load_file(args.file, parse_set(args.set))
+        out.write(f"# {args.file}: valid; resolved scenario ({scenario.ranks} ranks")
+        if scenario.sweep:
+            out.write(f", sweep of {len(sweep_points(scenario.sweep))} points")
+        out.write(")\n")
+        out.write(yaml.safe_dump(dump(scenario), sort_keys=False, allow_unicode=True, width=100))
+        return EXIT_OK
+
+
+class ListCommand(Command):
+    """List what a scenario can name: topology presets, collective algorithms, workload kinds."""
+
+    name = "list"
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("what", choices=("topologies", "algorithms", "workloads"))
+        parser.add_argument("--json", action="store_true", help="print a JSON list instead of a table")
+
+    def run(self, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+        items, columns = _list_items(args.what)
+        if args.json:
+            out.write(json.dumps(items, indent=2, sort_keys=True) + "\n")
+            return EXIT_OK
+        from rich.table import Table
+
+        table = Table(title=args.what, title_justify="left")
+        for header, _ in columns:
+            table.add_column(header, overflow="fold")
+        for item in items:
+            table.add_row(*(_cell(getter(item)) for _, getter in columns))
+        _console(out).print(table)
+        return EXIT_OK
+
+
+def _list_items(what: str) -> tuple[list[dict[str, Any]], list[tuple[str, Callable[[dict[str, Any]], Any]]]]:
+    if what == "topologies":
+        from mpisim.network.presets import list_presets
+
+        items = [{"name": name, "summary": summary} for name, summary in list_presets()]
+        return items, [("name", lambda i: i["name"]), ("summary", lambda i: i["summary"])]
+    if what == "algorithms":
+        from mpisim.collectives import registry  # importing the package registers every algorithm
+
+        items = [algo.to_dict() for algo in registry.available()]
+        return items, [
+            ("collective", lambda i: i["collective"]),
+            ("algorithm", lambda i: i["algorithm"]),
+            ("requires", lambda i: ", ".join(i["requires"])),
+            ("summary", lambda i: i["summary"]),
+        ]
+    from mpisim.workloads import workloads  # importing the package registers every kind
+
+    items = [{"kind": w.kind, "summary": w.summary} for w in workloads()]
+    return items, [("kind", lambda i: i["kind"]), ("summary", lambda i: i["summary"])]
+
+
+class ReportCommand(Command):
+    """Show the results saved by 'mpisim run -o DIR' (reads DIR/results.json; nothing is re-run).
+
+    For now this prints the result tables, expectations and notes; rendering the full report
+    (Markdown, plots, trace) from the same file belongs to the report layer.
+    """
+
+    name = "report"
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("dir", help="output directory of 'mpisim run -o DIR' (or a results.json file)")
+
+    def run(self, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+        from mpisim.report.records import RunResult
+
+        path = Path(args.dir)
+        if path.is_dir():
+            path = path / "results.json"
+        try:
+            result = RunResult.from_json(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise ConfigError("no such file (run 'mpisim run FILE -o DIR' first)", "", str(path)) from None
+        except (ValueError, KeyError, TypeError) as exc:
+            raise ConfigError(f"not a results file written by mpisim run: {exc}", "", str(path)) from None
+        # Hook: the report layer renders report.md, figures and traces from `result` here.
+        print_result(result, out)
+        return EXIT_OK
+
+
+COMMANDS: tuple[type[Command], ...] = (RunCommand, CheckCommand, ListCommand, ReportCommand)
+
+
+# --- output -------------------------------------------------------------------------------------
+
+
+def _console(out: TextIO) -> Any:
+    from rich.console import Console
+
+    # A pipe or a file gets a wide fixed width, so tables are not cut to 80 columns.
+    width = None if out.isatty() else 160
+    return Console(file=out, width=width, highlight=False, soft_wrap=False)
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    return str(value)
+
+
+def _us(x: Any) -> str:
+    return f"{x * 1e6:.2f}" if isinstance(x, int | float) and not isinstance(x, bool) else _cell(x)
+
+
+def _ms(x: Any) -> str:
+    return f"{x * 1e3:.3f}" if isinstance(x, int | float) and not isinstance(x, bool) else _cell(x)
+
+
+def _fixed(x: Any) -> str:
+    return f"{x:.2f}" if isinstance(x, int | float) and not isinstance(x, bool) else _cell(x)
+
+
+def _mbps(x: Any) -> str:
+    return f"{x / 1e6:.2f}" if isinstance(x, int | float) and not isinstance(x, bool) else _cell(x)
+
+
+def _percent(x: Any) -> str:
+    return f"{x * 100:.1f}" if isinstance(x, int | float) and not isinstance(x, bool) else _cell(x)
+
+
+def _verified(x: Any) -> str:
+    return "n/a" if x is None else ("ok" if x is True else "WRONG")
+
+
+Column = tuple[str, str, Callable[[Any], str]]  # header, row key, formatter
+
+# nccl-tests' columns (size and count as it prints them, time in us, bandwidths in GB/s).
+_COLLECTIVE_COLUMNS: list[Column] = [
+    ("size (B)", "bytes", _cell),
+    ("count", "count", _cell),
+    ("type", "dtype", _cell),
+    ("algorithm", "algorithm", _cell),
+    ("time (us)", "time_s", _us),
+    ("algbw (GB/s)", "algbw_GBps", _fixed),
+    ("busbw (GB/s)", "busbw_GBps", _fixed),
+    ("verified", "verified", _verified),
+]
+# OSU micro-benchmarks' columns.
+_P2P_COLUMNS: list[Column] = [
+    ("size (B)", "bytes", _cell),
+    ("protocol", "protocol", _cell),
+    ("latency (us)", "latency_s", _us),
+    ("bandwidth (MB/s)", "bandwidth_Bps", _mbps),
+]
+_TRAINING_COLUMNS: list[Column] = [
+    ("ranks", "ranks", _cell),
+    ("iteration (ms)", "iteration_time_s", _ms),
+    ("compute (ms)", "compute_s", _ms),
+    ("comm (ms)", "comm_time_s", _ms),
+    ("exposed comm (ms)", "exposed_comm_s", _ms),
+    ("scaling efficiency (%)", "scaling_efficiency", _percent),
+]
+_KNOWN_ROW_KEYS = {"collective", "ranks", "test"}
+
+
+def _row_group(row: dict[str, Any]) -> tuple[str, str, list[Column]]:
+    """Return (group key, title, columns) of the table a row belongs to."""
+    if "collective" in row and "time_s" in row:
+        title = f"{row['collective']} on {row.get('ranks', '?')} ranks"
+        return f"collective/{row['collective']}/{row.get('ranks')}", title, _COLLECTIVE_COLUMNS
+    if "test" in row:
+        return f"p2p/{row['test']}", f"point-to-point {row['test']} (OSU style, ranks 0 and 1)", _P2P_COLUMNS
+    if "iteration_time_s" in row:
+        return "training", "data-parallel training iteration", _TRAINING_COLUMNS
+    columns = [(key, key, _cell) for key in row]
+    return "rows/" + ",".join(row), "results", columns
+
+
+def print_result(result: Any, out: TextIO) -> None:
+    """Print a RunResult for people: a header, result tables, expectations and notes."""
+    from rich.table import Table
+
+    console = _console(out)
+    scenario = result.scenario
+    topology = scenario.get("topology", {})
+    ranks = topology.get("nodes", 0) * topology.get("ranks_per_node", 0)
+    console.print(
+        f"[bold]{scenario.get('name')}[/bold]: {ranks} ranks ({topology.get('name')}: "
+        f"{topology.get('nodes')} nodes x {topology.get('ranks_per_node')}), "
+        f"network {scenario.get('network', {}).get('model')}, payload {scenario.get('payload')}"
+    )
+    swept = [key for key in scenario.get("sweep", {})]
+    groups: dict[str, tuple[str, list[Column], list[dict[str, Any]]]] = {}
+    for row in result.rows:
+        key, title, columns = _row_group(row)
+        groups.setdefault(key, (title, columns, []))[2].append(row)
+    for title, columns, rows in groups.values():
+        used = {key for _, key, _ in columns} | set(swept) | _KNOWN_ROW_KEYS
+        present = [c for c in columns if any(c[1] in row for row in rows)]
+        extras = [key for key in dict.fromkeys(k for row in rows for k in row) if key not in used]
+        all_columns = [(k, k, _cell) for k in swept] + present + [(k, k, _cell) for k in extras]
+        table = Table(title=title, title_justify="left")
+        for header, _, _ in all_columns:
+            table.add_column(header, justify="right")
+        for row in rows:
+            table.add_row(*(fmt(row.get(key)) if key in row else "" for _, key, fmt in all_columns))
+        console.print(table)
+    if result.expectations:
+        console.print("[bold]expectations[/bold]")
+        for exp in result.expectations:
+            mark = "[green]PASS[/green]" if exp.get("passed") else "[red]FAIL[/red]"
+            console.print(f"  {mark} {exp.get('detail', '')}", markup=True)
+    if result.failure is not None:
+        console.print(f"[bold]the program failed as expected ({result.failure['kind']})[/bold]")
+    if result.notes:
+        console.print("[bold]notes[/bold]")
+        for note in result.notes:
+            console.print(f"  {note}", markup=False)
+
+
+def _csv_text(columns: list[str], rows: list[list[Any]]) -> str:
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(columns)
+    for row in rows:
+        writer.writerow(["" if v is None else ("true" if v is True else "false" if v is False else v) for v in row])
+    return buffer.getvalue()
+
+
+def _make_dir(path: Path) -> None:
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"cannot create the output directory: {exc.strerror or exc}", "-o", str(path)) from None
+
+
+def write_outputs(result: Any, out_dir: Path) -> None:
+    """Write ``results.json`` and ``results.csv``, ``messages.csv``, ``collectives.csv`` to
+    *out_dir*, each atomically (the report layer adds report.md and figures from the same result).
+
+    Raises ConfigError (exit 2) if the directory cannot be written.
+    """
+    from mpisim.scenario.run import write_atomic
+
+    try:
+        for name, (columns, rows) in result.tables().items():
+            write_atomic(out_dir / f"{name}.csv", _csv_text(columns, rows))
+        write_atomic(out_dir / "results.json", result.to_json())
+    except OSError as exc:
+        raise ConfigError(f"cannot write the results: {exc.strerror or exc}", "-o", str(out_dir)) from None
+
+
+class _sweep_progress:  # noqa: N801  (used as a context manager, like a function)
+    """A rich progress bar on stderr while sweep points finish (only on a terminal)."""
+
+    def __init__(self, err: TextIO, enabled: bool) -> None:
+        self.enabled = enabled and err.isatty()
+        self.err = err
+        self.bar: Any = None
+        self.task: Any = None
+
+    def __enter__(self) -> Callable[[int, int], None] | None:
+        if not self.enabled:
+            return None
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self.bar = Progress(
+            TextColumn("sweep"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+            console=Console(file=self.err), transient=True,
+        )
+        self.bar.start()
+        return self.update
+
+    def update(self, done: int, total: int) -> None:
+        if self.task is None:
+            self.task = self.bar.add_task("sweep", total=total)
+        self.bar.update(self.task, completed=done, total=total)
+
+    def __exit__(self, *exc: object) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+
+
+# --- main ---------------------------------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Return the argument parser with every subcommand."""
+    parser = argparse.ArgumentParser(
+        prog="mpisim", description="Simulate MPI communication and its cost on a described cluster."
+    )
+    parser.add_argument("--version", action="version", version=f"mpisim {__version__}")
+    parser.add_argument("-v", "--verbose", action="store_true", help="show tracebacks")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for cls in COMMANDS:
+        command = cls()
+        doc = (cls.__doc__ or "").strip()
+        child = sub.add_parser(
+            command.name, help=doc.splitlines()[0], description=doc, formatter_class=argparse.RawDescriptionHelpFormatter
+        )
+        child.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help="show tracebacks")
+        command.add_arguments(child)
+        child.set_defaults(handler=command)
+    return parser
+
+
+def _one_line(text: str) -> str:
+    return " ".join(part.strip() for part in text.splitlines() if part.strip())
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``mpisim`` command line with *argv* (default: ``sys.argv[1:]``); return the exit code."""
+    out, err = sys.stdout, sys.stderr
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as exc:  # argparse has printed the usage error (code 2) or the help (0)
+        return exc.code if isinstance(exc.code, int) else EXIT_BAD_INPUT
+    verbose = getattr(args, "verbose", False)
+    try:
+        return args.handler.run(args, out, err)
+    except ConfigError as exc:
+        if verbose:
+            traceback.print_exc(file=err)
+        if not exc.file and getattr(args, "file", None):
+            exc = exc.in_file(args.file)
+        err.write(_one_line(str(exc)) + "\n")
+        return EXIT_BAD_INPUT
+    except MPIError as exc:
+        if verbose:
+            traceback.print_exc(file=err)
+        err.write(f"the simulated program failed: {type(exc).__name__}\n{exc}\n")
+        return EXIT_FAILED
+    except KeyboardInterrupt:
+        err.write("interrupted" + (" (finished sweep points are kept; rerun with --resume)" if args.command == "run" else "") + "\n")
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        # The reader went away (mpisim ... | head): not an error of ours.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_OK
+    except Exception as exc:
+        if verbose:
+            traceback.print_exc(file=err)
+            err.write(f"internal error: {type(exc).__name__}: {_one_line(str(exc))}\n")
+        else:
+            err.write(f"internal error: {type(exc).__name__}: {_one_line(str(exc))} (run with -v for the traceback)\n")
+        return EXIT_FAILED

@@ -1,0 +1,78 @@
+"""Light events for the simulator's own bookkeeping: a scheduled call, and "both requests done".
+
+A SimPy *process* is a generator driven by events; every ``yield`` costs a resumption of the
+generator, and starting one costs an ``Initialize`` event. That is the right tool for rank
+programs, which users write as generators. The MPI library's own steps (inject a message,
+answer a request-to-send with a clear-to-send, send a FIN) are simpler: each is "at this
+instant, call this function with this message". :class:`Call` is exactly that: an event,
+scheduled when it is created, whose only callback calls ``fn(arg)``. It takes the place a
+process's event would have had in SimPy's queue (same time, same priority, same order of
+creation), so replacing a process by a chain of calls changes no simulated time and no order
+of events; it only skips the generator machinery. Passing the message as ``arg`` instead of
+binding it in a closure keeps it to one allocation per step.
+
+:class:`AllDone` is ``env.all_of([a, b])`` for requests: it triggers (with the event of the
+last one) once every one of its events has been *processed*, exactly when SimPy's ``AllOf``
+would, and fails as soon as one of them fails, but without building a ``ConditionValue``
+that nobody reads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import simpy
+from simpy.events import NORMAL, PENDING, URGENT
+
+__all__ = ["NORMAL", "URGENT", "AllDone", "Call"]
+
+
+def _fire(event: Call) -> None:
+    event.fn(event.arg)
+
+
+class Call(simpy.Event):
+    """An event scheduled at creation (after *delay*, with *priority*) that calls ``fn(arg)``."""
+
+    __slots__ = ("arg", "fn")
+
+    def __init__(self, env: simpy.Environment, fn: Callable[[Any], None], arg: Any,
+                 delay: float = 0.0, priority: int = NORMAL) -> None:
+        # NOTE: inlined from Event.__init__() and Event.succeed(), as simpy.Timeout does.
+        self.env = env
+        self.callbacks = [_fire]
+        self._value = None
+        self._ok = True
+        self.fn = fn
+        self.arg = arg
+        env.schedule(self, priority, delay)
+
+
+class AllDone(simpy.Event):
+    """Triggers once all *events* have been processed; fails with the first one that fails."""
+
+    __slots__ = ("_left",)
+
+    def __init__(self, env: simpy.Environment, events: Sequence[simpy.Event]) -> None:
+        self.env = env
+        self.callbacks = []
+        self._value = PENDING
+        self._left = len(events)
+        for event in events:
+            if event.callbacks is None:
+                self._check(event)
+            else:
+                event.callbacks.append(self._check)
+        if self._left == 0 and self._value is PENDING:
+            self.succeed()
+
+    def _check(self, event: simpy.Event) -> None:
+        if self._value is not PENDING:
+            return
+        self._left -= 1
+        if not event._ok:
+            event._defused = True
+            self.fail(event._value)
+        elif self._left == 0:
+            self.succeed()

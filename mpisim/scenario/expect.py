@@ -1,0 +1,392 @@
+"""Expectations: the ``expect:`` block that turns a scenario into a regression test.
+
+Each entry checks result rows and evaluates to a dict with ``passed``, ``got``, ``expected``
+and a one-sentence ``detail``; ``mpisim run`` exits 1 when any entry fails. Entries::
+
+    expect:
+      - {metric: time_s, where: {bytes: 1.2 GB}, approx: 2.16 s, rel: 0.01}   # within 1 %
+      - {metric: time_s, where: {bytes: 1 KiB}, approx: 12 us, abs: 1 us}     # within 1 us
+      - {metric: busbw_GBps, where: {bytes: 1 GiB}, min: 180}                 # a lower bound
+      - {metric: iteration_time_s, max: 350 ms}                               # an upper bound
+      - {metric: algorithm, where: {bytes: 8 B}, equals: recursive_doubling}  # what auto chose
+      - {verified: true}                   # every row's result matched numpy
+      - {verified: true, where: {algorithm: ring}}
+
+``where`` selects rows by equality; every selected row must pass. A ``where`` that selects no
+row is a failed expectation that says so, never a silent pass. ``{verified: true}`` passes when
+every selected row with a non-null ``verified`` is true (size-only payloads carry ``null``, so
+there is nothing to check and the detail says so).
+
+Values carry units, read according to the row key they refer to: keys ending in ``_s`` are
+times (``2.16 s``, ``350 ms``), ``bytes`` and keys ending in ``_bytes`` are sizes
+(``1.2 GB``), keys ending in ``_Bps`` are bandwidths (``12 GB/s``), ``ranks`` is a count, and
+keys ending in ``_GBps`` are plain numbers of GB/s as nccl-tests prints them. Other keys
+(``algorithm``, swept keys such as ``topology.nodes``) compare as written. ``rel`` is a fraction
+(``0.01``) or a percentage (``"1%"``); ``abs`` has the metric's unit.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from mpisim.engine.units import (
+    parse_bandwidth,
+    parse_count,
+    parse_size,
+    parse_time,
+    pretty_bandwidth,
+    pretty_size,
+    pretty_time,
+)
+from mpisim.errors import ConfigError
+from mpisim.scenario.model import Expectation
+
+CHECKS = ("approx", "max", "min", "equals")
+_METRIC_KEYS = ("metric", "where", *CHECKS, "rel", "abs")
+_VERIFIED_KEYS = ("verified", "where")
+#: Two numbers in a ``where`` are the same value if they agree to this relative tolerance.
+_WHERE_REL = 1e-9
+
+
+# --- value kinds --------------------------------------------------------------------------------
+
+
+def value_kind(key: str) -> str:
+    """Return how values of row key *key* are written: time, size, bandwidth, count, number or raw."""
+    if key == "bytes" or key.endswith("_bytes"):
+        return "size"
+    if key.endswith("_GBps"):
+        return "number"
+    if key.endswith("_Bps"):
+        return "bandwidth"
+    if key.endswith("_s"):
+        return "time"
+    if key == "ranks":
+        return "count"
+    if key in ("scaling_efficiency",) or key.endswith("_efficiency"):
+        return "number"
+    return "raw"
+
+
+def _parse_number(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ConfigError(f"expected a number, got {value!r}")
+    if math.isnan(value):
+        raise ConfigError(f"expected a number, got {value!r}")
+    return value
+
+
+_PARSERS: dict[str, Callable[[Any], Any]] = {
+    "time": parse_time,
+    "size": parse_size,
+    "bandwidth": parse_bandwidth,
+    "count": parse_count,
+    "number": _parse_number,
+}
+
+
+def parse_value(key: str, value: Any, *, numeric: bool = False) -> Any:
+    """Read *value* as a value of row key *key* (``bytes: 1.2 GB`` -> 1200000000).
+
+    With *numeric*, a raw-kind key must still get a number (bounds need one).
+    Raises ConfigError (without a path) if the value does not parse.
+    """
+    kind = value_kind(key)
+    if kind == "raw":
+        if numeric:
+            return _parse_number(value)
+        if isinstance(value, Mapping | list):
+            raise ConfigError(f"expected a single value to compare with, got {value!r}")
+        return value
+    return _PARSERS[kind](value)
+
+
+def format_value(key: str, value: Any) -> str:
+    """Write a value of row key *key* for a message: ``1.2 GB``, ``2.21 s``, ``ring``."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if not isinstance(value, int | float):
+        return str(value)
+    kind = value_kind(key)
+    if kind == "time":
+        return pretty_time(value)
+    if kind == "size":
+        return pretty_size(value)
+    if kind == "bandwidth":
+        return pretty_bandwidth(value)
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
+
+
+# --- parsing the expect block -------------------------------------------------------------------
+
+
+def parse_expectations(raw: Any) -> tuple[Expectation, ...]:
+    """Validate a scenario's ``expect:`` list (error paths are relative to it: ``[0].approx``).
+
+    Raises ConfigError for entries of the wrong shape, unknown keys and values that do not parse.
+    """
+    if raw is None:
+        return ()
+    if not isinstance(raw, list):
+        raise ConfigError(f"expected a list of expectations, got {raw!r}")
+    out = []
+    for i, entry in enumerate(raw):
+        try:
+            out.append(parse_expectation(entry))
+        except ConfigError as err:
+            raise _indexed(err, i) from None
+    return tuple(out)
+
+
+def _indexed(err: ConfigError, i: int) -> ConfigError:
+    path = f"[{i}].{err.path}" if err.path else f"[{i}]"
+    return type(err)(err.message, path, err.file)
+
+
+def _at(err: ConfigError, key: str) -> ConfigError:
+    moved = err.at(key)
+    return type(err)(moved.message, moved.path, moved.file)
+
+
+def parse_expectation(entry: Any) -> Expectation:
+    """Validate one ``expect:`` entry; see the module docstring for the forms."""
+    if not isinstance(entry, Mapping):
+        raise ConfigError(
+            f"expected a mapping such as {{metric: time_s, where: {{bytes: 1 MiB}}, max: 1 ms}} "
+            f"or {{verified: true}}, got {entry!r}"
+        )
+    if "verified" in entry:
+        _check_keys(entry, _VERIFIED_KEYS)
+        if entry["verified"] is not True:
+            raise ConfigError(f"only 'verified: true' can be expected, got {entry['verified']!r}", "verified")
+        return Expectation("verified", "verified", True, _parse_where(entry.get("where")))
+    _check_keys(entry, _METRIC_KEYS)
+    metric = entry.get("metric")
+    if metric is None:
+        raise ConfigError("this key is required (the row key to check, e.g. time_s)", "metric")
+    if not isinstance(metric, str) or not metric:
+        raise ConfigError(f"expected a row key such as time_s, got {metric!r}", "metric")
+    checks = [c for c in CHECKS if c in entry]
+    if len(checks) != 1:
+        found = f"got {', '.join(checks)}" if checks else "got none"
+        raise ConfigError(f"give exactly one of {', '.join(CHECKS)}; {found}")
+    check = checks[0]
+    where = _parse_where(entry.get("where"))
+    try:
+        value = parse_value(metric, entry[check], numeric=check != "equals")
+    except ConfigError as err:
+        raise _at(err, check) from None
+    rel = tol = None
+    if check != "approx":
+        for key in ("rel", "abs"):
+            if key in entry:
+                raise ConfigError(f"{key} goes with approx only, not with {check}", key)
+    else:
+        if "rel" not in entry and "abs" not in entry:
+            raise ConfigError("approx needs a tolerance: rel (e.g. 0.01 or '1%') or abs (in the metric's unit)")
+        if "rel" in entry:
+            rel = _parse_rel(entry["rel"])
+        if "abs" in entry:
+            try:
+                tol = parse_value(metric, entry["abs"], numeric=True)
+            except ConfigError as err:
+                raise _at(err, "abs") from None
+            if tol < 0:
+                raise ConfigError(f"abs must not be negative, got {entry['abs']!r}", "abs")
+    return Expectation(check, metric, value, where, rel, tol)
+
+
+def _parse_rel(value: Any) -> float:
+    what = f"expected a relative tolerance such as 0.01 or '1%', got {value!r}"
+    if isinstance(value, str) and value.strip().endswith("%"):
+        try:
+            rel = float(value.strip()[:-1]) / 100
+        except ValueError:
+            raise ConfigError(what, "rel") from None
+    elif isinstance(value, int | float) and not isinstance(value, bool):
+        rel = float(value)
+    else:
+        raise ConfigError(what, "rel")
+    if not (0 <= rel < math.inf):
+        raise ConfigError(what, "rel")
+    return rel
+
+
+def _parse_where(raw: Any) -> dict[str, Any]:
+    if raw is None:
+        return {}
+    if not isinstance(raw, Mapping):
+        raise ConfigError(f"expected a mapping of row keys to values, e.g. {{bytes: 1 MiB}}, got {raw!r}", "where")
+    where = {}
+    for key, value in raw.items():
+        if not isinstance(key, str):
+            raise ConfigError(f"expected a row key, got {key!r}", "where")
+        try:
+            where[key] = parse_value(key, value)
+        except ConfigError as err:
+            raise _at(_at(err, key), "where") from None
+    return where
+
+
+def _check_keys(entry: Mapping[str, Any], allowed: Sequence[str]) -> None:
+    for key in entry:
+        if key not in allowed:
+            raise ConfigError(f"unknown key {key!r}; allowed keys: {', '.join(allowed)}", str(key))
+
+
+# --- evaluation ---------------------------------------------------------------------------------
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equality for ``where``: numbers to a relative 1e-9, everything else exactly."""
+    numbers = (int, float)
+    if isinstance(a, numbers) and isinstance(b, numbers) and not isinstance(a, bool) and not isinstance(b, bool):
+        return math.isclose(a, b, rel_tol=_WHERE_REL, abs_tol=0.0)
+    return a == b
+
+
+def select_rows(rows: Sequence[Mapping[str, Any]], where: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """Return the rows whose values equal every entry of *where*."""
+    return [row for row in rows if all(key in row and _same(row[key], value) for key, value in where.items())]
+
+
+def describe_where(where: Mapping[str, Any]) -> str:
+    """Write a where clause for a message: ``bytes=1.2 GB, algorithm=ring``."""
+    return ", ".join(f"{key}={format_value(key, value)}" for key, value in where.items())
+
+
+def _describe_expected(exp: Expectation) -> str:
+    metric, shown = exp.metric, format_value(exp.metric, exp.value)
+    if exp.check == "verified":
+        text = "verified=true"
+    elif exp.check == "approx":
+        tolerances = []
+        if exp.rel is not None:
+            tolerances.append(f"rel {exp.rel * 100:g}%")
+        if exp.abs is not None:
+            tolerances.append(f"abs {format_value(metric, exp.abs)}")
+        text = f"{metric} ~ {shown} ({', '.join(tolerances)})"
+    else:
+        symbol = {"max": "<=", "min": ">=", "equals": "=="}[exp.check]
+        text = f"{metric} {symbol} {shown}"
+    return f"expected {text}" + (f" where {describe_where(exp.where)}" if exp.where else "")
+
+
+def _no_match(exp: Expectation, rows: Sequence[Mapping[str, Any]]) -> str:
+    """Explain why a where clause selected nothing, naming the values that do exist."""
+    if not rows:
+        return "the run produced no result rows"
+    for key, value in exp.where.items():
+        present = [row[key] for row in rows if key in row]
+        if not present:
+            return f"no row has a {key!r} key"
+        if not any(_same(v, value) for v in present):
+            distinct = list(dict.fromkeys(format_value(key, v) for v in present))
+            more = ", ..." if len(distinct) > 8 else ""
+            return f"no row has {key}={format_value(key, value)} (rows have {key}: {', '.join(distinct[:8])}{more})"
+    return f"no row matches {describe_where(exp.where)}"
+
+
+def _deviation(got: float, expected: float) -> str:
+    if expected == 0:
+        return ""
+    return f" ({(got - expected) / abs(expected) * 100:+.3g}%)"
+
+
+def _passes(exp: Expectation, got: Any) -> bool:
+    if exp.check == "equals":
+        return _same(got, exp.value)
+    if isinstance(got, bool) or not isinstance(got, int | float) or math.isnan(got):
+        return False
+    if exp.check == "max":
+        return got <= exp.value
+    if exp.check == "min":
+        return got >= exp.value
+    allowed = max(exp.rel * abs(exp.value) if exp.rel is not None else 0.0, exp.abs or 0.0)
+    # The bound is inclusive, and 12 us - 11 us must count as 1 us despite binary rounding.
+    return abs(got - exp.value) <= allowed * (1 + 1e-9)
+
+
+def _badness(exp: Expectation, got: Any) -> float:
+    """How far *got* is from passing (larger is worse), to pick the row a message names."""
+    if not isinstance(got, int | float) or isinstance(got, bool):
+        return math.inf
+    if exp.check == "max":
+        return got - exp.value
+    if exp.check == "min":
+        return exp.value - got
+    if exp.check == "approx":
+        return abs(got - exp.value)
+    return 0.0 if _same(got, exp.value) else math.inf
+
+
+def _base_result(exp: Expectation) -> dict[str, Any]:
+    out: dict[str, Any] = {"check": exp.check, "metric": exp.metric, "where": dict(exp.where), "expected": exp.value}
+    if exp.rel is not None:
+        out["rel"] = exp.rel
+    if exp.abs is not None:
+        out["abs"] = exp.abs
+    return out
+
+
+def evaluate(exp: Expectation, rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Check one expectation against result rows; return its result dict (see module docstring)."""
+    result = _base_result(exp)
+    head = _describe_expected(exp)
+    selected = select_rows(rows, exp.where)
+    result["rows"] = len(selected)
+    if not selected:
+        result.update(passed=False, got=None, detail=f"{head}, but {_no_match(exp, rows)}")
+        return result
+    if exp.check == "verified":
+        return _evaluate_verified(result, head, selected)
+    values = [row.get(exp.metric) for row in selected]
+    result["got"] = values[0] if len(values) == 1 else values
+    if all(exp.metric not in row for row in selected):
+        keys = ", ".join(dict.fromkeys(k for row in selected for k in row))
+        result.update(passed=False, detail=f"{head}, but the rows have no {exp.metric!r} (keys: {keys})")
+        return result
+    failing = [v for v in values if not _passes(exp, v)]
+    result["passed"] = not failing
+    worst = max(failing or values, key=lambda v: _badness(exp, v))
+    got = format_value(exp.metric, worst)
+    if exp.check == "approx" and isinstance(worst, int | float) and not isinstance(worst, bool):
+        got += _deviation(worst, exp.value)
+    if len(values) > 1:
+        got += f" (worst of {len(values)} rows" + (f", {len(failing)} failing)" if failing else ")")
+    result["detail"] = f"{head}, got {got}"
+    return result
+
+
+def _evaluate_verified(result: dict[str, Any], head: str, selected: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    checked = [row for row in selected if row.get("verified") is not None]
+    failed = [row for row in checked if row.get("verified") is not True]
+    result["got"] = not failed
+    result["passed"] = not failed
+    if not checked:
+        result["detail"] = f"{head}: nothing to check, no row carries a verified result (payload: size?)"
+    elif not failed:
+        result["detail"] = f"{head}: all {len(checked)} rows verified"
+    else:
+        names = "; ".join(_row_name(row) for row in failed[:3]) + ("; ..." if len(failed) > 3 else "")
+        result["detail"] = f"{head}, got {len(failed)} of {len(checked)} rows not verified ({names})"
+    return result
+
+
+def _row_name(row: Mapping[str, Any]) -> str:
+    """A short name for a row: its identifying keys (not its measurements)."""
+    parts = []
+    for key, value in row.items():
+        if key == "verified" or value is None or value_kind(key) in ("time", "bandwidth", "number"):
+            continue
+        parts.append(f"{key}={format_value(key, value)}")
+    return ", ".join(parts[:5])
+
+
+def evaluate_all(expectations: Sequence[Expectation], rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Check every expectation against *rows*, in order."""
+    return [evaluate(exp, rows) for exp in expectations]

@@ -1,0 +1,284 @@
+"""Running a scenario: fresh worlds for the workload, records collected, expectations checked.
+
+:func:`run_scenario` is the library's "do it" call (``mpisim run`` is a thin shell around it)::
+
+    from mpisim.scenario import load, run_scenario
+    result = run_scenario(load("scenarios/ring-allreduce.yaml"))
+    result.rows[0]["time_s"], result.passed
+
+For every measurement the workload asks for a new world (``RunContext.new_world``): a new
+:class:`~mpisim.engine.sim.Simulation` seeded with the scenario's seed, the topology built from
+its spec, the network model, the MPI settings and the default algorithms. Worlds never share
+state, so points cannot disturb one another and a sweep point run in another process gives the
+same numbers as one run here.
+
+A simulated program that fails (deadlock, truncation, ...) raises its
+:class:`~mpisim.errors.MPIError` out of :func:`run_scenario`, unless the scenario says it
+expects exactly that (``expect_failure: deadlock``); then the failure is recorded in the result
+and checked like any other expectation.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+from mpisim.engine.sim import Simulation
+from mpisim.engine.trace import Tracer
+from mpisim.errors import ConfigError, MPIError
+from mpisim.mpi.world import World
+from mpisim.network.base import make_model
+from mpisim.network.topology import build_topology
+from mpisim.report.records import RunResult, WorldRecords, jsonable
+from mpisim.scenario.expect import describe_where, evaluate_all
+from mpisim.scenario.load import dump
+from mpisim.scenario.model import FAILURE_KINDS, TOP_LEVEL_KEYS, Scenario
+from mpisim.workloads.base import RunContext, WorkloadOutput, get_workload
+
+__all__ = ["PointResult", "failure_kind", "new_world_factory", "run_point", "run_scenario", "write_atomic"]
+
+#: Called with (points done, points in total) as a sweep progresses.
+ProgressFn = Callable[[int, int], None]
+
+
+def failure_kind(err: MPIError) -> str:
+    """Name the way a simulated program failed: ``DeadlockError`` -> ``deadlock``, etc.
+
+    The name is the exception class's, in snake case without ``Error``, for the first class in
+    its hierarchy that :data:`~mpisim.scenario.model.FAILURE_KINDS` lists; ``mpi_error`` otherwise.
+    """
+    for cls in type(err).__mro__:
+        name = cls.__name__.removesuffix("Error")
+        kind = "".join(f"_{c.lower()}" if c.isupper() else c for c in name).lstrip("_")
+        if kind in FAILURE_KINDS:
+            return kind
+    return "mpi_error"
+
+
+@dataclass
+class PointResult:
+    """What one grid point (or a scenario without a sweep) produced."""
+
+    point: dict[str, Any] = field(default_factory=dict)
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    records: list[WorldRecords] = field(default_factory=list)
+    failure: dict[str, Any] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form, as one line of a sweep's results file."""
+        return jsonable(
+            {
+                "point": self.point,
+                "rows": self.rows,
+                "notes": self.notes,
+                "records": [world.to_dict() for world in self.records],
+                "failure": self.failure,
+            }
+        )
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> PointResult:
+        """Rebuild from :meth:`to_dict`'s form."""
+        return cls(
+            point=dict(data.get("point") or {}),
+            rows=list(data.get("rows") or []),
+            notes=list(data.get("notes") or []),
+            records=[WorldRecords.from_dict(world) for world in data.get("records") or []],
+            failure=data.get("failure"),
+        )
+
+
+def new_world_factory(scenario: Scenario, log: TextIO | None = None) -> tuple[Callable[[], World], list[World]]:
+    """Return a function making fresh worlds for *scenario*, and the list it appends them to."""
+    created: list[World] = []
+
+    def new_world() -> World:
+        trace = scenario.trace
+        tracer = Tracer(messages=trace.messages, spans=trace.spans, links=trace.links, log=log)
+        sim = Simulation(scenario, seed=scenario.seed, tracer=tracer)
+        topology = build_topology(scenario.topology)
+        network = make_model(scenario.network.model, sim, topology)
+        world = World(
+            sim,
+            topology,
+            network,
+            scenario.mpi,
+            algorithms=dict(scenario.algorithms.per_collective),
+            selector=scenario.algorithms.selector,
+        )
+        created.append(world)
+        return world
+
+    return new_world, created
+
+
+def _world_records(label: str, world: World, point: Mapping[str, Any]) -> WorldRecords:
+    tracer = world.tracer
+    return WorldRecords(
+        label=label,
+        point=dict(point),
+        messages=list(tracer.messages),
+        spans=list(tracer.spans),
+        collectives=list(tracer.collectives),
+        links=list(tracer.links),
+        message_count=tracer.message_count,
+        message_bytes=tracer.message_bytes,
+        t_end=world.sim.now,
+        unmatched=list(world.unmatched),
+    )
+
+
+def _workload_error(err: ConfigError) -> ConfigError:
+    """Locate a ConfigError raised while a workload ran: paths are relative to ``workload``."""
+    head = err.path.split(".")[0].split("[")[0]
+    if head in TOP_LEVEL_KEYS:
+        return err
+    moved = err.at("workload")
+    return type(err)(moved.message, moved.path, moved.file)
+
+
+def run_point(scenario: Scenario, point: Mapping[str, Any] | None = None, log: TextIO | None = None) -> PointResult:
+    """Run *scenario*'s workload once (one sweep point, or the whole scenario without a sweep).
+
+    *point* holds the sweep overrides that produced *scenario*; every row gets them as extra keys.
+    Raises the workload's MPIError unless ``scenario.expect_failure`` is set, and ConfigError
+    for input problems only found while running (e.g. a program file that does not exist).
+    """
+    point = dict(point or {})
+    new_world, created = new_world_factory(scenario, log)
+    ctx = RunContext(new_world=new_world, payload=scenario.payload, seed=scenario.seed, base_dir=scenario.base_dir, log=log)
+    failure = None
+    try:
+        output = get_workload(scenario.workload.kind).run(scenario.workload.params, ctx)
+    except ConfigError as err:
+        raise _workload_error(err) from None
+    except MPIError as err:
+        if scenario.expect_failure is None:
+            raise
+        failure = {"kind": failure_kind(err), "error": type(err).__name__, "message": str(err), "point": point}
+        # The worlds the workload made are still here: a deadlock's timeline is worth drawing.
+        output = WorkloadOutput(worlds=[(f"world {i}", world) for i, world in enumerate(created)])
+    prefix = f"[{describe_where(point)}] " if point else ""
+    notes = [prefix + note for note in output.notes]
+    for _, world in output.worlds:
+        notes.extend(prefix + note for note in world.unmatched if prefix + note not in notes)
+    return PointResult(
+        point=point,
+        rows=jsonable([{**point, **row} for row in output.rows]),
+        notes=notes,
+        records=[_world_records(label, world, point) for label, world in output.worlds],
+        failure=failure,
+    )
+
+
+def _failure_expectation(expected: str, points: list[PointResult]) -> dict[str, Any]:
+    """Check ``expect_failure``: every point must have failed in the expected way."""
+    kinds = [p.failure["kind"] if p.failure else None for p in points]
+    passed = all(kind is not None and (expected == "mpi_error" or kind == expected) for kind in kinds)
+    got: Any = kinds[0] if len(kinds) == 1 else kinds
+    if passed:
+        detail = f"expected the program to fail with {expected}, and it did"
+    elif all(kind is None for kind in kinds):
+        detail = f"expected the program to fail with {expected}, but it completed"
+    else:
+        shown = ", ".join(kind or "completed" for kind in kinds)
+        detail = f"expected the program to fail with {expected}, got {shown}"
+    return {
+        "check": "expect_failure",
+        "metric": "failure",
+        "where": {},
+        "expected": expected,
+        "got": got,
+        "passed": passed,
+        "detail": detail,
+        "rows": len(points),
+    }
+
+
+def assemble(scenario: Scenario, points: list[PointResult], wall_time: float = 0.0) -> RunResult:
+    """Combine point results (in grid order) into one RunResult and check the expectations."""
+    from mpisim import __version__  # the package root; imported here to keep layers one-way
+
+    rows = [row for p in points for row in p.rows]
+    expectations = evaluate_all(scenario.expect, rows)
+    if scenario.expect_failure:
+        expectations.append(_failure_expectation(scenario.expect_failure, points))
+    failure = next((p.failure for p in points if p.failure), None)
+    return RunResult(
+        scenario=jsonable(dump(scenario)),
+        rows=rows,
+        expectations=jsonable(expectations),
+        notes=[note for p in points for note in p.notes],
+        records=[world for p in points for world in p.records],
+        failure=failure,
+        meta={"mpisim_version": __version__, "wall_time_s": wall_time},
+    )
+
+
+def run_scenario(
+    scenario: Scenario,
+    *,
+    jobs: int | None = 1,
+    results_file: str | os.PathLike[str] | None = None,
+    resume: bool = False,
+    progress: ProgressFn | None = None,
+    log: TextIO | None = None,
+) -> RunResult:
+    """Run *scenario* (every grid point of its sweep, if it has one) and check its expectations.
+
+    Parameters
+    ----------
+    jobs
+        Sweep points run in this many worker processes (``None``: one per CPU); 1 runs them
+        here, one after the other. Results are the same either way. Workers are started with
+        ``spawn``, so a script that asks for more than one must guard its entry point with
+        ``if __name__ == "__main__":`` (as any multiprocessing program must).
+    results_file
+        Sweeps only: append each finished point to this JSON-lines file as it completes.
+    resume
+        Sweeps only: skip the points *results_file* already holds for this scenario.
+    progress
+        Sweeps only: called with (points done, points in total) after each point.
+    log
+        Without a sweep: write the simulation's event log here.
+
+    Raises MPIError when the simulated program fails and the scenario did not expect it, and
+    ConfigError for input problems found only while running.
+    """
+    t_start = time.perf_counter()
+    try:
+        if scenario.sweep:
+            from mpisim.scenario.sweep import run_sweep  # sweep.py builds on this module
+
+            points = run_sweep(scenario, jobs=jobs, results_file=results_file, resume=resume, progress=progress)
+        else:
+            points = [run_point(scenario, log=log)]
+    except ConfigError as err:
+        raise err.in_file(scenario.file) if scenario.file and not err.file else err from None
+    return assemble(scenario, points, time.perf_counter() - t_start)
+
+
+def write_atomic(path: str | os.PathLike[str], text: str) -> None:
+    """Write *text* to *path* so that readers see the old file or the new one, never half of one.
+
+    The text goes to a temporary file in the same directory, is flushed to disk, and then
+    replaces *path* in one ``os.replace``. On any error the temporary file is removed and
+    *path* is left as it was. Raises OSError if the directory is not writable.
+    """
+    target = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

@@ -1,0 +1,143 @@
+"""Expectations: parsing with units by key, evaluation against rows, and the messages they give."""
+
+from __future__ import annotations
+
+import pytest
+
+from mpisim.errors import ConfigError
+from mpisim.scenario.expect import evaluate, evaluate_all, parse_expectation, parse_expectations, value_kind
+
+ROWS = [
+    {"collective": "allreduce", "algorithm": "ring", "ranks": 8, "bytes": 1024, "time_s": 12e-6,
+     "algbw_GBps": 0.085, "verified": True},
+    {"collective": "allreduce", "algorithm": "ring", "ranks": 8, "bytes": 1_200_000_000, "time_s": 2.21,
+     "algbw_GBps": 0.54, "verified": True},
+    {"collective": "allreduce", "algorithm": "rabenseifner", "ranks": 8, "bytes": 1_200_000_000, "time_s": 2.05,
+     "algbw_GBps": 0.58, "verified": False},
+]
+
+
+def check(entry, rows=ROWS):
+    return evaluate(parse_expectation(entry), rows)
+
+
+@pytest.mark.parametrize(
+    ("key", "kind"),
+    [("time_s", "time"), ("iteration_time_s", "time"), ("bytes", "size"), ("message_bytes", "size"),
+     ("bandwidth_Bps", "bandwidth"), ("busbw_GBps", "number"), ("ranks", "count"),
+     ("scaling_efficiency", "number"), ("algorithm", "raw"), ("topology.nodes", "raw")],
+)
+def test_value_kind_follows_the_key(key, kind):
+    assert value_kind(key) == kind
+
+
+def test_values_are_parsed_with_the_units_of_their_key():
+    exp = parse_expectation({"metric": "time_s", "where": {"bytes": "1.2 GB", "algorithm": "ring"},
+                             "approx": "2.16 s", "rel": "1%"})
+    assert exp.where == {"bytes": 1_200_000_000, "algorithm": "ring"}
+    assert (exp.check, exp.value, exp.rel, exp.abs) == ("approx", 2.16, 0.01, None)
+    assert parse_expectation({"metric": "time_s", "approx": "1 ms", "abs": "10 us"}).abs == 1e-5
+    assert parse_expectation({"metric": "bandwidth_Bps", "min": "100 Gbps"}).value == 12.5e9
+
+
+def test_approx_within_and_outside_tolerance_with_the_design_message():
+    ring = {"algorithm": "ring", "bytes": "1.2 GB"}
+    ok = check({"metric": "time_s", "where": ring, "approx": "2.2 s", "rel": 0.01})
+    assert ok["passed"] and ok["got"] == 2.21
+    bad = check({"metric": "time_s", "where": ring, "approx": "2.16 s", "rel": 0.01})
+    assert not bad["passed"]
+    assert bad["detail"] == (
+        "expected time_s ~ 2.16 s (rel 1%) where algorithm=ring, bytes=1.2 GB, got 2.21 s (+2.31%)"
+    )
+    assert (bad["expected"], bad["got"], bad["rel"]) == (2.16, 2.21, 0.01)
+
+
+def test_abs_tolerance():
+    assert check({"metric": "time_s", "where": {"bytes": "1 KiB"}, "approx": "11 us", "abs": "1 us"})["passed"]
+    assert not check({"metric": "time_s", "where": {"bytes": "1 KiB"}, "approx": "10 us", "abs": "1 us"})["passed"]
+
+
+def test_every_selected_row_must_pass_and_the_message_names_the_worst():
+    result = check({"metric": "time_s", "where": {"bytes": "1.2 GB"}, "max": "2.1 s"})
+    assert not result["passed"]
+    assert result["got"] == [2.21, 2.05]
+    assert result["detail"] == "expected time_s <= 2.1 s where bytes=1.2 GB, got 2.21 s (worst of 2 rows, 1 failing)"
+    assert check({"metric": "time_s", "where": {"bytes": "1.2 GB"}, "max": "2.5 s"})["passed"]
+
+
+def test_min_and_equals():
+    assert check({"metric": "algbw_GBps", "where": {"bytes": "1.2 GB"}, "min": 0.5})["passed"]
+    assert not check({"metric": "algbw_GBps", "min": 0.5})["passed"]
+    assert check({"metric": "algorithm", "where": {"bytes": "1 KiB"}, "equals": "ring"})["passed"]
+    result = check({"metric": "algorithm", "where": {"time_s": "2.05 s"}, "equals": "ring"})
+    assert not result["passed"] and result["got"] == "rabenseifner"
+
+
+def test_where_matching_no_row_fails_and_says_which_values_exist():
+    result = check({"metric": "time_s", "where": {"bytes": "1 MiB"}, "max": "1 s"})
+    assert not result["passed"] and result["rows"] == 0
+    assert result["detail"].endswith("but no row has bytes=1 MiB (rows have bytes: 1 KiB, 1.2 GB)")
+    assert "no row has a 'size' key" in check({"metric": "time_s", "where": {"size": 3}, "max": "1 s"})["detail"]
+    assert "no result rows" in evaluate(parse_expectation({"verified": True}), [])["detail"]
+
+
+def test_missing_metric_fails():
+    result = check({"metric": "latency_s", "max": "1 s"})
+    assert not result["passed"]
+    assert "the rows have no 'latency_s'" in result["detail"]
+
+
+def test_verified_checks_every_non_null_row():
+    result = check({"verified": True})
+    assert not result["passed"]
+    assert "1 of 3 rows not verified" in result["detail"]
+    assert "algorithm=rabenseifner" in result["detail"]
+    assert check({"verified": True, "where": {"algorithm": "ring"}})["passed"]
+
+
+def test_verified_with_size_only_rows_has_nothing_to_check():
+    rows = [{**row, "verified": None} for row in ROWS]
+    result = check({"verified": True}, rows)
+    assert result["passed"]
+    assert "nothing to check" in result["detail"]
+
+
+def test_where_numbers_compare_to_a_relative_1e9():
+    assert check({"metric": "algorithm", "where": {"time_s": 2.05 * (1 + 1e-12)}, "equals": "rabenseifner"})["passed"]
+
+
+def test_evaluate_all_keeps_order():
+    results = evaluate_all(parse_expectations([{"verified": True}, {"metric": "ranks", "equals": 8}]), ROWS)
+    assert [r["check"] for r in results] == ["verified", "equals"]
+    assert [r["passed"] for r in results] == [False, True]
+
+
+@pytest.mark.parametrize(
+    ("entry", "path", "message"),
+    [
+        ("time_s < 1", "[0]", "expected a mapping"),
+        ({"max": "1 s"}, "[0].metric", "this key is required"),
+        ({"metric": 3, "max": 1}, "[0].metric", "expected a row key"),
+        ({"metric": "time_s"}, "[0]", "give exactly one of approx, max, min, equals; got none"),
+        ({"metric": "time_s", "approx": "1 s", "rel": "lots"}, "[0].rel", "relative tolerance"),
+        ({"metric": "time_s", "approx": "1 s", "rel": -0.1}, "[0].rel", "relative tolerance"),
+        ({"metric": "time_s", "max": "1 s", "rel": 0.1}, "[0].rel", "rel goes with approx only"),
+        ({"metric": "time_s", "approx": "1 s", "abs": "1 GB"}, "[0].abs", "is not a time"),
+        ({"metric": "busbw_GBps", "min": "fast"}, "[0].min", "expected a number"),
+        ({"metric": "algorithm", "max": "ring"}, "[0].max", "expected a number"),
+        ({"metric": "time_s", "max": 1, "where": [1]}, "[0].where", "expected a mapping of row keys"),
+        ({"metric": "time_s", "max": 1, "where": {"bytes": "big"}}, "[0].where.bytes", "is not a size"),
+        ({"metric": "time_s", "max": 1, "where": {"algorithm": ["a"]}}, "[0].where.algorithm", "single value"),
+        ({"verified": True, "metric": "x"}, "[0].metric", "unknown key 'metric'"),
+    ],
+)
+def test_malformed_entries_name_their_path(entry, path, message):
+    with pytest.raises(ConfigError) as info:
+        parse_expectations([entry])
+    assert info.value.path == path
+    assert message in info.value.message
+
+
+def test_expect_must_be_a_list():
+    with pytest.raises(ConfigError, match="expected a list of expectations"):
+        parse_expectations({"verified": True})

@@ -1,0 +1,172 @@
+"""Running scenarios: fresh worlds, rows, records, expected failures, the RunResult JSON form."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+import tests.scenario.fake_workloads  # noqa: F401  (registers the fake_pingpong workload)
+from mpisim.errors import CollectiveMismatchError, DeadlockError, InvalidRankError, MPIError, TruncationError
+from mpisim.report.records import RunResult, jsonable
+from mpisim.scenario import load_dict, run_scenario
+from mpisim.scenario.run import failure_kind, write_atomic
+from mpisim.testing import assert_close, assert_expectations, assert_tree_close, assert_verified
+
+ALPHA, BW = 1e-6, 1e9
+STAR = {"nodes": 2, "inter": {"kind": "star", "bandwidth": BW, "latency": ALPHA}}
+
+
+def scenario(**raw):
+    base = {"topology": STAR, "network": "analytic", "mpi": {"eager_limit": "4 KiB"},
+            "workload": {"kind": "fake_pingpong", "sizes": ["1 KiB", "1 MiB"]}}
+    return load_dict({**base, **raw}, file="t.yaml")
+
+
+def test_rows_match_the_protocol_closed_forms():
+    """Eager: alpha + n/B; rendezvous: 3 alpha + (n + 2h)/B, on the contention-free analytic model."""
+    result = run_scenario(scenario())
+    assert [row["bytes"] for row in result.rows] == [1024, 2**20]
+    assert_close(result.rows[0]["time_s"], ALPHA + 1024 / BW, rel=1e-12)
+    assert_close(result.rows[1]["time_s"], 3 * ALPHA + (2**20 + 2 * 64) / BW, rel=1e-12)
+    assert_verified(result)
+
+
+def test_records_come_from_every_world_the_workload_reports():
+    result = run_scenario(scenario())
+    assert [world.label for world in result.records] == ["pingpong/1024 B", "pingpong/1048576 B"]
+    eager, rendezvous = result.records
+    assert [m.protocol for m in eager.messages] == ["eager"]
+    assert [m.protocol for m in rendezvous.messages] == ["rendezvous"]
+    assert rendezvous.message_bytes == 2**20 and rendezvous.t_end > result.rows[1]["time_s"], "FIN follows"
+
+
+def test_trace_settings_reach_the_tracer_and_counters_stay_exact():
+    result = run_scenario(scenario(trace={"messages": False, "spans": False, "links": True}))
+    world = result.records[1]
+    assert world.messages == [] and world.spans == []
+    assert world.message_count == 1 and world.message_bytes == 2**20
+    assert world.links, "link records were asked for"
+
+
+def test_size_only_payload_gives_the_same_times_and_null_verified():
+    data, size = run_scenario(scenario()), run_scenario(scenario(payload="size"))
+    assert [r["time_s"] for r in data.rows] == [r["time_s"] for r in size.rows]
+    assert [r["verified"] for r in size.rows] == [None, None]
+    assert data.records[1].messages == size.records[1].messages
+    with pytest.raises(AssertionError, match="payload: size"):
+        assert_verified(size)
+
+
+def test_same_scenario_twice_gives_identical_results():
+    a, b = run_scenario(scenario()), run_scenario(scenario())
+    assert a.contract("x") == b.contract("x")
+    assert a.summary == b.summary
+
+
+def test_expectations_are_checked():
+    result = run_scenario(scenario(expect=[
+        {"metric": "time_s", "where": {"bytes": "1 KiB"}, "approx": "2.024 us", "rel": 1e-9},
+        {"metric": "time_s", "where": {"bytes": "1 MiB"}, "max": "1 ms"},
+    ]))
+    assert [e["passed"] for e in result.expectations] == [True, False]
+    assert not result.passed
+    with pytest.raises(AssertionError, match=r"1 of 2 expectations failed:\n  expected time_s <= 1 ms"):
+        assert_expectations(result)
+
+
+def test_unexpected_program_failure_raises_the_mpi_error():
+    with pytest.raises(DeadlockError, match="cycle of waits"):
+        run_scenario(scenario(workload={"kind": "fake_pingpong", "sizes": [8], "mode": "deadlock"}))
+
+
+def test_expected_failure_is_recorded_and_passes():
+    result = run_scenario(scenario(workload={"kind": "fake_pingpong", "sizes": [8], "mode": "deadlock"},
+                                   expect_failure="deadlock"))
+    assert result.passed
+    assert result.failure["kind"] == "deadlock" and "rank 0" in result.failure["message"]
+    assert result.expectations[-1]["check"] == "expect_failure"
+    assert result.records, "the failed world's records are kept for the report"
+    assert result.summary["failure"]["kind"] == "deadlock"
+
+
+def test_expected_failure_that_does_not_happen_fails():
+    result = run_scenario(scenario(expect_failure="deadlock"))
+    assert not result.passed
+    assert result.expectations[-1]["detail"] == "expected the program to fail with deadlock, but it completed"
+
+
+def test_any_mpi_error_matches_mpi_error():
+    result = run_scenario(scenario(workload={"kind": "fake_pingpong", "sizes": [8], "mode": "deadlock"},
+                                   expect_failure="mpi_error"))
+    assert result.passed and result.failure["kind"] == "deadlock"
+
+
+@pytest.mark.parametrize(
+    ("error", "kind"),
+    [(DeadlockError, "deadlock"), (TruncationError, "truncation"), (InvalidRankError, "invalid_rank"),
+     (CollectiveMismatchError, "collective_mismatch"), (MPIError, "mpi_error")],
+)
+def test_failure_kind_names(error, kind):
+    assert failure_kind(error("x")) == kind
+
+    class Specific(error):
+        pass
+
+    assert failure_kind(Specific("x")) == kind
+
+
+def test_run_result_json_round_trip():
+    result = run_scenario(scenario(expect=[{"verified": True}]))
+    text = result.to_json()
+    again = RunResult.from_json(text)
+    assert again.to_json() == text
+    assert again.records[1].messages == result.records[1].messages
+    assert again.rows == result.rows and again.expectations == result.expectations
+    data = json.loads(text)
+    assert set(data) >= {"scenario", "results", "expectations", "notes", "records", "summary", "meta"}
+    assert data["records"][0]["messages"]["columns"][:3] == ["src", "dst", "tag"]
+    assert data["scenario"]["mpi"]["copy_bandwidth"] == "inf"
+
+
+def test_tables_for_csv():
+    tables = run_scenario(scenario()).tables()
+    columns, rows = tables["results"]
+    assert columns == ["bytes", "ranks", "time_s", "verified"] and len(rows) == 2
+    columns, rows = tables["messages"]
+    assert columns[0] == "world" and columns[1:4] == ["src", "dst", "tag"]
+    assert [row[0] for row in rows] == ["pingpong/1024 B", "pingpong/1048576 B"]
+
+
+def test_jsonable_makes_strict_json():
+    import numpy as np
+
+    value = {"a": np.float64(1.5), "b": [float("inf"), float("-inf"), float("nan")], 3: (np.int32(2),), "n": None}
+    assert jsonable(value) == {"a": 1.5, "b": ["inf", "-inf", "nan"], "3": [2], "n": None}
+    json.dumps(jsonable(value), allow_nan=False)
+
+
+def test_write_atomic_leaves_the_old_file_when_replacing_fails(tmp_path, monkeypatch):
+    target = tmp_path / "results.json"
+    target.write_text("old")
+
+    def fail(*args):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(os, "replace", fail)
+    with pytest.raises(OSError, match="disk full"):
+        write_atomic(target, "new")
+    assert target.read_text() == "old"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["results.json"], "no temporary file is left"
+
+
+def test_assert_helpers_report_what_differs():
+    with pytest.raises(AssertionError, match=r"2.21 is not within rel 1% of 2.16 \(off by \+2.31%\)"):
+        assert_close(2.21, 2.16, rel=0.01)
+    assert_close(1.0, 1.0 + 1e-12)
+    with pytest.raises(AssertionError, match=r"rows\[1\].t: expected 1.0, got 1.1"):
+        assert_tree_close({"rows": [{"t": 1}, {"t": 1.1}]}, {"rows": [{"t": 1}, {"t": 1.0}]})
+    assert_tree_close({"a": [1.0, "x"]}, {"a": [1.0 + 1e-12, "x"]})
+    with pytest.raises(AssertionError, match="keys differ"):
+        assert_tree_close({"a": 1}, {"b": 1})

@@ -1,0 +1,175 @@
+"""Sweeps: grid order, parallel == sequential, the results file, --resume after an interruption."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+import tests.scenario.fake_workloads  # noqa: F401  (registers the fake_pingpong workload)
+from mpisim.cli import main
+from mpisim.errors import ConfigError, DeadlockError
+from mpisim.scenario import load_dict, load_file, run_scenario
+from mpisim.scenario.sweep import PointTask, _raise_if_error, _run_task, read_results_file
+
+ROOT = Path(__file__).resolve().parents[2]
+STAR = {"nodes": 2, "inter": {"kind": "star", "bandwidth": "1 GB/s", "latency": "1 us"}}
+
+
+def raw_scenario(tmp_path, sweep, **workload):
+    return {
+        "topology": STAR,
+        "network": "analytic",
+        "workload": {"kind": "fake_pingpong", "sizes": ["1 KiB"], "log_file": str(tmp_path / "ran.log"), **workload},
+        "sweep": sweep,
+    }
+
+
+def ran(tmp_path) -> list[str]:
+    """The seeds the fake workload ran, in order (each point logs its seed)."""
+    log = tmp_path / "ran.log"
+    return log.read_text().split() if log.exists() else []
+
+
+def test_rows_carry_the_swept_keys_in_grid_order():
+    s = load_dict({
+        "topology": STAR,
+        "network": "analytic",
+        "workload": {"kind": "fake_pingpong", "sizes": ["1 KiB"]},
+        "sweep": {"topology.nodes": [2, 3], "mpi.eager_limit": ["512 B", "64 KiB"]},
+        "expect": [{"metric": "time_s", "where": {"topology.nodes": 3, "mpi.eager_limit": "64 KiB"}, "max": "3 us"}],
+    })
+    result = run_scenario(s)
+    keys = [(row["topology.nodes"], row["mpi.eager_limit"], row["ranks"]) for row in result.rows]
+    assert keys == [(2, "512 B", 2), (2, "64 KiB", 2), (3, "512 B", 3), (3, "64 KiB", 3)]
+    eager, rendezvous = result.rows[1]["time_s"], result.rows[0]["time_s"]
+    assert rendezvous > eager, "below the eager limit there is no RTS/CTS round trip"
+    assert result.passed and result.expectations[0]["rows"] == 1
+    assert [w.point for w in result.records][:2] == [
+        {"topology.nodes": 2, "mpi.eager_limit": "512 B"}, {"topology.nodes": 2, "mpi.eager_limit": "64 KiB"}
+    ]
+    assert "sweep" in result.scenario and result.scenario["topology"]["nodes"] == 2
+
+
+def test_parallel_points_give_the_same_result_as_sequential(tmp_path):
+    s = load_dict(raw_scenario(tmp_path, {"seed": [0, 1, 2], "workload.sizes": [["1 KiB"], ["1 MiB"]]}))
+    sequential = run_scenario(s, jobs=1)
+    parallel = run_scenario(s, jobs=2, results_file=tmp_path / "points.jsonl")
+    assert parallel.contract("v") == sequential.contract("v")
+    assert parallel.to_dict()["records"] == sequential.to_dict()["records"]
+    done, damaged = read_results_file(tmp_path / "points.jsonl")
+    assert len(done) == 6 and not damaged
+
+
+def test_a_failing_point_in_the_pool_raises_its_mpi_error(tmp_path):
+    s = load_dict(raw_scenario(tmp_path, {"workload.mode": ["ok", "deadlock"]}))
+    with pytest.raises(DeadlockError, match="cycle of waits"):
+        run_scenario(s, jobs=2)
+
+
+def test_config_errors_from_workers_keep_their_path():
+    raw = {"topology": {**STAR, "nodes": 0}, "workload": {"kind": "fake_pingpong", "sizes": [1]}}
+    outcome = _run_task(PointTask(0, {}, raw, "s.yaml", "{}", "h"))
+    with pytest.raises(ConfigError) as info:
+        _raise_if_error(outcome)
+    assert str(info.value) == "s.yaml: topology.nodes: must be a whole number of at least 1, got 0"
+    assert type(info.value).__name__ == "TopologyError"
+
+
+def test_resume_skips_finished_points_and_ignores_a_line_cut_short(tmp_path):
+    s = load_dict(raw_scenario(tmp_path, {"seed": [0, 1, 2, 3, 4]}))
+    points = tmp_path / "points.jsonl"
+    full = run_scenario(s, results_file=points)
+    assert ran(tmp_path) == ["seed=0", "seed=1", "seed=2", "seed=3", "seed=4"]
+    lines = points.read_text().splitlines(keepends=True)
+    points.write_text(lines[0] + lines[3] + lines[1][: len(lines[1]) // 2])  # a crash mid-write
+    (tmp_path / "ran.log").unlink()
+
+    resumed = run_scenario(s, results_file=points, resume=True)
+    assert ran(tmp_path) == ["seed=1", "seed=2", "seed=4"]
+    assert resumed.contract("v") == full.contract("v")
+    done, damaged = read_results_file(points)
+    assert len(done) == 5 and not damaged, "the cut line was dropped before appending"
+
+
+def test_resume_reruns_points_of_a_changed_scenario_and_keeps_those_of_an_extended_sweep(tmp_path):
+    points = tmp_path / "points.jsonl"
+    run_scenario(load_dict(raw_scenario(tmp_path, {"seed": [0, 1]})), results_file=points)
+    (tmp_path / "ran.log").unlink()
+    run_scenario(load_dict(raw_scenario(tmp_path, {"seed": [0, 1, 2]})), results_file=points, resume=True)
+    assert ran(tmp_path) == ["seed=2"]
+    (tmp_path / "ran.log").unlink()
+    changed = raw_scenario(tmp_path, {"seed": [0, 1, 2]})
+    changed["mpi"] = {"eager_limit": "1 KiB"}
+    run_scenario(load_dict(changed), results_file=points, resume=True)
+    assert ran(tmp_path) == ["seed=0", "seed=1", "seed=2"]
+
+
+def test_without_resume_the_results_file_starts_afresh(tmp_path):
+    points = tmp_path / "points.jsonl"
+    points.write_text("garbage\n")
+    run_scenario(load_dict(raw_scenario(tmp_path, {"seed": [0, 1]})), results_file=points)
+    done, damaged = read_results_file(points)
+    assert len(done) == 2 and not damaged
+
+
+def test_interrupted_sweep_resumes_to_the_same_result(tmp_path, capsys):
+    """Kill `mpisim run` (and its workers) after the first finished point, then --resume."""
+    path = tmp_path / "sweep.yaml"
+    path.write_text(yaml.safe_dump(raw_scenario(tmp_path, {"seed": [0, 1, 2, 3, 4, 5]}, sleep="0.25 s")))
+    out = tmp_path / "out"
+    code = "import sys, tests.scenario.fake_workloads; from mpisim.cli import main; sys.exit(main(sys.argv[1:]))"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code, "run", str(path), "-o", str(out), "--jobs", "2"],
+        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True,
+    )
+    points = out / "sweep.jsonl"
+    deadline = time.monotonic() + 60
+    try:
+        while not (points.exists() and "\n" in points.read_text()):
+            assert proc.poll() is None, proc.stderr.read().decode()
+            assert time.monotonic() < deadline, "no point finished within 60 s"
+            time.sleep(0.02)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)  # the run and its worker processes
+        proc.wait()
+        proc.stderr.close()
+    done, _ = read_results_file(points)
+    assert 1 <= len(done) < 6, "the file holds the points finished before the kill"
+    assert not (out / "results.json").exists(), "no results.json from an interrupted run"
+    finished_seeds = {f"seed={p.point['seed']}" for p in done.values()}
+
+    (tmp_path / "ran.log").unlink()
+    assert main(["run", str(path), "-o", str(out), "--resume", "--jobs", "1", "--json"]) == 0
+    resumed = capsys.readouterr().out
+    assert set(ran(tmp_path)) == {f"seed={i}" for i in range(6)} - finished_seeds
+
+    assert main(["run", str(path), "-o", str(tmp_path / "fresh"), "--jobs", "1", "--json"]) == 0
+    fresh = capsys.readouterr().out
+    assert resumed == fresh
+    without_meta = [
+        {k: v for k, v in json.loads((d / "results.json").read_text()).items() if k != "meta"}
+        for d in (out, tmp_path / "fresh")
+    ]
+    assert without_meta[0] == without_meta[1]
+
+
+def test_default_results_file_is_next_to_the_output_or_in_the_cwd(tmp_path, monkeypatch):
+    from mpisim.scenario.sweep import default_results_file
+
+    path = tmp_path / "grid.yaml"
+    path.write_text(yaml.safe_dump(raw_scenario(tmp_path, {"seed": [0, 1]})))
+    s = load_file(path)
+    assert default_results_file(s, tmp_path / "out") == tmp_path / "out" / "sweep.jsonl"
+    assert default_results_file(s) == Path("grid.sweep.jsonl")
+    monkeypatch.chdir(tmp_path)
+    assert main(["run", str(path), "--json"]) == 0
+    assert len(read_results_file(tmp_path / "grid.sweep.jsonl")[0]) == 2

@@ -1,0 +1,262 @@
+"""The mpisim command line: exit codes, one-line errors, --json contract, output files, list, check, report."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+import tests.scenario.fake_workloads  # noqa: F401  (registers the fake_pingpong workload)
+from mpisim import __version__
+from mpisim.cli import main
+from mpisim.report.records import RunResult
+from mpisim.scenario import load, load_file
+
+ROOT = Path(__file__).resolve().parents[1]
+STAR = {"nodes": 2, "inter": {"kind": "star", "bandwidth": "1 GB/s", "latency": "1 us"}}
+RAW = {
+    "name": "cli-test",
+    "topology": STAR,
+    "network": "analytic",
+    "mpi": {"eager_limit": "4 KiB"},
+    "workload": {"kind": "fake_pingpong", "sizes": ["1 KiB", "1 MiB"]},
+    "expect": [{"metric": "time_s", "where": {"bytes": "1 KiB"}, "approx": "2.024 us", "rel": 0.001},
+               {"verified": True}],
+}
+
+
+def write(tmp_path, raw=None, name="s.yaml", **changes) -> Path:
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump({**(raw or RAW), **changes}, sort_keys=False))
+    return path
+
+
+def run(capsys, *argv):
+    code = main([str(a) for a in argv])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+# --- exit codes and errors ----------------------------------------------------------------------
+
+
+def test_run_prints_tables_and_passes(tmp_path, capsys):
+    code, out, err = run(capsys, "run", write(tmp_path))
+    assert code == 0, err
+    assert "cli-test: 2 ranks" in out
+    assert "PASS expected time_s ~ 2.02 us (rel 0.1%) where bytes=1 KiB, got 2.02 us" in out
+    assert err == ""
+
+
+def test_failing_expectation_exits_1_saying_expected_and_got(tmp_path, capsys):
+    path = write(tmp_path, expect=[{"metric": "time_s", "where": {"bytes": "1 KiB"}, "approx": "3 us", "rel": 0.01}])
+    code, out, err = run(capsys, "run", path)
+    assert code == 1
+    assert err == "FAILED: expected time_s ~ 3 us (rel 1%) where bytes=1 KiB, got 2.02 us (-32.5%)\n"
+    assert "FAIL expected time_s ~ 3 us" in out
+
+
+def test_bad_input_is_one_line_naming_file_and_field_exit_2(tmp_path, capsys):
+    path = write(tmp_path, topology={**STAR, "inter": {**STAR["inter"], "bandwidth": "10 Gbsp"}})
+    code, out, err = run(capsys, "run", path)
+    assert code == 2 and out == ""
+    assert err == f"{path}: topology.inter.bandwidth: '10 Gbsp' is not a bandwidth (e.g. 100 Gbps, 12.5 GB/s)\n"
+
+
+def test_verbose_shows_the_traceback(tmp_path, capsys):
+    path = write(tmp_path, seed=-3)
+    code, _, err = run(capsys, "run", path, "-v")
+    assert code == 2
+    assert "Traceback" in err and err.endswith(f"{path}: seed: expected a whole number >= 0, got -3\n")
+    code, _, err = run(capsys, "-v", "check", path)
+    assert code == 2 and "Traceback" in err
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["run", "{missing}"], "{missing}: no such file"),
+        (["run", "{path}", "--set", "nodes"], "{path}: --set: expected dotted.key=value, got 'nodes'"),
+        (["run", "{path}", "--set", "topology.nodes=0"], "{path}: topology.nodes: must be a whole number of at least 1, got 0"),
+        (["run", "{path}", "--jobs", "0"], "{path}: --jobs: --jobs must be at least 1, got 0"),
+        (["check", "{path}", "--set", "network.model=packet"], "{path}: network.model: expected one of analytic, fairshare, got 'packet'"),
+        (["report", "{missing}"], "{missing}/results.json: no such file (run 'mpisim run FILE -o DIR' first)"),
+    ],
+)
+def test_input_errors_exit_2_with_one_line(tmp_path, capsys, argv, message):
+    path, missing = write(tmp_path), tmp_path / "missing"
+    argv = [a.format(path=path, missing=missing) for a in argv]
+    (missing if argv[0] == "report" else tmp_path).mkdir(exist_ok=True)
+    code, out, err = run(capsys, *argv)
+    assert code == 2
+    assert err == message.format(path=path, missing=missing) + "\n"
+    assert out == ""
+
+
+def test_usage_errors_exit_2(capsys):
+    assert main(["run"]) == 2
+    assert main(["frobnicate"]) == 2
+    assert "usage: mpisim" in capsys.readouterr().err
+
+
+def test_simulated_program_failure_exits_1_with_the_deadlock_report(tmp_path, capsys):
+    path = write(tmp_path, workload={"kind": "fake_pingpong", "sizes": [8], "mode": "deadlock"}, expect=None)
+    code, out, err = run(capsys, "run", path, "-o", tmp_path / "out")
+    assert code == 1
+    assert err.startswith("the simulated program failed: DeadlockError\ndeadlock: 2 rank(s) blocked")
+    assert "rank 0: blocked in recv(source=1" in err and "cycle of waits: rank 0 -> rank 1 -> rank 0" in err
+    assert "Traceback" not in err
+    assert not (tmp_path / "out" / "results.json").exists(), "a failed run writes no results"
+
+
+def test_expected_failure_exits_0_and_prints_the_report(tmp_path, capsys):
+    path = write(tmp_path, workload={"kind": "fake_pingpong", "sizes": [8], "mode": "deadlock"}, expect=None,
+                 expect_failure="deadlock")
+    code, out, err = run(capsys, "run", path)
+    assert code == 0
+    assert err.startswith("expected failure (deadlock):\ndeadlock: 2 rank(s) blocked")
+    assert "PASS expected the program to fail with deadlock, and it did" in out
+    code, _, _ = run(capsys, "run", path, "--set", "expect_failure=null")
+    assert code == 1
+
+
+def test_internal_errors_are_one_line_unless_verbose(tmp_path, capsys, monkeypatch):
+    import mpisim.scenario.run as run_module
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("boom\nsecond line")
+
+    monkeypatch.setattr(run_module, "run_scenario", broken)
+    code, _, err = run(capsys, "run", write(tmp_path))
+    assert code == 1
+    assert err == "internal error: RuntimeError: boom second line (run with -v for the traceback)\n"
+    code, _, err = run(capsys, "run", write(tmp_path), "-v")
+    assert code == 1 and "Traceback" in err and "internal error: RuntimeError" in err
+
+
+# --- --json ------------------------------------------------------------------------------------
+
+
+def test_json_is_the_only_output_and_has_the_contract_keys(tmp_path, capsys):
+    code, out, err = run(capsys, "run", write(tmp_path), "--json")
+    assert code == 0 and err == ""
+    doc = json.loads(out)
+    assert set(doc) >= {"mpisim_version", "scenario", "results", "expectations"}
+    assert doc["mpisim_version"] == __version__
+    assert doc["scenario"]["topology"]["inter"]["bandwidth"] == 1e9, "resolved, in SI"
+    assert doc["scenario"]["mpi"]["eager_limit"] == 4096
+    assert [row["bytes"] for row in doc["results"]] == [1024, 2**20]
+    assert all(isinstance(e["passed"], bool) for e in doc["expectations"])
+    assert load(doc["scenario"]) == load_file(write(tmp_path)), "the embedded scenario loads back"
+
+
+def test_json_is_byte_identical_across_runs(tmp_path, capsys):
+    path = write(tmp_path, sweep={"topology.nodes": [2, 3]})
+    outputs = [run(capsys, "run", path, "--json", "--jobs", "1")[1] for _ in range(2)]
+    assert outputs[0] == outputs[1]
+    assert "wall" not in outputs[0]
+
+
+def test_seed_and_payload_flags_override_the_file(tmp_path, capsys):
+    code, out, _ = run(capsys, "run", write(tmp_path), "--json", "--seed", "5", "--payload", "size")
+    doc = json.loads(out)
+    assert doc["scenario"]["seed"] == 5 and doc["scenario"]["payload"] == "size"
+    assert [row["verified"] for row in doc["results"]] == [None, None]
+    assert code == 0, "verified: true has nothing to check in size mode"
+
+
+# --- -o DIR ------------------------------------------------------------------------------------
+
+
+def test_output_dir_gets_results_json_and_csv_tables(tmp_path, capsys):
+    out_dir = tmp_path / "deep" / "out"
+    code, _, _ = run(capsys, "run", write(tmp_path), "-o", out_dir)
+    assert code == 0
+    assert sorted(p.name for p in out_dir.iterdir()) == ["collectives.csv", "messages.csv", "results.csv", "results.json"]
+    result = RunResult.from_json((out_dir / "results.json").read_text())
+    assert [row["bytes"] for row in result.rows] == [1024, 2**20]
+    assert result.meta["mpisim_version"] == __version__
+    with (out_dir / "results.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    assert rows[0] == {"bytes": "1024", "ranks": "2", "time_s": "2.024e-06", "verified": "true"}
+    with (out_dir / "messages.csv").open() as f:
+        messages = list(csv.DictReader(f))
+    assert [m["protocol"] for m in messages] == ["eager", "rendezvous"]
+
+
+def test_failed_write_leaves_no_partial_file(tmp_path, capsys, monkeypatch):
+    out_dir = tmp_path / "out"
+    assert run(capsys, "run", write(tmp_path), "-o", out_dir)[0] == 0
+    before = (out_dir / "results.json").read_text()
+
+    def fail(src, dst):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "replace", fail)
+    code, _, err = run(capsys, "run", write(tmp_path), "-o", out_dir, "--seed", "9")
+    assert code == 2
+    assert err == f"{out_dir}: -o: cannot write the results: No space left on device\n"
+    assert (out_dir / "results.json").read_text() == before
+    assert not [p for p in out_dir.iterdir() if p.name.startswith(".")], "temporary files are removed"
+
+
+def test_report_reprints_the_saved_results(tmp_path, capsys):
+    out_dir = tmp_path / "out"
+    _, printed, _ = run(capsys, "run", write(tmp_path), "-o", out_dir)
+    code, reprinted, err = run(capsys, "report", out_dir)
+    assert code == 0 and err == ""
+    assert reprinted == printed
+
+
+def test_report_rejects_a_file_that_is_not_a_result(tmp_path, capsys):
+    (tmp_path / "results.json").write_text("[1, 2]")
+    code, _, err = run(capsys, "report", tmp_path)
+    assert code == 2 and err.startswith(f"{tmp_path / 'results.json'}: not a results file")
+
+
+# --- check and list ----------------------------------------------------------------------------
+
+
+def test_check_prints_the_resolved_scenario_as_yaml(tmp_path, capsys):
+    path = write(tmp_path)
+    code, out, err = run(capsys, "check", path, "--set", "topology.nodes=3")
+    assert code == 0 and err == ""
+    assert out.startswith(f"# {path}: valid; resolved scenario (3 ranks)\n")
+    resolved = yaml.safe_load(out)
+    assert resolved["topology"]["nodes"] == 3 and resolved["mpi"]["eager_limit"] == 4096
+    assert load(resolved) == load_file(path, [("topology.nodes", 3)])
+
+
+def test_list_algorithms_json_lists_the_registry(capsys):
+    from mpisim.collectives import registry
+
+    code, out, _ = run(capsys, "list", "algorithms", "--json")
+    assert code == 0
+    items = json.loads(out)
+    assert [(i["collective"], i["algorithm"]) for i in items] == [(a.collective, a.name) for a in registry.available()]
+    for item in items:
+        assert {"collective", "algorithm", "summary", "requires"} <= set(item)
+        assert isinstance(item["requires"], list) and item["summary"]
+
+
+def test_list_topologies_and_workloads(capsys):
+    code, out, _ = run(capsys, "list", "topologies", "--json")
+    assert code == 0
+    assert {"name": "ib-hdr", "summary": "InfiniBand HDR 200 Gb/s (C2), 1 rank per node on one switch"} in json.loads(out)
+    code, out, _ = run(capsys, "list", "workloads", "--json")
+    kinds = {item["kind"] for item in json.loads(out)}
+    assert {"collective", "p2p", "training", "program", "fake_pingpong"} <= kinds
+    code, out, _ = run(capsys, "list", "topologies")
+    assert code == 0 and "ib-hdr" in out
+
+
+def test_python_dash_m_mpisim_runs_the_cli():
+    proc = subprocess.run([sys.executable, "-m", "mpisim", "--version"], cwd=ROOT, capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)}, check=False)
+    assert proc.returncode == 0 and proc.stdout == f"mpisim {__version__}\n"

@@ -1,0 +1,106 @@
+"""The program workload: user generators on every rank, deadlock reports, notes, errors."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from mpisim.errors import ConfigError, DeadlockError
+from mpisim.workloads import program
+from mpisim.workloads.program import parse
+from tests.workloads import PROGRAMS, context
+
+LIMIT = 64 * 1024  # make_world's eager limit
+
+
+def write(tmp_path, source: str, name: str = "prog.py"):
+    (tmp_path / name).write_text(textwrap.dedent(source))
+    return tmp_path
+
+
+@pytest.mark.parametrize(("raw", "expected"), [
+    ({"program": "halo.py"}, ("halo.py", "main", None)),
+    ({"program": "programs/halo.py:run"}, ("programs/halo.py", "run", None)),
+    ({"program": "x.py", "args": {"nbytes": "1 MiB"}}, ("x.py", "main", {"nbytes": "1 MiB"})),
+])
+def test_parse_and_dump(raw, expected):
+    params = parse(raw)
+    assert (params.path, params.function, params.args) == expected
+    assert parse(program.dump(params)) == params
+
+
+@pytest.mark.parametrize(("raw", "path", "text"), [
+    ({}, "program", "required"),
+    ({"program": "halo"}, "program", "FILE.py"),
+    ({"program": "halo.py:2main"}, "program", "not a Python function name"),
+    ({"program": "halo.py", "args": [1, 2]}, "args", "mapping"),
+    ({"program": "halo.py", "argv": {}}, "argv", "allowed keys: kind, program, args"),
+])
+def test_parse_errors_name_the_field(raw, path, text):
+    with pytest.raises(ConfigError) as info:
+        parse(raw)
+    assert info.value.path == path
+    assert text in info.value.message
+
+
+def test_halo_runs_and_rank_zero_fills_the_row():
+    params = parse({"program": "halo.py", "args": {"cells": 64, "steps": 5, "compute": "1 us"}})
+    out = program.run(params, context(4, base_dir=PROGRAMS))
+    (row,) = out.rows
+    assert row["ranks"] == 4 and row["steps"] == 5
+    assert row["conserved"] is True and row["heat_before"] == 64 * 1024.0
+    assert row["messages"] >= 4 * 2 * 5  # two halo messages per rank per step, plus the allreduce
+    assert row["bytes"] >= 4 * 2 * 5 * 8
+    assert row["time_s"] >= 5 * 1e-6
+    assert out.notes == []
+
+
+def test_head_to_head_passes_below_the_eager_limit():
+    params = parse({"program": "head_to_head.py", "args": {"nbytes": LIMIT}})
+    out = program.run(params, context(2, base_dir=PROGRAMS))
+    (row,) = out.rows
+    assert row["received_from_peer"] is True and row["nbytes"] == LIMIT and row["messages"] == 2
+
+
+def test_head_to_head_deadlocks_above_the_eager_limit():
+    params = parse({"program": "head_to_head.py", "args": {"nbytes": LIMIT + 1}})
+    with pytest.raises(DeadlockError) as info:
+        program.run(params, context(2, base_dir=PROGRAMS))
+    report = str(info.value)
+    assert "rank 0: blocked in send" in report and "rank 1: blocked in send" in report
+    assert "cycle of waits" in report
+
+
+def test_unreceived_messages_and_reserved_keys_go_to_notes(tmp_path):
+    write(tmp_path, """
+        import numpy as np
+
+        def main(comm):
+            if comm.rank == 0:
+                yield from comm.send(np.zeros(3), dest=1, tag=5)
+            yield from comm.compute(1e-3)
+            return {"ranks": 99, "answer": np.int64(42), "vector": np.arange(2)}
+    """)
+    out = program.run(parse({"program": "prog.py"}), context(2, base_dir=tmp_path))
+    (row,) = out.rows
+    assert row["ranks"] == 2 and row["answer"] == 42 and row["vector"] == [0, 1]
+    assert type(row["answer"]) is int
+    assert row["time_s"] == pytest.approx(1e-3)
+    assert any("never received" in note for note in out.notes)
+    assert any("'ranks'" in note for note in out.notes)
+
+
+@pytest.mark.parametrize(("source", "raw", "text"), [
+    ("def main(comm):\n    return 1\n", {"program": "prog.py"}, "generator function"),
+    ("def main(comm):\n    yield\n", {"program": "prog.py", "args": {"n": 1}}, "(comm, args)"),
+    ("def main(comm):\n    yield\n", {"program": "prog.py:other"}, "no function 'other'"),
+    ("import no_such_module_here\n", {"program": "prog.py"}, "ModuleNotFoundError"),
+    ("", {"program": "missing.py"}, "no program file"),
+])
+def test_bad_programs_are_config_errors(tmp_path, source, raw, text):
+    write(tmp_path, source)
+    with pytest.raises(ConfigError) as info:
+        program.run(parse(raw), context(2, base_dir=tmp_path))
+    assert info.value.path == "program"
+    assert text in info.value.message

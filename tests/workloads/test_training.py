@@ -1,0 +1,198 @@
+"""The training workload: DDP buckets, overlap of allreduce with backward, compression, parsing."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from mpisim.errors import ConfigError, UnitError
+from mpisim.workloads import training
+from mpisim.workloads.training import Bucket, ddp_buckets, parse, parse_flops
+from tests.workloads import context
+
+ALPHA, BW = 1e-6, 1e9
+BETA = 1 / BW
+MiB = 2**20
+
+
+# ------------------------------------------------------------------------------ buckets
+
+
+def test_ddp_buckets_for_a_known_layer_list():
+    """Reverse order; a bucket closes once it reaches its cap (1 MiB first, then 25 MiB)."""
+    layers = (100_000, 300_000, 5_000_000, 2_000_000, 7_000_000, 1_000_000)  # forward order
+    total = sum(layers)
+    buckets = ddp_buckets(layers, total, 4, MiB, 25 * MiB)
+    assert buckets == [
+        Bucket(1_000_000, 1_000_000 / total),             # 4 MB >= 1 MiB closes the first bucket
+        Bucket(7_000_000, 8_000_000 / total),             # 28 MB >= 25 MiB: one tensor alone
+        Bucket(7_000_000, 15_000_000 / total),            # 2M + 5M = 28 MB
+        Bucket(400_000, 1.0),                             # the rest, below the cap
+    ]
+
+
+def test_a_bucket_below_its_cap_keeps_collecting_tensors():
+    buckets = ddp_buckets((10, 10, 10, 10), 40, 4, 80, 80)  # 40 B per layer, caps of 80 B
+    assert [b.count for b in buckets] == [20, 20]
+    assert [b.ready for b in buckets] == [0.5, 1.0]
+
+
+def test_params_only_model_gets_buckets_of_exactly_the_caps():
+    buckets = ddp_buckets((), 300_000_000, 4, MiB, 25 * MiB)
+    assert buckets[0].count == MiB // 4
+    assert all(b.count == 25 * MiB // 4 for b in buckets[1:-1])
+    assert sum(b.count for b in buckets) == 300_000_000
+    assert len(buckets) == 1 + math.ceil((300_000_000 - MiB // 4) / (25 * MiB // 4))
+    assert buckets[-1].ready == 1.0
+
+
+# ------------------------------------------------------------------------------ parse and dump
+
+
+def test_compute_from_flops():
+    params = parse({"params": "300M", "compute": {"flops": "1.8 PFLOP", "device_flops": "312 TFLOPS",
+                                                  "utilization": 0.4}})
+    assert params.compute_s == pytest.approx(1.8e15 / (312e12 * 0.4))
+    assert parse_flops("312e12") == parse_flops("312 T") == parse_flops("312 TFLOP/s") == 312e12
+
+
+@pytest.mark.parametrize(("raw", "path", "text"), [
+    ({"compute": "1 s"}, "params", "either params"),
+    ({"params": "1M", "layers": [1], "compute": "1 s"}, "params", "either params"),
+    ({"params": "1M"}, "compute", "required"),
+    ({"params": "1M", "compute": "1 sec"}, "compute", "not a time"),
+    ({"params": "1M", "compute": {"flops": 1e12}}, "compute.device_flops", "required"),
+    ({"params": "1M", "compute": {"flops": "1 PFLOPZ", "device_flops": 1}}, "compute.flops", "not a FLOP count"),
+    ({"params": "1M", "compute": "1 s", "backward_share": 1.5}, "backward_share", "(0, 1]"),
+    ({"params": "1M", "compute": "1 s", "sync": "rign"}, "sync", "no algorithm 'rign'"),
+    ({"params": "1M", "compute": "1 s", "compression": {"zip": 1}}, "compression.zip", "allowed keys: cast, topk"),
+    ({"params": "1M", "compute": "1 s", "compression": {"cast": "fp8"}}, "compression.cast", "fp16 or bf16"),
+    ({"layers": [10, "2 MiB"], "compute": "1 s"}, "layers[1]", "not a count"),
+    ({"params": "1M", "compute": "1 s", "dtype": "int8"}, "dtype", "floating point"),
+    ({"params": "1M", "compute": "1 s", "bucket_cap": "1 MiBB"}, "bucket_cap", "not a size"),
+])
+def test_parse_errors_name_the_field(raw, path, text):
+    with pytest.raises(ConfigError) as info:
+        parse(raw)
+    assert info.value.path == path
+    assert text in info.value.message
+
+
+def test_flops_errors_are_unit_errors():
+    with pytest.raises(UnitError):
+        parse_flops("fast")
+
+
+@pytest.mark.parametrize("raw", [
+    {"params": "300M", "compute": "300 ms"},
+    {"layers": [1000, "2M"], "dtype": "fp16", "compute": {"flops": "1e15", "device_flops": "312 TFLOPS"},
+     "backward_share": "2/3", "bucket_cap": "4 MiB", "first_bucket": "256 KiB", "sync": "auto",
+     "compression": {"cast": "bf16", "topk": 0.01}, "iterations": 2},
+])
+def test_dump_round_trips(raw):
+    params = parse(raw)
+    assert parse(training.dump(params)) == params
+
+
+# ------------------------------------------------------------------------------ timing
+
+
+def test_one_rank_is_compute_only():
+    out = training.run(parse({"params": "10M", "compute": "300 ms"}), context(1))
+    (row,) = out.rows
+    assert row["iteration_time_s"] == pytest.approx(0.3, rel=1e-12)
+    assert row["comm_time_s"] == 0.0 and row["wire_bytes"] == 0
+    assert row["scaling_efficiency"] == pytest.approx(1.0, rel=1e-12)
+    assert row["exposed_comm_s"] == 0.0
+
+
+def test_infinitely_fast_network_costs_nothing():
+    out = training.run(parse({"params": "10M", "compute": "300 ms", "sync": "ring"}),
+                       context(4, alpha=0.0, bandwidth=1e30, payload="size"))
+    (row,) = out.rows
+    assert row["iteration_time_s"] == pytest.approx(0.3, rel=1e-12)
+    assert row["exposed_comm_s"] == 0.0
+    assert row["scaling_efficiency"] == pytest.approx(1.0, rel=1e-12)
+    assert row["buckets"] == len(ddp_buckets((), 10_000_000, 4, MiB, 25 * MiB))
+
+
+def test_overlapped_buckets_leave_only_the_last_allreduce_exposed():
+    """Three 4 MB buckets finish during backward; only the last (first layer's) bucket is exposed."""
+    p, big, small = 2, 1_000_000, 100_000
+    raw = {"layers": [small, big, big, big], "compute": "3 s", "bucket_cap": "4 MB", "first_bucket": "4 MB",
+           "sync": "ring"}
+    world = {"alpha": ALPHA, "bandwidth": BW, "payload": "size", "eager_limit_inter": 2**30}  # eager: closed form
+    out = training.run(parse(raw), context(p, **world))
+    (row,) = out.rows
+
+    def ring(n_bytes):
+        return 2 * (p - 1) * ALPHA + 2 * (p - 1) / p * n_bytes * BETA
+
+    # The first layer's backward (2 s x 0.1 / 3.1) outlasts the previous bucket's allreduce.
+    assert 2 * small / (3 * big + small) > ring(4 * big)
+    assert row["buckets"] == 4
+    assert row["exposed_comm_s"] == pytest.approx(ring(4 * small), rel=1e-9)
+    assert row["iteration_time_s"] == pytest.approx(3 + ring(4 * small), rel=1e-12)
+    assert row["comm_time_s"] == pytest.approx(3 * ring(4 * big) + ring(4 * small), rel=1e-9)
+    assert row["algorithm"] == "ring"
+
+
+def test_communication_bound_iteration_is_forward_plus_serial_allreduces():
+    """When the network is slow, the allreduces run back to back from the first bucket on."""
+    p = 2
+    raw = {"params": "1M", "compute": "30 ms", "bucket_cap": "1 MB", "first_bucket": "1 MB", "sync": "ring"}
+    out = training.run(parse(raw), context(p, alpha=ALPHA, bandwidth=5e7, payload="size"))
+    (row,) = out.rows
+    forward = 0.03 / 3
+    first_ready = 0.02 * 250_000 / 1_000_000  # the first bucket's share of backward
+    assert row["iteration_time_s"] == pytest.approx(forward + first_ready + row["comm_time_s"], rel=1e-9)
+    assert row["exposed_comm_s"] > 0.5 * row["comm_time_s"]
+    assert 0 < row["scaling_efficiency"] < 0.5
+
+
+def test_iterations_average_identical_steps():
+    raw = {"params": "2M", "compute": "10 ms", "sync": "ring"}
+    one = training.run(parse(raw), context(3, payload="size")).rows[0]
+    three = training.run(parse({**raw, "iterations": 3}), context(3, payload="size")).rows[0]
+    assert three["iteration_time_s"] == pytest.approx(one["iteration_time_s"], rel=1e-9)
+    # Later iterations start with the skew the previous step's last allreduce left between ranks.
+    assert three["comm_time_s"] == pytest.approx(one["comm_time_s"], rel=1e-5)
+
+
+# ------------------------------------------------------------------------------ data and compression
+
+
+SMALL = {"layers": [10, 300, 50, 7], "compute": "1 ms", "bucket_cap": "512 B", "first_bucket": "64 B",
+         "sync": "ring"}
+
+
+def test_real_gradients_are_averaged_exactly():
+    out = training.run(parse(SMALL), context(3))
+    (row,) = out.rows
+    assert row["verified"] is True
+    assert row["wire_bytes"] == row["bytes"] == 367 * 4
+
+
+def test_cast_halves_the_bytes_on_the_wire():
+    out = training.run(parse({**SMALL, "compression": {"cast": "fp16"}}), context(3))
+    (row,) = out.rows
+    assert row["verified"] is True
+    assert row["wire_bytes"] == 367 * 2 and row["bytes"] == 367 * 4
+
+
+def test_topk_sends_k_values_and_int32_indices_by_allgather():
+    params = parse({**SMALL, "compression": {"topk": 0.1}})
+    out = training.run(params, context(3))
+    (row,) = out.rows
+    assert row["verified"] is True
+    buckets = training.make_plan(params).buckets
+    assert row["wire_bytes"] == sum(math.ceil(0.1 * b.count) for b in buckets) * (4 + 4)
+    assert row["algorithm"].endswith("allgather")
+
+
+def test_topk_keeps_the_largest_magnitudes():
+    values, index = training.topk_select(np.array([1.0, -5.0, 3.0, 5.0]), 2)
+    assert index.dtype == np.int32
+    assert list(index) == [1, 3] and list(values) == [-5.0, 5.0]
