@@ -7,6 +7,7 @@
     mpisim check FILE [--set KEY=VALUE ...]
     mpisim list topologies|algorithms|workloads [--json]
     mpisim report DIR
+    mpisim explain COLLECTIVE ALGORITHM [--ranks P] [--count N] [--topology PRESET] [-o DIR]
 
 Each subcommand is a small class whose docstring is its ``--help`` text.
 
@@ -17,12 +18,14 @@ algorithm, impossible topology, missing file), reported as one line
 internal error prints one ``internal error: ...`` line (exit 1).
 
 ``--json`` prints exactly one JSON document on stdout (keys sorted, no wall-clock times, so
-the same scenario and seed give byte-identical output). ``-o DIR`` writes ``results.json``
-and the CSV tables there, each file atomically.
+the same scenario and seed give byte-identical output). ``-o DIR`` writes ``results.json``,
+the CSV tables, ``report.md`` with ``figures/`` and ``trace.json`` there (rendered by the report
+layer, moved into place only once all of it exists).
 
 A sweep appends each finished point to a JSON-lines file as it completes: ``DIR/sweep.jsonl``
-with ``-o DIR``, else ``<scenario stem>.sweep.jsonl`` in the current directory. ``--resume``
-skips the points that file already holds.
+with ``-o DIR`` (kept with the other outputs), else ``<scenario stem>.sweep.jsonl`` in the
+current directory, which is removed once the sweep has finished. After an interruption or a
+failed point, ``--resume`` (same command line) skips the points that file already holds.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ import argparse
 import csv
 import io
 import json
+import math
 import os
 import sys
 import traceback
@@ -84,7 +88,9 @@ class RunCommand(Command):
         parser.add_argument("file", help="scenario YAML file")
         _add_set(parser)
         parser.add_argument("--json", action="store_true", help="print one JSON document on stdout and nothing else")
-        parser.add_argument("-o", "--output", metavar="DIR", help="write results.json and CSV tables to DIR")
+        parser.add_argument("-o", "--output", metavar="DIR",
+                            help="write results.json, CSV tables, report.md with figures and trace.json to DIR")
+        parser.add_argument("--no-plots", action="store_true", help="with -o: skip the PNG figures")
         parser.add_argument("--seed", type=int, help="override the scenario's seed")
         parser.add_argument("--payload", choices=("data", "size"), help="real numpy data, or byte counts only")
         parser.add_argument(
@@ -107,13 +113,21 @@ class RunCommand(Command):
         scenario = load_file(args.file, overrides)
         out_dir = Path(args.output) if args.output else None
         if out_dir is not None:
+            from mpisim.scenario.observe import wants_link_records
+
+            if wants_link_records(scenario):  # small enough: record link activity for the report's heat map
+                scenario = load_file(args.file, [*overrides, ("trace.links", True)])
+        if out_dir is not None:
             _make_dir(out_dir)
         results_file = default_results_file(scenario, out_dir) if scenario.sweep else None
-        with _sweep_progress(err, enabled=bool(scenario.sweep)) as progress:
+        with SweepProgress(err, enabled=bool(scenario.sweep)) as progress:
             result = run_scenario(scenario, jobs=args.jobs, results_file=results_file, resume=args.resume,
                                   progress=progress)
+        if results_file is not None and out_dir is None:
+            # The file only served to resume an interrupted run; this one finished.
+            results_file.unlink(missing_ok=True)
         if out_dir is not None:
-            write_outputs(result, out_dir)
+            write_outputs(result, out_dir, figures=not args.no_plots)
         if args.json:
             out.write(json.dumps(result.contract(__version__), indent=2, sort_keys=True, allow_nan=False) + "\n")
         else:
@@ -197,35 +211,84 @@ def _list_items(what: str) -> tuple[list[dict[str, Any]], list[tuple[str, Callab
 
 
 class ReportCommand(Command):
-    """Show the results saved by 'mpisim run -o DIR' (reads DIR/results.json; nothing is re-run).
+    """Render the report again from the results saved by 'mpisim run -o DIR' (nothing is re-run).
 
-    For now this prints the result tables, expectations and notes; rendering the full report
-    (Markdown, plots, trace) from the same file belongs to the report layer.
+    Reads DIR/results.json and writes report.md, figures/*.png, the CSV tables and trace.json
+    next to it, then prints the result tables.
     """
 
     name = "report"
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("dir", help="output directory of 'mpisim run -o DIR' (or a results.json file)")
+        parser.add_argument("--no-plots", action="store_true", help="skip the PNG figures")
 
     def run(self, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-        from mpisim.report.records import RunResult
+        from mpisim.report.render import load_result, write_outputs
 
         path = Path(args.dir)
-        if path.is_dir():
-            path = path / "results.json"
+        shown = path / "results.json" if path.is_dir() else path
         try:
-            result = RunResult.from_json(path.read_text(encoding="utf-8"))
+            result = load_result(path)
+            # Everything is written next to results.json, which itself is left as it is.
+            write_outputs(result, shown.parent, write_results=False, figures=not args.no_plots)
         except FileNotFoundError:
-            raise ConfigError("no such file (run 'mpisim run FILE -o DIR' first)", "", str(path)) from None
+            raise ConfigError("no such file (run 'mpisim run FILE -o DIR' first)", "", str(shown)) from None
         except (ValueError, KeyError, TypeError) as exc:
-            raise ConfigError(f"not a results file written by mpisim run: {exc}", "", str(path)) from None
-        # Hook: the report layer renders report.md, figures and traces from `result` here.
+            raise ConfigError(f"not a results file written by mpisim run: {exc}", "", str(shown)) from None
+        except OSError as exc:
+            raise ConfigError(f"cannot write the report: {exc.strerror or exc}", "", str(shown)) from None
         print_result(result, out)
         return EXIT_OK
 
 
-COMMANDS: tuple[type[Command], ...] = (RunCommand, CheckCommand, ListCommand, ReportCommand)
+class ExplainCommand(Command):
+    """Teach a collective algorithm: run it on small integer arrays and print it step by step.
+
+    Each step lists its messages (who sends which elements to whom, and their values) and then
+    which elements of every rank's input each rank has. At the end: every rank's result next to
+    numpy's, and the algorithm's cost formula with p, n, alpha, beta, gamma substituted next to
+    the simulated time. The default network is contention-free (analytic model, every pair of
+    ranks on its own 1 GB/s link with 1 us latency). -o DIR also writes a diagram (ranks x
+    steps, one arrow per message). Exits 1 if a result differs from numpy's.
+    """
+
+    name = "explain"
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("collective", help="e.g. allreduce (see 'mpisim list algorithms')")
+        parser.add_argument("algorithm", help="e.g. ring")
+        parser.add_argument("--ranks", "-p", type=int, default=4, metavar="P", help="number of ranks (default 4)")
+        parser.add_argument("--count", type=int, default=None, metavar="N",
+                            help="elements per rank's buffer (default: P, one element per block)")
+        parser.add_argument("--root", type=int, default=0, help="root rank of bcast, reduce, gather, scatter")
+        parser.add_argument("--topology", default=None, metavar="PRESET|YAML",
+                            help="a topology preset (see 'mpisim list topologies') or an inline YAML mapping")
+        parser.add_argument("--network", choices=("analytic", "fairshare"), default="analytic",
+                            help="network model (default analytic: no contention, textbook times)")
+        parser.add_argument("-o", "--output", metavar="DIR", help="also write a diagram PNG to DIR")
+
+    def run(self, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+        from mpisim.scenario.explain import explain, format_explanation, write_diagram
+
+        topology: Any = args.topology
+        if topology is not None and any(ch in topology for ch in "{:"):
+            from mpisim.scenario.load import read_yaml
+
+            topology = read_yaml(topology, "--topology")
+        ex = explain(args.collective, args.algorithm, args.ranks, count=args.count, topology=topology,
+                     network=args.network, root=args.root)
+        out.write(format_explanation(ex))
+        if args.output:
+            try:
+                path = write_diagram(ex, args.output)
+            except OSError as exc:
+                raise ConfigError(f"cannot write the diagram: {exc.strerror or exc}", "-o", args.output) from None
+            out.write(f"\ndiagram written to {path}\n")
+        return EXIT_OK if ex.correct else EXIT_FAILED
+
+
+COMMANDS: tuple[type[Command], ...] = (RunCommand, CheckCommand, ListCommand, ReportCommand, ExplainCommand)
 
 
 # --- output -------------------------------------------------------------------------------------
@@ -330,7 +393,10 @@ def print_result(result: Any, out: TextIO) -> None:
         f"{topology.get('nodes')} nodes x {topology.get('ranks_per_node')}), "
         f"network {scenario.get('network', {}).get('model')}, payload {scenario.get('payload')}"
     )
-    swept = [key for key in scenario.get("sweep", {})]
+    swept = list(scenario.get("sweep", {}))
+    if swept:
+        points = math.prod(len(values) for values in scenario["sweep"].values())
+        console.print(f"sweep of {points} points over {', '.join(swept)}")
     groups: dict[str, tuple[str, list[Column], list[dict[str, Any]]]] = {}
     for row in result.rows:
         key, title, columns = _row_group(row)
@@ -339,10 +405,13 @@ def print_result(result: Any, out: TextIO) -> None:
         used = {key for _, key, _ in columns} | set(swept) | _KNOWN_ROW_KEYS
         present = [c for c in columns if any(c[1] in row for row in rows)]
         extras = [key for key in dict.fromkeys(k for row in rows for k in row) if key not in used]
+        if all(row.get("requested", row.get("algorithm")) == row.get("algorithm") for row in rows):
+            extras = [key for key in extras if key != "requested"]  # says only what "algorithm" says
         all_columns = [(k, k, _cell) for k in swept] + present + [(k, k, _cell) for k in extras]
-        table = Table(title=title, title_justify="left")
+        console.print(f"[bold]{title}[/bold]")
+        table = Table()
         for header, _, _ in all_columns:
-            table.add_column(header, justify="right")
+            table.add_column(header, justify="right", overflow="fold")
         for row in rows:
             table.add_row(*(fmt(row.get(key)) if key in row else "" for _, key, fmt in all_columns))
         console.print(table)
@@ -375,23 +444,22 @@ def _make_dir(path: Path) -> None:
         raise ConfigError(f"cannot create the output directory: {exc.strerror or exc}", "-o", str(path)) from None
 
 
-def write_outputs(result: Any, out_dir: Path) -> None:
-    """Write ``results.json`` and ``results.csv``, ``messages.csv``, ``collectives.csv`` to
-    *out_dir*, each atomically (the report layer adds report.md and figures from the same result).
+def write_outputs(result: Any, out_dir: Path, figures: bool = True) -> None:
+    """Write results.json, the CSV tables, report.md with its figures and trace.json to *out_dir*.
 
-    Raises ConfigError (exit 2) if the directory cannot be written.
+    Rendering is the report layer's (:func:`mpisim.report.render.write_outputs`): everything is
+    staged first and moved into place only when all of it exists. Raises ConfigError (exit 2)
+    if the directory cannot be written.
     """
-    from mpisim.scenario.run import write_atomic
+    from mpisim.report.render import write_outputs as render_outputs
 
     try:
-        for name, (columns, rows) in result.tables().items():
-            write_atomic(out_dir / f"{name}.csv", _csv_text(columns, rows))
-        write_atomic(out_dir / "results.json", result.to_json())
+        render_outputs(result, out_dir, figures=figures)
     except OSError as exc:
         raise ConfigError(f"cannot write the results: {exc.strerror or exc}", "-o", str(out_dir)) from None
 
 
-class _sweep_progress:  # noqa: N801  (used as a context manager, like a function)
+class SweepProgress:
     """A rich progress bar on stderr while sweep points finish (only on a terminal)."""
 
     def __init__(self, err: TextIO, enabled: bool) -> None:

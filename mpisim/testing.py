@@ -75,7 +75,7 @@ def assert_verified(result: RunResult) -> None:
         raise AssertionError(f"{len(wrong)} of {len(checked)} rows are not verified:\n{shown}")
 
 
-def assert_close(value: float, expected: float, *, rel: float = 1e-9, abs: float = 0.0) -> None:  # noqa: A002
+def assert_close(value: float, expected: float, *, rel: float = 1e-9, abs: float = 0.0) -> None:
     """Assert ``|value - expected| <= max(rel * |expected|, abs)``, saying by how much it missed.
 
     >>> assert_close(2.21, 2.16, rel=0.01)

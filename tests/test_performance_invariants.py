@@ -62,22 +62,29 @@ def fat_tree(nodes: int, ranks_per_node: int) -> TopologySpec:
     )
 
 
-def textbook_ring_allreduce(comm, buf):
-    """The ring allreduce of the style guide, written against the Comm API (no registry)."""
+def textbook_ring_allreduce(comm, buf, split_calls=False):
+    """The ring allreduce of the style guide, written against the Comm API (no registry).
+
+    With *split_calls* the reduce-scatter step is ``sendrecv`` + ``reduce_local`` (as the style
+    guide writes it); otherwise ``sendrecv_reduce``, which must behave identically.
+    """
     p, r = comm.size, comm.rank
     right, left = (r + 1) % p, (r - 1) % p
     blocks = buf.split(p)
     for k in range(p - 1):
         send_i, recv_i = (r - k) % p, (r - k - 1) % p
-        incoming = yield from comm.sendrecv(blocks[send_i], dest=right, source=left)
-        blocks[recv_i] = yield from comm.reduce_local(SUM, incoming, blocks[recv_i])
+        if split_calls:
+            incoming = yield from comm.sendrecv(blocks[send_i], dest=right, source=left)
+            blocks[recv_i] = yield from comm.reduce_local(SUM, incoming, blocks[recv_i])
+        else:
+            blocks[recv_i] = yield from comm.sendrecv_reduce(blocks[send_i], right, blocks[recv_i], left, SUM)
     for k in range(p - 1):
         send_i, recv_i = (r + 1 - k) % p, (r - k) % p
         blocks[recv_i] = yield from comm.sendrecv(blocks[send_i], dest=right, source=left, recvbuf=blocks[recv_i])
     return type(buf).concat(blocks)
 
 
-def ring_program(counts, data: bool, in_place: bool = False):
+def ring_program(counts, data: bool, in_place: bool = False, split_calls: bool = False):
     def program(comm):
         for i, count in enumerate(counts):
             values = (np.arange(count, dtype=np.int64) * (comm.rank + 1) + i) if data else None
@@ -85,7 +92,7 @@ def ring_program(counts, data: bool, in_place: bool = False):
                 buf = DataPayload(values, writable=in_place)
             else:
                 buf = SizePayload(count, np.int64)
-            out = yield from textbook_ring_allreduce(comm, buf)
+            out = yield from textbook_ring_allreduce(comm, buf, split_calls)
             yield from comm.compute(1e-6 * (comm.rank % 3))
             results.append((comm.rank, i, out))
         return None

@@ -4,17 +4,20 @@ Importing this package registers every algorithm and installs the collective run
 :class:`~mpisim.mpi.comm.Comm`, so ``yield from comm.allreduce(buf)`` works.
 """
 
-from mpisim.collectives import costmodel, dispatch, registry, select  # noqa: F401
-from mpisim.collectives import (  # noqa: F401  (importing registers the algorithms)
+from mpisim.collectives import (  # noqa: F401  # noqa: F401  (importing registers the algorithms)
     allgather,
     allreduce,
     alltoall,
     barrier,
     bcast,
+    costmodel,
+    dispatch,
     gather,
     reduce,
     reduce_scatter,
+    registry,
     scatter,
+    select,
 )
 from mpisim.collectives.registry import Algorithm, algorithm, available, get
 

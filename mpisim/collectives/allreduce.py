@@ -90,7 +90,7 @@ def rabenseifner_cost(p: int, n: int, alpha: float, beta: float, gamma: float) -
 
     Otherwise (p' = the largest power of two below p): (2⌊lg p⌋ + 2)α + (2(p'-1)/p' + 2)nβ
     + (1 + (p'-1)/p')nγ -- MPICH's comment, with (p'-1)/p' where it writes (p-1)/p (the
-    blocks are n/p' long); exact when p' divides the count.
+    blocks are n/p' long). Exact for every p when p' divides the count.
     """
     if p & (p - 1) == 0:
         return 2 * lg(p) * alpha + 2 * (p - 1) / p * n * beta + (p - 1) / p * n * gamma
@@ -110,8 +110,9 @@ def double_binary_tree_cost(p: int, n: int, alpha: float, beta: float, gamma: fl
     (reduced on the way) and comes back down D levels; after it, a rank that is interior in
     one tree and a leaf in the other sends four segments per round (to its parent and two
     children in one tree, to its parent in the other) through its one port -- 2n bytes in
-    all, NCCL's "tree bus bandwidth x 1/2". A single-port estimate: on a contention-free
-    multi-port network the four streams overlap and the simulation is faster.
+    all, NCCL's "tree bus bandwidth x 1/2". A single-port estimate: on the contention-free
+    network the four streams overlap and long vectors take about 0.8nβ (not nβ/2: messages
+    between two ranks are delivered in the order sent, so a credit can wait behind a segment).
     """
     if p == 1:
         return 0.0
@@ -210,8 +211,8 @@ def recursive_doubling_allreduce(comm: Comm, buf: Payload, op: Op) -> Proc[Paylo
     while q >= 0 and mask < p - rem:
         peer = participant_rank(q ^ mask, rem, odd_folds=False)
         incoming = yield from comm.sendrecv(buf, dest=peer, source=peer)
-        lower_first = op.commutative or peer < r
-        buf = yield from comm.reduce_local(op, incoming, buf) if lower_first else comm.reduce_local(op, buf, incoming)
+        a, b = (incoming, buf) if op.commutative or peer < r else (buf, incoming)
+        buf = yield from comm.reduce_local(op, a, b)
         mask <<= 1
     if r < 2 * rem:
         if q < 0:
@@ -221,7 +222,7 @@ def recursive_doubling_allreduce(comm: Comm, buf: Payload, op: Op) -> Proc[Paylo
     return buf
 
 
-@algorithm("allreduce", "rabenseifner", cost=rabenseifner_cost, requires={"commutative"}, exact=registry.power_of_two,
+@algorithm("allreduce", "rabenseifner", cost=rabenseifner_cost, requires={"commutative"},
            reference="Rabenseifner 2004; Thakur, Rabenseifner & Gropp 2005; MPICH allreduce_intra_reduce_scatter_allgather.c")
 def rabenseifner_allreduce(comm: Comm, buf: Payload, op: Op) -> Proc[Payload]:
     """Rabenseifner's allreduce: reduce-scatter by recursive halving, allgather by recursive doubling.
@@ -233,7 +234,8 @@ def rabenseifner_allreduce(comm: Comm, buf: Payload, op: Op) -> Proc[Payload]:
     other's, until everyone has every block. The odd ranks below 2·rem finally send the
     result to their even partners.
 
-    Cost: 2 lg p·α + 2((p-1)/p)nβ + ((p-1)/p)nγ for p a power of two (see rabenseifner_cost).
+    Cost: 2 lg p·α + 2((p-1)/p)nβ + ((p-1)/p)nγ for p a power of two, plus a fold and an
+    unfold (α + nβ each, and nγ) otherwise (see rabenseifner_cost); exact for every p.
     """
     p, r = comm.size, comm.rank
     pof2 = pof2_below(p)
@@ -329,9 +331,10 @@ def double_binary_tree(p: int, r: int) -> list[tuple[int | None, list[int]]]:
     """Return rank r's (parent, children) in NCCL's two complementary trees (``ncclGetDtree``).
 
     Tree 0 is :func:`binary_tree`. Tree 1 is the same shape mirrored (rank r plays r' = p-1-r)
-    when p is even, shifted by one (r plays r-1 mod p) when p is odd. Either way the leaves of
-    one tree (odd positions) are interior ranks of the other, so the two trees share the work
-    of interior ranks evenly.
+    when p is even, shifted by one (r plays r-1 mod p) when p is odd. The leaves of one tree
+    (odd positions) are then interior ranks of the other -- every rank is a leaf in exactly
+    one tree for p even; for p odd, rank 0 is interior in both -- so the two trees share the
+    interior work.
     """
     if p % 2 == 0:
         there = back = lambda x: p - 1 - x  # the mirror is its own inverse
@@ -374,7 +377,8 @@ def _tree_allreduce(comm: Comm, half: Payload, op: Op, parent: int | None, child
             # In-order: left subtree op mine op right subtree.
             acc = segs[j]
             for i, part in enumerate(parts):
-                acc = yield from (comm.reduce_local(op, part, acc) if i == 0 else comm.reduce_local(op, acc, part))
+                a, b = (part, acc) if i == 0 else (acc, part)
+                acc = yield from comm.reduce_local(op, a, b)
             if parent is None:
                 result[j] = acc
                 yield from _send_credited(comm, acc, children, tree, DOWN, j, pending)
@@ -404,8 +408,7 @@ def double_binary_tree_allreduce(comm: Comm, buf: Payload, op: Op) -> Proc[Paylo
 
     Tree 0 is NCCL's in-order binary tree over the ranks (rank 0 at the top with a single
     child; odd ranks are leaves); tree 1 is the same shape mirrored (p even) or shifted by one
-    rank (p odd), so every rank is a leaf in at least one tree and the interior work is
-    shared. Each tree takes one half of the vector in segments of DBT_SEGMENT bytes: every
+    rank (p odd), so a rank that is interior in one tree is a leaf in the other. Each tree takes one half of the vector in segments of DBT_SEGMENT bytes: every
     rank combines the segments arriving from its children with its own and passes the
     result up; the root's reduced segments come back down the same tree. All four streams
     (two trees, up and down) run at once and pipeline; a rank sends segment j+1 on a link
@@ -445,7 +448,7 @@ def ring_allgather_blocks(comm: Comm, blocks: list[Payload]) -> Proc[None]:
         blocks[recv_i] = yield from comm.sendrecv(blocks[send_i], dest=right, source=left)
 
 
-@algorithm("allreduce", "hierarchical", cost=ring_cost, requires={"commutative"},
+@algorithm("allreduce", "hierarchical", requires={"commutative"},
            reference="Jia et al. 2018 (hierarchical allreduce); Horovod hierarchical allreduce; NCCL CollNet/tree")
 def hierarchical_allreduce(comm: Comm, buf: Payload, op: Op) -> Proc[Payload]:
     """Hierarchical allreduce: ring reduce-scatter in each node, ring allreduce across nodes, ring allgather.
@@ -459,9 +462,11 @@ def hierarchical_allreduce(comm: Comm, buf: Payload, op: Op) -> Proc[Payload]:
 
     Raises MPIError if the nodes do not all hold the same number of this communicator's ranks.
 
-    Cost: 2(q + m - 2)α + 2((p-1)/p)nβ + ((p-1)/p)nγ with one α and β everywhere. The cost
-    function knows only p, so it gives the one-rank-per-node case (q = 1, m = p), where this
-    is the ring allreduce and the formula is exact; more ranks per node only cut the α term.
+    Cost, with one α and β everywhere: 2(q + m - 2)α + 2((p-1)/p)nβ + ((p-1)/p)nγ -- the
+    ring's bytes with fewer messages; with one rank per node (q = 1) it is the ring allreduce.
+    Its gain comes from the layout (q, m) and from intra-node links being faster than the
+    network, neither of which a cost function of (p, n, α, β, γ) can see, so no cost
+    function is registered and the ``model`` rule set does not consider it.
     """
     p, r = comm.size, comm.rank
     nodes: dict[int, list[int]] = {}

@@ -45,9 +45,12 @@ def binomial_cost(p: int, n: int, alpha: float, beta: float, gamma: float) -> fl
 def rabenseifner_cost(p: int, n: int, alpha: float, beta: float, gamma: float) -> float:
     """2 lg p·α + 2((p-1)/p)nβ + ((p-1)/p)nγ for p a power of two.
 
-    Otherwise (p' = largest power of two below p, root not one of the folded ranks):
-    (2⌊lg p⌋ + 1)α + (2((p'-1)/p') + 1)nβ + (1 + (p'-1)/p')nγ. MPICH's comment writes
-    (p-1)/p where the blocks are really n/p' long.
+    Otherwise (p' = largest power of two below p): (2⌊lg p⌋ + 1)α + (2((p'-1)/p') + 1)nβ +
+    (1 + (p'-1)/p')nγ. MPICH's comment writes (p-1)/p where the blocks are really n/p' long.
+    For p' dividing the count this is exact when the root's gather tree waits for a rank that
+    folded at every step (root 0 does), and an upper bound otherwise: the ranks that did not
+    fold start halving one fold earlier. A root that folded costs nothing extra -- it gets
+    block 0 from participant 0 while the first gather message is on its way.
     """
     if p & (p - 1) == 0:
         return 2 * lg(p) * alpha + 2 * (p - 1) / p * n * beta + (p - 1) / p * n * gamma
@@ -209,7 +212,8 @@ def rabenseifner_reduce(comm: Comm, buf: Payload, op: Op, root: int) -> Proc[Pay
     and a binomial gather collects them at the root. If the root sat out, participant 0
     hands it block 0 and the root takes participant 0's place in the gather.
 
-    Cost: 2 lg p·α + 2((p-1)/p)nβ + ((p-1)/p)nγ for p a power of two (see rabenseifner_cost).
+    Cost: 2 lg p·α + 2((p-1)/p)nβ + ((p-1)/p)nγ for p a power of two, plus at most the fold
+    (α + nβ + nγ) otherwise (see rabenseifner_cost).
     """
     p, r = comm.size, comm.rank
     pof2 = pof2_below(p)

@@ -13,8 +13,10 @@ and of the ring allreduce.
 * **pairwise** -- p-1 steps; in step i rank r sends the block of rank r+i to it and
   receives its own block's contribution from rank r-i. Commutative ops only.
 
-None of the three serves a non-commutative op: MPICH uses a separate recursive-doubling
-algorithm for those.
+* **reduce_then_scatter** -- a binomial reduce to rank 0 followed by a binomial scatter of
+  the result: about lg p times the data of the others, but it keeps rank order, so it is
+  the one that serves non-commutative ops (MPICH's pre-2005 algorithm; MPICH now uses a
+  recursive-doubling variant for those).
 
 *n* is the bytes of each rank's whole vector. The data moved into each rank,
 ((p-1)/p)*n bytes, and the data reduced, ((p-1)/p)*n bytes, are the minimum; the algorithms
@@ -24,8 +26,10 @@ differ in the number of messages.
 from __future__ import annotations
 
 from mpisim.collectives import registry
-from mpisim.collectives.costmodel import floor_lg, pof2_below
+from mpisim.collectives.costmodel import ceil_lg, floor_lg, pof2_below
+from mpisim.collectives.reduce import binomial_reduce
 from mpisim.collectives.registry import algorithm
+from mpisim.collectives.scatter import binomial_scatter
 from mpisim.engine.sim import Proc
 from mpisim.mpi.comm import Comm
 from mpisim.mpi.ops import Op
@@ -45,7 +49,9 @@ def recursive_halving_cost(p: int, n: int, alpha: float, beta: float, gamma: flo
 
     For p not a power of two (p' = largest power of two below p): the fold costs
     α + n(β+γ), the recursive halving on p' ranks about lg p'·α + ((p'-1)/p')n(β+γ)
-    (its blocks are uneven, so this is a lower estimate) and the unfold α + (n/p)β.
+    (its blocks are uneven, two ranks' worth for the first rem new ranks) and the unfold
+    α + (n/p)β. Ranks that did not fold start early, so the sum is only an estimate: the
+    analytic model gives 0.73 to 1.1 times it for p up to 31.
     """
     pof2 = pof2_below(p)
     halving = floor_lg(p) * alpha + (pof2 - 1) / pof2 * n * (beta + gamma)
@@ -149,3 +155,25 @@ def pairwise_reduce_scatter(comm: Comm, buf: Payload, op: Op) -> Proc[Payload]:
         incoming = yield from comm.sendrecv(blocks[dest], dest=dest, source=source)
         acc = yield from comm.reduce_local(op, incoming, acc)
     return acc
+
+
+def reduce_then_scatter_cost(p: int, n: int, alpha: float, beta: float, gamma: float) -> float:
+    """⌈lg p⌉(α + nβ + nγ) + ⌈lg p⌉α + ((p-1)/p)nβ: binomial reduce, then binomial scatter (exact for p a power of two)."""
+    return ceil_lg(p) * (2 * alpha + n * (beta + gamma)) + (p - 1) / p * n * beta
+
+
+@algorithm("reduce_scatter", "reduce_then_scatter", cost=reduce_then_scatter_cost, exact=registry.power_of_two,
+           reference="MPICH reduce_scatter (before 2005): MPI_Reduce followed by MPI_Scatterv")
+def reduce_then_scatter_reduce_scatter(comm: Comm, buf: Payload, op: Op) -> Proc[Payload]:
+    """Reduce to rank 0 along a binomial tree, then scatter the result's blocks along a binomial tree.
+
+    The binomial reduce keeps lower ranks' partial results on the left, so the result is
+    x0 op x1 op ... op x(p-1) for any associative op, commutative or not. The price is data:
+    every round of the reduce moves the whole vector, where the other algorithms move
+    shrinking blocks.
+
+    Cost: ⌈lg p⌉(α + nβ + nγ) + ⌈lg p⌉α + ((p-1)/p)nβ
+    """
+    total = yield from binomial_reduce(comm, buf, op, 0)
+    # Non-root ranks pass a same-sized stand-in: the scatter reads only the root's buffer.
+    return (yield from binomial_scatter(comm, total if total is not None else buf, 0))

@@ -46,7 +46,7 @@ COLLECTIVES = (
 )
 
 #: Requirements an algorithm may declare.
-REQUIREMENTS = ("commutative", "power_of_two", "multi_node")
+REQUIREMENTS = ("commutative", "power_of_two")
 
 CostFn = Callable[..., float]
 

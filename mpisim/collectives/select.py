@@ -10,7 +10,8 @@
 ``model``
     NCCL-style: evaluate every applicable algorithm's closed-form cost with this
     communicator's measured alpha (worst path latency plus per-message overheads), beta
-    (slowest path) and gamma, and take the cheapest. Ties go to the name that sorts first.
+    (slowest path) and gamma, and take the cheapest; ties go to an algorithm whose formula is
+    exact on this many ranks, then to the name that sorts first.
 
 Whatever is chosen is recorded in the call's CollectiveRecord.
 """
@@ -71,7 +72,7 @@ def _mpich_allgather(p: int, n: int, op: Op) -> str:
 def _mpich_reduce_scatter(p: int, n: int, op: Op) -> str:
     if op.commutative:
         return "recursive_halving" if n < 524288 else "pairwise"
-    return "ring"
+    return "reduce_then_scatter"
 
 
 def _mpich_alltoall(p: int, n: int, op: Op) -> str:
@@ -129,7 +130,9 @@ def choose(comm: Comm, collective: str, nbytes: int, op: Op, rule_set: str = "mp
         costed = [a for a in candidates if a.cost is not None] or candidates
         if costed[0].cost is None:
             return costed[0]
-        return min(costed, key=lambda a: (a.cost(p, nbytes, alpha, beta, gamma), a.name))  # type: ignore[misc]
+        # Ties go to an algorithm whose formula is exact here (a single-port textbook formula
+        # over-charges concurrent sends), then to the name that sorts first.
+        return min(costed, key=lambda a: (a.cost(p, nbytes, alpha, beta, gamma), not a.exact(p), a.name))  # type: ignore[misc]
     name = MPICH_RULES[collective](p, nbytes, op)
     by_name = {a.name: a for a in candidates}
     if name in by_name:

@@ -20,6 +20,7 @@ that nobody reads.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from heapq import heappush
 from typing import Any
 
 import simpy
@@ -38,7 +39,7 @@ class Call(simpy.Event):
     __slots__ = ("arg", "fn")
 
     def __init__(self, env: simpy.Environment, fn: Callable[[Any], None], arg: Any,
-                 delay: float = 0.0, priority: int = NORMAL) -> None:
+                 delay: float = 0, priority: int = NORMAL) -> None:
         # NOTE: inlined from Event.__init__() and Event.succeed(), as simpy.Timeout does.
         self.env = env
         self.callbacks = [_fire]
@@ -46,7 +47,8 @@ class Call(simpy.Event):
         self._ok = True
         self.fn = fn
         self.arg = arg
-        env.schedule(self, priority, delay)
+        # NOTE: inlined from Environment.schedule(): the same heap entry, one call less.
+        heappush(env._queue, (env._now + delay, priority, next(env._eid), self))
 
 
 class AllDone(simpy.Event):

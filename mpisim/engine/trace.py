@@ -45,6 +45,11 @@ class Tracer:
         if self.record_messages:
             self.messages.append(record)
 
+    def count_message(self, nbytes: int) -> None:
+        """Count a finished message whose record is not kept (``record_messages`` is off)."""
+        self.message_count += 1
+        self.message_bytes += nbytes
+
     def span(self, record: SpanRecord) -> None:
         """Keep a rank activity span if spans are recorded (zero-length spans are dropped)."""
         if self.record_spans and record.t_end > record.t_start:

@@ -24,9 +24,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from mpisim.engine.events import AllDone
 from mpisim.mpi.ops import SUM, Op
 from mpisim.mpi.payload import DataPayload, Payload, as_payload
 from mpisim.mpi.request import ANY_SOURCE, ANY_TAG, Request, Status
+from mpisim.mpi.wire import Wire
 
 if TYPE_CHECKING:
     from mpisim.engine.sim import Proc
@@ -44,6 +46,9 @@ class Comm:
     """One rank's handle on a communicator."""
 
     _collective_runner: CollectiveRunner | None = None
+    #: The GPU collective protocol this handle's messages travel with (:meth:`with_wire`);
+    #: None for MPI's eager and rendezvous protocols.
+    wire: Wire | None = None
 
     def __init__(self, world: World, group: tuple[int, ...], rank: int, context: int,
                  *, parent: Comm | None = None) -> None:
@@ -122,34 +127,42 @@ class Comm:
         """
         return self.world.post_recv(self, source, tag, buf, status)
 
+    # Blocking calls hand World.block their name as (function, arguments): the string is only
+    # built for a deadlock report or a span label, not on every call.
+
     def send(self, buf: Any, dest: int, tag: int = 0) -> Proc[None]:
         """Send *buf* to *dest*; return when the protocol lets the buffer be reused (``MPI_Send``)."""
         req = self.world.post_send(self, buf, dest, tag)
         if not req.triggered:
-            yield from self.world.block(self.world_rank, req, req.describe(), [req], "send", self._peer(dest), req.nbytes)
+            yield from self.world.block(self.world_rank, req, (Request.describe, req), (req,), "send",
+                                        self._peer(dest), req.nbytes)
 
     def ssend(self, buf: Any, dest: int, tag: int = 0) -> Proc[None]:
         """Send *buf* to *dest*; return only once the receive has matched it (``MPI_Ssend``)."""
         req = self.world.post_send(self, buf, dest, tag, synchronous=True)
-        yield from self.world.block(self.world_rank, req, "s" + req.describe(), [req], "send", self._peer(dest), req.nbytes)
+        yield from self.world.block(self.world_rank, req, (_ssend_name, req), (req,), "send", self._peer(dest), req.nbytes)
 
     def recv(self, buf: Any = None, source: int = ANY_SOURCE, tag: int = ANY_TAG, status: Status | None = None) -> Proc[Any]:
         """Receive a message and return it (``MPI_Recv``)."""
         req = self.world.post_recv(self, source, tag, buf, status)
         if req.triggered:
             return req.value
-        return (yield from self.world.block(self.world_rank, req, req.describe(), [req], "recv", self._peer(source)))
+        return (yield from self.world.block(self.world_rank, req, (Request.describe, req), (req,), "recv",
+                                            self._peer(source)))
 
     def sendrecv(self, sendbuf: Any, dest: int, sendtag: int = 0, recvbuf: Any = None,
                  source: int = ANY_SOURCE, recvtag: int = ANY_TAG, status: Status | None = None) -> Proc[Any]:
         """Send to *dest* and receive from *source* at once, without deadlock (``MPI_Sendrecv``)."""
-        sreq = self.world.post_send(self, sendbuf, dest, sendtag)
-        rreq = self.world.post_recv(self, source, recvtag, recvbuf, status)
+        world = self.world
+        if recvbuf is not None and getattr(recvbuf, "writable", False) and _overlap(sendbuf, recvbuf):
+            sendbuf = sendbuf.copy()  # see sendrecv_reduce
+        sreq = world.post_send(self, sendbuf, dest, sendtag)
+        rreq = world.post_recv(self, source, recvtag, recvbuf, status)
         if sreq.triggered and rreq.triggered:
             return rreq.value
-        call = f"sendrecv(dest={dest}, source={source if source != ANY_SOURCE else 'ANY_SOURCE'})"
-        both = self.env.all_of([sreq, rreq])
-        yield from self.world.block(self.world_rank, both, call, [sreq, rreq], "recv", self._peer(source), sreq.nbytes)
+        both = AllDone(world.env, (sreq, rreq))
+        yield from world.block(self.world_rank, both, (_sendrecv_name, dest, source), (sreq, rreq), "recv",
+                               self._peer(source), sreq.nbytes)
         return rreq.value
 
     def wait(self, request: Request, status: Status | None = None) -> Proc[Any]:
@@ -157,7 +170,7 @@ class Comm:
         if request.triggered:
             value = request.value
         else:
-            value = yield from self.world.block(self.world_rank, request, f"wait({request.describe()})", [request], "wait")
+            value = yield from self.world.block(self.world_rank, request, (_wait_name, request), (request,), "wait")
         if status is not None and request.status is not None:
             status.source, status.tag = request.status.source, request.status.tag
             status.count, status.nbytes = request.status.count, request.status.nbytes
@@ -168,7 +181,7 @@ class Comm:
         pending = [r for r in requests if not r.triggered]
         if pending:
             call = f"waitall({len(requests)} requests)"
-            yield from self.world.block(self.world_rank, self.env.all_of(pending), call, pending, "wait")
+            yield from self.world.block(self.world_rank, AllDone(self.world.env, pending), call, pending, "wait")
         return [r.value for r in requests]
 
     def waitany(self, requests: Sequence[Request]) -> Proc[tuple[int, Any]]:
@@ -221,14 +234,44 @@ class Comm:
             self.world._span(self.world_rank, "compute", t0, label)
 
     def reduce_local(self, op: Op, inbuf: Payload, inoutbuf: Payload) -> Proc[Payload]:
-        """Return ``inbuf op inoutbuf``, charging ``reduce_cost`` seconds per byte (``MPI_Reduce_local``)."""
-        result = inbuf.combine(inoutbuf, op)
-        cost = self.world.config.reduce_cost * inoutbuf.nbytes
+        """Return ``inbuf op inoutbuf``, charging ``reduce_cost`` seconds per byte (``MPI_Reduce_local``).
+
+        An owned (writable, see :func:`~mpisim.mpi.payload.in_place`) *inoutbuf* receives the
+        result in its own memory and is returned; otherwise the result is a new payload.
+        """
+        result = inoutbuf.accumulate(inbuf, op)
+        yield from self._charge_reduce(op, inoutbuf.nbytes)
+        return result
+
+    def sendrecv_reduce(self, sendbuf: Payload, dest: int, inoutbuf: Payload, source: int, op: Op = SUM,
+                        sendtag: int = 0, recvtag: int = ANY_TAG) -> Proc[Payload]:
+        """``sendrecv`` then ``reduce_local(op, received, inoutbuf)``, in one call; return the reduction.
+
+        The same messages, the same times and the same numbers as the two calls. The point of
+        one call is memory: when *inoutbuf* is owned (writable), the received block is reduced
+        into it the moment it arrives, so it is never copied or kept. (A *sendbuf* sharing
+        memory with an owned *inoutbuf* is copied first: MPI forbids receiving into a buffer
+        that is being sent, and mpisim keeps that case correct instead.)
+        """
+        if inoutbuf.writable and _overlap(sendbuf, inoutbuf):
+            sendbuf = sendbuf.copy()
+        world = self.world
+        sreq = world.post_send(self, sendbuf, dest, sendtag)
+        rreq = world.post_recv(self, source, recvtag, inoutbuf, None, op)
+        if not (sreq.triggered and rreq.triggered):
+            both = AllDone(world.env, (sreq, rreq))
+            yield from world.block(self.world_rank, both, (_sendrecv_name, dest, source), (sreq, rreq), "recv",
+                                   self._peer(source), sreq.nbytes)
+        result = rreq.value if inoutbuf.writable else inoutbuf.accumulate(rreq.value, op)
+        yield from self._charge_reduce(op, inoutbuf.nbytes)
+        return result
+
+    def _charge_reduce(self, op: Op, nbytes: int) -> Proc[None]:
+        cost = self.world.config.reduce_cost * nbytes
         if cost > 0:
             t0 = self.env.now
             yield self.env.timeout(cost)
-            self.world._span(self.world_rank, "reduce", t0, f"reduce {op.name}", -1, inoutbuf.nbytes)
-        return result
+            self.world._span(self.world_rank, "reduce", t0, f"reduce {op.name}", -1, nbytes)
 
     # ------------------------------------------------------------------ new communicators
 
@@ -298,6 +341,18 @@ class Comm:
         """sendrecv on the collective context, so the exchange never matches user messages."""
         return (yield from self.coll.sendrecv(payload, dest, tag, None, source, tag))
 
+    def with_wire(self, wire: Wire | None) -> Comm:
+        """Return a handle on the same communicator and context whose messages use GPU protocol *wire*.
+
+        Messages sent through it skip MPI's eager/rendezvous protocols and CPU overheads and pay
+        the protocol's latency and bandwidth share instead (:mod:`mpisim.mpi.wire`); matching is
+        unchanged, so they meet receives posted through any handle of the communicator.
+        """
+        view = Comm(self.world, self.group, self._rank, self.context, parent=self._parent or self)
+        view.coll_context = self.coll_context
+        view.wire = wire
+        return view
+
     @property
     def coll(self) -> Comm:
         """This communicator's collective context as a communicator (algorithms talk on it)."""
@@ -328,16 +383,30 @@ class Comm:
         yield from self._collective("barrier", algorithm)
 
     def bcast(self, buf: Any, root: int = 0, algorithm: str | None = None) -> Proc[Any]:
-        """Return root's *buf* on every rank (every rank passes a buffer of the same count)."""
-        return (yield from self._collective("bcast", algorithm, buf=buf, root=root))
+        """Return root's *buf* on every rank (every rank passes a buffer of the same count).
+
+        With ``in_place(buf)`` the result is also left in *buf* on every rank.
+        """
+        result = yield from self._collective("bcast", algorithm, buf=buf, root=root)
+        return _settle_in_place(buf, result)
 
     def reduce(self, sendbuf: Any, op: Op = SUM, root: int = 0, algorithm: str | None = None) -> Proc[Any]:
-        """Return the element-wise reduction of all ranks' *sendbuf* at *root* (``None`` elsewhere)."""
-        return (yield from self._collective("reduce", algorithm, buf=sendbuf, op=op, root=root))
+        """Return the element-wise reduction of all ranks' *sendbuf* at *root* (``None`` elsewhere).
+
+        With ``in_place(sendbuf)`` the root's result is also left in its *sendbuf*.
+        """
+        result = yield from self._collective("reduce", algorithm, buf=sendbuf, op=op, root=root)
+        return _settle_in_place(sendbuf, result)
 
     def allreduce(self, sendbuf: Any, op: Op = SUM, algorithm: str | None = None) -> Proc[Any]:
-        """Return the element-wise reduction of all ranks' *sendbuf* on every rank."""
-        return (yield from self._collective("allreduce", algorithm, buf=sendbuf, op=op))
+        """Return the element-wise reduction of all ranks' *sendbuf* on every rank.
+
+        With ``in_place(sendbuf)`` (``MPI_IN_PLACE``) the result is left in *sendbuf* itself
+        and returned as that payload; no second buffer of its size is allocated by algorithms
+        that work in place (ring), and any other algorithm's result is copied into it.
+        """
+        result = yield from self._collective("allreduce", algorithm, buf=sendbuf, op=op)
+        return _settle_in_place(sendbuf, result)
 
     def allgather(self, sendbuf: Any, algorithm: str | None = None) -> Proc[Any]:
         """Return all ranks' *sendbuf* (equal counts) concatenated in rank order, on every rank."""
@@ -358,6 +427,37 @@ class Comm:
     def scatter(self, sendbuf: Any, root: int = 0, algorithm: str | None = None) -> Proc[Any]:
         """Return block *rank* of root's *sendbuf* (every rank passes a buffer of the same count)."""
         return (yield from self._collective("scatter", algorithm, buf=sendbuf, root=root))
+
+
+def _overlap(a: Any, b: Payload) -> bool:
+    """True if payload *a* and owned payload *b* share memory."""
+    return a.has_data and np.may_share_memory(a.array, b.array)
+
+
+def _settle_in_place(buf: Any, result: Any) -> Any:
+    """Leave an in-place collective's *result* in the caller's owned *buf* and return *buf*.
+
+    An algorithm that works in place already returns *buf*'s own memory; any other result is
+    copied into it, so ``in_place`` means the same for every algorithm.
+    """
+    if result is None or not getattr(buf, "writable", False) or not result.has_data:
+        return result
+    mine, theirs = buf.array, result.array
+    if not (theirs.shape == mine.shape and theirs.__array_interface__["data"][0] == mine.__array_interface__["data"][0]):
+        np.copyto(mine, theirs)
+    return buf
+
+
+def _ssend_name(req: Request) -> str:
+    return "s" + req.describe()
+
+
+def _sendrecv_name(dest: int, source: int) -> str:
+    return f"sendrecv(dest={dest}, source={source if source != ANY_SOURCE else 'ANY_SOURCE'})"
+
+
+def _wait_name(req: Request) -> str:
+    return f"wait({req.describe()})"
 
 
 __all__ = ["ANY_SOURCE", "ANY_TAG", "UNDEFINED", "Comm", "as_payload"]

@@ -15,6 +15,19 @@ payloads produce identical timelines.
 Payloads are treated as immutable values: ``split`` returns views (no copy of a 1 GB buffer
 to cut it into blocks) and ``combine`` returns a new payload, so a message can carry a view
 of the sender's data safely.
+
+**Owned buffers (in place).** Immutability costs memory: a ring allreduce that never writes
+into its input needs a second buffer of the same size for its result, and a reduction that
+returns a new array allocates one per step. For 8 ranks x 1.2 GB that is the difference
+between fitting in memory and not. So a caller may hand a buffer over with :func:`in_place`,
+as ``MPI_IN_PLACE`` does: the payload is then *writable*, its slices are writable views of
+the same memory, ``Comm.reduce_local`` reduces into it instead of allocating, a receive given
+it as ``recvbuf`` gets the data copied into it, and :meth:`Payload.concat` of its blocks in
+order is the buffer itself, not a copy. The value a message carries is still fixed when it is
+sent: the MPI layer reads a writable payload at the moment its data leaves (an eager send
+copies it at once, a rendezvous send when its data is delivered), so a later write into the
+sender's buffer never changes what a receiver gets. Size-only payloads have nothing to write
+and ignore all this; their timing is the same either way.
 """
 
 from __future__ import annotations
@@ -49,6 +62,8 @@ class Payload(ABC):
 
     count: int
     dtype: np.dtype
+    #: True for an owned buffer that reductions and receives may write into (see :func:`in_place`).
+    writable = False
 
     @property
     def nbytes(self) -> int:
@@ -102,23 +117,57 @@ class Payload(ABC):
         """Return a zero-filled payload of the same kind and dtype with *count* elements."""
         ...
 
+    def accumulate(self, inbuf: Payload, op: Op) -> Payload:
+        """Return ``inbuf op self``, written into this payload's memory when it is writable.
+
+        A read-only payload is left alone and the result is a new payload, as :meth:`combine`.
+        """
+        return inbuf.combine(self, op)
+
+    def receive(self, incoming: Payload) -> Payload:
+        """Take *incoming*'s elements into this payload's memory if it is writable; return the result.
+
+        The result is this payload (or its first ``incoming.count`` elements); a read-only or
+        size-only payload returns *incoming* itself.
+        """
+        return incoming
+
     def to_user(self) -> Any:
         """Return what a user program should see: the array for data, the payload itself otherwise."""
         return self
 
 
 class DataPayload(Payload):
-    """Real data: a one-dimensional numpy array (views are kept, never copied needlessly)."""
+    """Real data: a one-dimensional numpy array (views are kept, never copied needlessly).
 
-    __slots__ = ("_array",)
+    With ``writable=True`` the payload is an owned buffer (see :func:`in_place`); the array
+    must then be contiguous, so that the payload and the caller's array share memory.
+    """
 
-    def __init__(self, array: np.ndarray) -> None:
+    __slots__ = ("_array", "writable")
+
+    def __init__(self, array: np.ndarray, *, writable: bool = False) -> None:
         array = np.asarray(array)
         if array.ndim != 1:
+            if writable and not array.flags.c_contiguous:
+                raise ValueError("an in-place buffer must be a contiguous array (reshape would copy it)")
             array = array.reshape(-1)
+        if writable and not array.flags.writeable:
+            raise ValueError("an in-place buffer must be a writeable array")
         self._array = array
         self.count = array.shape[0]
         self.dtype = array.dtype
+        self.writable = writable
+
+    @classmethod
+    def _view(cls, array: np.ndarray, writable: bool) -> DataPayload:
+        # NOTE: __init__ without its checks, for slices of an array already checked.
+        view = cls.__new__(cls)
+        view._array = array
+        view.count = array.shape[0]
+        view.dtype = array.dtype
+        view.writable = writable
+        return view
 
     @property
     def array(self) -> np.ndarray:
@@ -129,21 +178,47 @@ class DataPayload(Payload):
         return True
 
     def slice(self, start: int, stop: int) -> DataPayload:
-        return DataPayload(self._array[start:stop])
+        return DataPayload._view(self._array[start:stop], self.writable)
 
     def combine(self, other: Payload, op: Op) -> DataPayload:
         if other.count != self.count:
             raise ValueError(f"cannot combine payloads of {self.count} and {other.count} elements")
         return DataPayload(np.asarray(op(self._array, other.array), dtype=self.dtype))
 
+    def accumulate(self, inbuf: Payload, op: Op) -> DataPayload:
+        if not self.writable:
+            return inbuf.combine(self, op)  # type: ignore[return-value]
+        if inbuf.count != self.count:
+            raise ValueError(f"cannot combine payloads of {inbuf.count} and {self.count} elements")
+        out = self._array
+        if isinstance(op.func, np.ufunc):
+            op.func(inbuf.array, out, out=out)  # the same numbers as op(inbuf, self), no new array
+        else:
+            out[...] = op(inbuf.array, out)
+        return self
+
+    def receive(self, incoming: Payload) -> Payload:
+        if not self.writable or not incoming.has_data:
+            return incoming
+        n = incoming.count
+        if n > self.count:
+            raise ValueError(f"cannot receive {n} elements into a buffer of {self.count}")
+        target = self if n == self.count else self.slice(0, n)
+        np.copyto(target._array, incoming.array)
+        return target
+
     @classmethod
     def _concat(cls, parts: Sequence[Payload]) -> DataPayload:
         if len(parts) == 1:
             return parts[0]  # type: ignore[return-value]
+        whole = _adjacent_views(parts)
+        if whole is not None:
+            return DataPayload._view(whole, True)
         return DataPayload(np.concatenate([p.array for p in parts]))
 
     def copy(self) -> DataPayload:
-        return DataPayload(self._array.copy())
+        """Return a read-only copy (a value nobody will write into)."""
+        return DataPayload._view(self._array.copy(), False)
 
     def like(self, count: int) -> DataPayload:
         return DataPayload(np.zeros(count, dtype=self.dtype))
@@ -187,6 +262,60 @@ class SizePayload(Payload):
 
     def __repr__(self) -> str:
         return f"SizePayload({self.count}, {self.dtype})"
+
+
+def _adjacent_views(parts: Sequence[Payload]) -> np.ndarray | None:
+    """Return one view spanning *parts* if they are writable, back-to-back views of one buffer, else None.
+
+    Only owned (writable) blocks qualify: joining them in place is exactly what an in-place
+    algorithm means by "the buffer now holds all blocks". Read-only blocks are values that
+    other ranks may hold too, so their concatenation stays a new array.
+    """
+    first = parts[0]
+    if not first.writable:
+        return None
+    base = first.array.base  # type: ignore[union-attr]
+    itemsize = first.dtype.itemsize
+    start = first.array.__array_interface__["data"][0]  # type: ignore[union-attr]
+    expected = start
+    total = 0
+    for part in parts:
+        array = part.array
+        if (not part.writable or array.base is not base or array.dtype != first.dtype
+                or (array.shape[0] > 1 and array.strides[0] != itemsize)):
+            return None
+        if array.shape[0] and array.__array_interface__["data"][0] != expected:
+            return None
+        expected += array.shape[0] * itemsize
+        total += array.shape[0]
+    if not isinstance(base, np.ndarray):
+        return None
+    # Every part lies inside *base*, back to back from *start*: one view covers them all.
+    origin = base.__array_interface__["data"][0]
+    flat = base.reshape(-1) if base.flags.c_contiguous else None
+    if flat is None or flat.dtype != first.dtype:
+        return None
+    offset = (start - origin) // itemsize
+    return flat[offset:offset + total]
+
+
+def in_place(buf: Any) -> Payload:
+    """Hand *buf* over as an owned buffer that collectives may write into (``MPI_IN_PLACE``).
+
+    ``yield from comm.allreduce(in_place(x))`` leaves the result in ``x`` itself and returns
+    it as a payload, allocating no second buffer of x's size; ``bcast`` and ``reduce`` (at the
+    root) do the same. For other collectives ``x`` is working space whose contents afterwards
+    are unspecified. *buf* is a contiguous numpy array, a :class:`DataPayload` or a
+    :class:`SizePayload` (returned unchanged: size-only payloads have no memory).
+
+    Raises ValueError for an array that is not contiguous or not writeable.
+    """
+    if isinstance(buf, SizePayload):
+        return buf
+    array = buf.array if isinstance(buf, DataPayload) else buf
+    if not isinstance(array, np.ndarray):
+        raise ValueError(f"in_place needs a numpy array, got {type(buf).__name__}")
+    return DataPayload(array, writable=True)
 
 
 def as_payload(buf: Any) -> Payload:

@@ -15,6 +15,8 @@ import simpy
 
 if TYPE_CHECKING:
     from mpisim.mpi.comm import Comm
+    from mpisim.mpi.ops import Op
+    from mpisim.mpi.payload import Payload
 
 #: Wildcards and the null process, with MPI's meaning.
 ANY_SOURCE = -1
@@ -75,6 +77,8 @@ class Request(simpy.Event):
         self.protocol = protocol
         self.status: Status | None = None
         self.capacity: int | None = None  # a receive's buffer size in bytes, if it gave one
+        self.into: Payload | None = None  # a receive's own (writable) buffer, where the data lands
+        self.op: Op | None = None  # ... reduced into it with this op instead of copied
 
     def describe(self) -> str:
         """Return the MPI call this request stands for, e.g. ``send(dest=1, tag=0, 1048576 B, rendezvous)``."""

@@ -32,17 +32,21 @@ blocked rank, the call it is blocked in and the cycle of waits between ranks.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import simpy
 
+from mpisim.engine.events import URGENT, AllDone, Call
 from mpisim.engine.records import MessageRecord, SpanRecord
+from mpisim.engine.sim import run_until_idle
 from mpisim.errors import CollectiveMismatchError, DeadlockError, InvalidRankError, InvalidTagError, TruncationError
 from mpisim.mpi.config import MpiConfig
+from mpisim.mpi.ops import Op
 from mpisim.mpi.payload import Payload, as_payload
 from mpisim.mpi.request import ANY_SOURCE, ANY_TAG, PROC_NULL, Request, Status
+from mpisim.mpi.wire import Wire
 
 if TYPE_CHECKING:
     from mpisim.engine.sim import Proc, Simulation
@@ -55,8 +59,8 @@ class Message:
     """A message in flight: its envelope (context, source, tag), payload and protocol state."""
 
     __slots__ = (
-        "context", "cts", "dst", "nbytes", "payload", "protocol", "send_req", "seq", "src",
-        "src_rank", "t_data", "t_match", "t_post", "tag", "unexpected", "user",
+        "context", "dst", "nbytes", "payload", "protocol", "recv_req", "send_req", "seq", "src",
+        "src_rank", "t_data", "t_match", "t_phase", "t_post", "tag", "unexpected", "user", "wire",
     )
 
     def __init__(self, src: int, dst: int, src_rank: int, context: int, tag: int,
@@ -75,8 +79,10 @@ class Message:
         self.t_post = t_post
         self.t_match = -1.0
         self.t_data = -1.0
+        self.t_phase = -1.0  # start of the protocol phase in progress (for its span)
         self.unexpected = False
-        self.cts: simpy.Event | None = None
+        self.wire: Wire | None = None  # a GPU collective protocol (see mpisim.mpi.wire), else MPI's
+        self.recv_req: Request | None = None  # the receive it matched
 
     def describe(self) -> str:
         return f"message from rank {self.src} to rank {self.dst} (tag {self.tag}, {self.nbytes} B, {self.protocol})"
@@ -95,15 +101,30 @@ class Mailbox:
         self.held: dict[tuple[int, int], Message] = {}  # (source, seq) arrived ahead of its turn
 
 
+#: How a blocking call is named in deadlock reports and span labels: the name itself, or
+#: ``(function, *arguments)`` that returns it, so the string is only built when it is read.
+CallName = str | tuple
+
+
+def call_name(call: CallName) -> str:
+    """Return the name of a blocking call (see :data:`CallName`)."""
+    return call if isinstance(call, str) else call[0](*call[1:])
+
+
 class RankState:
     """What a rank is doing, for deadlock reports: the blocking call and the requests it waits on."""
 
-    __slots__ = ("blocked_call", "finished", "waiting_on")
+    __slots__ = ("call", "finished", "waiting_on")
 
     def __init__(self) -> None:
-        self.blocked_call = ""
-        self.waiting_on: list[Request] = []
+        self.call: CallName = ""
+        self.waiting_on: Sequence[Request] = ()
         self.finished = False
+
+    @property
+    def blocked_call(self) -> str:
+        """The call the rank is blocked in, e.g. ``recv(source=3, tag=ANY_TAG)`` ('' if none)."""
+        return call_name(self.call)
 
 
 def _matches(req: Request, context: int, src_rank: int, tag: int) -> bool:
@@ -141,7 +162,12 @@ class World:
         self._sync_count = 0
         self._processes: list[simpy.Process] = []
         self.unmatched: list[str] = []
+        #: SimPy events processed by :meth:`run` (a benchmark figure: events per second).
+        self.events_processed = 0
         self._world_comms: list[Comm] | None = None
+        #: Start a transfer and call ``fn(arg)`` when it has arrived; True if it was over at once.
+        self._post: Callable[[int, int, int, Callable[[Any], None], Any], bool] = getattr(
+            network, "post", self._post_via_transfer)
 
     # ------------------------------------------------------------------ communicators
 
@@ -189,8 +215,8 @@ class World:
 
         Messages still in an unexpected queue at the end are listed in :attr:`unmatched`.
         """
-        self.env.run()
-        blocked = [r for r, st in enumerate(self.states) if not st.finished and st.blocked_call]
+        self.events_processed += run_until_idle(self.env)
+        blocked = [r for r, st in enumerate(self.states) if not st.finished and st.call]
         if any(p.is_alive for p in self._processes):
             raise DeadlockError(self._deadlock_report(blocked))
         for rank, box in enumerate(self.mailboxes):
@@ -211,9 +237,9 @@ class World:
             event.succeed()
             return
         state = self.states[rank]
-        state.blocked_call = "synchronize()"
+        state.call = "synchronize()"
         yield event
-        state.blocked_call = ""
+        state.call = ""
 
     # ------------------------------------------------------------------ sending
 
@@ -227,7 +253,9 @@ class World:
             req.succeed()
             return req
         # A user's array is copied, as MPI's send semantics allow the sender to reuse it at once;
-        # payloads from collectives are immutable values and travel by reference.
+        # payloads from collectives are immutable values and travel by reference. An owned
+        # (writable) payload is read when its data leaves: an eager send copies it now, a
+        # rendezvous send when the data is delivered (_data_arrived).
         if isinstance(buf, Payload):
             payload, user = buf, buf
         else:
@@ -236,65 +264,130 @@ class World:
             user = array
         src, dst = comm.world_rank, comm.group[dest]
         nbytes = payload.nbytes
+        wire = None if synchronous else comm.wire
         limit = self.config.eager_limit(self.topology.path_kind(src, dst))
-        protocol = "rendezvous" if synchronous or nbytes > limit else "eager"
+        # A GPU collective protocol writes into the peer's registered buffer: no rendezvous.
+        protocol = "eager" if wire is not None else "rendezvous" if synchronous or nbytes > limit else "eager"
+        if payload.writable and protocol == "eager":
+            payload = user = payload.copy()
         req = Request(self.env, "send", comm, dest, tag, nbytes, protocol)
         msg = Message(src, dst, comm.rank, comm.context, tag, payload, user, protocol, req, self.env.now)
         pair = (src, dst)
         msg.seq = self._send_seq.get(pair, 0)
         self._send_seq[pair] = msg.seq + 1
         cfg = self.config
-        if protocol == "eager" and cfg.send_overhead == 0.0 and cfg.copy_time(nbytes) == 0.0:
-            # NOTE: the common case needs no sender process: the send is complete at once.
+        if wire is not None:
+            # No CPU overhead and no copy: the send is complete at once, the protocol's latency
+            # passes, then its bytes go on the wire (mpisim.mpi.wire).
+            msg.wire = wire
             req.succeed()
-            self.env.process(self._inject_eager(msg))
+            Call(self.env, self._inject_wire, msg, wire.latency(self.topology.path_kind(src, dst)), URGENT)
+        elif protocol == "eager" and cfg.send_overhead == 0.0 and cfg.copy_time(nbytes) == 0.0:
+            # NOTE: the common case needs no sender step: the send is complete at once.
+            req.succeed()
+            Call(self.env, self._inject_eager, msg, priority=URGENT)
         else:
-            self.env.process(self._send_process(msg))
+            Call(self.env, self._start_send, msg, priority=URGENT)
         return req
 
-    def _send_process(self, msg: Message) -> Proc[None]:
-        cfg, env = self.config, self.env
-        if cfg.send_overhead:
-            yield env.timeout(cfg.send_overhead)
+    # The protocols are chains of steps: each step starts a transfer (or a delay) and names the
+    # step that follows it. A step that starts on its own is scheduled URGENT, where SimPy
+    # would have scheduled the initialisation of a process doing the same work.
+
+    def _start_send(self, msg: Message) -> None:
+        overhead = self.config.send_overhead
+        if overhead:
+            Call(self.env, self._send_after_overhead, msg, overhead)
+        else:
+            self._send_after_overhead(msg)
+
+    def _send_after_overhead(self, msg: Message) -> None:
         if msg.protocol == "eager":
-            copy = cfg.copy_time(msg.nbytes)
+            copy = self.config.copy_time(msg.nbytes)
             if copy:
-                t0 = env.now
-                yield env.timeout(copy)
-                self._span(msg.src, "copy", t0, "eager send copy", msg.dst, msg.nbytes)
-            msg.send_req.succeed()
-            yield from self._inject_eager(msg)
+                msg.t_phase = self.env.now
+                Call(self.env, self._eager_copied, msg, copy)
+            else:
+                msg.send_req.succeed()
+                self._inject_eager(msg)
             return
         # Rendezvous: request to send, wait for clear to send, then the data.
-        t0 = env.now
-        yield from self.network.transfer(msg.src, msg.dst, cfg.header_bytes)
-        self._span(msg.src, "rts", t0, "RTS", msg.dst, cfg.header_bytes)
-        msg.cts = env.event()
-        self._arrive(msg)
-        yield msg.cts
-        msg.t_data = t0 = env.now
-        yield from self.network.transfer(msg.src, msg.dst, msg.nbytes)
-        self._span(msg.src, "data", t0, "data", msg.dst, msg.nbytes)
+        msg.t_phase = self.env.now
+        if self._post(msg.src, msg.dst, self.config.header_bytes, self._rts_arrived, msg):
+            self._rts_arrived(msg)
+
+    def _eager_copied(self, msg: Message) -> None:
+        self._span(msg.src, "copy", msg.t_phase, "eager send copy", msg.dst, msg.nbytes)
         msg.send_req.succeed()
-        self._complete_recv(msg, cfg.recv_overhead)
-        env.process(self._fin(msg))
+        self._inject_eager(msg)
 
-    def _inject_eager(self, msg: Message) -> Proc[None]:
+    def _inject_eager(self, msg: Message) -> None:
         msg.t_data = self.env.now
-        yield from self.network.transfer(msg.src, msg.dst, msg.nbytes)
+        if self._post(msg.src, msg.dst, msg.nbytes, self._arrive, msg):
+            self._arrive(msg)
+
+    def _inject_wire(self, msg: Message) -> None:
+        msg.t_data = self.env.now
+        nbytes = msg.wire.wire_bytes(msg.nbytes, self.topology.path_kind(msg.src, msg.dst))  # type: ignore[union-attr]
+        if self._post(msg.src, msg.dst, nbytes, self._arrive, msg):
+            self._arrive(msg)
+
+    def _rts_arrived(self, msg: Message) -> None:
+        self._span(msg.src, "rts", msg.t_phase, "RTS", msg.dst, self.config.header_bytes)
         self._arrive(msg)
 
-    def _cts(self, msg: Message) -> Proc[None]:
-        t0 = self.env.now
-        yield from self.network.transfer(msg.dst, msg.src, self.config.header_bytes)
-        self._span(msg.dst, "cts", t0, "CTS", msg.src, self.config.header_bytes)
-        assert msg.cts is not None
-        msg.cts.succeed()
+    def _start_cts(self, msg: Message) -> None:
+        msg.t_phase = self.env.now
+        if self._post(msg.dst, msg.src, self.config.header_bytes, self._cts_arrived, msg):
+            self._cts_arrived(msg)
 
-    def _fin(self, msg: Message) -> Proc[None]:
-        t0 = self.env.now
-        yield from self.network.transfer(msg.dst, msg.src, self.config.header_bytes)
-        self._span(msg.dst, "fin", t0, "FIN", msg.src, self.config.header_bytes)
+    def _cts_arrived(self, msg: Message) -> None:
+        self._span(msg.dst, "cts", msg.t_phase, "CTS", msg.src, self.config.header_bytes)
+        Call(self.env, self._send_data, msg)  # the sender learns of the CTS
+
+    def _send_data(self, msg: Message) -> None:
+        msg.t_data = self.env.now
+        if self._post(msg.src, msg.dst, msg.nbytes, self._data_arrived, msg):
+            self._data_arrived(msg)
+
+    def _data_arrived(self, msg: Message) -> None:
+        # The sender may write into its buffer as soon as it resumes: take the data now.
+        if msg.recv_req.into is not None:  # type: ignore[union-attr]
+            self._land(msg)
+        elif msg.payload.writable:
+            msg.payload = msg.user = msg.payload.copy()
+        self._span(msg.src, "data", msg.t_data, "data", msg.dst, msg.nbytes)
+        msg.send_req.succeed()
+        self._complete_recv(msg, self.config.recv_overhead)
+        Call(self.env, self._start_fin, msg, priority=URGENT)
+
+    def _start_fin(self, msg: Message) -> None:
+        msg.t_phase = self.env.now
+        if self._post(msg.dst, msg.src, self.config.header_bytes, self._fin_arrived, msg):
+            self._fin_arrived(msg)
+
+    def _fin_arrived(self, msg: Message) -> None:
+        self._span(msg.dst, "fin", msg.t_phase, "FIN", msg.src, self.config.header_bytes)
+
+    def _post_via_transfer(self, src: int, dst: int, nbytes: int, fn: Callable[[Any], None], arg: Any) -> bool:
+        """``post`` for a network model that only has the ``transfer`` generator."""
+        transfer = self.network.transfer(src, dst, nbytes)
+        try:
+            event = next(transfer)
+        except StopIteration:
+            return True
+        self.env.process(self._drive(transfer, event, fn, arg))
+        return False
+
+    @staticmethod
+    def _drive(transfer: Proc[None], event: simpy.Event, fn: Callable[[Any], None], arg: Any) -> Proc[None]:
+        while True:
+            value = yield event
+            try:
+                event = transfer.send(value)
+            except StopIteration:
+                break
+        fn(arg)
 
     # ------------------------------------------------------------------ arrival and matching
 
@@ -326,8 +419,15 @@ class World:
         if box.probes:
             self._wake_probes(box, msg)
 
-    def post_recv(self, comm: Comm, source: int, tag: int, buf: Any = None, status: Status | None = None) -> Request:
-        """Post a receive on *comm*; return the request whose value is the received buffer."""
+    def post_recv(self, comm: Comm, source: int, tag: int, buf: Any = None, status: Status | None = None,
+                  op: Op | None = None) -> Request:
+        """Post a receive on *comm*; return the request whose value is the received buffer.
+
+        If *buf* is an owned (writable) payload the data lands in it and the value is *buf*
+        (or its first elements); with *op* too, the data is reduced into it
+        (``buf = received op buf``) instead. Otherwise *buf* only sets the largest message
+        accepted, and the value is the message's own buffer.
+        """
         if source != ANY_SOURCE:
             self._check_rank(comm, source, "source", "recv")
         if tag < 0 and tag != ANY_TAG:
@@ -335,7 +435,10 @@ class World:
         req = Request(self.env, "recv", comm, source, tag)
         req.status = status
         if buf is not None:
-            req.capacity = as_payload(buf).nbytes
+            buf = as_payload(buf)
+            req.capacity = buf.nbytes
+            if buf.writable:
+                req.into, req.op = buf, op
         if source == PROC_NULL:
             if status is not None:
                 status.source, status.tag, status.count, status.nbytes = PROC_NULL, ANY_TAG, 0, 0
@@ -366,32 +469,41 @@ class World:
         if req.status is not None:
             st = req.status
             st.source, st.tag, st.count, st.nbytes = msg.src_rank, msg.tag, msg.payload.count, msg.nbytes
-        req.msg = msg  # type: ignore[attr-defined]
+        msg.recv_req = req
         if msg.protocol == "eager":
-            delay = self.config.recv_overhead
-            if msg.unexpected:
+            delay = self.config.recv_overhead if msg.wire is None else 0.0
+            if msg.unexpected and msg.wire is None:
                 delay += self.config.copy_time(msg.nbytes)  # copy out of the unexpected queue
-            self._complete_recv(msg, delay, req)
+            self._complete_recv(msg, delay)
         else:
-            msg.send_req.recv_req = req  # type: ignore[attr-defined]
-            self.env.process(self._cts(msg))
+            Call(self.env, self._start_cts, msg, priority=URGENT)
 
-    def _complete_recv(self, msg: Message, delay: float, req: Request | None = None) -> None:
-        if req is None:
-            req = msg.send_req.recv_req  # type: ignore[attr-defined]
+    def _complete_recv(self, msg: Message, delay: float) -> None:
         if delay > 0:
-            timer = self.env.timeout(delay)
-            timer.callbacks.append(lambda _ev: self._finish_recv(msg, req))
+            Call(self.env, self._finish_recv, msg, delay)
         else:
-            self._finish_recv(msg, req)
+            self._finish_recv(msg)
 
-    def _finish_recv(self, msg: Message, req: Request) -> None:
-        now = self.env.now
-        self.tracer.message(MessageRecord(
-            msg.src, msg.dst, msg.tag, msg.context, msg.nbytes, msg.protocol,
-            msg.t_post, msg.t_match, msg.t_data, now,
-        ))
-        req.succeed(msg.user)
+    def _land(self, msg: Message) -> None:
+        """Put the data into the receive's own buffer: copied in, or reduced into it with its op."""
+        req = msg.recv_req
+        if req.op is None:  # type: ignore[union-attr]
+            msg.user = req.into.receive(msg.payload)  # type: ignore[union-attr]
+        else:
+            msg.user = req.into.accumulate(msg.payload, req.op)  # type: ignore[union-attr]
+
+    def _finish_recv(self, msg: Message) -> None:
+        if msg.protocol == "eager" and msg.recv_req.into is not None:  # type: ignore[union-attr]
+            self._land(msg)
+        tracer = self.tracer
+        if tracer.record_messages:
+            tracer.message(MessageRecord(
+                msg.src, msg.dst, msg.tag, msg.context, msg.nbytes, msg.protocol if msg.wire is None else msg.wire.name,
+                msg.t_post, msg.t_match, msg.t_data, self.env.now,
+            ))
+        else:
+            tracer.count_message(msg.nbytes)
+        msg.recv_req.succeed(msg.user)  # type: ignore[union-attr]
 
     # ------------------------------------------------------------------ probing
 
@@ -425,16 +537,16 @@ class World:
 
     # ------------------------------------------------------------------ blocking and spans
 
-    def block(self, rank: int, event: simpy.Event, call: str, requests: list[Request], kind: str = "wait",
+    def block(self, rank: int, event: simpy.Event, call: CallName, requests: Sequence[Request], kind: str = "wait",
               peer: int = -1, nbytes: int = 0) -> Proc[Any]:
         """Wait for *event* on behalf of *rank*, remembering *call* for deadlock reports."""
         state = self.states[rank]
-        state.blocked_call, state.waiting_on = call, requests
+        state.call, state.waiting_on = call, requests
         t0 = self.env.now
         value = yield event
-        state.blocked_call, state.waiting_on = "", []
+        state.call, state.waiting_on = "", ()
         if self.tracer.record_spans:
-            self._span(rank, kind, t0, call, peer, nbytes)
+            self._span(rank, kind, t0, call_name(call), peer, nbytes)
         return value
 
     def _span(self, rank: int, kind: str, t_start: float, label: str, peer: int = -1, nbytes: int = 0) -> None:

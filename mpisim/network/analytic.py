@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from heapq import heappush
 from typing import TYPE_CHECKING, Any
 
 import simpy
@@ -67,8 +68,8 @@ class _Delivery(simpy.Event):
         self._value = None
         self._ok = True
         self.route, self.nbytes, self.fn, self.arg = route, nbytes, fn, arg
-        self.t_data = env.now + route.latency
-        env.schedule(self, NORMAL, route.latency + nbytes / route.bottleneck)
+        self.t_data = env._now + route.latency
+        heappush(env._queue, (env._now + (route.latency + nbytes / route.bottleneck), NORMAL, next(env._eid), self))
 
 
 @register_model("analytic")

@@ -31,6 +31,21 @@ YAML form, as read by :meth:`TopologySpec.from_dict` (units are parsed here, onc
     placement: block
     intra: {kind: nvswitch, bandwidth: 300 GB/s, latency: 0.7 us, efficiency: 0.78}
     inter: {kind: rail, nics: 8, bandwidth: 200 Gbps, latency: 1.4 us, efficiency: 0.96}
+
+**GPU collective protocols** (optional, for ``device: gpu``). A GPU collective library such
+as NCCL moves data with one of a few protocols, each with its own per-hop latency and its own
+share of the link's bandwidth (NCCL: LL, LL128, Simple; NVLS where the NVSwitch reduces in
+the switch). A fabric may give them per link type, and the topology a fixed cost per call::
+
+    base_latency: {LL: 6.6 us, LL128: 14 us, Simple: 8.4 us}
+    intra:
+      kind: nvswitch
+      in_switch_reduction: true          # the switch can reduce and multicast (NVLS)
+      protocols:
+        LL: {latency: 0.6 us, efficiency: 0.5}    # added per message; share of bandwidth x efficiency
+
+Protocols not given here take the GPU collective library's defaults
+(:mod:`mpisim.collectives.nccl`); nothing here affects MPI point-to-point messages.
 """
 
 from __future__ import annotations
@@ -47,10 +62,32 @@ from mpisim.network.links import Link, Route
 
 PLACEMENTS = ("block", "round_robin")
 DEVICES = ("cpu", "gpu")
+#: GPU collective protocols a fabric or ``base_latency`` may name (NCCL's LL, LL128, Simple;
+#: NVLS: reduction and multicast inside an NVSwitch).
+GPU_PROTOCOLS = ("LL", "LL128", "Simple", "NVLS")
 
-_FABRIC_KEYS = ("kind", "bandwidth", "latency", "efficiency")
+_FABRIC_KEYS = ("kind", "bandwidth", "latency", "efficiency", "protocols")
 _INTER_ONLY_KEYS = ("nics", "oversubscription", "leaf_size", "hop_latency")
-_TOPOLOGY_KEYS = ("name", "description", "nodes", "ranks_per_node", "device", "placement", "intra", "inter")
+_INTRA_ONLY_KEYS = ("in_switch_reduction",)
+_PROTOCOL_KEYS = ("latency", "efficiency")
+_TOPOLOGY_KEYS = (
+    "name", "description", "nodes", "ranks_per_node", "device", "placement", "base_latency", "intra", "inter",
+)
+
+
+@dataclass(frozen=True)
+class ProtocolSpec:
+    """One GPU collective protocol on one fabric (SI units).
+
+    ``latency`` is added to every message of the protocol on this fabric, on top of the path's
+    own latency (the protocol's synchronisation: flag polling, memory fences). ``efficiency``
+    is the share of the fabric's achievable bandwidth (``bandwidth x efficiency``) the protocol
+    reaches, in (0, 1].
+    """
+
+    name: str
+    latency: float
+    efficiency: float
 
 
 @dataclass(frozen=True)
@@ -77,6 +114,11 @@ class FabricSpec:
     hop_latency
         ``fat_tree`` and ``rail``: extra latency (s) on each leaf-spine link, so a cross-leaf
         path costs ``latency + 2 * hop_latency``. 0 means the spine adds nothing.
+    protocols
+        GPU collective protocols on this fabric (:class:`ProtocolSpec`, sorted by name); the
+        ones not listed take the library's defaults.
+    in_switch_reduction
+        Intra-node ``nvswitch`` only: the switch reduces and multicasts (NVLink SHARP, NVLS).
     """
 
     kind: str
@@ -87,6 +129,15 @@ class FabricSpec:
     oversubscription: float = 1.0
     leaf_size: int = 0
     hop_latency: float = 0.0
+    protocols: tuple[ProtocolSpec, ...] = ()
+    in_switch_reduction: bool = False
+
+    def protocol(self, name: str) -> ProtocolSpec | None:
+        """Return the protocol *name* as this fabric gives it, or None if it is not listed."""
+        for spec in self.protocols:
+            if spec.name == name:
+                return spec
+        return None
 
     @classmethod
     def from_dict(cls, raw: Any, *, inter: bool) -> FabricSpec:
@@ -94,7 +145,7 @@ class FabricSpec:
 
         Raises ConfigError for unknown or missing keys and values that do not parse.
         """
-        allowed = _FABRIC_KEYS + _INTER_ONLY_KEYS if inter else _FABRIC_KEYS
+        allowed = _FABRIC_KEYS + (_INTER_ONLY_KEYS if inter else _INTRA_ONLY_KEYS)
         raw = _mapping(raw, "", "a fabric mapping such as {kind: star, bandwidth: 100 Gbps, latency: 1 us}")
         _check_keys(raw, allowed, "")
         kind = _required(raw, "kind", "")
@@ -115,6 +166,12 @@ class FabricSpec:
             fields["leaf_size"] = _parse(parse_count, raw["leaf_size"], "leaf_size")
         if "hop_latency" in raw:
             fields["hop_latency"] = _parse(parse_time, raw["hop_latency"], "hop_latency")
+        if raw.get("protocols") is not None:
+            fields["protocols"] = _parse_protocols(raw["protocols"])
+        if "in_switch_reduction" in raw:
+            if not isinstance(raw["in_switch_reduction"], bool):
+                raise ConfigError(f"expected true or false, got {raw['in_switch_reduction']!r}", "in_switch_reduction")
+            fields["in_switch_reduction"] = raw["in_switch_reduction"]
         return cls(**fields)
 
     def to_dict(self, *, inter: bool) -> dict[str, Any]:
@@ -132,6 +189,10 @@ class FabricSpec:
                 leaf_size=self.leaf_size,
                 hop_latency=self.hop_latency,
             )
+        elif self.in_switch_reduction:
+            out["in_switch_reduction"] = True
+        if self.protocols:
+            out["protocols"] = {p.name: {"latency": p.latency, "efficiency": p.efficiency} for p in self.protocols}
         return out
 
 
@@ -147,6 +208,9 @@ class TopologySpec:
     placement: str = "block"
     device: str = "cpu"
     description: str = ""
+    #: GPU collectives: fixed cost (s) of one collective call per protocol, as (name, seconds)
+    #: pairs sorted by name; protocols not listed take the library's defaults.
+    base_latency: tuple[tuple[str, float], ...] = ()
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any], name: str = "inline") -> TopologySpec:
@@ -169,6 +233,8 @@ class TopologySpec:
         for key in ("placement", "device", "description"):
             if raw.get(key) is not None:
                 fields[key] = _string(raw[key], key)
+        if raw.get("base_latency") is not None:
+            fields["base_latency"] = _parse_base_latency(raw["base_latency"])
         for key in ("intra", "inter"):
             if raw.get(key) is not None:
                 try:
@@ -193,6 +259,8 @@ class TopologySpec:
             out["intra"] = self.intra.to_dict(inter=False)
         if self.inter is not None:
             out["inter"] = self.inter.to_dict(inter=True)
+        if self.base_latency:
+            out["base_latency"] = dict(self.base_latency)
         return out
 
     @property
@@ -235,6 +303,16 @@ def validate(spec: TopologySpec) -> None:
         )
     if spec.intra is not None:
         _validate_fabric(spec.intra, "intra", INTRA_FABRICS)
+        if spec.intra.in_switch_reduction and spec.intra.kind != "nvswitch":
+            raise TopologyError(
+                f"in-switch reduction needs an NVSwitch fabric, got kind {spec.intra.kind!r}",
+                "intra.in_switch_reduction",
+            )
+    for name, seconds in spec.base_latency:
+        if name not in GPU_PROTOCOLS:
+            raise TopologyError(f"unknown protocol {name!r}; known: {', '.join(GPU_PROTOCOLS)}", f"base_latency.{name}")
+        if not (_is_number(seconds) and 0 <= seconds < math.inf):
+            raise TopologyError(f"must be zero or positive, got {seconds!r}", f"base_latency.{name}")
     if spec.inter is not None:
         _validate_fabric(spec.inter, "inter", INTER_FABRICS)
         if spec.inter.kind == "rail" and spec.inter.nics != spec.ranks_per_node:
@@ -277,6 +355,14 @@ def _validate_fabric(fabric: FabricSpec, where: str, known: Mapping[str, object]
         raise TopologyError(
             f"hop_latency must be zero or positive, got {fabric.hop_latency!r}", f"{where}.hop_latency"
         )
+    for protocol in fabric.protocols:
+        at = f"{where}.protocols.{protocol.name}"
+        if protocol.name not in GPU_PROTOCOLS:
+            raise TopologyError(f"unknown protocol {protocol.name!r}; known: {', '.join(GPU_PROTOCOLS)}", at)
+        if not (_is_number(protocol.latency) and 0 <= protocol.latency < math.inf):
+            raise TopologyError(f"latency must be zero or positive, got {protocol.latency!r}", f"{at}.latency")
+        if not (_is_number(protocol.efficiency) and 0 < protocol.efficiency <= 1):
+            raise TopologyError(f"efficiency must be in (0, 1], got {protocol.efficiency!r}", f"{at}.efficiency")
 
 
 def _is_number(value: object) -> bool:
@@ -332,6 +418,33 @@ def located(err: ConfigError, prefix: str) -> ConfigError:
     """Return *err* with *prefix* prepended to its path, keeping its class (UnitError stays one)."""
     moved = err.at(prefix)
     return type(err)(moved.message, moved.path, moved.file)
+
+
+def _parse_protocols(raw: Any) -> tuple[ProtocolSpec, ...]:
+    """Read ``{LL: {latency: 0.6 us, efficiency: 0.5}, ...}`` into ProtocolSpecs sorted by name."""
+    raw = _mapping(raw, "protocols", "a mapping such as {LL: {latency: 0.6 us, efficiency: 0.5}}")
+    out = []
+    for name, entry in raw.items():
+        at = f"protocols.{name}"
+        if name not in GPU_PROTOCOLS:
+            raise ConfigError(f"unknown protocol {name!r}; known: {', '.join(GPU_PROTOCOLS)}", at)
+        entry = _mapping(entry, at, "{latency: 0.6 us, efficiency: 0.5}")
+        _check_keys(entry, _PROTOCOL_KEYS, at)
+        latency = _parse(parse_time, _required(entry, "latency", at), f"{at}.latency")
+        efficiency = _parse(_parse_fraction, _required(entry, "efficiency", at), f"{at}.efficiency")
+        out.append(ProtocolSpec(name, latency, efficiency))
+    return tuple(sorted(out, key=lambda p: p.name))
+
+
+def _parse_base_latency(raw: Any) -> tuple[tuple[str, float], ...]:
+    """Read ``{LL: 6.6 us, Simple: 8.4 us}`` into (name, seconds) pairs sorted by name."""
+    raw = _mapping(raw, "base_latency", "a mapping such as {LL: 6.6 us, Simple: 8.4 us}")
+    out = []
+    for name, value in raw.items():
+        if name not in GPU_PROTOCOLS:
+            raise ConfigError(f"unknown protocol {name!r}; known: {', '.join(GPU_PROTOCOLS)}", f"base_latency.{name}")
+        out.append((name, _parse(parse_time, value, f"base_latency.{name}")))
+    return tuple(sorted(out))
 
 
 def _parse_fraction(value: Any) -> float:

@@ -294,7 +294,8 @@ def _no_match(exp: Expectation, rows: Sequence[Mapping[str, Any]]) -> str:
 def _deviation(got: float, expected: float) -> str:
     if expected == 0:
         return ""
-    return f" ({(got - expected) / abs(expected) * 100:+.3g}%)"
+    percent = (got - expected) / abs(expected) * 100
+    return " (+0%)" if abs(percent) < 5e-5 else f" ({percent:+.3g}%)"
 
 
 def _passes(exp: Expectation, got: Any) -> bool:

@@ -31,7 +31,7 @@ from typing import Any
 
 import yaml
 
-import mpisim.collectives  # noqa: F401  (importing registers the algorithms)
+import mpisim.collectives
 import mpisim.workloads  # noqa: F401  (importing registers the workload kinds)
 from mpisim.collectives import registry
 from mpisim.engine.units import parse_bandwidth, parse_per_byte, parse_size, parse_time
@@ -79,9 +79,11 @@ class _StrictLoader(yaml.SafeLoader):
 
 
 def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode) -> dict[Any, Any]:
-    loader.flatten_mapping(node)
     first_line: dict[Any, int] = {}
+    # Checked before merge keys (<<: *base) are flattened in: an explicit key may override one.
     for key_node, _ in node.value:
+        if key_node.tag == "tag:yaml.org,2002:merge":
+            continue
         key = loader.construct_object(key_node, deep=True)
         try:
             if key in first_line:
@@ -91,6 +93,7 @@ def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode) -> dict[An
             first_line[key] = key_node.start_mark.line
         except TypeError:  # an unhashable key: construct_mapping below reports it
             break
+    loader.flatten_mapping(node)
     return loader.construct_mapping(node, deep=True)
 
 
@@ -109,7 +112,7 @@ def _yaml_error(err: yaml.YAMLError, file: str) -> ConfigError:
 def read_yaml(text: str, file: str = "") -> Any:
     """Parse YAML *text*, rejecting duplicate keys. Raises ConfigError naming the line."""
     try:
-        return yaml.load(text, Loader=_StrictLoader)  # noqa: S506  (a SafeLoader subclass)
+        return yaml.load(text, Loader=_StrictLoader)
     except yaml.YAMLError as err:
         raise _yaml_error(err, file) from None
 
@@ -238,7 +241,9 @@ def load_dict(raw: Any, file: str | None = None, overrides: Iterable[tuple[str, 
         if scenario.sweep:
             _check_sweep_points(raw, scenario, file)
     except ConfigError as err:
-        raise err.in_file(display) if display and not err.file else err from None
+        if display and not err.file:
+            raise err.in_file(display) from None
+        raise
     return scenario
 
 
@@ -274,16 +279,21 @@ def _choice(value: Any, choices: Iterable[str], path: str) -> str:
     return value
 
 
+def _get(raw: Mapping[str, Any], key: str, default: Any) -> Any:
+    """Return ``raw[key]``, or *default* when the key is missing or null (``--set seed=null``)."""
+    value = raw.get(key)
+    return default if value is None else value
+
+
 def _build(raw: Mapping[str, Any], file: str | None) -> Scenario:
     check_keys(raw, TOP_LEVEL_KEYS)
-    default_name = Path(file).stem if file else DEFAULT_NAME
-    name = raw.get("name", default_name)
+    name = _get(raw, "name", Path(file).stem if file else DEFAULT_NAME)
     if not isinstance(name, str) or not name.strip():
         raise ConfigError(f"expected a non-empty string, got {_short(name)}", "name")
-    description = raw.get("description") or ""
+    description = _get(raw, "description", "")
     if not isinstance(description, str):
         raise ConfigError(f"expected a string, got {_short(description)}", "description")
-    seed = raw.get("seed", DEFAULT_SEED)
+    seed = _get(raw, "seed", DEFAULT_SEED)
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise ConfigError(f"expected a whole number >= 0, got {_short(seed)}", "seed")
 
@@ -296,9 +306,8 @@ def _build(raw: Mapping[str, Any], file: str | None) -> Scenario:
     mpi = _resolve_mpi(preset_mpi, raw.get("mpi"), topology.name)
     network = _parse_network(raw.get("network"))
     algorithms = _parse_algorithms(raw.get("algorithms"), topology.size)
-    payload = _choice(raw.get("payload", DEFAULT_PAYLOAD), PAYLOADS, "payload")
-    report = raw.get("report") or {}
-    report = dict(_mapping(report, "report", "{plots: [timeline]}"))
+    payload = _choice(_get(raw, "payload", DEFAULT_PAYLOAD), PAYLOADS, "payload")
+    report = dict(_mapping(_get(raw, "report", {}), "report", "{plots: [timeline]}"))
     trace = _parse_trace(raw.get("trace"), report)
     workload = _parse_workload(raw.get("workload"))
     try:
@@ -376,7 +385,7 @@ def _parse_network(raw: Any) -> NetworkSpec:
         raw = {"model": raw}
     raw = _mapping(raw, "network", "{model: fairshare}")
     check_keys(raw, ("model",), "network")
-    return NetworkSpec(_choice(raw.get("model", DEFAULT_NETWORK_MODEL), model_names(), "network.model"))
+    return NetworkSpec(_choice(_get(raw, "model", DEFAULT_NETWORK_MODEL), model_names(), "network.model"))
 
 
 def _parse_algorithms(raw: Any, ranks: int) -> AlgorithmDefaults:
@@ -384,7 +393,7 @@ def _parse_algorithms(raw: Any, ranks: int) -> AlgorithmDefaults:
         return AlgorithmDefaults()
     raw = _mapping(raw, "algorithms", "{selector: mpich, allreduce: ring}")
     check_keys(raw, ("selector", *registry.COLLECTIVES), "algorithms")
-    selector = _choice(raw.get("selector", DEFAULT_SELECTOR), SELECTORS, "algorithms.selector")
+    selector = _choice(_get(raw, "selector", DEFAULT_SELECTOR), SELECTORS, "algorithms.selector")
     chosen = {}
     for collective in registry.COLLECTIVES:  # registry order, so equal inputs give equal dicts
         if collective not in raw:

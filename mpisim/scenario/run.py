@@ -38,6 +38,7 @@ from mpisim.report.records import RunResult, WorldRecords, jsonable
 from mpisim.scenario.expect import describe_where, evaluate_all
 from mpisim.scenario.load import dump
 from mpisim.scenario.model import FAILURE_KINDS, TOP_LEVEL_KEYS, Scenario
+from mpisim.scenario.observe import link_totals, network_summary
 from mpisim.workloads.base import RunContext, WorkloadOutput, get_workload
 
 __all__ = ["PointResult", "failure_kind", "new_world_factory", "run_point", "run_scenario", "write_atomic"]
@@ -118,7 +119,8 @@ def new_world_factory(scenario: Scenario, log: TextIO | None = None) -> tuple[Ca
     return new_world, created
 
 
-def _world_records(label: str, world: World, point: Mapping[str, Any]) -> WorldRecords:
+def _world_records(label: str, world: World, point: Mapping[str, Any],
+                   network: dict[str, float] | None = None) -> WorldRecords:
     tracer = world.tracer
     return WorldRecords(
         label=label,
@@ -131,6 +133,8 @@ def _world_records(label: str, world: World, point: Mapping[str, Any]) -> WorldR
         message_bytes=tracer.message_bytes,
         t_end=world.sim.now,
         unmatched=list(world.unmatched),
+        link_totals=link_totals(world),
+        network=network_summary(world) if network is None else dict(network),
     )
 
 
@@ -164,6 +168,8 @@ def run_point(scenario: Scenario, point: Mapping[str, Any] | None = None, log: T
         failure = {"kind": failure_kind(err), "error": type(err).__name__, "message": str(err), "point": point}
         # The worlds the workload made are still here: a deadlock's timeline is worth drawing.
         output = WorkloadOutput(worlds=[(f"world {i}", world) for i, world in enumerate(created)])
+    # Every world of a point has the same topology: measure alpha, beta, gamma once.
+    network = network_summary(output.worlds[0][1]) if output.worlds else {}
     prefix = f"[{describe_where(point)}] " if point else ""
     notes = [prefix + note for note in output.notes]
     for _, world in output.worlds:
@@ -172,7 +178,7 @@ def run_point(scenario: Scenario, point: Mapping[str, Any] | None = None, log: T
         point=point,
         rows=jsonable([{**point, **row} for row in output.rows]),
         notes=notes,
-        records=[_world_records(label, world, point) for label, world in output.worlds],
+        records=[_world_records(label, world, point, network) for label, world in output.worlds],
         failure=failure,
     )
 
@@ -260,7 +266,9 @@ def run_scenario(
         else:
             points = [run_point(scenario, log=log)]
     except ConfigError as err:
-        raise err.in_file(scenario.file) if scenario.file and not err.file else err from None
+        if scenario.file and not err.file:
+            raise err.in_file(scenario.file) from None
+        raise
     return assemble(scenario, points, time.perf_counter() - t_start)
 
 

@@ -30,7 +30,9 @@ for ``prod``), stored in the requested dtype. Sums and products of such numbers 
 any order in floating point (as long as ``3 x ranks`` stays below the mantissa: 2048 ranks for
 float16), so every rank's output must equal numpy's reference bit for bit, whatever order
 the algorithm reduces in; integer dtypes wrap around identically in every order. ``verified``
-is ``null`` with size-only payloads and for ``barrier``.
+is ``null`` with size-only payloads and for ``barrier``. A point whose inputs would exceed
+:data:`MAX_DATA_BYTES` (512 MiB) over all ranks runs size-only even in data mode -- its time
+is the same, as time depends on byte counts only -- with ``verified: null`` and a note.
 
 **Worlds kept for reports.** Each algorithm's largest size is always kept; the other points
 are kept too while the message records of all kept worlds stay under
@@ -41,7 +43,8 @@ YAML::
     workload:
       kind: collective
       collective: allreduce            # barrier | bcast | reduce | allreduce | allgather | ...
-      algorithm: [ring, rabenseifner]  # a name, auto, or a list of names to compare
+      algorithm: [ring, rabenseifner]  # a name, auto, or a list of names to compare (default:
+                                       # the scenario's algorithms: entry for it, else auto)
       sizes: {min: 8 B, max: 1 GiB, factor: 4}   # or a list: [1 KiB, 1 MiB]
       dtype: float32                   # float16 float32 float64 int8 uint8 int32 int64
       op: sum                          # sum | prod | max | min
@@ -79,6 +82,8 @@ REDUCING = frozenset({"reduce", "allreduce", "reduce_scatter"})
 
 #: Keep every point's world while the kept worlds hold fewer message records than this.
 MAX_KEPT_MESSAGES = 200_000
+#: Largest input, summed over all ranks, that is carried as real data; larger points run size-only.
+MAX_DATA_BYTES = 512 * 2**20
 
 DTYPES: dict[str, str] = {
     "float16": "float16", "fp16": "float16", "half": "float16",
@@ -200,7 +205,7 @@ class CollectiveParams:
     """A validated ``collective`` workload (sizes in bytes, as requested)."""
 
     collective: str
-    algorithms: tuple[str, ...]  # names or "auto"
+    algorithms: tuple[str, ...]  # names or "auto"; () means the scenario's default for the collective
     sizes: tuple[int, ...]
     dtype: str = "float32"
     op: str = "sum"
@@ -220,10 +225,11 @@ def parse(raw: Any) -> CollectiveParams:
     collective = raw["collective"]
     if collective not in registry.COLLECTIVES:
         raise ConfigError(f"unknown collective {collective!r}; known: {', '.join(registry.COLLECTIVES)}", "collective")
-    algorithms, listed = _parse_algorithms(raw.get("algorithm", "auto"), collective)
+    given = raw.get("algorithm")
+    algorithms, listed = _parse_algorithms(given, collective) if given is not None else ((), False)
     dtype = parse_dtype(raw.get("dtype", "float32"))
     if collective == "barrier":
-        if raw.get("sizes") not in (None, 0, [0], "0 B", ["0 B"]):
+        if raw.get("sizes") is not None and any(parse_sizes(raw["sizes"], "sizes")):
             raise ConfigError("a barrier moves no data: leave sizes out", "sizes")
         sizes: tuple[int, ...] = (0,)
     else:
@@ -262,7 +268,8 @@ def _parse_algorithms(raw: Any, collective: str) -> tuple[tuple[str, ...], bool]
 def dump(params: CollectiveParams) -> dict[str, Any]:
     """Return the resolved workload (sizes in bytes) in a form :func:`parse` reads back."""
     out: dict[str, Any] = {"kind": KIND, "collective": params.collective}
-    out["algorithm"] = list(params.algorithms) if params.listed else params.algorithms[0]
+    if params.algorithms:
+        out["algorithm"] = list(params.algorithms) if params.listed else params.algorithms[0]
     if params.collective != "barrier":
         out["sizes"] = list(params.sizes)
     out.update(dtype=params.dtype, op=params.op, root=params.root, iterations=params.iterations)
@@ -349,8 +356,11 @@ def reduce_in_rank_order(op: str, inputs: Sequence[np.ndarray]) -> np.ndarray:
 
 
 def call_collective(comm: Comm, collective: str, buf: Payload | None, op: str, root: int,
-                    algorithm: str) -> Proc[Any]:
-    """Call *collective* on *comm* with the arguments it takes (``algorithm`` may be ``auto``)."""
+                    algorithm: str | None) -> Proc[Any]:
+    """Call *collective* on *comm* with the arguments it takes.
+
+    *algorithm* is a name, ``auto``, or ``None`` for the world's default for *collective*.
+    """
     if collective == "barrier":
         yield from comm.barrier(algorithm=algorithm)
         return None
@@ -366,7 +376,7 @@ def call_collective(comm: Comm, collective: str, buf: Payload | None, op: str, r
 @dataclass(frozen=True)
 class _Point:
     collective: str
-    algorithm: str
+    algorithm: str | None
     op: str
     root: int
     iterations: int
@@ -424,9 +434,12 @@ def collective_time(spans: Sequence[Sequence[tuple[float, float]]]) -> float:
     return total / calls
 
 
-def check_requirements(collective: str, algorithm: str, p: int, op: str) -> None:
-    """Raise MPIError if *algorithm* cannot run on *p* ranks with *op* (power of two, commutativity)."""
-    if algorithm == "auto":
+def check_requirements(collective: str, algorithm: str | None, p: int, op: str) -> None:
+    """Raise MPIError if *algorithm* cannot run on *p* ranks with *op* (power of two, commutativity).
+
+    ``auto`` and ``None`` (the scenario's default, checked by the scenario loader) pass.
+    """
+    if algorithm in (None, "auto"):
         return
     problem = registry.get(collective, algorithm).why_not(p, get_op(op).commutative)
     if problem:
@@ -438,28 +451,33 @@ def run(params: CollectiveParams, ctx: RunContext) -> WorkloadOutput:
     out = WorkloadOutput()
     dtype = np.dtype(params.dtype)
     measured: list[tuple[str, str, int, World, int]] = []  # (label, algorithm, bytes, world, messages)
-    for algorithm in params.algorithms:
+    for algorithm in params.algorithms or (None,):
         for size in params.sizes:
             world = ctx.new_world()
+            requested = algorithm or world.algorithms.get(params.collective) or "auto"
             p = world.size
             if params.collective in ROOTED and params.root >= p:
                 raise ConfigError(f"root {params.root} is not a rank of a {p}-rank world", "root")
             check_requirements(params.collective, algorithm, p, params.op)
             count, nccl_count, nbytes = layout(params.collective, size, dtype.itemsize, p)
+            data = ctx.data and params.collective != "barrier" and count * dtype.itemsize * p <= MAX_DATA_BYTES
+            if ctx.data and params.collective != "barrier" and not data:
+                out.notes.append(f"{params.collective} {format_size(nbytes)} on {p} ranks: inputs too large for "
+                                 f"real data ({format_size(count * dtype.itemsize * p)}); ran size-only, not verified")
             point = _Point(params.collective, algorithm, params.op, params.root, params.iterations,
-                           count, dtype, ctx.data, ctx.seed)
+                           count, dtype, data, ctx.seed)
             outputs: list[Any] = [None] * p
             spans: list[list[tuple[float, float]]] = [[] for _ in range(p)]
             chosen: list[str] = []
             world.launch(_rank_program, point, outputs, spans, chosen)
             world.run()
             time = collective_time(spans)
-            verified = _verify(point, p, outputs) if ctx.data and params.collective != "barrier" else None
+            verified = _verify(point, p, outputs) if data else None
             algbw = nbytes / time / 1e9 if time > 0 else None
             out.rows.append({
                 "collective": params.collective,
                 "algorithm": chosen[0],
-                "requested": algorithm,
+                "requested": requested,
                 "ranks": p,
                 "bytes": nbytes,
                 "count": nccl_count,
@@ -469,8 +487,8 @@ def run(params: CollectiveParams, ctx: RunContext) -> WorkloadOutput:
                 "busbw_GBps": None if algbw is None else algbw * busbw_factor(params.collective, p),
                 "verified": verified,
             })
-            label = f"{chosen[0]} {format_size(nbytes)}" + (" (auto)" if algorithm == "auto" else "")
-            measured.append((label, algorithm, nbytes, world, world.tracer.message_count))
+            label = f"{chosen[0]} {format_size(nbytes)}" + (" (auto)" if requested == "auto" else "")
+            measured.append((label, requested, nbytes, world, world.tracer.message_count))
             out.notes.extend(world.unmatched)
     out.worlds = _worlds_to_keep(measured)
     return out

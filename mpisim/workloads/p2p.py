@@ -19,7 +19,8 @@ Each (test, size) point runs on a fresh world; the first ``warmup`` iterations a
 (OSU's ``skip``). The simulation is deterministic, so one warm-up and one timed iteration
 give the same figure as thousands; warm-up matters only to start from the same state as the
 real benchmark does. ``protocol`` is what the MPI layer chose for the data messages
-(``eager`` below the path's eager limit, ``rendezvous`` above), read from the message records.
+(``eager`` up to the path's eager limit, ``rendezvous`` above), read from the message records
+(or, when the scenario switches them off, from the same rule the MPI layer applies).
 
 YAML::
 
@@ -27,7 +28,7 @@ YAML::
       kind: p2p
       test: latency           # latency | bandwidth | bibw, or a list of them
       sizes: {min: 1 B, max: 4 MiB, factor: 2}
-      pair: [0, 1]            # the two ranks (e.g. [0, 8] to cross nodes on an 8-GPU node)
+      pair: [0, 1]            # the two ranks ([0, 8] crosses nodes when each node holds 8 ranks)
       window: 64
       iterations: 1
       warmup: 1

@@ -18,6 +18,7 @@ from hypothesis.extra.numpy import arrays
 
 from mpisim.collectives import registry
 from mpisim.mpi import MAX, MIN, SUM, Op
+from mpisim.network.topology import FabricSpec
 from tests.collectives.helpers import (
     AFFINE,
     FIRST,
@@ -107,6 +108,24 @@ def test_every_rank_count_up_to_17(algo, p):
         inputs = [rng.integers(-high if op is not AFFINE else 0, high, count, dtype=dtype) for _ in range(p)]
         outputs, _ = run_collective(algo, inputs, p, op=op, root=root)
         check_outputs(algo, outputs, reference(algo.collective, inputs, op, root), f"p={p} root={root} op={op.name}")
+
+
+@pytest.mark.parametrize("algo", DATA_ALGORITHMS, ids=algo_id)
+@pytest.mark.parametrize(("nodes", "ranks_per_node"), [(2, 4), (3, 2), (3, 3)])
+def test_on_nodes_with_several_ranks(algo, nodes, ranks_per_node):
+    """Topology-aware algorithms see real nodes here: the answer must not depend on placement."""
+    p = nodes * ranks_per_node
+    if not algo.allows(p):
+        pytest.skip(f"{algo_id(algo)} does not run on {p} ranks")
+    rng = np.random.default_rng(p)
+    root = p - 2
+    for op in ops_for(algo):
+        dtype = np.int64 if op is AFFINE else np.int32
+        inputs = [rng.integers(0, 2**31, 29).astype(dtype) for _ in range(p)]
+        outputs, _ = run_collective(algo, inputs, p, op=op, root=root, ranks_per_node=ranks_per_node,
+                                    intra=FabricSpec("shm", 20e9, 2e-7))
+        check_outputs(algo, outputs, reference(algo.collective, inputs, op, root),
+                      f"{nodes} nodes x {ranks_per_node} ranks, op={op.name}")
 
 
 @pytest.mark.parametrize("algo", [a for a in DATA_ALGORITHMS if a.collective in REDUCING], ids=algo_id)

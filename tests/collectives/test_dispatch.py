@@ -109,9 +109,9 @@ def test_auto_runs_a_non_commutative_op_correctly_when_possible():
 
 
 def cheapest(collective: str, p: int, n: int) -> str:
-    """The name with the smallest closed form here (ties to the name that sorts first)."""
+    """The name with the smallest closed form here (ties to an exact formula, then the name that sorts first)."""
     costed = [a for a in registry.available(collective) if a.allows(p) and a.cost is not None]
-    return min(costed, key=lambda a: (a.cost(p, n, ALPHA, 1 / BANDWIDTH, 0.0), a.name)).name
+    return min(costed, key=lambda a: (a.cost(p, n, ALPHA, 1 / BANDWIDTH, 0.0), not a.exact(p), a.name)).name
 
 
 @pytest.mark.parametrize(("collective", "p", "nbytes"), [
@@ -124,12 +124,23 @@ def test_auto_model_picks_the_cheapest_closed_form(collective, p, nbytes):
     assert chosen(f"{collective}/auto", p, nbytes, selector="model") == cheapest(collective, p, n)
 
 
-def test_auto_model_picks_latency_optimal_small_and_bandwidth_optimal_large():
-    assert chosen("allreduce/auto", 8, 8, selector="model") == "recursive_doubling"
-    assert chosen("allreduce/auto", 8, 1 << 22, selector="model") == "rabenseifner"
-    assert chosen("allreduce/auto", 6, 1 << 22, selector="model") == "ring"
-    assert chosen("alltoall/auto", 8, 64, selector="model") == "bruck"
-    assert chosen("alltoall/auto", 8, 1 << 22, selector="model") != "bruck"  # Bruck moves (lg p / 2) n bytes
+@pytest.mark.parametrize(("collective", "p"), [("allreduce", 8), ("allreduce", 6), ("alltoall", 8)])
+def test_auto_model_picks_latency_optimal_small_and_bandwidth_optimal_large(collective, p):
+    """A tiny message goes to the algorithm with the fewest alphas, a huge one to the fewest betas."""
+    small, large = 8 * p, 1 << 24
+    beta = 1 / BANDWIDTH
+    candidates = [a for a in registry.available(collective) if a.allows(p) and a.cost is not None]
+    alphas = {a.name: a.cost(p, 0, ALPHA, 0.0, 0.0) for a in candidates}
+    betas = {a.name: a.cost(p, large, 0.0, beta, 0.0) for a in candidates}
+    pick_small = chosen(f"{collective}/auto", p, small, selector="model")
+    pick_large = chosen(f"{collective}/auto", p, large, selector="model")
+    assert pick_small != pick_large
+    assert alphas[pick_small] == pytest.approx(min(alphas.values()))
+    assert betas[pick_large] == pytest.approx(min(betas.values()))
+    if collective == "allreduce":
+        assert pick_small == "recursive_doubling"
+    if collective == "alltoall":
+        assert pick_small == "bruck"
 
 
 def test_unknown_algorithm_lists_the_known_names():
@@ -219,3 +230,11 @@ def test_wildcard_user_receive_does_not_steal_collective_messages(algo):
         else:
             np.testing.assert_array_equal(out, want)
     assert world.unmatched == []
+
+
+def test_auto_model_breaks_cost_ties_towards_an_exact_formula():
+    """Pairwise and linear alltoall share a closed form; linear's is a single-port estimate, so pairwise wins."""
+    pairwise, linear = registry.get("alltoall", "pairwise"), registry.get("alltoall", "linear")
+    n = 1 << 22
+    assert pairwise.cost(8, n, ALPHA, 1 / BANDWIDTH, 0.0) == pytest.approx(linear.cost(8, n, ALPHA, 1 / BANDWIDTH, 0.0))
+    assert chosen("alltoall/auto", 8, n, selector="model") == "pairwise"

@@ -35,7 +35,10 @@ def test_corpora_are_not_empty():
     assert len(INVALID) >= 30
 
 
-@pytest.mark.parametrize("path", VALID, ids=lambda p: p.stem)
+SHIPPED = sorted((CASES.parent.parent / "scenarios").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("path", VALID + SHIPPED, ids=lambda p: f"{p.parent.name}/{p.stem}")
 def test_valid_scenario_loads_and_round_trips_through_dump(path):
     """demes' load-dump-load: the resolved form loads to an equal scenario, also via YAML text."""
     loaded = load(path)
@@ -82,6 +85,13 @@ def test_defaults_fill_in():
     assert (s.trace.messages, s.trace.spans, s.trace.links) == (True, True, False)
     assert s.expect == () and s.sweep == {} and s.report == {} and s.expect_failure is None
     assert load_dict({"topology": STAR, "workload": FAKE}).name == "scenario"
+
+
+def test_null_means_the_default():
+    s = scenario(name=None, seed=None, payload=None, network=None, mpi=None, report=None, description=None,
+                 expect=None, sweep=None, expect_failure=None, trace=None, algorithms=None)
+    assert s == scenario()
+    assert s.name == "t"
 
 
 def test_units_are_parsed_to_si():
@@ -234,6 +244,18 @@ def test_yaml_errors_name_the_line():
         loads("topology: ib-hdr\nworkload:\n  kind: [oops\n", file="x.yaml")
     assert str(info.value).startswith("x.yaml: line ")
     assert "invalid YAML" in str(info.value)
+
+
+def test_yaml_merge_keys_may_be_overridden_but_duplicates_are_errors():
+    text = (
+        "report: {fabric: &star {kind: star, bandwidth: 1 GB/s, latency: 1 us}}\n"
+        "topology: {nodes: 2, inter: {<<: *star, latency: 2 us}}\n"
+        "workload: {kind: fake_pingpong, sizes: [1]}\n"
+    )
+    inter = loads(text).topology.inter
+    assert (inter.kind, inter.bandwidth, inter.latency) == ("star", 1e9, 2e-6)
+    with pytest.raises(ConfigError, match=r"line 3: invalid YAML: duplicate key 'nodes' \(first given on line 2\)"):
+        loads("topology:\n  {nodes: 2,\n   nodes: 3}\n")
 
 
 def test_missing_file_is_a_config_error(tmp_path):

@@ -170,3 +170,33 @@ def test_assert_helpers_report_what_differs():
     assert_tree_close({"a": [1.0, "x"]}, {"a": [1.0 + 1e-12, "x"]})
     with pytest.raises(AssertionError, match="keys differ"):
         assert_tree_close({"a": 1}, {"b": 1})
+
+
+def test_run_scenario_file_takes_dotted_overrides_as_keywords(tmp_path):
+    import yaml
+
+    from mpisim.testing import run_scenario_file
+
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump({"topology": STAR, "workload": {"kind": "fake_pingpong", "sizes": [8]}}))
+    result = run_scenario_file(path, topology__nodes=3, **{"network.model": "analytic"}, seed=4)
+    assert result.rows[0]["ranks"] == 3
+    assert result.scenario["network"]["model"] == "analytic" and result.scenario["seed"] == 4
+    assert result.scenario["name"] == "s"
+
+
+def test_world_records_json_handles_numpy_and_infinite_values_and_any_column_order():
+    import numpy as np
+
+    from mpisim.engine.records import SpanRecord
+    from mpisim.report.records import WorldRecords
+
+    world = WorldRecords(label="w", spans=[SpanRecord(0, "compute", np.float64(0.5), float("inf"))])
+    data = world.to_dict()
+    assert data["spans"]["rows"] == [[0, "compute", 0.5, "inf", "", -1, 0]]
+    json.dumps(data, allow_nan=False)
+    plain = WorldRecords(label="w", spans=[SpanRecord(1, "send", 0.0, 2.0, "x", 3, 8)]).to_dict()
+    plain["spans"]["columns"].reverse()
+    for row in plain["spans"]["rows"]:
+        row.reverse()
+    assert WorldRecords.from_dict(plain).spans == [SpanRecord(1, "send", 0.0, 2.0, "x", 3, 8)]

@@ -162,14 +162,20 @@ def test_interrupted_sweep_resumes_to_the_same_result(tmp_path, capsys):
     assert without_meta[0] == without_meta[1]
 
 
-def test_default_results_file_is_next_to_the_output_or_in_the_cwd(tmp_path, monkeypatch):
+def test_default_results_file_is_kept_for_resume_only_until_the_sweep_finishes(tmp_path, monkeypatch, capsys):
     from mpisim.scenario.sweep import default_results_file
 
     path = tmp_path / "grid.yaml"
-    path.write_text(yaml.safe_dump(raw_scenario(tmp_path, {"seed": [0, 1]})))
+    path.write_text(yaml.safe_dump(raw_scenario(tmp_path, {"workload.mode": ["ok", "deadlock"]})))
     s = load_file(path)
     assert default_results_file(s, tmp_path / "out") == tmp_path / "out" / "sweep.jsonl"
     assert default_results_file(s) == Path("grid.sweep.jsonl")
     monkeypatch.chdir(tmp_path)
-    assert main(["run", str(path), "--json"]) == 0
-    assert len(read_results_file(tmp_path / "grid.sweep.jsonl")[0]) == 2
+    assert main(["run", str(path), "--jobs", "1"]) == 1, "the second point deadlocks"
+    done, _ = read_results_file(tmp_path / "grid.sweep.jsonl")
+    assert [p.point for p in done.values()] == [{"workload.mode": "ok"}], "kept for --resume"
+    (tmp_path / "ran.log").unlink()
+    assert main(["run", str(path), "--resume", "--set", "sweep={workload.mode: [ok]}"]) == 0
+    assert ran(tmp_path) == [], "the finished point was not run again"
+    assert not (tmp_path / "grid.sweep.jsonl").exists(), "removed once the sweep finished"
+    capsys.readouterr()

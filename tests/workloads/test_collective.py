@@ -6,9 +6,10 @@ import numpy as np
 import pytest
 
 from mpisim.collectives import registry
-from mpisim.errors import ConfigError, MPIError, UnknownAlgorithm, UnitError
+from mpisim.errors import ConfigError, MPIError, UnitError, UnknownAlgorithm
 from mpisim.workloads import collective
 from mpisim.workloads.collective import busbw_factor, layout, parse
+from tests.conftest import make_world
 from tests.workloads import context
 
 ALPHA, BW = 1e-6, 1e9
@@ -21,7 +22,7 @@ BETA = 1 / BW
 def test_sizes_parse_to_bytes_and_ranges_follow_nccl_tests():
     params = parse({"collective": "allreduce", "sizes": ["1 KiB", "1 MB", 64]})
     assert params.sizes == (1024, 10**6, 64)
-    assert params.algorithms == ("auto",)
+    assert params.algorithms == ()  # the scenario's default for the collective, else auto
     ranged = parse({"collective": "allreduce", "sizes": {"min": "8 B", "max": "64 B", "factor": 2}})
     assert ranged.sizes == (8, 16, 32, 64)
     # max need not be reached exactly: nccl-tests stops at the last size <= max
@@ -174,6 +175,20 @@ def test_barrier_times_a_synchronisation():
     assert row["time_s"] >= 2 * ALPHA  # at least two rounds of messages on four ranks
 
 
+def test_without_an_algorithm_the_worlds_default_runs():
+    def new_world():
+        world = make_world(3)
+        world.algorithms = {"allgather": "bruck"}
+        return world
+
+    ctx = context(3)
+    ctx.new_world = new_world
+    (row,) = collective.run(parse({"collective": "allgather", "sizes": [96]}), ctx).rows
+    assert row["algorithm"] == row["requested"] == "bruck"
+    (row,) = collective.run(parse({"collective": "allgather", "sizes": [96], "algorithm": "ring"}), ctx).rows
+    assert row["algorithm"] == row["requested"] == "ring"
+
+
 def test_power_of_two_algorithm_on_three_ranks_is_an_mpi_error():
     params = parse({"collective": "allgather", "algorithm": "recursive_doubling", "sizes": [96]})
     with pytest.raises(MPIError, match="power-of-two"):
@@ -205,3 +220,13 @@ def test_worlds_are_labelled_and_large_sweeps_keep_only_the_largest(monkeypatch)
     assert [label for label, _ in out.worlds] == ["ring 1020 B", "bruck 1020 B"]
     auto = collective.run(parse({"collective": "allgather", "sizes": [96]}), context(3))
     assert auto.worlds[0][0].endswith("96 B (auto)")
+
+
+def test_points_too_large_for_real_data_run_size_only_with_a_note(monkeypatch):
+    raw = {"collective": "allgather", "algorithm": "ring", "sizes": [96, 3072]}
+    exact = collective.run(parse(raw), context(3)).rows
+    monkeypatch.setattr(collective, "MAX_DATA_BYTES", 1000)
+    out = collective.run(parse(raw), context(3))
+    assert [row["verified"] for row in out.rows] == [True, None]
+    assert [row["time_s"] for row in out.rows] == [row["time_s"] for row in exact]
+    assert len(out.notes) == 1 and "too large for real data" in out.notes[0]

@@ -10,6 +10,7 @@ import pytest
 from mpisim.errors import ConfigError, UnitError
 from mpisim.workloads import training
 from mpisim.workloads.training import Bucket, ddp_buckets, parse, parse_flops
+from tests.conftest import make_world
 from tests.workloads import context
 
 ALPHA, BW = 1e-6, 1e9
@@ -87,6 +88,7 @@ def test_flops_errors_are_unit_errors():
 
 @pytest.mark.parametrize("raw", [
     {"params": "300M", "compute": "300 ms"},
+    {"params": "300M", "compute": "300 ms", "sync": "parameter_server"},
     {"layers": [1000, "2M"], "dtype": "fp16", "compute": {"flops": "1e15", "device_flops": "312 TFLOPS"},
      "backward_share": "2/3", "bucket_cap": "4 MiB", "first_bucket": "256 KiB", "sync": "auto",
      "compression": {"cast": "bf16", "topk": 0.01}, "iterations": 2},
@@ -196,3 +198,26 @@ def test_topk_keeps_the_largest_magnitudes():
     values, index = training.topk_select(np.array([1.0, -5.0, 3.0, 5.0]), 2)
     assert index.dtype == np.int32
     assert list(index) == [1, 3] and list(values) == [-5.0, 5.0]
+
+
+def test_without_sync_the_worlds_default_allreduce_runs():
+    def new_world():
+        world = make_world(4)
+        world.algorithms = {"allreduce": "ring"}
+        return world
+
+    ctx = context(4, payload="size")
+    ctx.new_world = new_world
+    (row,) = training.run(parse({"params": "1M", "compute": "10 ms"}), ctx).rows
+    assert row["algorithm"] == "ring"
+    (row,) = training.run(parse({"params": "1M", "compute": "10 ms", "sync": "parameter_server"}), ctx).rows
+    assert row["algorithm"] == "parameter_server"
+
+
+def test_models_too_large_for_real_data_run_size_only_with_a_note(monkeypatch):
+    exact = training.run(parse(SMALL), context(3)).rows[0]
+    monkeypatch.setattr(training, "MAX_DATA_BYTES", 1000)
+    out = training.run(parse(SMALL), context(3))
+    assert out.rows[0]["verified"] is None
+    assert out.rows[0]["iteration_time_s"] == exact["iteration_time_s"]
+    assert "too large for real data" in out.notes[0]

@@ -1,0 +1,63 @@
+"""GPU collective protocols on the wire: how a GPU library (NCCL-like) moves one message.
+
+MPI point-to-point messages use the eager or rendezvous protocol, with CPU overheads per
+message (:mod:`mpisim.mpi.world`). A GPU collective library moves data differently: a GPU
+kernel writes straight into a buffer the peer registered in advance and raises a flag there;
+there is no handshake, no CPU on the path and no host copy. Its protocols differ in how much
+latency each message carries and in how much of a link's bandwidth the data reaches (NCCL,
+``src/device/prims_*.h``):
+
+==========  ===========================================================  =====================
+protocol    how the data moves                                           cost per message
+==========  ===========================================================  =====================
+``LL``      8-byte stores, each carrying its own flag                    least latency, at most half the bandwidth
+``LL128``   128-byte lines: 120 bytes of data and 8 bytes of flags        little latency, ~94 % of the bandwidth
+``Simple``  whole chunks, then a memory fence and one flag               most latency, all the bandwidth
+``NVLS``    the NVSwitch reduces what GPUs load and multicasts stores    see :mod:`mpisim.collectives.nccl`
+==========  ===========================================================  =====================
+
+A :class:`Wire` is one protocol's cost on the two kinds of path of a cluster: within a node
+(``intra``) and between nodes (``inter``). An algorithm sends on ``comm.with_wire(wire)``, and
+the World charges every message sent through that view
+
+    time = wire.latency(path) + route latency + wire.wire_bytes(n, path) / route bandwidth
+
+with no CPU overheads, no eager/rendezvous handshake and no copies. The protocol's latency
+passes before the data moves (the link is free meanwhile), and its share *e* of the bandwidth
+is modelled as bytes on the wire: the message puts ``n / e`` bytes on its links, so both
+network models (contention included) charge the protocol's real cost. Message records keep
+the payload's size and name the protocol.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Wire:
+    """One GPU collective protocol's latency and bandwidth share on intra- and inter-node paths.
+
+    ``efficiency_*`` is the fraction of the path's achievable bandwidth the protocol's data
+    reaches (> 0; above 1 only where the switch does part of the work, as NVLS does).
+    """
+
+    name: str
+    latency_intra: float = 0.0
+    latency_inter: float = 0.0
+    efficiency_intra: float = 1.0
+    efficiency_inter: float = 1.0
+
+    def latency(self, path_kind: str) -> float:
+        """Seconds the protocol adds to a message on a path of kind ``intra``, ``inter`` or ``self``."""
+        if path_kind == "self":
+            return 0.0
+        return self.latency_inter if path_kind == "inter" else self.latency_intra
+
+    def wire_bytes(self, nbytes: int, path_kind: str) -> int:
+        """Bytes a message of *nbytes* payload puts on the links of a path of kind *path_kind*."""
+        efficiency = self.efficiency_inter if path_kind == "inter" else self.efficiency_intra
+        if efficiency == 1.0 or nbytes == 0:
+            return nbytes
+        return math.ceil(nbytes / efficiency)

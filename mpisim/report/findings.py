@@ -1,0 +1,253 @@
+"""Plain-language findings, computed from a result: the sentences at the top of report.md.
+
+A capacity planner should not have to read a table to learn that the ring wins above 256 KiB,
+that the uplinks saturate, or that two thirds of the iteration is communication nobody hid.
+Each function here looks at one kind of evidence and returns sentences (Markdown) stating
+what it shows, with the numbers that back it:
+
+* :func:`algorithm_findings` -- which algorithm is fastest in which size range, and by how much;
+* :func:`p2p_findings` -- where the eager/rendezvous switch is and what it costs;
+* :func:`scaling_findings` -- iteration time, scaling efficiency and exposed communication
+  per interconnect, and which interconnect keeps scaling;
+* :func:`link_findings` -- the busiest link and whether it saturates;
+* :func:`time_share_findings` -- where the ranks' time goes in a timeline;
+* :func:`closed_form_findings` -- how far the simulation is from the textbook formulas.
+
+Nothing is said that the data does not show: a function without its evidence returns [].
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from mpisim.report.records import RunResult, WorldRecords
+from mpisim.report.tables import (
+    STATE_KINDS,
+    closed_form_rows,
+    fmt_bandwidth,
+    fmt_bytes,
+    fmt_percent,
+    fmt_time,
+    link_table,
+    point_label,
+    rank_breakdown,
+    row_kinds,
+    sweep_keys,
+    world_ranks,
+)
+
+__all__ = [
+    "SATURATED",
+    "algorithm_findings",
+    "all_findings",
+    "closed_form_findings",
+    "link_findings",
+    "p2p_findings",
+    "scaling_findings",
+    "time_share_findings",
+]
+
+#: A link busy at least this share of the run, at this share of its capacity while busy, saturates.
+SATURATED = 0.9
+
+
+def _groups(rows: Sequence[dict[str, Any]], keys: Sequence[str]) -> dict[tuple, list[dict[str, Any]]]:
+    out: dict[tuple, list[dict[str, Any]]] = {}
+    for row in rows:
+        out.setdefault(tuple(row.get(k) for k in keys), []).append(row)
+    return out
+
+
+def _where(values: dict[str, Any], keys: Sequence[str]) -> str:
+    label = point_label(values, keys)
+    return f" ({label})" if label else ""
+
+
+def algorithm_findings(result: RunResult) -> list[str]:
+    """Say which algorithm wins in which size range (with two or more algorithms), by how much."""
+    rows = [r for r in row_kinds(result)["collective"] if isinstance(r.get("time_s"), int | float)]
+    keys = sweep_keys(result)
+    out = []
+    for group_key, members in _groups(rows, [*keys, "collective", "ranks"]).items():
+        algorithms = list(dict.fromkeys(r["algorithm"] for r in members))
+        values = dict(zip([*keys, "collective", "ranks"], group_key, strict=True))
+        where = _where(values, keys)
+        if len(algorithms) < 2:
+            out.extend(_single_algorithm(members, values, where))
+            continue
+        by_size: dict[int, list[dict[str, Any]]] = {}
+        for row in members:
+            by_size.setdefault(row["bytes"], []).append(row)
+        runs: list[list[Any]] = []  # [winner, first size, last size, [speed-ups]]
+        for size in sorted(by_size):
+            ranked = sorted(by_size[size], key=lambda r: (r["time_s"], r["algorithm"]))
+            if len(ranked) < 2:
+                continue
+            best, second = ranked[0], ranked[1]
+            speedup = second["time_s"] / best["time_s"] if best["time_s"] > 0 else math.inf
+            if runs and runs[-1][0] == best["algorithm"]:
+                runs[-1][2] = size
+                runs[-1][3].append((speedup, second["algorithm"]))
+            else:
+                runs.append([best["algorithm"], size, size, [(speedup, second["algorithm"])]])
+        head = f"**{values['collective']} on {values['ranks']} ranks{where}:** "
+        parts = []
+        for winner, lo, hi, ups in runs:
+            span = f"at {fmt_bytes(lo)}" if lo == hi else f"from {fmt_bytes(lo)} to {fmt_bytes(hi)}"
+            factors = [u for u, _ in ups]
+            rivals = sorted({name for _, name in ups})
+            lo_f, hi_f = min(factors), max(factors)
+            by = f"{lo_f:.2f}x" if math.isclose(lo_f, hi_f, rel_tol=0.005) else f"{lo_f:.2f}x to {hi_f:.2f}x"
+            parts.append(f"{span} **{winner}** is fastest, {by} faster than the next best ({', '.join(rivals)})")
+        if parts:
+            out.append(head + "; ".join(parts) + ".")
+    return out
+
+
+def _single_algorithm(members: list[dict[str, Any]], values: dict[str, Any], where: str) -> list[str]:
+    with_bw = [r for r in members if isinstance(r.get("busbw_GBps"), int | float)]
+    if len(with_bw) < 2:
+        return []
+    peak = max(with_bw, key=lambda r: r["busbw_GBps"])
+    half = [r for r in sorted(with_bw, key=lambda r: r["bytes"]) if r["busbw_GBps"] >= peak["busbw_GBps"] / 2]
+    sentence = (f"**{values['collective']}/{peak['algorithm']} on {values['ranks']} ranks{where}** reaches its peak "
+                f"bus bandwidth of {fmt_bandwidth(peak['busbw_GBps'] * 1e9)} at {fmt_bytes(peak['bytes'])}")
+    if half and half[0]["bytes"] < peak["bytes"]:
+        sentence += f"; half of that from {fmt_bytes(half[0]['bytes'])} on (below, latency dominates)"
+    return [sentence + "."]
+
+
+def p2p_findings(result: RunResult) -> list[str]:
+    """Locate the eager -> rendezvous switch in latency rows and say what it costs; state peaks."""
+    rows = row_kinds(result)["p2p"]
+    out = []
+    latency = sorted((r for r in rows if r.get("test") == "latency" and "latency_s" in r), key=lambda r: r["bytes"])
+    eager = [r for r in latency if r.get("protocol") == "eager"]
+    rndv = [r for r in latency if r.get("protocol") == "rendezvous"]
+    if eager and rndv and eager[-1]["bytes"] < rndv[0]["bytes"]:
+        a, b = eager[-1], rndv[0]
+        out.append(
+            f"**Eager up to {fmt_bytes(a['bytes'])}, rendezvous from {fmt_bytes(b['bytes'])}:** the one-way latency "
+            f"goes from {fmt_time(a['latency_s'])} to {fmt_time(b['latency_s'])} "
+            f"({b['latency_s'] / a['latency_s']:.2f}x): the rendezvous handshake (RTS, then CTS) adds two "
+            "latencies before the data moves."
+        )
+    if latency:
+        out.append(f"The smallest message ({fmt_bytes(latency[0]['bytes'])}) takes {fmt_time(latency[0]['latency_s'])} "
+                   "one way: the fixed cost every message pays.")
+    for test in ("bandwidth", "bibw"):
+        bw = [r for r in rows if r.get("test") == test and isinstance(r.get("bandwidth_Bps"), int | float)]
+        if bw:
+            peak = max(bw, key=lambda r: r["bandwidth_Bps"])
+            out.append(f"Peak {test} is {fmt_bandwidth(peak['bandwidth_Bps'])} at {fmt_bytes(peak['bytes'])}.")
+    return out
+
+
+def scaling_findings(result: RunResult) -> list[str]:
+    """Per interconnect: iteration time and efficiency at the largest rank count, exposed share."""
+    rows = row_kinds(result)["training"]
+    keys = [k for k in sweep_keys(result) if k != "topology.nodes"]
+    out = []
+    summary = []
+    for group_key, members in _groups(rows, keys).items():
+        members = sorted(members, key=lambda r: r["ranks"])
+        last = members[-1]
+        values = dict(zip(keys, group_key, strict=True))
+        name = point_label(values, keys) or "this cluster"
+        share = last["exposed_comm_s"] / last["iteration_time_s"] if last["iteration_time_s"] > 0 else 0.0
+        good = [r["ranks"] for r in members if isinstance(r.get("scaling_efficiency"), int | float)
+                and r["scaling_efficiency"] >= 0.9]
+        sentence = (f"**{name}:** at {last['ranks']} ranks an iteration takes {fmt_time(last['iteration_time_s'])} "
+                    f"(compute {fmt_time(last['compute_s'])}), scaling efficiency "
+                    f"{fmt_percent(last.get('scaling_efficiency'))}; {fmt_percent(share)} of the iteration is "
+                    "communication that backward does not hide")
+        if good and len(members) > 1:
+            sentence += f". Efficiency stays at or above 90 % up to {max(good)} ranks"
+        elif len(members) > 1:
+            sentence += ". Efficiency is below 90 % from the smallest multi-rank point on"
+        out.append(sentence + ".")
+        summary.append((last.get("scaling_efficiency") or 0.0, name, last["ranks"]))
+    if len(summary) > 1:
+        summary.sort(reverse=True)
+        (best, best_name, ranks), (worst, worst_name, _) = summary[0], summary[-1]
+        out.append(f"At {ranks} ranks **{best_name}** scales best ({fmt_percent(best)} efficiency) and "
+                   f"**{worst_name}** worst ({fmt_percent(worst)}).")
+    return out
+
+
+def link_findings(world: WorldRecords) -> list[str]:
+    """Name the busiest link of *world*, its utilisation, and whether it saturates."""
+    uses = link_table(world, 3)
+    if not uses or world.t_end <= 0:
+        return []
+    top = uses[0]
+    text = (f"**Busiest link in {world.label}:** `{top.link}` carried {fmt_bytes(top.nbytes)}, busy "
+            f"{fmt_percent(top.busy_share)} of the run")
+    if top.capacity_Bps > 0:
+        while_busy = top.rate_when_busy / top.capacity_Bps
+        text += (f", at {fmt_percent(while_busy)} of its {fmt_bandwidth(top.capacity_Bps)} capacity while busy "
+                 f"({fmt_percent(top.utilisation)} on average)")
+        if top.busy_share >= SATURATED and while_busy >= SATURATED:
+            text += ": it is saturated, the bottleneck of this run"
+        elif while_busy >= SATURATED:
+            text += ": it runs at full speed whenever it is used, but is idle part of the time"
+    if len(uses) > 1:
+        text += f". Next: `{uses[1].link}` ({fmt_bytes(uses[1].nbytes)})"
+    return [text + "."]
+
+
+def time_share_findings(world: WorldRecords) -> list[str]:
+    """Say where the ranks' time goes in *world* (averaged over ranks, states only)."""
+    breakdown = rank_breakdown(world)
+    p = world_ranks(world)
+    if not breakdown or world.t_end <= 0 or p == 0:
+        return []
+    totals = {kind: sum(b.get(kind, 0.0) for b in breakdown.values()) / (p * world.t_end) for kind in STATE_KINDS}
+    shares = sorted(((v, k) for k, v in totals.items() if v > 0.005), reverse=True)
+    if not shares:
+        return []
+    names = {"compute": "computing", "send": "blocked in send", "recv": "blocked in receive/sendrecv",
+             "wait": "waiting for requests", "reduce": "reducing", "copy": "copying"}
+    listed = ", ".join(f"{fmt_percent(v)} {names[k]}" for v, k in shares)
+    return [f"**Where the time goes in {world.label}** (average over {p} ranks): {listed}."]
+
+
+def closed_form_findings(result: RunResult) -> list[str]:
+    """Compare simulated times with the closed forms, per algorithm: worst deviation and where."""
+    rows = closed_form_rows(result)
+    out = []
+    for algorithm in dict.fromkeys(r["algorithm"] for r in rows):
+        mine = [r for r in rows if r["algorithm"] == algorithm and math.isfinite(r["ratio"])]
+        if not mine:
+            continue
+        worst = max(mine, key=lambda r: abs(r["ratio"] - 1))
+        dev = worst["ratio"] - 1
+        if abs(dev) < 0.01:
+            out.append(f"**{algorithm}:** the simulation matches its closed form within 1 % at every point.")
+        else:
+            side = "slower" if dev > 0 else "faster"
+            exact = "" if worst["exact"] else " (the formula is only an estimate for this case)"
+            out.append(f"**{algorithm}:** the simulation is up to {abs(dev) * 100:.1f} % {side} than its closed form, "
+                       f"at {fmt_bytes(worst['bytes'])} on {worst['ranks']} ranks ({fmt_time(worst['time_s'])} vs "
+                       f"{fmt_time(worst['model_s'])}){exact}.")
+    return out
+
+
+def all_findings(result: RunResult, worlds: Sequence[WorldRecords]) -> list[str]:
+    """Return every finding for *result*; *worlds* are the worlds shown as timelines."""
+    out = algorithm_findings(result) + p2p_findings(result) + scaling_findings(result)
+    for world in worlds:
+        out += link_findings(world)
+        out += time_share_findings(world)
+    out += closed_form_findings(result)
+    if result.failure is not None:
+        out.append(f"**The simulated program failed, as the scenario expected ({result.failure.get('kind')}).**")
+    if result.expectations:
+        failed = result.failed_expectations
+        if failed:
+            out.append(f"**{len(failed)} of {len(result.expectations)} expectations failed** (see below).")
+        else:
+            out.append(f"All {len(result.expectations)} expectations of the scenario pass.")
+    return out

@@ -1,0 +1,273 @@
+"""report.md: what was simulated, the headline numbers, findings, figures and the full results.
+
+The report is written for someone who was not there when the scenario ran: it opens with the
+resolved cluster and settings (every default filled in), then the few numbers that answer
+the question, the findings in plain words, the figures with a line on how to read each, and
+finally every result row and every expectation. All of it comes from the
+:class:`~mpisim.report.records.RunResult`, so ``mpisim report DIR`` writes the same text
+again from results.json.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from mpisim.report.records import RunResult
+from mpisim.report.tables import (
+    fmt_bandwidth,
+    fmt_bytes,
+    fmt_num,
+    fmt_percent,
+    fmt_time,
+    point_label,
+    row_kinds,
+    sweep_keys,
+)
+
+__all__ = ["FigureInfo", "markdown_report", "md_table", "results_tables", "scenario_table"]
+
+
+@dataclass(frozen=True)
+class FigureInfo:
+    """A figure file (path relative to the report) with its title and how to read it."""
+
+    path: str
+    title: str
+    caption: str
+
+
+def _cell(text: Any) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def md_table(headers: Sequence[str], rows: Sequence[Sequence[Any]], align: str = "") -> str:
+    """Return a Markdown table; *align* holds one of ``l``/``r`` per column (default: left first, right after)."""
+    align = align or "l" + "r" * (len(headers) - 1)
+    rule = ["---:" if a == "r" else ":---" for a in align]
+    lines = ["| " + " | ".join(_cell(h) for h in headers) + " |", "| " + " | ".join(rule) + " |"]
+    lines += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+# ----------------------------------------------------------------------------- what was simulated
+
+
+def _param(key: str, value: Any) -> str:
+    """Format one resolved setting by what its name says it is."""
+    if isinstance(value, bool) or value is None or isinstance(value, str):
+        return "" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
+    if not isinstance(value, int | float):
+        return str(value)
+    if key.endswith(("latency", "overhead")) or key in ("compute", "hop_latency"):
+        return fmt_time(value)
+    if "bandwidth" in key:
+        return fmt_bandwidth(value)
+    if key.endswith(("limit", "bytes", "cap", "bucket")):
+        return fmt_bytes(value)
+    if key == "reduce_cost":
+        return f"{fmt_num(value)} s/B"
+    return fmt_num(value, 6)
+
+
+def _fabric(fabric: dict[str, Any] | None) -> str:
+    if not fabric:
+        return "none"
+    parts = [str(fabric.get("kind", "?"))]
+    if "bandwidth" in fabric:
+        eff = fabric.get("efficiency", 1.0)
+        parts.append(f"{fmt_bandwidth(fabric['bandwidth'])}" + (f" x {eff:g} efficiency" if eff != 1 else ""))
+    if "latency" in fabric:
+        parts.append(f"latency {fmt_time(fabric['latency'])}")
+    for key, value in fabric.items():
+        if key not in ("kind", "bandwidth", "efficiency", "latency") and value not in (None, 0, 0.0, 1.0, ""):
+            parts.append(f"{key} {_param(key, value)}")
+    return ", ".join(parts)
+
+
+def _workload(workload: dict[str, Any]) -> list[tuple[str, str]]:
+    rows = []
+    for key, value in workload.items():
+        if key == "sizes" and isinstance(value, list):
+            text = ", ".join(fmt_bytes(v) for v in value[:12]) + (f", ... ({len(value)} sizes)" if len(value) > 12 else "")
+        elif isinstance(value, list):
+            text = ", ".join(str(v) for v in value)
+        elif isinstance(value, dict):
+            text = ", ".join(f"{k}: {_param(k, v)}" for k, v in value.items()) or "none"
+        elif key in ("params",):
+            text = f"{value:,}" if isinstance(value, int) else str(value)
+        else:
+            text = _param(key, value)
+        rows.append((f"workload.{key}", text))
+    return rows
+
+
+def scenario_table(scenario: dict[str, Any]) -> list[tuple[str, str]]:
+    """Return (setting, value) pairs describing the resolved scenario for people."""
+    topo = scenario.get("topology", {})
+    nodes, per_node = topo.get("nodes", 0), topo.get("ranks_per_node", 1)
+    rows = [
+        ("ranks", f"{nodes * per_node} ({nodes} node{'s' if nodes != 1 else ''} x {per_node} {topo.get('device', 'cpu')} "
+                  f"rank{'s' if per_node != 1 else ''}, {topo.get('placement', 'block')} placement)"),
+        ("topology", f"{topo.get('name', '')}" + (f": {topo['description']}" if topo.get("description") else "")),
+        ("intra-node fabric", _fabric(topo.get("intra"))),
+        ("inter-node fabric", _fabric(topo.get("inter"))),
+        ("network model", str(scenario.get("network", {}).get("model", ""))),
+        ("payload", str(scenario.get("payload", ""))),
+    ]
+    for key, value in (scenario.get("mpi") or {}).items():
+        rows.append((f"mpi.{key}", _param(key, value)))
+    algorithms = scenario.get("algorithms") or {}
+    if algorithms:
+        rows.append(("algorithms", ", ".join(f"{k}: {v}" for k, v in algorithms.items())))
+    rows += _workload(scenario.get("workload") or {})
+    for key, values in (scenario.get("sweep") or {}).items():
+        rows.append((f"sweep {key}", ", ".join(str(v) for v in values)))
+    rows.append(("seed", str(scenario.get("seed", 0))))
+    return rows
+
+
+# ----------------------------------------------------------------------------- results
+
+
+Column = tuple[str, str, Callable[[Any], str]]
+
+
+def _time_col(title: str, key: str) -> Column:
+    return (title, key, fmt_time)
+
+
+def _gbps(x: Any) -> str:
+    return fmt_num(x) if isinstance(x, int | float) and not isinstance(x, bool) else "n/a"
+
+
+def _text(x: Any) -> str:
+    return "" if x is None else str(x)
+
+
+def _verified(x: Any) -> str:
+    return "n/a" if x is None else ("yes" if x is True else "NO")
+
+
+COLLECTIVE_COLUMNS: list[Column] = [
+    ("collective", "collective", str), ("algorithm", "algorithm", str), ("ranks", "ranks", str),
+    ("size", "bytes", fmt_bytes), ("count", "count", str), ("type", "dtype", str), _time_col("time", "time_s"),
+    ("algbw (GB/s)", "algbw_GBps", _gbps), ("busbw (GB/s)", "busbw_GBps", _gbps), ("verified", "verified", _verified),
+]
+P2P_COLUMNS: list[Column] = [
+    ("test", "test", str), ("size", "bytes", fmt_bytes), ("protocol", "protocol", str),
+    _time_col("latency", "latency_s"), ("bandwidth", "bandwidth_Bps", fmt_bandwidth),
+]
+TRAINING_COLUMNS: list[Column] = [
+    ("ranks", "ranks", str), _time_col("iteration", "iteration_time_s"), _time_col("compute", "compute_s"),
+    _time_col("communication", "comm_time_s"), _time_col("exposed communication", "exposed_comm_s"),
+    ("scaling efficiency", "scaling_efficiency", fmt_percent), ("algorithm", "algorithm", _text),
+    ("buckets", "buckets", str), ("verified", "verified", _verified),
+]
+
+
+def results_tables(result: RunResult) -> list[tuple[str, list[str], list[list[str]]]]:
+    """Return (title, headers, formatted rows) per kind of row: the report's full results tables."""
+    kinds = row_kinds(result)
+    keys = sweep_keys(result)
+    out = []
+    for kind, title, columns in (("collective", "Collective calls", COLLECTIVE_COLUMNS),
+                                 ("p2p", "Point-to-point", P2P_COLUMNS),
+                                 ("training", "Training iterations", TRAINING_COLUMNS)):
+        rows = kinds[kind]
+        if not rows:
+            continue
+        present = [c for c in columns if any(c[1] in r for r in rows)]
+        headers = [k.rsplit(".", 1)[-1] for k in keys] + [c[0] for c in present]
+        body = [[str(r.get(k, "")) for k in keys] + [fmt(r[key]) if key in r else "" for _, key, fmt in present]
+                for r in rows]
+        out.append((title, headers, body))
+    if kinds["other"]:
+        columns = list(dict.fromkeys(k for r in kinds["other"] for k in r))
+        body = [[fmt_num(r.get(c)) if isinstance(r.get(c), float) else str(r.get(c, "")) for c in columns]
+                for r in kinds["other"]]
+        out.append(("Results", columns, body))
+    return out
+
+
+def headline(result: RunResult) -> tuple[list[str], list[list[str]]]:
+    """Return the headline table: the few numbers that answer the scenario's question."""
+    kinds = row_kinds(result)
+    keys = sweep_keys(result)
+    headers = ["what", "value"]
+    rows: list[list[str]] = []
+    groups: dict[tuple, list[dict[str, Any]]] = {}
+    for row in kinds["collective"]:
+        groups.setdefault((row["algorithm"], row["ranks"], *(row.get(k) for k in keys)), []).append(row)
+    for (algorithm, ranks, *point), members in groups.items():
+        where = point_label(dict(zip(keys, point, strict=True)), keys)
+        suffix = f" ({where})" if where else ""
+        largest = max(members, key=lambda r: r["bytes"])
+        rows.append([f"{largest['collective']}/{algorithm}, {ranks} ranks, {fmt_bytes(largest['bytes'])}{suffix}: time",
+                     fmt_time(largest["time_s"])])
+        if isinstance(largest.get("busbw_GBps"), int | float):
+            rows.append([f"{largest['collective']}/{algorithm}, {ranks} ranks, {fmt_bytes(largest['bytes'])}{suffix}: busbw",
+                         f"{fmt_num(largest['busbw_GBps'])} GB/s"])
+    for test in ("latency", "bandwidth", "bibw"):
+        mine = [r for r in kinds["p2p"] if r.get("test") == test]
+        if test == "latency" and mine:
+            low = min(mine, key=lambda r: r["bytes"])
+            rows.append([f"latency at {fmt_bytes(low['bytes'])}", fmt_time(low["latency_s"])])
+        elif mine:
+            peak = max(mine, key=lambda r: r.get("bandwidth_Bps") or 0)
+            rows.append([f"peak {test} (at {fmt_bytes(peak['bytes'])})", fmt_bandwidth(peak.get("bandwidth_Bps"))])
+    train_keys = [k for k in keys if k != "topology.nodes"]
+    tgroups: dict[tuple, list[dict[str, Any]]] = {}
+    for row in kinds["training"]:
+        tgroups.setdefault(tuple(row.get(k) for k in train_keys), []).append(row)
+    for point, members in tgroups.items():
+        last = max(members, key=lambda r: r["ranks"])
+        where = point_label(dict(zip(train_keys, point, strict=True)), train_keys)
+        prefix = f"{where}, {last['ranks']} ranks" if where else f"{last['ranks']} ranks"
+        rows.append([f"{prefix}: iteration time", fmt_time(last["iteration_time_s"])])
+        rows.append([f"{prefix}: scaling efficiency", fmt_percent(last.get("scaling_efficiency"))])
+        rows.append([f"{prefix}: exposed communication", fmt_time(last["exposed_comm_s"])])
+    return headers, rows
+
+
+# ----------------------------------------------------------------------------- the document
+
+
+def markdown_report(result: RunResult, figures: Sequence[FigureInfo], findings: Sequence[str],
+                    files: Sequence[tuple[str, str]]) -> str:
+    """Return the text of report.md for *result* with the given figures, findings and files."""
+    scenario = result.scenario
+    name = scenario.get("name", "scenario")
+    out = [f"# {name}", ""]
+    if scenario.get("description"):
+        out += [str(scenario["description"]).strip(), ""]
+    version = result.meta.get("mpisim_version", "")
+    out += [f"Simulated by mpisim {version}. Everything below is rendered from `results.json`; "
+            "`mpisim report DIR` renders it again without re-running the simulation.", ""]
+    out += ["## What was simulated", "", md_table(["setting", "value"], scenario_table(scenario), "ll"), ""]
+    head_headers, head_rows = headline(result)
+    if head_rows:
+        out += ["## Headline numbers", "", md_table(head_headers, head_rows), ""]
+    if findings:
+        out += ["## Findings", ""] + [f"- {f}" for f in findings] + [""]
+    if figures:
+        out += ["## Figures", ""]
+        for fig in figures:
+            out += [f"### {fig.title}", "", f"![{fig.title}]({fig.path})", "", fig.caption, ""]
+    tables = results_tables(result)
+    if tables:
+        out += ["## Results", ""]
+        for title, headers, rows in tables:
+            out += [f"### {title}", "", md_table(headers, rows), ""]
+    if result.expectations:
+        rows = [["PASS" if e.get("passed") else "FAIL", e.get("detail", "")] for e in result.expectations]
+        out += ["## Expectations", "", md_table(["result", "detail"], rows, "ll"), ""]
+    if result.failure is not None:
+        out += ["## Failure of the simulated program", "", f"Kind: **{result.failure.get('kind')}** "
+                "(expected by the scenario).", "", "```", str(result.failure.get("message", "")).strip(), "```", ""]
+    if result.notes:
+        out += ["## Notes", ""] + [f"- {note}" for note in result.notes] + [""]
+    if files:
+        out += ["## Files", ""] + [f"- `{path}`: {what}" for path, what in files] + [""]
+    return "\n".join(out).rstrip() + "\n"

@@ -1,0 +1,252 @@
+"""Write a run's output directory: results.json, CSV tables, figures, report.md and trace.json.
+
+:func:`write_outputs` renders everything from a :class:`~mpisim.report.records.RunResult`;
+:func:`rerender` reads ``DIR/results.json`` and renders the rest again, which is what
+``mpisim report DIR`` does. Both are atomic in the way that matters: every file is first
+rendered into a hidden staging directory inside DIR, and only when all of them exist are they
+moved into place, each with one ``os.replace`` (the ``figures/`` directory as a whole). A
+crash or an error while plotting leaves DIR exactly as it was.
+
+Layout of DIR::
+
+    results.json      resolved scenario, result rows, expectations, records, summary
+    results.csv       one line per result row (nccl-tests / OSU / training columns)
+    messages.csv      one line per message record; collectives.csv, links.csv likewise
+    report.md         the report (figures linked from figures/)
+    figures/*.png     the figures
+    trace.json        Chrome trace-event timeline: open it in Perfetto (ui.perfetto.dev)
+
+Which worlds get a timeline: a run may hold hundreds of worlds (one per size, algorithm and
+sweep point). :func:`timeline_worlds` picks one per algorithm and sweep point (other than the
+rank count) -- the largest message volume, among worlds of at most 16 ranks when there are
+such -- up to :data:`MAX_TIMELINES` of them.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import re
+import shutil
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+from mpisim.report import plots
+from mpisim.report.findings import all_findings
+from mpisim.report.markdown import FigureInfo, markdown_report
+from mpisim.report.records import RunResult, WorldRecords
+from mpisim.report.tables import world_ranks
+from mpisim.report.trace import chrome_trace
+
+__all__ = ["MAX_TIMELINES", "load_result", "rerender", "timeline_worlds", "write_outputs"]
+
+MAX_TIMELINES = 3
+#: Ranks drawn in a timeline (more would be a grey wall).
+TIMELINE_RANKS = 64
+#: Prefer worlds of at most this many ranks for timelines of a sweep over rank counts.
+READABLE_RANKS = 16
+
+FILES = {
+    "results.json": "the resolved scenario, every result row, expectations and the raw records (re-rendered from)",
+    "results.csv": "one line per result row",
+    "messages.csv": "one line per message (src, dst, bytes, protocol, times)",
+    "collectives.csv": "one line per rank per collective call (algorithm, entry and exit times)",
+    "links.csv": "per-link totals of each world (bytes, busy time, capacity)",
+    "trace.json": "Chrome trace-event timeline of the worlds: open it in Perfetto (ui.perfetto.dev)",
+}
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9]+", "-", text).strip("-").lower() or "world"
+
+
+def _world_family(world: WorldRecords) -> str:
+    """What a world measures, without its size: the first word of its label (``ring 1 MiB`` -> ``ring``)."""
+    return world.label.split(" ")[0]
+
+
+def timeline_worlds(result: RunResult, limit: int = MAX_TIMELINES) -> list[int]:
+    """Return the indices (into ``result.records``) of the worlds worth a timeline; see the module docstring."""
+    groups: dict[tuple, list[int]] = {}
+    for i, world in enumerate(result.records):
+        if not world.spans:
+            continue
+        point = tuple(sorted((k, str(v)) for k, v in world.point.items() if k != "topology.nodes"))
+        groups.setdefault((_world_family(world), point), []).append(i)
+    chosen = []
+    for members in groups.values():
+        ranks = {i: world_ranks(result.records[i]) for i in members}
+        readable = [i for i in members if ranks[i] <= READABLE_RANKS] or members
+        best = max(readable, key=lambda i: (ranks[i], result.records[i].message_bytes, result.records[i].t_end, -i))
+        chosen.append(best)
+    return chosen[:limit]
+
+
+# ----------------------------------------------------------------------------- rendering
+
+
+def _csv_text(columns: list[str], rows: list[list[Any]]) -> str:
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(columns)
+    for row in rows:
+        writer.writerow(["" if v is None else ("true" if v is True else "false" if v is False else v) for v in row])
+    return buffer.getvalue()
+
+
+def csv_tables(result: RunResult) -> dict[str, str]:
+    """Return the CSV files' text by file name (results, messages, collectives, links)."""
+    out = {f"{name}.csv": _csv_text(columns, rows) for name, (columns, rows) in result.tables().items()}
+    point_keys = list(dict.fromkeys(key for world in result.records for key in world.point))
+    link_cols = ["link", "nbytes", "busy_s", "capacity_Bps"]
+    rows = [[world.label, *(world.point.get(k) for k in point_keys), *(t.get(c) for c in link_cols)]
+            for world in result.records for t in world.link_totals]
+    out["links.csv"] = _csv_text(["world", *point_keys, *link_cols], rows)
+    return out
+
+
+def _save(fig: Figure, path: Path) -> None:
+    FigureCanvasAgg(fig)  # the Agg canvas: raster output with no display and no pyplot state
+    fig.savefig(path, format="png", metadata={"Software": None})
+
+
+def render_figures(result: RunResult, fig_dir: Path, worlds: list[int]) -> list[FigureInfo]:
+    """Draw every figure that *result* has data for into *fig_dir*; return them in report order."""
+    infos: list[FigureInfo] = []
+
+    def add(name: str, make: Callable[[], Figure | None], title: str, caption: str) -> None:
+        fig = make()
+        if fig is not None:
+            _save(fig, fig_dir / name)
+            infos.append(FigureInfo(f"figures/{name}", title, caption))
+
+    add("bandwidth.png", lambda: plots.plot_bandwidth(result), "Time and bandwidth against message size",
+        "One curve per algorithm. Left: time per call (log-log; lower is better). Right: bus bandwidth "
+        "(solid; comparable with the hardware's link bandwidth) and algorithm bandwidth (dashed; size/time).")
+    add("p2p.png", lambda: plots.plot_p2p(result), "Point-to-point latency and bandwidth",
+        "Filled markers: eager messages; hollow: rendezvous. The dotted line marks the eager limit, where the "
+        "protocol switches and the latency jumps by the handshake.")
+    add("scaling.png", lambda: plots.plot_scaling(result), "Scaling with the number of ranks",
+        "One curve per interconnect (or algorithm). Left: time against ranks; right: scaling efficiency "
+        "(time with one rank over time with p ranks) or bus bandwidth.")
+    add("breakdown.png", lambda: plots.plot_breakdown(result), "Compute and exposed communication",
+        "Each bar is one iteration: compute (grey) and the communication that backward did not hide (red). "
+        "The label is the exposed share of the iteration.")
+    add("closed_form.png", lambda: plots.plot_closed_form(result), "Simulation against the closed form",
+        "Solid: simulated; dashed: the algorithm's alpha-beta-gamma formula evaluated with this network's "
+        "alpha, beta and gamma. Right: their ratio (1 means the formula holds; contention, protocol "
+        "handshakes and per-message overheads move it).")
+    for i in worlds:
+        world = result.records[i]
+        slug = _slug(world.label + ("-" + "-".join(str(v) for v in world.point.values()) if world.point else ""))
+        name = world.label + (f" ({', '.join(f'{k}={v}' for k, v in world.point.items())})" if world.point else "")
+        add(f"timeline-{slug}.png", lambda w=world, n=name: plots.plot_timeline(w, max_ranks=TIMELINE_RANKS,
+                                                                              title=f"{n}: per-rank timeline"),
+            f"Timeline: {name}",
+            "One band per rank, time left to right. The upper bar is what the rank's program is doing "
+            "(computing, blocked in a send or receive, waiting, reducing); the thin strip below shows the "
+            "protocol phases of its messages (RTS, CTS, data, FIN).")
+        add(f"links-{slug}.png", lambda w=world, n=name: plots.plot_links(w, title=f"{n}: the busiest links"),
+            f"Links: {name}",
+            "The busiest directed links. Left (when link records were kept): utilisation over time, so a row "
+            "that stays bright is the bottleneck. Right: average utilisation and the share of the run each "
+            "link was busy.")
+    return infos
+
+
+def _render_all(result: RunResult, staging: Path, write_results: bool, figures_too: bool) -> None:
+    fig_dir = staging / "figures"
+    fig_dir.mkdir()
+    worlds = timeline_worlds(result)
+    figures = render_figures(result, fig_dir, worlds) if figures_too else []
+    for name, text in csv_tables(result).items():
+        (staging / name).write_text(text, encoding="utf-8")
+    trace = chrome_trace(result, prefer=worlds)
+    (staging / "trace.json").write_text(json.dumps(trace, separators=(",", ":")) + "\n", encoding="utf-8")
+    findings = all_findings(result, [result.records[i] for i in worlds])
+    files = list(FILES.items())
+    (staging / "report.md").write_text(markdown_report(result, figures, findings, files), encoding="utf-8")
+    if write_results:
+        (staging / "results.json").write_text(result.to_json(), encoding="utf-8")
+
+
+def _move_into_place(staging: Path, out_dir: Path) -> None:
+    """Move every staged file into *out_dir* (figures/ as a whole), results.json last.
+
+    If the figures cannot be swapped in, the old ones are put back and nothing else moves.
+    """
+    aside = Path(tempfile.mkdtemp(dir=out_dir, prefix=".old-figures-"))
+    keep_aside = False
+    try:
+        had_figures = (out_dir / "figures").exists()
+        if had_figures:
+            os.replace(out_dir / "figures", aside / "figures")
+        try:
+            os.replace(staging / "figures", out_dir / "figures")
+        except BaseException:
+            if had_figures:
+                keep_aside = True  # if putting them back fails too, they stay in the hidden directory
+                os.replace(aside / "figures", out_dir / "figures")
+                keep_aside = False
+            raise
+        names = sorted(p.name for p in staging.iterdir())
+        for name in sorted(names, key=lambda n: n == "results.json"):
+            os.replace(staging / name, out_dir / name)
+    finally:
+        if not keep_aside:
+            shutil.rmtree(aside, ignore_errors=True)
+
+
+def write_outputs(result: RunResult, out_dir: str | os.PathLike[str], *, write_results: bool = True,
+                  figures: bool = True) -> list[Path]:
+    """Render *result* into *out_dir* (created if needed); return the paths written.
+
+    *write_results* False keeps an existing results.json untouched (re-rendering from it);
+    *figures* False skips the PNG figures (report.md then has no Figures section).
+    Raises OSError if the directory cannot be written; on any error nothing in *out_dir* changes.
+    """
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    if write_results:
+        # Render from exactly what results.json will hold (its keys are sorted, numbers are JSON
+        # numbers), so that 'mpisim report' on that file writes the same report byte for byte.
+        result = RunResult.from_json(result.to_json())
+    staging = Path(tempfile.mkdtemp(dir=out, prefix=".staging-"))
+    try:
+        _render_all(result, staging, write_results, figures)
+        written = sorted(p.relative_to(staging) for p in staging.rglob("*") if p.is_file())
+        _move_into_place(staging, out)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return [out / p for p in written]
+
+
+def load_result(path: str | os.PathLike[str]) -> RunResult:
+    """Read a RunResult from a results.json file, or from the results.json inside a directory.
+
+    Raises FileNotFoundError if there is none, ValueError/KeyError/TypeError if it is malformed.
+    """
+    path = Path(path)
+    if path.is_dir():
+        path = path / "results.json"
+    return RunResult.from_json(path.read_text(encoding="utf-8"))
+
+
+def rerender(path: str | os.PathLike[str], *, figures: bool = True) -> Path:
+    """Render report.md, figures, CSV tables and trace.json again from a results.json.
+
+    *path* is the output directory or the results.json in it; the report is written next to
+    that file. Returns the directory. Raises as :func:`load_result` and :func:`write_outputs`.
+    """
+    path = Path(path)
+    result = load_result(path)
+    out_dir = path if path.is_dir() else path.parent
+    write_outputs(result, out_dir, write_results=False, figures=figures)
+    return out_dir

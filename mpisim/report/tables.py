@@ -1,0 +1,309 @@
+"""Summaries drawn from a :class:`~mpisim.report.records.RunResult`: the tables behind plots and report.md.
+
+Everything a report shows is computed here from the result alone (rows and records), so the
+figures, the Markdown and the tests agree on one set of numbers:
+
+* :func:`row_kinds` sorts result rows into collective, point-to-point, training and other rows;
+* :func:`series` groups rows into named curves (one per algorithm, or per algorithm and sweep
+  point: "ring, oversubscription=2");
+* :func:`link_table` ranks the links by the bytes they carried and their utilisation, from the
+  per-link counters a world keeps (or, in older results, from its link records);
+* :func:`rank_breakdown` adds up how long each rank spent computing, sending, waiting...;
+* :func:`closed_form_rows` pairs each collective row with its algorithm's closed-form time.
+
+The ``fmt_*`` helpers format numbers for people: three or four significant digits and a unit
+chosen by magnitude (``43.65 us``, ``1.2 GB``). Tables in report.md use them, and the tests
+re-format results.json with the same helpers to check report.md against it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from mpisim.report.records import RunResult, WorldRecords
+
+__all__ = [
+    "LinkUse",
+    "Series",
+    "closed_form_rows",
+    "fmt_bandwidth",
+    "fmt_bytes",
+    "fmt_num",
+    "fmt_percent",
+    "fmt_time",
+    "link_table",
+    "point_label",
+    "rank_breakdown",
+    "row_kinds",
+    "series",
+    "sweep_keys",
+]
+
+#: Span kinds that are a rank's own activity (its "state"); protocol phases overlap them.
+STATE_KINDS = ("compute", "send", "recv", "wait", "reduce", "copy")
+#: Protocol phases of a message, drawn on their own strip of each rank's timeline.
+PHASE_KINDS = ("rts", "cts", "data", "fin")
+
+
+# ----------------------------------------------------------------------------- number formats
+
+
+def _finite(x: Any) -> bool:
+    return isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def fmt_num(x: Any, digits: int = 4) -> str:
+    """Return *x* with *digits* significant digits (``"n/a"`` for None or a non-number)."""
+    if not _finite(x):
+        return "n/a" if x is None or isinstance(x, str | bool) else str(x)
+    if x == 0:
+        return "0"
+    return f"{x:.{digits}g}"
+
+
+def fmt_time(seconds: Any, digits: int = 4) -> str:
+    """Return a duration in the unit that suits it: ``"43.65 us"``, ``"1.2 s"``, ``"0 s"``."""
+    if not _finite(seconds):
+        return fmt_num(seconds)
+    magnitude = abs(seconds)
+    for scale, unit in ((1.0, "s"), (1e-3, "ms"), (1e-6, "us"), (1e-9, "ns")):
+        if magnitude >= scale:
+            return f"{seconds / scale:.{digits}g} {unit}"
+    return "0 s" if seconds == 0 else f"{seconds / 1e-9:.{digits}g} ns"
+
+
+def fmt_bytes(nbytes: Any) -> str:
+    """Return a size: binary units when exact (``"32 KiB"``), else bytes below 100 kB (``"8193 B"``),
+    else decimal units (``"1.2 GB"``)."""
+    if not _finite(nbytes):
+        return fmt_num(nbytes)
+    n = int(nbytes)
+    for shift, unit in ((30, "GiB"), (20, "MiB"), (10, "KiB")):
+        if n >= 1 << shift and n % (1 << shift) == 0:
+            return f"{n >> shift} {unit}"
+    if n < 100_000:
+        return f"{n} B"  # small odd sizes (an eager limit plus one byte) read best exactly
+    for scale, unit in ((1e9, "GB"), (1e6, "MB"), (1e3, "KB")):
+        if n >= scale:
+            return f"{n / scale:.4g} {unit}"
+    return f"{n} B"
+
+
+def fmt_bandwidth(bytes_per_s: Any) -> str:
+    """Return a bandwidth in GB/s, MB/s or KB/s (decimal, as nccl-tests and OSU print them)."""
+    if not _finite(bytes_per_s):
+        return fmt_num(bytes_per_s)
+    for scale, unit in ((1e9, "GB/s"), (1e6, "MB/s"), (1e3, "KB/s")):
+        if abs(bytes_per_s) >= scale:
+            return f"{bytes_per_s / scale:.4g} {unit}"
+    return f"{bytes_per_s:.4g} B/s"
+
+
+def fmt_percent(fraction: Any) -> str:
+    """Return a fraction as a percentage with one decimal: ``0.995 -> "99.5 %"``."""
+    if not _finite(fraction):
+        return fmt_num(fraction)
+    return f"{fraction * 100:.1f} %"
+
+
+# ----------------------------------------------------------------------------- rows and series
+
+
+def row_kinds(result: RunResult) -> dict[str, list[dict[str, Any]]]:
+    """Sort the result rows by kind: ``collective``, ``p2p``, ``training``, ``other``."""
+    kinds: dict[str, list[dict[str, Any]]] = {"collective": [], "p2p": [], "training": [], "other": []}
+    for row in result.rows:
+        if "collective" in row and "time_s" in row:
+            kinds["collective"].append(row)
+        elif "test" in row and "bytes" in row:
+            kinds["p2p"].append(row)
+        elif "iteration_time_s" in row:
+            kinds["training"].append(row)
+        else:
+            kinds["other"].append(row)
+    return kinds
+
+
+def sweep_keys(result: RunResult) -> list[str]:
+    """Return the dotted keys the scenario swept over, in the scenario's order."""
+    return list((result.scenario.get("sweep") or {}).keys())
+
+
+def _short_key(key: str) -> str:
+    return key.rsplit(".", 1)[-1]
+
+
+def point_label(values: dict[str, Any], keys: Sequence[str]) -> str:
+    """Label a sweep point for a legend: ``"ib-hdr, nodes=8"`` (a preset shows by its name alone)."""
+    parts = []
+    for key in keys:
+        if key not in values:
+            continue
+        value = values[key]
+        parts.append(str(value) if _short_key(key) in ("preset", "model", "topology") else f"{_short_key(key)}={value}")
+    return ", ".join(parts)
+
+
+@dataclass
+class Series:
+    """One curve: a label and its points (x ascending), with the rows they came from."""
+
+    label: str
+    xs: list[float]
+    ys: list[float]
+    rows: list[dict[str, Any]]
+
+
+def series(rows: Iterable[dict[str, Any]], x: str, y: str, by: Sequence[str], keys: Sequence[str] = ()) -> list[Series]:
+    """Group *rows* into curves of *y* against *x*, one per distinct value of the *by* columns.
+
+    *keys* are sweep keys that also split curves (except those used as *x*). Rows whose *x* or
+    *y* is not a finite number are left out. Curves keep the order in which their first row
+    appears, so legends follow the scenario.
+    """
+    split = [k for k in (*by, *keys) if k != x]
+    groups: dict[tuple, list[dict[str, Any]]] = {}
+    for row in rows:
+        if not (_finite(row.get(x)) and _finite(row.get(y))):
+            continue
+        groups.setdefault(tuple(row.get(k) for k in split), []).append(row)
+    out = []
+    for group_key, members in groups.items():
+        members = sorted(members, key=lambda r: r[x])
+        named = dict(zip(split, group_key, strict=True))
+        by_part = ", ".join(str(named[k]) for k in by if k != x and named.get(k) is not None)
+        key_part = point_label(named, [k for k in keys if k != x])
+        label = ", ".join(part for part in (by_part, key_part) if part) or y
+        out.append(Series(label, [r[x] for r in members], [r[y] for r in members], members))
+    return out
+
+
+# ----------------------------------------------------------------------------- links
+
+
+@dataclass
+class LinkUse:
+    """How hard one directed link worked in one world."""
+
+    link: str
+    nbytes: int
+    busy_s: float
+    capacity_Bps: float
+    elapsed_s: float
+
+    @property
+    def utilisation(self) -> float:
+        """Average utilisation over the run: bytes / (elapsed x capacity); 0 when unknown."""
+        if self.elapsed_s <= 0 or not _finite(self.capacity_Bps) or self.capacity_Bps <= 0:
+            return 0.0
+        return self.nbytes / (self.elapsed_s * self.capacity_Bps)
+
+    @property
+    def busy_share(self) -> float:
+        """Share of the run during which the link carried data."""
+        return self.busy_s / self.elapsed_s if self.elapsed_s > 0 else 0.0
+
+    @property
+    def rate_when_busy(self) -> float:
+        """Bytes per second while the link was busy (how close to capacity it ran then)."""
+        return self.nbytes / self.busy_s if self.busy_s > 0 else 0.0
+
+
+def link_table(world: WorldRecords, limit: int | None = None) -> list[LinkUse]:
+    """Return the links of *world* that carried bytes, busiest (most bytes) first.
+
+    Uses the world's per-link counters; results without them fall back to summing its link
+    records (busy time is then the union of the records' intervals, capacity unknown).
+    """
+    elapsed = world.t_end
+    if world.link_totals:
+        uses = [
+            LinkUse(t["link"], int(t["nbytes"]), float(t["busy_s"]), float(t.get("capacity_Bps") or 0.0), elapsed)
+            for t in world.link_totals
+            if t.get("nbytes", 0) > 0
+        ]
+    else:
+        by_link: dict[str, list] = defaultdict(list)
+        for rec in world.links:
+            by_link[rec.link].append(rec)
+        uses = []
+        for name, recs in by_link.items():
+            busy = covered((r.t_start, r.t_end) for r in recs)
+            uses.append(LinkUse(name, sum(r.nbytes for r in recs), busy, 0.0, elapsed))
+    uses.sort(key=lambda u: (-u.nbytes, u.link))
+    return uses[:limit] if limit is not None else uses
+
+
+# ----------------------------------------------------------------------------- ranks
+
+
+def covered(intervals: Iterable[tuple[float, float]]) -> float:
+    """Return the length of the union of (start, end) intervals (overlaps counted once)."""
+    total, reach = 0.0, -math.inf
+    for start, end in sorted(intervals):
+        start = max(start, reach)
+        if end > start:
+            total += end - start
+        reach = max(reach, end)
+    return total
+
+
+def rank_breakdown(world: WorldRecords) -> dict[int, dict[str, float]]:
+    """Return, per rank, the seconds spent in each kind of span (states and protocol phases).
+
+    Spans of one kind can overlap on a rank (a wait inside a waitall, concurrent transfers):
+    each kind's time is the union of its spans, so no kind exceeds the length of the run.
+    """
+    spans: dict[int, dict[str, list[tuple[float, float]]]] = defaultdict(lambda: defaultdict(list))
+    for span in world.spans:
+        spans[span.rank][span.kind].append((span.t_start, span.t_end))
+    return {rank: {kind: covered(ivs) for kind, ivs in kinds.items()} for rank, kinds in sorted(spans.items())}
+
+
+def world_ranks(world: WorldRecords) -> int:
+    """Return the number of ranks that appear in *world*'s records."""
+    ranks = {s.rank for s in world.spans} | {c.rank for c in world.collectives}
+    ranks |= {m.src for m in world.messages} | {m.dst for m in world.messages}
+    return max(ranks) + 1 if ranks else 0
+
+
+# ----------------------------------------------------------------------------- closed forms
+
+
+def _world_for_point(result: RunResult, row: dict[str, Any], keys: Sequence[str]) -> WorldRecords | None:
+    """The first world of the row's sweep point that knows its network parameters."""
+    for world in result.records:
+        if world.network and all(world.point.get(k) == row.get(k) for k in keys):
+            return world
+    return None
+
+
+def closed_form_rows(result: RunResult) -> list[dict[str, Any]]:
+    """Pair each collective row with its algorithm's closed-form time, where one is registered.
+
+    Each returned dict is the row plus ``model_s`` (the formula evaluated with the world's
+    alpha, beta, gamma) and ``ratio`` (simulated / model). Rows of algorithms without a
+    formula, or from results without network parameters, are left out.
+    """
+    from mpisim.collectives import registry  # the formulas live next to the algorithms
+
+    keys = sweep_keys(result)
+    out = []
+    for row in row_kinds(result)["collective"]:
+        try:
+            algo = registry.get(row["collective"], row["algorithm"])
+        except Exception:  # an algorithm this version no longer has
+            continue
+        world = _world_for_point(result, row, keys)
+        if algo.cost is None or world is None or not _finite(row.get("time_s")):
+            continue
+        net = world.network
+        p, n = int(row["ranks"]), int(row["bytes"])
+        model = algo.cost(p, n, net["alpha_s"], net["beta_s_per_B"], net.get("gamma_s_per_B", 0.0))
+        ratio = row["time_s"] / model if model > 0 else math.nan
+        out.append({**row, "model_s": model, "ratio": ratio, "exact": bool(algo.exact(p))})
+    return out

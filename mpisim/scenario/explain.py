@@ -1,0 +1,586 @@
+"""Teaching: run one collective algorithm on small integer arrays and explain it step by step.
+
+``mpisim explain allreduce ring --ranks 4`` builds a small world (by default: the contention-free
+``analytic`` model on a ``full`` topology, every pair of ranks joined by its own 1 GB/s link
+with 1 us latency), gives rank r the array ``x_r = [r*B + i]`` (B = 10, or 100 for longer
+arrays, so a value shows where it came from), runs the algorithm once and prints:
+
+1. every **step**: each message (who sends to whom, which elements it carries, their values)
+   and then **what each rank has** -- for every other rank's input, which of its elements have
+   reached this rank so far, on their own or summed into a partial result;
+2. the **final buffers**, next to numpy's answer;
+3. the algorithm's **cost formula** from its docstring, with p, n, alpha, beta and gamma
+   substituted, and its value next to the simulated time.
+
+**How it works without touching the algorithms.** Algorithms never say what a "step" is, so
+steps are recovered from the messages: a message's step is one more than the step of the
+latest message its sender had received before posting it (its causal depth). In a ring every
+message of round k depends on one of round k-1; in a linear broadcast all messages are step 1.
+
+What a message *carries* is recovered by running the algorithm a second time on encoded
+inputs: rank r's element i becomes ``i * 2^p + 2^r``. A sum of such values over a set S of
+ranks (each counted once, as any correct reduction does) is ``|S| * i * 2^p + sum(2^r)``:
+its low p bits name the ranks in S and the rest gives i. Data-movement collectives carry
+single values, which decode the same way. Timing depends on byte counts only, so both runs
+send the same messages at the same times, and the printed values come from the first run.
+
+The messages are observed with a :class:`~mpisim.mpi.world.World` subclass that notes each
+send as it is posted (the payload's contents) and pairs it with the engine's message record
+(its delivery time), so the MPI layer itself needs no hook.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import textwrap
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+import mpisim.collectives  # noqa: F401  (registers every algorithm)
+from mpisim.collectives import registry
+from mpisim.collectives.dispatch import size_of_call
+from mpisim.collectives.select import network_parameters
+from mpisim.engine.sim import Simulation
+from mpisim.engine.trace import Tracer
+from mpisim.errors import ConfigError
+from mpisim.mpi.payload import Payload
+from mpisim.mpi.request import PROC_NULL
+from mpisim.mpi.world import World
+from mpisim.network.base import make_model
+from mpisim.network.presets import resolve_topology
+from mpisim.network.topology import build_topology
+from mpisim.scenario.load import load_dict
+
+__all__ = ["Explanation", "explain", "format_explanation", "reference", "substitute", "write_diagram"]
+
+ROOTED = frozenset({"bcast", "reduce", "gather", "scatter"})
+REDUCING = frozenset({"reduce", "allreduce", "reduce_scatter"})
+#: Provenance decoding needs 2^p to fit beside the element index in an int64.
+MAX_DECODED_RANKS = 40
+MAX_RANKS = 64
+DEFAULT_TOPOLOGY = {"kind": "full", "bandwidth": "1 GB/s", "latency": "1 us"}
+
+
+# ----------------------------------------------------------------------------- observing sends
+
+
+class _ObservedWorld(World):
+    """A World that notes the contents of every message as its send is posted."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.posted: list[tuple[tuple[int, int, int, int], float, np.ndarray | None]] = []
+
+    def post_send(self, comm: Any, buf: Any, dest: int, tag: int, *, synchronous: bool = False) -> Any:
+        req = super().post_send(comm, buf, dest, tag, synchronous=synchronous)
+        if dest != PROC_NULL:
+            array = buf.array if isinstance(buf, Payload) else np.asarray(buf)
+            contents = None if array is None else np.array(array, copy=True)
+            self.posted.append(((comm.world_rank, comm.group[dest], comm.context, tag), self.env.now, contents))
+        return req
+
+
+@dataclass
+class Message:
+    """One message of the explained run."""
+
+    src: int
+    dst: int
+    nbytes: int
+    protocol: str
+    t_post: float
+    t_done: float
+    values: np.ndarray | None = None  # what it carried (first run)
+    pieces: list[tuple[frozenset[int], int]] | None = None  # per element: (ranks summed in, element index)
+    step: int = 0
+
+
+def _messages(world: _ObservedWorld) -> list[Message]:
+    """Pair the posted contents with the engine's message records (FIFO per envelope)."""
+    queues: dict[tuple[int, int, int, int], list[np.ndarray | None]] = defaultdict(list)
+    for key, _t, contents in world.posted:
+        queues[key].append(contents)
+    out = []
+    for rec in world.tracer.messages:
+        queue = queues.get((rec.src, rec.dst, rec.context, rec.tag))
+        contents = queue.pop(0) if queue else None
+        out.append(Message(rec.src, rec.dst, rec.nbytes, rec.protocol, rec.t_post, rec.t_done, contents))
+    out.sort(key=lambda m: (m.t_post, m.src, m.dst, m.t_done))
+    return out
+
+
+def assign_steps(messages: Sequence[Message]) -> None:
+    """Set each message's step: 1 + the step of the latest message its sender received before posting it."""
+    received: dict[int, list[Message]] = defaultdict(list)
+    for msg in sorted(messages, key=lambda m: (m.t_post, m.t_done)):
+        before = [m.step for m in received[msg.src] if m.t_done <= msg.t_post]
+        msg.step = 1 + max(before, default=0)
+        received[msg.dst].append(msg)
+
+
+# ----------------------------------------------------------------------------- provenance
+
+
+def encode(p: int, count: int) -> list[np.ndarray]:
+    """Return the encoded inputs: rank r's element i is ``i * 2^p + 2^r``."""
+    return [np.arange(count, dtype=np.int64) * (1 << p) + (1 << r) for r in range(p)]
+
+
+def decode(value: int, p: int, count: int | None = None) -> tuple[frozenset[int], int] | None:
+    """Return (ranks summed into *value*, element index), or None if it is not such a sum.
+
+    With *count*, an element index at or beyond it is not a sum of inputs either.
+    """
+    mask = int(value) & ((1 << p) - 1)
+    ranks = frozenset(r for r in range(p) if mask >> r & 1)
+    high = int(value) >> p
+    if not ranks or high % len(ranks) or (count is not None and high // len(ranks) >= count):
+        return None
+    return ranks, high // len(ranks)
+
+
+def _ranks_text(ranks: frozenset[int]) -> str:
+    """``{0,1,2,5}`` -> ``"0-2,5"``."""
+    ordered = sorted(ranks)
+    runs: list[list[int]] = []
+    for r in ordered:
+        if runs and r == runs[-1][-1] + 1:
+            runs[-1].append(r)
+        else:
+            runs.append([r])
+    return ",".join(f"{run[0]}-{run[-1]}" if len(run) > 2 else ",".join(map(str, run)) for run in runs)
+
+
+def _indices_text(indices: Sequence[int], count: int | None = None) -> str:
+    if count is not None and list(indices) == list(range(count)):
+        return "all"
+    runs: list[list[int]] = []
+    for i in indices:
+        if runs and i == runs[-1][-1] + 1:
+            runs[-1].append(i)
+        else:
+            runs.append([i])
+    return ",".join(f"{run[0]}..{run[-1]}" if len(run) > 1 else str(run[0]) for run in runs)
+
+
+def describe_pieces(pieces: Sequence[tuple[frozenset[int], int] | None]) -> str:
+    """Describe what a message carries: ``x0[0..1]``, ``(x0+x1)[2]``, ``Σx{0-3}[1]``, one run at a time."""
+    parts: list[str] = []
+    run: list[Any] = []
+
+    def flush() -> None:
+        if not run:
+            return
+        ranks, first, last = run
+        if ranks is None:
+            parts.append("?")
+        else:
+            if len(ranks) == 1:
+                who = f"x{next(iter(ranks))}"
+            elif len(ranks) <= 3:
+                who = "(" + "+".join(f"x{r}" for r in sorted(ranks)) + ")"
+            else:
+                who = f"Σx{{{_ranks_text(ranks)}}}"
+            parts.append(f"{who}[{first}]" if first == last else f"{who}[{first}..{last}]")
+
+    for piece in pieces:
+        ranks, index = piece if piece is not None else (None, None)
+        if run and ranks is not None and run[0] == ranks and index == run[2] + 1:
+            run[2] = index
+            continue
+        flush()
+        run[:] = [ranks, index, index]
+    flush()
+    return " ".join(parts) if parts else "nothing (a zero-byte message)"
+
+
+# ----------------------------------------------------------------------------- reference
+
+
+def reference(collective: str, inputs: Sequence[np.ndarray], root: int = 0) -> list[np.ndarray | None]:
+    """Return what each rank must get back (op = sum), computed with numpy; None where MPI returns nothing."""
+    p = len(inputs)
+    if collective == "barrier":
+        return [None] * p
+    if collective in REDUCING:
+        total = functools.reduce(np.add, inputs)
+        if collective == "allreduce":
+            return [total] * p
+        if collective == "reduce":
+            return [total if r == root else None for r in range(p)]
+        return list(np.array_split(total, p))
+    if collective == "bcast":
+        return [inputs[root]] * p
+    if collective == "allgather":
+        return [np.concatenate(inputs)] * p
+    if collective == "gather":
+        return [np.concatenate(inputs) if r == root else None for r in range(p)]
+    if collective == "scatter":
+        return list(np.array_split(inputs[root], p))
+    if collective == "alltoall":
+        blocks = [np.array_split(x, p) for x in inputs]
+        return [np.concatenate([blocks[src][dst] for src in range(p)]) for dst in range(p)]
+    raise ValueError(f"unknown collective {collective!r}")
+
+
+# ----------------------------------------------------------------------------- cost formula
+
+
+_SYMBOL_CHARS = set("pnαβγ")
+
+
+def cost_paragraph(doc: str) -> str:
+    """Return the docstring's ``Cost`` paragraph (one line), or '' if it has none."""
+    paragraphs = re.split(r"\n\s*\n", doc)
+    for para in paragraphs:
+        text = " ".join(line.strip() for line in para.splitlines())
+        if text.startswith("Cost"):
+            return text
+    return ""
+
+
+def cost_formula(paragraph: str) -> str:
+    """Cut the formula out of a ``Cost...: <formula> <commentary>`` paragraph."""
+    match = re.match(r"Cost[^:]*:\s*(.*)", paragraph)
+    if not match:
+        return ""
+    text = match.group(1)
+    cut = len(text)
+    for stop in (" if ", "; ", " (see", ". ", ", n =", " for p", " -- ", ": ", " Exact", ", plus", ", exact",
+                 " with ", ", the ", " Thakur"):
+        at = text.find(stop)
+        if 0 < at < cut:
+            cut = at
+    return text[:cut].strip().rstrip(".,;")
+
+
+def substitute(formula: str, values: dict[str, str]) -> str:
+    """Replace the symbols p, n, α, β, γ in *formula* by *values*, with ``·`` for implicit products.
+
+    A symbol is replaced only where it stands alone (``lg p``, ``nβ``, ``(p-1)``), not inside
+    a word (``T_last``). Symbols without a value are left as they are.
+    """
+    out: list[str] = []
+    last_was_value = False
+    for i, ch in enumerate(formula):
+        prev = formula[i - 1] if i > 0 else " "
+        nxt = formula[i + 1] if i + 1 < len(formula) else " "
+        # A letter before or after makes it part of a word, unless that letter is a symbol too (nβ).
+        prev_ok = prev in _SYMBOL_CHARS or not (prev.isascii() and (prev.isalpha() or prev == "_"))
+        next_ok = nxt in _SYMBOL_CHARS or not (nxt.isascii() and (nxt.isalnum() or nxt == "_"))
+        standalone = ch in _SYMBOL_CHARS and ch in values and prev_ok and next_ok
+        if standalone:
+            if out and (out[-1][-1:].isalnum() or out[-1][-1:] in (")", "⌉", "⌋") or last_was_value):
+                out.append("·")
+            out.append(values[ch])
+            last_was_value = True
+            continue
+        if last_was_value and ch == "(":
+            out.append("·")
+        out.append(ch)
+        last_was_value = False
+    return "".join(out)
+
+
+# ----------------------------------------------------------------------------- running
+
+
+@dataclass
+class Explanation:
+    """Everything ``mpisim explain`` prints (see :func:`format_explanation`)."""
+
+    collective: str
+    algorithm: registry.Algorithm
+    p: int
+    count: int
+    root: int
+    base: int
+    topology: str
+    network: str
+    alpha: float
+    beta: float
+    gamma: float
+    nbytes: int  # the call's size in the cost formulas' convention
+    inputs: list[np.ndarray]
+    messages: list[Message]
+    outputs: list[np.ndarray | None]
+    expected: list[np.ndarray | None]
+    simulated_s: float
+    model_s: float | None
+    decoded: bool
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def steps(self) -> int:
+        """Number of steps (the deepest message's step)."""
+        return max((m.step for m in self.messages), default=0)
+
+    @property
+    def correct(self) -> bool:
+        """True when every rank's output equals numpy's."""
+        return all(
+            (out is None and exp is None) or (out is not None and exp is not None and np.array_equal(out, exp))
+            for out, exp in zip(self.outputs, self.expected, strict=True)
+        )
+
+    def holdings(self, step: int) -> list[dict[int, set[int]]]:
+        """Per rank: origin rank -> element indices of its input that have reached this rank by *step*.
+
+        A rank starts with its own input; an element counts as reached whether it arrived on
+        its own or summed into a partial result.
+        """
+        held = [{r: set(range(self.count))} for r in range(self.p)]
+        for msg in self.messages:
+            if msg.step > step or not msg.pieces:
+                continue
+            for piece in msg.pieces:
+                if piece is None:
+                    continue
+                ranks, index = piece
+                for origin in ranks:
+                    held[msg.dst].setdefault(origin, set()).add(index)
+        return held
+
+
+def _topology_raw(topology: str | dict[str, Any] | None, p: int) -> Any:
+    """The scenario ``topology`` value for *p* ranks: the default full network, a preset, or a mapping."""
+    if topology is None:
+        return {"nodes": p, "ranks_per_node": 1, "inter": dict(DEFAULT_TOPOLOGY)}
+    if isinstance(topology, str):
+        spec, _ = resolve_topology(topology)
+        per_node = spec.ranks_per_node
+        if p % per_node:
+            raise ConfigError(f"preset {topology!r} has {per_node} ranks per node, so --ranks must be a multiple "
+                              f"of {per_node}, got {p}", "--ranks")
+        return {"preset": topology, "nodes": p // per_node}
+    return topology
+
+
+def _run(world: _ObservedWorld, collective: str, algorithm: str, inputs: list[np.ndarray], root: int) -> list[Any]:
+    def program(comm: Any) -> Any:
+        yield from comm.world.synchronize(comm.world_rank)
+        if collective == "barrier":
+            return (yield from comm.barrier(algorithm=algorithm))
+        kwargs: dict[str, Any] = {"algorithm": algorithm}
+        if collective in ROOTED:
+            kwargs["root"] = root
+        return (yield from getattr(comm, collective)(np.array(inputs[comm.rank]), **kwargs))
+
+    procs = world.launch(program)
+    world.run()
+    return [proc.value for proc in procs]
+
+
+def explain(collective: str, algorithm: str, ranks: int = 4, *, count: int | None = None,
+            topology: str | dict[str, Any] | None = None, network: str = "analytic", root: int = 0) -> Explanation:
+    """Run *algorithm* of *collective* on *ranks* ranks with small arrays and return the explanation.
+
+    *count* is the number of elements each rank passes (default: *ranks*, so a block is one
+    element). Raises ConfigError for an unknown algorithm, a rank count it cannot run on, or a
+    bad topology.
+    """
+    if not 2 <= ranks <= MAX_RANKS:
+        raise ConfigError(f"explain needs between 2 and {MAX_RANKS} ranks, got {ranks}", "--ranks")
+    count = ranks if count is None else count
+    if not 0 <= count <= 4096:
+        raise ConfigError(f"explain needs a count between 0 and 4096, got {count}", "--count")
+    if collective in ROOTED and not 0 <= root < ranks:
+        raise ConfigError(f"root {root} is not a rank of {ranks}", "--root")
+    try:
+        algo = registry.get(collective, algorithm)
+    except registry.UnknownAlgorithm as err:
+        raise ConfigError(str(err), "algorithm") from None
+    problem = algo.why_not(ranks)
+    if problem:
+        raise ConfigError(problem, "--ranks")
+    raw = {
+        "name": f"explain-{collective}-{algorithm}",
+        "topology": _topology_raw(topology, ranks),
+        "network": {"model": network},
+        "payload": "data",
+        "workload": {"kind": "collective", "collective": collective, "algorithm": algorithm},
+    }
+    if collective != "barrier":
+        raw["workload"]["sizes"] = [8]
+    scenario = load_dict(raw)
+    if scenario.ranks != ranks:
+        raise ConfigError(f"the topology has {scenario.ranks} ranks, but --ranks is {ranks}", "--topology")
+
+    def new_world() -> _ObservedWorld:
+        sim = Simulation(scenario, seed=scenario.seed, tracer=Tracer(messages=True, spans=True))
+        topo = build_topology(scenario.topology)
+        return _ObservedWorld(sim, topo, make_model(scenario.network.model, sim, topo), scenario.mpi)
+
+    base = 10 if count <= 10 else 100 if count <= 100 else 10_000
+    inputs = [np.arange(count, dtype=np.int64) + r * base for r in range(ranks)]
+    world = new_world()
+    outputs = [None if out is None else np.asarray(out.array if isinstance(out, Payload) else out)
+               for out in _run(world, collective, algorithm, inputs, root)]
+    messages = _messages(world)
+    decoded = ranks <= MAX_DECODED_RANKS
+    notes = []
+    if decoded:
+        coded = new_world()
+        _run(coded, collective, algorithm, encode(ranks, count), root)
+        coded_messages = _messages(coded)
+        same = len(coded_messages) == len(messages) and all(
+            (a.src, a.dst, a.nbytes, a.t_post) == (b.src, b.dst, b.nbytes, b.t_post)
+            for a, b in zip(messages, coded_messages, strict=True)
+        )
+        if same:
+            for msg, twin in zip(messages, coded_messages, strict=True):
+                if twin.values is not None and twin.values.dtype == np.int64:
+                    msg.pieces = [decode(v, ranks, count) for v in twin.values.ravel()]
+        else:
+            decoded = False
+            notes.append("the encoded run sent different messages, so what each message carries is not shown")
+    assign_steps(messages)
+    records = world.tracer.collectives
+    simulated = max(r.t_exit for r in records) - min(r.t_enter for r in records) if records else 0.0
+    alpha, beta, gamma = network_parameters(world.comm_world(0))
+    nbytes = 0 if collective == "barrier" else size_of_call(collective, count * 8, ranks)
+    model = algo.cost(ranks, nbytes, alpha, beta, gamma) if algo.cost is not None else None
+    topo_name = "full network (every pair of ranks on its own link)" if topology is None else str(
+        topology if isinstance(topology, str) else scenario.topology.name)
+    return Explanation(collective, algo, ranks, count, root, base, topo_name, scenario.network.model, alpha, beta,
+                       gamma, nbytes, inputs, messages, outputs, reference(collective, inputs, root), simulated,
+                       model, decoded, notes)
+
+
+# ----------------------------------------------------------------------------- printing
+
+
+def _t(seconds: float) -> str:
+    for scale, unit in ((1.0, "s"), (1e-3, "ms"), (1e-6, "us"), (1e-9, "ns")):
+        if abs(seconds) >= scale:
+            return f"{seconds / scale:.4g} {unit}"
+    return "0 s"
+
+
+def _array(values: np.ndarray | None, limit: int = 16) -> str:
+    if values is None:
+        return "None"
+    shown = ", ".join(str(int(v)) for v in values.ravel()[:limit])
+    return f"[{shown}{', ...' if values.size > limit else ''}]"
+
+
+def _holdings_table(ex: Explanation, step: int) -> list[str]:
+    held = ex.holdings(step)
+    origins = [ex.root] if ex.collective in ("bcast", "scatter") else list(range(ex.p))
+    if ex.p > 12:
+        total = len(origins) * ex.count
+        return [f"    rank {r:>2}: {sum(len(held[r].get(o, ())) for o in origins)} of {total} elements"
+                for r in range(ex.p)]
+    cells = [[_indices_text(sorted(held[r].get(o, ())), ex.count) or "·" for o in origins] for r in range(ex.p)]
+    width = max(4, *(len(c) for row in cells for c in row))
+    lines = ["    " + " " * 8 + "".join(f"{'x' + str(o):>{width + 2}}" for o in origins)]
+    lines += [f"    rank {r:>2} " + "".join(f"{c:>{width + 2}}" for c in row) for r, row in enumerate(cells)]
+    return lines
+
+
+def _cost_lines(ex: Explanation) -> list[str]:
+    doc = ex.algorithm.description or ""
+    paragraph = cost_paragraph(doc)
+    lines = ["Cost"]
+    if paragraph:
+        lines += textwrap.wrap("the docstring says: " + paragraph, 96, initial_indent="  ", subsequent_indent="    ")
+    formula = cost_formula(paragraph)
+    values = {"p": str(ex.p), "n": f"{ex.nbytes}B", "α": _t(ex.alpha).replace(" ", ""),
+              "β": f"{ex.beta * 1e9:.4g}ns/B", "γ": f"{ex.gamma * 1e9:.4g}ns/B"}
+    bandwidth = f" ({1 / ex.beta / 1e9:.4g} GB/s)" if ex.beta > 0 else ""
+    lines.append(f"  with p = {ex.p}, n = {ex.nbytes} B, α = {_t(ex.alpha)}, β = {ex.beta * 1e9:.4g} ns/B{bandwidth}, "
+                 f"γ = {ex.gamma * 1e9:.4g} ns/B:")
+    if ex.model_s is not None:
+        if formula:
+            lines.append(f"    {formula}")
+            lines.append(f"  = {substitute(formula, values)}")
+        lines.append(f"  = {_t(ex.model_s)}   closed form")
+    else:
+        lines.append("  (no closed-form cost function is registered for this algorithm)")
+    lines.append(f"    {_t(ex.simulated_s)}   simulated (last rank's exit - first rank's entry)"
+                 + (f", {ex.simulated_s / ex.model_s:.3f}x the closed form" if ex.model_s else ""))
+    if ex.model_s and not ex.algorithm.exact(ex.p):
+        lines.append("  The formula is exact only for some rank counts (or assumes one message at a time per rank),")
+        lines.append("  so it need not equal the simulated time here.")
+    return lines
+
+
+def format_explanation(ex: Explanation) -> str:
+    """Return the step-by-step text that ``mpisim explain`` prints."""
+    algo = ex.algorithm
+    out = [f"{ex.collective} / {algo.name} on {ex.p} ranks" + (f", root {ex.root}" if ex.collective in ROOTED else ""),
+           ""]
+    doc_paras = re.split(r"\n\s*\n", algo.description or algo.summary)
+    for para in doc_paras:
+        text = " ".join(line.strip() for line in para.splitlines())
+        if text.startswith(("Cost", "Raises")):
+            continue
+        out += [*textwrap.wrap(text, 96, initial_indent="  ", subsequent_indent="  "), ""]
+    if algo.reference:
+        out += [f"  Reference: {algo.reference}", ""]
+    out.append(f"Network: {ex.network} model on a {ex.topology}; α = {_t(ex.alpha)} per message, "
+               f"β = {ex.beta * 1e9:.4g} ns per byte, γ = {ex.gamma * 1e9:.4g} ns per byte reduced.")
+    if ex.collective != "barrier":
+        out.append(f"Inputs: {ex.count} int64 elements per rank; rank r holds x_r[i] = r*{ex.base} + i.")
+        shown = range(ex.p) if ex.collective not in ("bcast", "scatter") else [ex.root]
+        for r in shown:
+            out.append(f"  x{r} = {_array(ex.inputs[r])}")
+        if ex.collective in ("bcast", "scatter"):
+            out.append("  (only the root's buffer matters; the others are overwritten)")
+    out.append("")
+    reducing = ex.collective in REDUCING
+    for step in range(1, ex.steps + 1):
+        msgs = [m for m in ex.messages if m.step == step]
+        t0, t1 = min(m.t_post for m in msgs), max(m.t_done for m in msgs)
+        out.append(f"Step {step}  ({_t(t0)} -> {_t(t1)}, {len(msgs)} message{'s' if len(msgs) != 1 else ''})")
+        for m in msgs:
+            carries = describe_pieces(m.pieces) if m.pieces is not None else (
+                "a token (no data)" if m.nbytes == 0 else f"{m.nbytes} B")
+            values = f" = {_array(m.values, 8)}" if m.values is not None and m.values.size and m.pieces else ""
+            out.append(f"  rank {m.src:>2} -> rank {m.dst:>2}  {m.nbytes:>6} B {m.protocol:<10} {carries}{values}")
+        if ex.decoded and ex.collective != "barrier":
+            out.append(f"  after step {step}, each rank has these elements of each input"
+                       + (" (alone or summed in):" if reducing else ":"))
+            out += _holdings_table(ex, step)
+        out.append("")
+    if not ex.messages:
+        out += ["No messages: nothing to communicate.", ""]
+    out.append("Result (what each rank's call returned, and numpy's answer):")
+    for r, (got, want) in enumerate(zip(ex.outputs, ex.expected, strict=True)):
+        ok = (got is None and want is None) or (got is not None and want is not None and np.array_equal(got, want))
+        out.append(f"  rank {r:>2}: {_array(got, 32)}   numpy: {_array(want, 32)}   {'ok' if ok else 'DIFFERENT'}")
+    out.append("")
+    out += _cost_lines(ex)
+    for note in ex.notes:
+        out.append(f"Note: {note}")
+    return "\n".join(out) + "\n"
+
+
+def write_diagram(ex: Explanation, out_dir: str | Path) -> Path:
+    """Write ``<collective>-<algorithm>-p<P>.png`` into *out_dir*: ranks x steps, one arrow per message."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    from mpisim.report.plots import plot_message_diagram
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    messages = []
+    for m in ex.messages:
+        label = describe_pieces(m.pieces) if m.pieces else ("token" if m.nbytes == 0 else f"{m.nbytes} B")
+        messages.append({"src": m.src, "dst": m.dst, "step": m.step, "label": label})
+    steps = []
+    for step in range(1, ex.steps + 1):
+        mine = [m for m in ex.messages if m.step == step]
+        steps.append(f"{_t(min(m.t_post for m in mine))}\n-> {_t(max(m.t_done for m in mine))}")
+    title = f"{ex.collective} / {ex.algorithm.name} on {ex.p} ranks: {ex.steps} steps, simulated {_t(ex.simulated_s)}"
+    fig = plot_message_diagram(ex.p, messages, title=title, step_labels=steps)
+    path = out / f"{ex.collective}-{ex.algorithm.name}-p{ex.p}.png"
+    FigureCanvasAgg(fig)
+    fig.savefig(path, format="png", metadata={"Software": None})
+    return path

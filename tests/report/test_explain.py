@@ -1,0 +1,113 @@
+"""``mpisim explain``: every registered algorithm, step by step, with printed results equal to numpy's."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+from mpisim.cli import main
+from mpisim.collectives import registry
+from mpisim.scenario.explain import decode, describe_pieces, encode, explain, format_explanation, substitute
+from tests.collectives.helpers import reference
+
+
+def printed_results(text: str) -> dict[int, np.ndarray | None]:
+    """Parse the 'Result' block: rank -> the buffer printed for it."""
+    out = {}
+    block = text.split("Result (what each rank's call returned", 1)[1]
+    for match in re.finditer(r"rank +(\d+): (\[[^\]]*\]|None)", block):
+        values = match.group(2)
+        out[int(match.group(1))] = None if values == "None" else np.array(
+            [int(v) for v in values.strip("[]").split(",") if v.strip()], dtype=np.int64)
+    return out
+
+
+def cases() -> list:
+    out = []
+    for algo in registry.available():
+        for p in (4, 5):
+            if algo.allows(p):
+                out.append(pytest.param(algo, p, id=f"{algo.collective}-{algo.name}-p{p}"))
+    return out
+
+
+@pytest.mark.parametrize(("algo", "p"), cases())
+def test_explain_prints_numpys_answer_for_every_algorithm(algo, p):
+    count = p + 2 if algo.collective not in ("allgather", "gather") else 3  # uneven blocks
+    ex = explain(algo.collective, algo.name, p, count=count)
+    text = format_explanation(ex)
+    inputs = [np.arange(count, dtype=np.int64) + r * 10 for r in range(p)]
+    expected = reference(algo.collective, inputs) if algo.collective != "barrier" else [None] * p
+    got = printed_results(text)
+    assert sorted(got) == list(range(p))
+    for r in range(p):
+        if expected[r] is None:
+            assert got[r] is None, f"rank {r}"
+        else:
+            np.testing.assert_array_equal(got[r], expected[r], err_msg=f"rank {r}")
+    assert ex.correct
+    assert ex.decoded and all(m.pieces is not None and None not in m.pieces for m in ex.messages if m.nbytes)
+    assert f"Step {ex.steps} " in text and "Cost" in text and "simulated" in text
+    if algo.cost is not None and algo.exact(p) and count % p == 0:
+        assert ex.simulated_s == pytest.approx(ex.model_s, rel=1e-9)
+
+
+def test_ring_allreduce_walkthrough():
+    ex = explain("allreduce", "ring", 4)
+    assert ex.steps == 6 and len(ex.messages) == 24
+    first = [m for m in ex.messages if m.step == 1]
+    assert [(m.src, m.dst, describe_pieces(m.pieces)) for m in first] == [
+        (0, 1, "x0[0]"), (1, 2, "x1[1]"), (2, 3, "x2[2]"), (3, 0, "x3[3]")]
+    # After the reduce-scatter half, rank r holds the complete sum of block (r + 1) mod 4.
+    third = {m.dst: m for m in ex.messages if m.step == 3}
+    assert describe_pieces(third[1].pieces) == "(x0+x2+x3)[2]"
+    assert ex.holdings(6) == [{r: set(range(4)) for r in range(4)}] * 4
+    assert ex.holdings(0)[2] == {2: set(range(4))}
+    text = format_explanation(ex)
+    assert "= 2(4-1)·1us + 2((4-1)/4)·32B·1ns/B + ((4-1)/4)·32B·0ns/B" in text
+    assert "6.048 us   closed form" in text and "1.000x the closed form" in text
+
+
+def test_decode_reads_back_sums_of_encoded_inputs():
+    x = encode(5, 3)
+    assert decode(x[2][1], 5) == (frozenset({2}), 1)
+    assert decode(x[0][2] + x[3][2] + x[4][2], 5) == (frozenset({0, 3, 4}), 2)
+    assert decode(4 * 32 + 0b111, 5) is None  # three ranks summed cannot give 4 x (element index)
+    assert decode(0, 5) is None  # no rank at all
+    assert decode(x[1][2], 5, count=2) is None  # an element beyond the buffer
+    assert describe_pieces([(frozenset({1}), 0), (frozenset({1}), 1), (frozenset({0, 1, 2, 3}), 4)]) == \
+        "x1[0..1] Σx{0-3}[4]"
+
+
+def test_substitute_replaces_symbols_only_where_they_stand_alone():
+    values = {"p": "8", "n": "1KiB", "α": "1us", "β": "1ns/B"}
+    assert substitute("⌈lg p⌉(α + nβ)", values) == "⌈lg 8⌉(1us + 1KiB·1ns/B)"
+    assert substitute("(p-1)T + α + T_last", values) == "(8-1)T + 1us + T_last"
+    assert substitute("2(p-1)α", values) == "2(8-1)·1us"
+
+
+def test_cli_explain_writes_a_diagram(tmp_path, capsys):
+    assert main(["explain", "bcast", "binomial", "--ranks", "8", "-o", str(tmp_path)]) == 0
+    text = capsys.readouterr().out
+    assert "Step 3" in text and "Step 4" not in text
+    diagram = tmp_path / "bcast-binomial-p8.png"
+    assert diagram.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and diagram.stat().st_size > 10_000
+
+
+def test_cli_explain_on_a_preset(capsys):
+    assert main(["explain", "allreduce", "ring", "--ranks", "8", "--topology", "dgx-a100"]) == 0
+    assert "nvswitch" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["explain", "allreduce", "rign"], "allreduce has no algorithm 'rign'"),
+    (["explain", "allgather", "recursive_doubling", "--ranks", "6"], "power-of-two"),
+    (["explain", "allreduce", "ring", "--ranks", "1"], "between 2 and"),
+    (["explain", "allreduce", "ring", "--ranks", "4", "--topology", "dgx-a100"], "multiple of 8"),
+])
+def test_cli_explain_bad_input_is_one_line_exit_2(capsys, argv, message):
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1

@@ -1,0 +1,187 @@
+"""The output directory: figures written and non-empty, report.md agreeing with results.json, re-rendering, atomicity."""
+
+from __future__ import annotations
+
+import json
+import re
+import struct
+from pathlib import Path
+
+import pytest
+
+from mpisim.cli import main
+from mpisim.report import plots
+from mpisim.report.render import load_result, timeline_worlds, write_outputs
+from mpisim.report.tables import row_kinds
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+#: Figures each scenario must produce (timelines and link figures are checked by prefix).
+EXPECTED = {
+    "compare": {"bandwidth.png", "closed_form.png", "timeline-ring-1-mib.png", "timeline-parameter-server-1-mib.png",
+                "links-ring-1-mib.png", "links-parameter-server-1-mib.png"},
+    "osu": {"p2p.png", "timeline-latency-1-mib.png", "timeline-bandwidth-1-mib.png"},
+    "training": {"scaling.png", "breakdown.png"},
+}
+
+
+def png_size(path: Path) -> tuple[int, int]:
+    """Width and height from a PNG's IHDR chunk."""
+    data = path.read_bytes()
+    assert data[:8] == PNG_MAGIC, f"{path.name} is not a PNG"
+    return struct.unpack(">II", data[16:24])
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_every_figure_is_written_linked_and_not_empty(rendered, name):
+    out = rendered[name]
+    figures = {p.name for p in (out / "figures").iterdir()}
+    assert EXPECTED[name] <= figures
+    if name == "training":
+        assert any(f.startswith("timeline-training-4-ranks") for f in figures), "the largest readable world gets a timeline"
+    report = (out / "report.md").read_text()
+    linked = set(re.findall(r"!\[[^\]]*\]\(figures/([^)]+)\)", report))
+    assert linked == figures, "report.md links exactly the figures that were written"
+    for fig in figures:
+        width, height = png_size(out / "figures" / fig)
+        assert width >= 600 and height >= 300, f"{fig} is {width}x{height}"
+        assert (out / "figures" / fig).stat().st_size > 10_000, f"{fig} is nearly empty"
+
+
+def test_output_directory_holds_every_file(rendered):
+    names = {p.name for p in rendered["compare"].iterdir()}
+    assert {"results.json", "results.csv", "messages.csv", "collectives.csv", "links.csv", "report.md",
+            "trace.json", "figures"} <= names
+    assert not [n for n in names if n.startswith(".")], "no staging directory is left behind"
+
+
+def _table(report: str, title: str) -> list[dict[str, str]]:
+    """Parse the Markdown table under '### title' into dicts keyed by header."""
+    section = report.split(f"### {title}\n", 1)[1].strip().splitlines()
+    lines = []
+    for line in section:  # the table: the run of lines starting with '|'
+        if not line.startswith("|"):
+            break
+        lines.append(line)
+    headers = [h.strip() for h in lines[0].strip("|").split("|")]
+    return [dict(zip(headers, (c.strip() for c in line.strip("|").split("|")), strict=True)) for line in lines[2:]]
+
+
+UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9, "B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30,
+         "KB": 1e3, "MB": 1e6, "GB": 1e9, "GB/s": 1e9, "MB/s": 1e6, "KB/s": 1e3, "B/s": 1, "%": 0.01}
+
+
+def number(text: str) -> float:
+    """'43.65 us' -> 4.365e-05; '8 KiB' -> 8192; '99.5 %' -> 0.995; '1.234' -> 1.234."""
+    value, _, unit = text.partition(" ")
+    return float(value) * UNITS[unit] if unit else float(value)
+
+
+def test_report_numbers_equal_results_json(rendered):
+    for name, title, checks in (
+        ("compare", "Collective calls", {"time": "time_s", "size": "bytes", "busbw (GB/s)": "busbw_GBps",
+                                         "algbw (GB/s)": "algbw_GBps"}),
+        ("osu", "Point-to-point", {"size": "bytes", "latency": "latency_s", "bandwidth": "bandwidth_Bps"}),
+        ("training", "Training iterations", {"iteration": "iteration_time_s", "exposed communication": "exposed_comm_s",
+                                             "scaling efficiency": "scaling_efficiency"}),
+    ):
+        out = rendered[name]
+        rows = json.loads((out / "results.json").read_text())["results"]
+        table = _table((out / "report.md").read_text(), title)
+        assert len(table) == len(rows), name
+        for shown, row in zip(table, rows, strict=True):
+            for header, key in checks.items():
+                if key not in row:
+                    assert shown[header] == "", (name, header)
+                    continue
+                assert number(shown[header]) == pytest.approx(row[key], rel=6e-4, abs=1e-12), (name, header, shown)
+
+
+def test_headline_numbers_come_from_the_largest_size(rendered):
+    out = rendered["compare"]
+    rows = json.loads((out / "results.json").read_text())["results"]
+    report = (out / "report.md").read_text()
+    ring = max((r for r in rows if r["algorithm"] == "ring"), key=lambda r: r["bytes"])
+    line = next(line for line in report.splitlines() if line.startswith("| allreduce/ring, 4 ranks, 1 MiB: time"))
+    assert number(line.split("|")[2].strip()) == pytest.approx(ring["time_s"], rel=6e-4)
+
+
+def test_findings_name_the_winner_the_data_shows(rendered):
+    out = rendered["compare"]
+    rows = json.loads((out / "results.json").read_text())["results"]
+    report = (out / "report.md").read_text()
+    big = [r for r in rows if r["bytes"] == 2**20]
+    winner = min(big, key=lambda r: r["time_s"])["algorithm"]
+    loser = max(big, key=lambda r: r["time_s"])
+    factor = loser["time_s"] / min(r["time_s"] for r in big)
+    sentence = next(line for line in report.splitlines() if line.startswith("- **allreduce on 4 ranks:**"))
+    assert re.search(rf"to 1 MiB \*\*{winner}\*\* is fastest, [0-9.]+x to {factor:.2f}x faster", sentence), sentence
+    assert "Busiest link in parameter_server 1 MiB" in report
+
+
+def test_report_command_reproduces_the_same_report(rendered, tmp_path, capsys):
+    source = rendered["osu"]
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    (copy / "results.json").write_bytes((source / "results.json").read_bytes())
+    assert main(["report", str(copy)]) == 0
+    capsys.readouterr()
+    assert (copy / "report.md").read_text() == (source / "report.md").read_text()
+    assert (copy / "trace.json").read_bytes() == (source / "trace.json").read_bytes()
+    for fig in (source / "figures").iterdir():
+        assert (copy / "figures" / fig.name).read_bytes() == fig.read_bytes(), fig.name
+    assert (copy / "results.json").read_bytes() == (source / "results.json").read_bytes(), "results.json is left alone"
+
+
+def test_report_of_a_missing_directory_is_bad_input(tmp_path, capsys):
+    assert main(["report", str(tmp_path / "nothing")]) == 2
+    assert "no such file" in capsys.readouterr().err
+
+
+def test_a_failing_figure_leaves_the_directory_as_it_was(rendered, tmp_path, monkeypatch):
+    result = load_result(rendered["compare"])
+    out = tmp_path / "out"
+    write_outputs(result, out)
+    before = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("plotting failed")
+
+    monkeypatch.setattr(plots, "plot_timeline", broken)
+    result.rows[0]["time_s"] *= 2  # a different result, which must not half-replace the old one
+    with pytest.raises(RuntimeError, match="plotting failed"):
+        write_outputs(result, out)
+    after = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    assert after == before
+    assert not [p for p in out.iterdir() if p.name.startswith(".")]
+
+
+def test_timelines_prefer_readable_worlds_with_communication(rendered):
+    result = load_result(rendered["training"])
+    chosen = [result.records[i] for i in timeline_worlds(result)]
+    assert {w.point["topology.inter.bandwidth"] for w in chosen} == {"10 Gbps", "100 Gbps"}
+    assert all(w.label == "training 4 ranks" for w in chosen)
+
+
+def test_no_plots_skips_figures_only(rendered, tmp_path):
+    result = load_result(rendered["osu"])
+    write_outputs(result, tmp_path, figures=False)
+    assert list((tmp_path / "figures").iterdir()) == []
+    report = (tmp_path / "report.md").read_text()
+    assert "## Figures" not in report and "## Results" in report
+
+
+def test_closed_form_holds_on_a_contention_free_network(tmp_path):
+    from mpisim.report.tables import closed_form_rows
+    from mpisim.scenario import load_dict, run_scenario
+
+    raw = {"topology": {"nodes": 4, "inter": {"kind": "full", "bandwidth": "1 GB/s", "latency": "1 us"}},
+           "network": {"model": "analytic"}, "payload": "size",
+           "workload": {"kind": "collective", "collective": "allreduce", "algorithm": ["ring", "recursive_doubling"],
+                        "sizes": ["4 KiB", "32 KiB"]}}
+    result = run_scenario(load_dict(raw))
+    rows = closed_form_rows(result)
+    assert len(rows) == len(row_kinds(result)["collective"]) == 4
+    for row in rows:
+        assert row["ratio"] == pytest.approx(1.0, rel=1e-9), row
+    assert plots.plot_closed_form(result) is not None
