@@ -4,7 +4,7 @@ Importing this package registers every algorithm and installs the collective run
 :class:`~mpisim.mpi.comm.Comm`, so ``yield from comm.allreduce(buf)`` works.
 """
 
-from mpisim.collectives import (  # noqa: F401  # noqa: F401  (importing registers the algorithms)
+from mpisim.collectives import (  # noqa: F401  (importing registers the algorithms)
     allgather,
     allreduce,
     alltoall,
@@ -13,6 +13,7 @@ from mpisim.collectives import (  # noqa: F401  # noqa: F401  (importing registe
     costmodel,
     dispatch,
     gather,
+    nccl,
     reduce,
     reduce_scatter,
     registry,

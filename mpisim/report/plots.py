@@ -97,6 +97,8 @@ CURVE_COLOURS = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9
 #: Dark colours (readable as text on white), one per sending rank in message diagrams.
 DIAGRAM_COLOURS = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#8c564b", "#6a3d9a", "#000000", "#a6761d",
                    "#1f78b4", "#b2182b", "#33a02c", "#e7298a"]
+#: Where a 0-byte message sits on a logarithmic size axis (labelled "0 B").
+ZERO_BYTES = 0.5
 MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*", "<", ">", "h", "p"]
 
 
@@ -124,14 +126,20 @@ def _size_axis(ax: Axes, values: Sequence[float], axis: str = "x") -> None:
     if not positive:
         return
     distinct = sorted(set(positive))
+    octaves = max(math.log2(distinct[-1] / distinct[0]), 1.0)
     if len(distinct) <= 10:
-        ticks = distinct  # label every measured size
+        # Label the measured sizes, but not two so close that their labels would overlap.
+        ticks = [distinct[-1]]
+        for size in reversed(distinct[:-1]):
+            if math.log2(ticks[-1] / size) >= octaves / 9:
+                ticks.append(size)
+        ticks.reverse()
     else:
         lo, hi = math.floor(math.log2(distinct[0])), math.ceil(math.log2(distinct[-1]))
         step = max(1, math.ceil((hi - lo + 1) / 9))
         ticks = [2.0**k for k in range(hi, lo - 1, -step)][::-1]  # the largest size always gets a label
     target.set_major_locator(FixedLocator(ticks))
-    target.set_major_formatter(FuncFormatter(lambda v, _pos: fmt_bytes(round(v)) if v >= 1 else f"{v:g} B"))
+    target.set_major_formatter(FuncFormatter(lambda v, _pos: fmt_bytes(round(v)) if v >= 1 else "0 B"))
     target.set_minor_locator(NullLocator())
     target.set_minor_formatter(NullFormatter())
 
@@ -377,9 +385,10 @@ def plot_p2p(result: RunResult) -> Figure | None:
             ylabel = "bandwidth (MB/s)"
         for i, curve in enumerate(curves):
             colour = _colour(i)
-            ax.plot(curve.xs, [y / scale for y in curve.ys], color=colour, label=curve.label if len(curves) > 1 else None)
+            xs = [x if x > 0 else ZERO_BYTES for x in curve.xs]  # a log axis has no 0: 0 B sits at 1/2 B
+            ax.plot(xs, [y / scale for y in curve.ys], color=colour, label=curve.label if len(curves) > 1 else None)
             for proto, face in (("eager", colour), ("rendezvous", "white")):
-                pts = [(r["bytes"], r[key] / scale) for r in curve.rows if r.get("protocol") == proto]
+                pts = [(r["bytes"] or ZERO_BYTES, r[key] / scale) for r in curve.rows if r.get("protocol") == proto]
                 if pts:
                     ax.plot(*zip(*pts, strict=True), linestyle="none", marker="o", markerfacecolor=face,
                             markeredgecolor=colour, label=f"{proto}" if i == 0 else None)
@@ -392,10 +401,7 @@ def plot_p2p(result: RunResult) -> Figure | None:
                 ax.annotate(f"eager limit\n{fmt_bytes(lo)} | {fmt_bytes(hi)}", (switch, 0.97), xycoords=("data", "axes fraction"),
                             ha="center", va="top", fontsize=8, color="dimgrey",
                             bbox={"facecolor": "white", "edgecolor": "none", "alpha": 0.8})
-        _size_axis(ax, [max(r["bytes"], 1) for r in mine])
-        if mine and min(r["bytes"] for r in mine) == 0:
-            ax.set_xlim(left=0.5)
-            ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _p: "0 B" if v < 1 else fmt_bytes(round(v))))
+        _size_axis(ax, [r["bytes"] or ZERO_BYTES for r in mine])
         _log_if_wide(ax, values, "y")
         ax.set_xlabel("message size")
         ax.set_ylabel(ylabel)

@@ -1,0 +1,465 @@
+"""GPU collectives as NCCL runs them: ring, tree and in-switch (NVLS) allreduce, each with a protocol.
+
+MPI libraries move a collective's messages through eager and rendezvous point-to-point
+protocols, with CPU overheads on every message. A GPU collective library (NCCL, RCCL) runs the
+whole collective inside one GPU kernel per rank, and moves data with one of a few *protocols*
+(:mod:`mpisim.mpi.wire`): ``LL`` (8-byte stores carrying their own flags: least latency, at
+most half the bandwidth), ``LL128`` (128-byte lines, 120 bytes of data: ~94 % of the bandwidth)
+and ``Simple`` (whole chunks, then a fence and a flag: most latency, all the bandwidth). Where
+the NVSwitch can reduce and multicast (NVLink SHARP), ``NVLS`` lets the switch do the sums.
+
+What a call costs, in NCCL's own model (``src/graph/tuning.cc``, ../shared COSTS.md section 3),
+and in mpisim's simulation of it:
+
+* a **base latency** per call and protocol -- the kernel launch and set-up
+  (``base_latency`` in the topology; NCCL's defaults 6.6 / 14 / 8.4 us);
+* a **latency per hop**, by protocol and link type -- NVLink, PCIe or network
+  (``protocols.<P>.latency`` of each fabric; NCCL's ``hwLat`` table by default);
+* a **share of each link's bandwidth**, by protocol (``protocols.<P>.efficiency``; 0.5 for
+  LL, 0.92 for LL128, 1 for Simple by default).
+
+mpisim charges the base latency as local work on every rank before the first message (a
+``launch`` span), and the other two on every message the algorithm sends, through a
+communicator view ``comm.with_wire(wire)``: the algorithms here are ordinary point-to-point
+programs that move real data, and time comes only from their messages, their reductions and
+the launch.
+
+**Algorithms** (allreduce):
+
+``nccl_ring``
+    The ring allreduce on *channels*: with several nodes, one ring per NIC, each leaving a
+    node through a different NIC, so all NICs carry traffic at once (NCCL's channels); the
+    vector is split between the channels. Ranks of a node are consecutive in every ring.
+``nccl_tree``
+    NCCL's double binary tree (:func:`~mpisim.collectives.allreduce.double_binary_tree`) over
+    the ranks ordered by node: 2 lg p hops instead of the ring's 2(p-1), so it wins for small
+    vectors on many ranks; pipelined in segments.
+``nvls``
+    In-switch reduction: every rank sends block j of its vector to rank j through the switch,
+    which adds the p contributions on the way (NVLS ``multimem.ld_reduce``); each rank then
+    stores its reduced block once and the switch multicasts it to all (``multimem.st``). Each
+    GPU port carries n(p+1)/p bytes each way instead of the ring's 2n(p-1)/p. The messages are
+    the direct exchange (blocks to their owners, results to everyone); on a switch with
+    ``in_switch_reduction`` they ride the NVLS protocol, whose bandwidth share is scaled by
+    2(p-1)/(p+1) so that each port is charged the in-switch byte count. Without
+    ``in_switch_reduction`` the same messages travel as Simple-protocol messages: the direct
+    exchange, with no switch help (the ``nccl`` selector never picks it there).
+
+**The tuner.** Each algorithm picks its protocol per call the way NCCL's tuner does: the one
+whose predicted time is least (:func:`tune`). Predictions are closed forms over the same
+parameters the simulation uses -- per hop: protocol latency + route latency + bytes on the
+wire over the route's bandwidth, shared among the channels' concurrent flows on the
+``fairshare`` network -- so the tuner's choice is the simulation's fastest protocol, up to the
+contention the closed forms approximate. The ``nccl`` rule set of :mod:`~mpisim.collectives.select`
+takes the least predicted time over (algorithm, protocol).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import weakref
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from mpisim.collectives.allreduce import DBT_SEGMENT, _tree_allreduce, double_binary_tree
+from mpisim.collectives.costmodel import ceil_lg
+from mpisim.collectives.registry import algorithm
+from mpisim.engine.sim import Proc
+from mpisim.mpi.comm import Comm
+from mpisim.mpi.ops import Op
+from mpisim.mpi.payload import Payload
+from mpisim.mpi.wire import Wire
+from mpisim.network.analytic import AnalyticNetwork
+
+if TYPE_CHECKING:
+    from mpisim.network.topology import FabricSpec, TopologySpec
+
+US = 1e-6
+
+#: Protocols of the ring and tree algorithms, in NCCL's order (ties go to the first).
+PROTOCOLS = ("LL", "LL128", "Simple")
+#: Algorithms the ``nccl`` rule set chooses between, in order of preference on a tie.
+ALGORITHMS = ("nccl_ring", "nccl_tree", "nvls")
+
+#: NCCL's base latency per call and protocol (tuning.cc ``baseLat``, Ring row; NVLS has none).
+NCCL_BASE_LATENCY = {"LL": 6.6 * US, "LL128": 14.0 * US, "Simple": 8.4 * US, "NVLS": 0.0}
+#: NCCL's latency per hop (tuning.cc ``hwLat``, Ring columns) by link type; NVLS by its own column.
+NCCL_HOP_LATENCY = {
+    "nvlink": {"LL": 0.6 * US, "LL128": 1.9 * US, "Simple": 3.4 * US, "NVLS": 25.0 * US},
+    "pcie": {"LL": 1.0 * US, "LL128": 2.5 * US, "Simple": 5.7 * US, "NVLS": 0.0},
+    "net": {"LL": 2.7 * US, "LL128": 4.0 * US, "Simple": 14.0 * US, "NVLS": 18.0 * US},
+}
+#: NCCL's bandwidth share per protocol: LL busBw x 0.5, LL128 x 0.92 ("120.0/128.0"), Simple
+#: all of it; NVLS: ``nvlsEfficiency`` of Hopper (0.85).
+NCCL_EFFICIENCY = {"LL": 0.5, "LL128": 0.92, "Simple": 1.0, "NVLS": 0.85}
+#: Which row of NCCL_HOP_LATENCY an intra-node fabric kind uses (GPUs on shared memory go
+#: through PCIe and host memory).
+LINK_TYPE = {"nvswitch": "nvlink", "pcie": "pcie", "shm": "pcie"}
+
+
+# ---------------------------------------------------------------------------------------- protocols
+
+
+@dataclass(frozen=True)
+class Protocol:
+    """One protocol on this cluster: its per-call base latency and its per-message wire costs."""
+
+    name: str
+    base: float
+    wire: Wire
+
+
+def _fabric_costs(fabric: FabricSpec | None, link_type: str, name: str) -> tuple[float, float]:
+    given = fabric.protocol(name) if fabric is not None else None
+    if given is not None:
+        return given.latency, given.efficiency
+    return NCCL_HOP_LATENCY[link_type][name], NCCL_EFFICIENCY[name]
+
+
+@functools.lru_cache(maxsize=256)
+def protocols(spec: TopologySpec) -> dict[str, Protocol]:
+    """Return every protocol's costs on the cluster *spec*: the topology's values, else NCCL's defaults."""
+    base = dict(spec.base_latency)
+    intra_type = LINK_TYPE.get(spec.intra.kind, "pcie") if spec.intra is not None else "pcie"
+    out = {}
+    for name in (*PROTOCOLS, "NVLS"):
+        lat_intra, eff_intra = _fabric_costs(spec.intra, intra_type, name)
+        lat_inter, eff_inter = _fabric_costs(spec.inter, "net", name)
+        out[name] = Protocol(name, base.get(name, NCCL_BASE_LATENCY[name]),
+                             Wire(name, lat_intra, lat_inter, eff_intra, eff_inter))
+    return out
+
+
+def in_switch_reduction(comm: Comm) -> bool:
+    """True if all of *comm*'s ranks share one node whose NVSwitch reduces in the switch (NVLS)."""
+    spec = comm.world.topology.spec
+    if spec.intra is None or not spec.intra.in_switch_reduction or comm.size < 2:
+        return False
+    return len({comm.node_of(r) for r in range(comm.size)}) == 1
+
+
+def nvls_wire(comm: Comm) -> Protocol:
+    """Return the protocol the ``nvls`` algorithm's messages use on *comm* (see the module docstring)."""
+    table = protocols(comm.world.topology.spec)
+    if not in_switch_reduction(comm):
+        return table["Simple"]
+    nvls, p = table["NVLS"], comm.size
+    # The direct exchange puts 2n(p-1)/p bytes through each port; the switch makes it n(p+1)/p.
+    gain = 2 * (p - 1) / (p + 1)
+    wire = Wire("NVLS", nvls.wire.latency_intra / 2, nvls.wire.latency_inter,
+                nvls.wire.efficiency_intra * gain, table["Simple"].wire.efficiency_inter)
+    return Protocol("NVLS", nvls.base, wire)
+
+
+# ---------------------------------------------------------------------------------------- layout
+
+
+def node_order(comm: Comm) -> list[int]:
+    """Return *comm*'s ranks sorted by node, then by rank: the order NCCL's rings and trees follow."""
+    return sorted(range(comm.size), key=lambda r: (comm.node_of(r), r))
+
+
+def ring_orders(comm: Comm) -> list[list[int]]:
+    """Return one ring (a cyclic order of *comm*'s ranks) per channel.
+
+    One node, or nodes holding unequal numbers of this communicator's ranks: a single ring in
+    :func:`node_order`. Otherwise one channel per NIC (at most one per rank of a node): in
+    channel c every node's ranks are visited starting after local rank c, so the rank that
+    leaves a node -- local rank c, through NIC c -- differs between channels and all NICs
+    carry traffic at once.
+    """
+    order = node_order(comm)
+    nodes: dict[int, list[int]] = {}
+    for r in order:
+        nodes.setdefault(comm.node_of(r), []).append(r)
+    q = len(order) // len(nodes)
+    inter = comm.world.topology.spec.inter
+    if len(nodes) == 1 or inter is None or any(len(members) != q for members in nodes.values()):
+        return [order]
+    channels = max(1, min(inter.nics, q))
+    rings = []
+    for c in range(channels):
+        start = (c + 1) % q
+        rings.append([members[(start + j) % q] for members in nodes.values() for j in range(q)])
+    return rings
+
+
+# ---------------------------------------------------------------------------------------- predictions
+
+
+def _hop_costs(comm: Comm, hops: list[tuple[int, int]], wire: Wire) -> list[tuple[float, float]]:
+    """Return (latency, seconds per payload byte) of each concurrent hop (comm ranks src -> dst).
+
+    Latency is the protocol's plus the route's; the bandwidth of a hop is its slowest link's,
+    divided among the hops that cross that link at the same time unless the network is the
+    contention-free analytic one.
+    """
+    world = comm.world
+    topology = world.topology
+    routes = [topology.route(comm.group[a], comm.group[b]) for a, b in hops]
+    shared = not isinstance(world.network, AnalyticNetwork)
+    load: dict[int, int] = {}
+    if shared:
+        for route in routes:
+            for i in route.ids:
+                load[i] = load.get(i, 0) + 1
+    out = []
+    for (a, b), route in zip(hops, routes, strict=True):
+        kind = topology.path_kind(comm.group[a], comm.group[b])
+        if not route.links:
+            out.append((0.0, 0.0))
+            continue
+        rate = min(link.effective_bandwidth / (load.get(link.index, 1) if shared else 1) for link in route.links)
+        per_byte = wire.wire_bytes(1 << 20, kind) / (1 << 20) / rate
+        out.append((wire.latency(kind) + route.latency, per_byte))
+    return out
+
+
+def predict_ring(comm: Comm, protocol: Protocol, nbytes: int) -> float:
+    """Predicted time of ``nccl_ring`` with *protocol*: base + 2(p-1) steps of the slowest hop.
+
+    Each step moves n / (channels x p) bytes on every hop of every channel at once; a
+    reduce-scatter step also reduces that block (``reduce_cost``).
+    """
+    p = comm.size
+    if p == 1:
+        return 0.0
+    rings = ring_orders(comm)
+    hops = [(ring[i], ring[(i + 1) % p]) for ring in rings for i in range(p)]
+    block = nbytes / (len(rings) * p)
+    step = max(lat + block * per_byte for lat, per_byte in _hop_costs(comm, hops, protocol.wire))
+    gamma = comm.world.config.reduce_cost
+    return protocol.base + 2 * (p - 1) * step + (p - 1) * block * gamma
+
+
+def predict_tree(comm: Comm, protocol: Protocol, nbytes: int) -> float:
+    """Predicted time of ``nccl_tree``: 2D(α + sβ + sγ) + 4(k-1)(α + sβ), as double_binary_tree_cost.
+
+    α and β are the slowest tree edge's (protocol + route latency; seconds per byte on the
+    wire), s the segment (at most DBT_SEGMENT bytes of each half vector), k the segments per
+    half, D = ceil(lg p). The 4(k-1) term is the single-port steady state of an interior rank.
+    """
+    p = comm.size
+    if p == 1:
+        return 0.0
+    order = node_order(comm)
+    edges = []
+    for pos in range(p):
+        for parent, _ in double_binary_tree(p, pos):
+            if parent is not None:
+                edges.append((order[pos], order[parent]))
+    costs = _hop_costs_unshared(comm, edges, protocol.wire)
+    alpha = max(lat for lat, _ in costs)
+    beta = max(per_byte for _, per_byte in costs)
+    half = nbytes / 2
+    s = min(DBT_SEGMENT, half)
+    k = max(1, math.ceil(half / DBT_SEGMENT))
+    gamma = comm.world.config.reduce_cost
+    depth = ceil_lg(p)
+    return protocol.base + 2 * depth * (alpha + s * beta + s * gamma) + 4 * (k - 1) * (alpha + s * beta)
+
+
+def _hop_costs_unshared(comm: Comm, hops: list[tuple[int, int]], wire: Wire) -> list[tuple[float, float]]:
+    world = comm.world
+    out = []
+    for a, b in hops:
+        src, dst = comm.group[a], comm.group[b]
+        route = world.topology.route(src, dst)
+        kind = world.topology.path_kind(src, dst)
+        per_byte = wire.wire_bytes(1 << 20, kind) / (1 << 20) / route.bottleneck if route.links else 0.0
+        out.append((wire.latency(kind) + route.latency, per_byte))
+    return out
+
+
+def predict_nvls(comm: Comm, protocol: Protocol, nbytes: int) -> float:
+    """Predicted time of ``nvls``: base + two exchanges of p-1 blocks of n/p bytes, plus p-1 reductions.
+
+    On the ``fairshare`` network each rank's port carries its p-1 blocks at once; on the
+    analytic one every block has the whole port.
+    """
+    p, r = comm.size, 0
+    if p == 1:
+        return 0.0
+    block = nbytes / p
+    hops = [(r, j) for j in range(1, p)]
+    costs = _hop_costs(comm, hops, protocol.wire) if isinstance(comm.world.network, AnalyticNetwork) else [
+        (lat, per_byte * (p - 1)) for lat, per_byte in _hop_costs_unshared(comm, hops, protocol.wire)
+    ]
+    phase = max(lat + block * per_byte for lat, per_byte in costs)
+    return protocol.base + 2 * phase + (p - 1) * block * comm.world.config.reduce_cost
+
+
+_PREDICTORS = {"nccl_ring": predict_ring, "nccl_tree": predict_tree, "nvls": predict_nvls}
+
+
+@dataclass(frozen=True)
+class Choice:
+    """What the tuner picked for one call: algorithm, protocol, and the predicted time (s)."""
+
+    algorithm: str
+    protocol: Protocol
+    predicted: float
+
+
+#: Tuner decisions per world, keyed by (communicator context, algorithm, bytes): every rank of a
+#: call asks, and they must all get the same answer without recomputing it p times.
+_CHOICES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def tune(comm: Comm, algorithm: str, nbytes: int) -> Choice:
+    """Return *algorithm*'s protocol for a call of *nbytes* on *comm*: the least predicted time.
+
+    Ties go to the protocol listed first in PROTOCOLS. ``nvls`` has one protocol (see
+    :func:`nvls_wire`).
+    """
+    cache = _CHOICES.setdefault(comm.world, {})
+    key = (comm.context, algorithm, nbytes)
+    choice = cache.get(key)
+    if choice is None:
+        predict = _PREDICTORS[algorithm]
+        if algorithm == "nvls":
+            candidates = [nvls_wire(comm)]
+        else:
+            table = protocols(comm.world.topology.spec)
+            candidates = [table[name] for name in PROTOCOLS]
+        timed = [(predict(comm, proto, nbytes), i, proto) for i, proto in enumerate(candidates)]
+        best = min(timed, key=lambda t: (t[0], t[1]))
+        choice = cache[key] = Choice(algorithm, best[2], best[0])
+    return choice
+
+
+def candidates(comm: Comm) -> list[str]:
+    """Return the allreduce algorithms NCCL would consider on *comm* (nvls only where the switch reduces)."""
+    return [name for name in ALGORITHMS if name != "nvls" or in_switch_reduction(comm)]
+
+
+def best(comm: Comm, nbytes: int) -> Choice:
+    """Return the (algorithm, protocol) with the least predicted time, as NCCL's tuner picks them."""
+    timed = [tune(comm, name, nbytes) for name in candidates(comm)]
+    return min(timed, key=lambda c: (c.predicted, ALGORITHMS.index(c.algorithm)))
+
+
+# ---------------------------------------------------------------------------------------- algorithms
+
+
+def _launch(comm: Comm, choice: Choice) -> Proc[None]:
+    """Charge the call's base latency (kernel launch and set-up) as local work on this rank."""
+    yield from comm.compute(choice.protocol.base, f"{choice.algorithm} launch ({choice.protocol.name})")
+
+
+def ring_allreduce_on(comm: Comm, buf: Payload, op: Op, ring: list[int], tag: int) -> Proc[Payload]:
+    """Ring allreduce of *buf* around *ring* (a cyclic order of comm ranks), its messages tagged *tag*.
+
+    The ring's position i plays rank i of the textbook ring: reduce-scatter, then allgather.
+    """
+    p = len(ring)
+    i = ring.index(comm.rank)
+    right, left = ring[(i + 1) % p], ring[(i - 1) % p]
+    blocks = buf.split(p)
+    # Reduce-scatter. After step k, blocks[(i - k - 1) % p] holds k + 2 contributions.
+    for k in range(p - 1):
+        send_i, recv_i = (i - k) % p, (i - k - 1) % p
+        incoming = yield from comm.sendrecv(blocks[send_i], dest=right, sendtag=tag, source=left, recvtag=tag)
+        blocks[recv_i] = yield from comm.reduce_local(op, incoming, blocks[recv_i])
+    # Allgather. Position i starts out owning the finished block (i + 1) % p.
+    for k in range(p - 1):
+        send_i, recv_i = (i + 1 - k) % p, (i - k) % p
+        blocks[recv_i] = yield from comm.sendrecv(blocks[send_i], dest=right, sendtag=tag, source=left, recvtag=tag)
+    return type(buf).concat(blocks)
+
+
+@algorithm("allreduce", "nccl_ring", requires={"commutative"},
+           reference="NCCL src/device/all_reduce.h (runRing), src/graph/tuning.cc; Patarasuk & Yuan 2009")
+def nccl_ring_allreduce(comm: Comm, buf: Payload, op: Op) -> Proc[Payload]:
+    """NCCL ring allreduce: one ring per channel, with the protocol the tuner picks for this size.
+
+    The vector is split between the channels (one per NIC when the ranks span several nodes,
+    see ring_orders); each channel runs the ring allreduce -- p-1 reduce-scatter steps and
+    p-1 allgather steps -- around its own ring, all channels at once. Every message rides the
+    chosen protocol (LL, LL128 or Simple), which sets its latency and its share of each link's
+    bandwidth; the call starts with the protocol's base latency.
+
+    Cost (one channel, one kind of hop): base + 2(p-1)(h + α + (n/p)β/e) + ((p-1)/p)nγ, with h
+    and e the protocol's latency and bandwidth share (see predict_ring for channels).
+    """
+    if comm.size == 1:
+        return buf
+    choice = tune(comm, "nccl_ring", buf.nbytes)
+    yield from _launch(comm, choice)
+    wired = comm.with_wire(choice.protocol.wire)
+    rings = ring_orders(comm)
+    if len(rings) == 1:
+        return (yield from ring_allreduce_on(wired, buf, op, rings[0], 0))
+    parts = buf.split(len(rings))
+    procs = [comm.env.process(ring_allreduce_on(wired, parts[c], op, ring, c)) for c, ring in enumerate(rings)]
+    yield comm.env.all_of(procs)
+    return type(buf).concat([proc.value for proc in procs])
+
+
+@algorithm("allreduce", "nccl_tree", requires={"commutative"},
+           reference="NCCL 2.4 double binary trees (src/graph/trees.cc), src/graph/tuning.cc; Sanders, Speck & Träff 2009")
+def nccl_tree_allreduce(comm: Comm, buf: Payload, op: Op) -> Proc[Payload]:
+    """NCCL tree allreduce: the double binary tree over ranks ordered by node, with the tuner's protocol.
+
+    Ranks are placed on the trees in node order, so the lower levels of the trees stay inside
+    nodes and only the upper ones cross the network. Two complementary trees each reduce half
+    of the vector up to the root and broadcast it back down, in pipelined segments (see
+    double_binary_tree_allreduce); every message rides the chosen protocol.
+
+    Cost: base + 2D(α + sβ + sγ) + 4(k-1)(α + sβ), D = ceil(lg p), k segments of s bytes per
+    half (see predict_tree); 2 lg p hop latencies instead of the ring's 2(p-1).
+    """
+    p = comm.size
+    if p == 1:
+        return buf
+    choice = tune(comm, "nccl_tree", buf.nbytes)
+    yield from _launch(comm, choice)
+    wired = comm.with_wire(choice.protocol.wire)
+    order = node_order(comm)
+    pos = order.index(comm.rank)
+    trees = [(None if parent is None else order[parent], [order[c] for c in children])
+             for parent, children in double_binary_tree(p, pos)]
+    halves = buf.split(2)
+    streams = [comm.env.process(_tree_allreduce(wired, halves[t], op, *trees[t], t)) for t in (0, 1)]
+    yield comm.env.all_of(streams)
+    return type(buf).concat([s.value for s in streams])
+
+
+@algorithm("allreduce", "nvls", requires={"commutative"},
+           reference="NCCL 2.17+ NVLS (NVLink SHARP: multimem.ld_reduce / multimem.st); NVIDIA NVSwitch gen 3")
+def nvls_allreduce(comm: Comm, buf: Payload, op: Op) -> Proc[Payload]:
+    """In-switch (NVLS) allreduce: blocks reduced on their way through the switch, results multicast.
+
+    Rank r sends block j of its vector to rank j, for every j != r, and adds the p-1 blocks it
+    receives into its own block r; then it sends the reduced block r to every rank. On an
+    NVSwitch with in_switch_reduction these messages ride the NVLS protocol, which charges each
+    GPU port the n(p+1)/p bytes the switch's reduction and multicast leave on it; elsewhere
+    they are plain Simple-protocol messages (the module docstring says why).
+
+    Cost: base + 2(h + α + (p-1)(n/p)β/e) + ((p-1)/p)nγ on a switch whose ports the p-1 blocks
+    share (see predict_nvls).
+    """
+    p, r = comm.size, comm.rank
+    if p == 1:
+        return buf
+    choice = tune(comm, "nvls", buf.nbytes)
+    yield from _launch(comm, choice)
+    wired = comm.with_wire(choice.protocol.wire)
+    blocks = buf.split(p)
+    peers = [j for j in range(p) if j != r]
+    # Reduce-scatter through the switch: block j of every rank goes to rank j.
+    sends = [wired.isend(blocks[j], dest=j, tag=0) for j in peers]
+    incoming = yield from wired.waitall([wired.irecv(source=j, tag=0) for j in peers])
+    mine = blocks[r]
+    for part in incoming:
+        mine = yield from comm.reduce_local(op, part, mine)
+    yield from wired.waitall(sends)
+    # Multicast: the reduced block r reaches every rank.
+    sends = [wired.isend(mine, dest=j, tag=1) for j in peers]
+    received = yield from wired.waitall([wired.irecv(source=j, tag=1) for j in peers])
+    yield from wired.waitall(sends)
+    for j, block in zip(peers, received, strict=True):
+        blocks[j] = block
+    blocks[r] = mine
+    return type(buf).concat(blocks)
