@@ -175,7 +175,6 @@ def quiet_world(topology: Any, model: str = "fairshare", mpi: Any = None, *, mes
 
 def preset_topology(name: str, **overrides: Any) -> tuple[Any, Any]:
     """Return (built topology, MpiConfig with the preset's MPI defaults) for preset *name* with *overrides*."""
-    from mpisim.mpi import MpiConfig
     from mpisim.network.presets import load_preset
     from mpisim.network.topology import TopologySpec, build_topology
     from mpisim.scenario.load import apply_overrides

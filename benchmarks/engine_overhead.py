@@ -51,10 +51,9 @@ def bare_simpy(n: int) -> float:
 def mpisim_pingpong(n: int) -> tuple[float, int]:
     """Return (wall seconds per message, messages) of an 8-byte eager ping-pong through mpisim."""
     import mpisim.collectives  # noqa: F401  (a complete installation, as users run it)
+    from benchmarks.common import quiet_world
     from mpisim.mpi import SizePayload
     from mpisim.network.topology import FabricSpec, TopologySpec, build_topology
-
-    from benchmarks.common import quiet_world
 
     spec = TopologySpec("pair", nodes=2, inter=FabricSpec("star", 12.5e9, 1.5e-6))
     world = quiet_world(build_topology(spec), "analytic")

@@ -98,7 +98,34 @@ def best_of(repeats: int, *case) -> dict[str, float]:
     return min((run_case(*case) for _ in range(repeats)), key=lambda r: r["wall"])
 
 
+def cost_per_event() -> list:
+    """The benchmark's figures at its default size, for ``python -m benchmarks`` (see common.py)."""
+    from benchmarks.common import info, target
+
+    cmd = "python -m benchmarks.fairshare_bench --case cost-per-event"
+    flows = 40_000
+    cases = {
+        "16 disjoint": ("disjoint", 16, flows // 16, False, False),
+        "1024 disjoint": ("disjoint", 1024, flows // 1024, False, False),
+        "1024 disjoint, batched": ("disjoint, batched", 1024, flows // 1024, False, True),
+        "1024 on one bottleneck": ("shared bottleneck", 1024, 2, True, False),
+    }
+    runs = {label: best_of(3, FairShareNetwork, *case[1:]) for label, case in cases.items()}
+    figures = [info(f"fair-share cost per flow event, {label} flows", r["us_per_event"], "us", reproduce=cmd,
+                    note=f"{r['solves']} solves, {r['rerated_per_event']:.2f} rates recomputed per event")
+               for label, r in runs.items()]
+    ratio = runs["1024 disjoint"]["us_per_event"] / runs["16 disjoint"]["us_per_event"]
+    figures.append(target("fair-share cost per event, 1024 / 16 disjoint flows", ratio, "x", TARGET_RATIO,
+                          reproduce=cmd))
+    return figures
+
+
 def main(argv: list[str] | None = None) -> int:
+    args_in = sys.argv[1:] if argv is None else argv
+    if "--case" in args_in or "--json" in args_in:
+        from benchmarks.common import module_main
+
+        return module_main("fairshare_bench", __doc__, {"cost-per-event": cost_per_event}, argv)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
         "--flows", type=int, default=40_000, help="transfers per disjoint case (default 40000)"

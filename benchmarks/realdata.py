@@ -22,7 +22,17 @@ import sys
 
 import numpy as np
 
-from benchmarks.common import GiB, Figure, command, current_rss, info, module_main, peak_rss, stopwatch, target
+from benchmarks.common import (
+    Figure,
+    GiB,
+    command,
+    current_rss,
+    info,
+    module_main,
+    peak_rss,
+    stopwatch,
+    target,
+)
 
 MODULE = "realdata"
 RANKS = 8
@@ -69,11 +79,10 @@ def numpy_additions(xs: list[np.ndarray]) -> None:
 def ring_allreduce_real(p: int = RANKS, count: int = COUNT) -> list[Figure]:
     """Run the in-place ring allreduce on real buffers; return time, memory and check figures."""
     import mpisim.collectives  # noqa: F401
+    from benchmarks.common import quiet_world
     from mpisim.collectives.memory import check_memory, estimate_collective
     from mpisim.mpi.payload import in_place
     from mpisim.network.topology import FabricSpec, TopologySpec, build_topology
-
-    from benchmarks.common import quiet_world
 
     cmd = command(MODULE, "ring-allreduce-8x300M")
     nbytes = count * 4
@@ -117,7 +126,12 @@ def ring_allreduce_real(p: int = RANKS, count: int = COUNT) -> list[Figure]:
 
 def refuse() -> list[Figure]:
     """Ask for a run that cannot fit (not in place, 32 ranks, numpy check) and show it refused early."""
-    from mpisim.collectives.memory import MemoryLimitError, available_memory, check_memory, estimate_collective
+    from mpisim.collectives.memory import (
+        MemoryLimitError,
+        available_memory,
+        check_memory,
+        estimate_collective,
+    )
 
     cmd = command(MODULE, "refuse")
     before = current_rss()

@@ -25,8 +25,18 @@ import sys
 
 import numpy as np
 
-from benchmarks.common import GiB, Figure, command, info, module_main, peak_rss, preset_topology, quiet_world, \
-    stopwatch, target
+from benchmarks.common import (
+    Figure,
+    GiB,
+    command,
+    info,
+    module_main,
+    peak_rss,
+    preset_topology,
+    quiet_world,
+    stopwatch,
+    target,
+)
 
 MODULE = "scale"
 NBYTES = 1_200_000_000  # 300M float32

@@ -284,15 +284,16 @@ def ring_allreduce(comm: Comm, buf: Payload, op: Op) -> Proc[Payload]:
     blocks = buf.split(p)
 
     # Reduce-scatter. After step k, blocks[(r - k - 1) % p] holds k + 2 contributions.
+    # (sendrecv_reduce = sendrecv + reduce_local; on an in-place buffer it reduces where the block lands.)
     for k in range(p - 1):
         send_i, recv_i = (r - k) % p, (r - k - 1) % p
-        incoming = yield from comm.sendrecv(blocks[send_i], dest=right, source=left)
-        blocks[recv_i] = yield from comm.reduce_local(op, incoming, blocks[recv_i])
+        blocks[recv_i] = yield from comm.sendrecv_reduce(blocks[send_i], right, blocks[recv_i], left, op)
 
-    # Allgather. Rank r starts out owning the finished block (r + 1) % p.
+    # Allgather. Rank r starts out owning the finished block (r + 1) % p. Each block is
+    # received into its place (recvbuf), so an in-place buffer ends up holding the result.
     for k in range(p - 1):
         send_i, recv_i = (r + 1 - k) % p, (r - k) % p
-        blocks[recv_i] = yield from comm.sendrecv(blocks[send_i], dest=right, source=left)
+        blocks[recv_i] = yield from comm.sendrecv(blocks[send_i], dest=right, source=left, recvbuf=blocks[recv_i])
 
     return type(buf).concat(blocks)
 

@@ -31,9 +31,10 @@ the launch.
     node through a different NIC, so all NICs carry traffic at once (NCCL's channels); the
     vector is split between the channels. Ranks of a node are consecutive in every ring.
 ``nccl_tree``
-    NCCL's double binary tree (:func:`~mpisim.collectives.allreduce.double_binary_tree`) over
-    the ranks ordered by node: 2 lg p hops instead of the ring's 2(p-1), so it wins for small
-    vectors on many ranks; pipelined in segments.
+    NCCL's tree: a chain through the ranks of each node, and a double binary tree
+    (:func:`~mpisim.collectives.allreduce.double_binary_tree`) between the nodes' heads. It
+    crosses the network 2 lg(nodes) times in sequence where the ring does 2(nodes - 1), so it
+    wins for small vectors on many nodes; pipelined in segments.
 ``nvls``
     In-switch reduction: every rank sends block j of its vector to rank j through the switch,
     which adds the p contributions on the way (NVLS ``multimem.ld_reduce``); each rank then
@@ -63,7 +64,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from mpisim.collectives.allreduce import DBT_SEGMENT, _tree_allreduce, double_binary_tree
-from mpisim.collectives.costmodel import ceil_lg
 from mpisim.collectives.registry import algorithm
 from mpisim.engine.sim import Proc
 from mpisim.mpi.comm import Comm
@@ -217,10 +217,13 @@ def _hop_costs(comm: Comm, hops: list[tuple[int, int]], wire: Wire) -> list[tupl
 
 
 def predict_ring(comm: Comm, protocol: Protocol, nbytes: int) -> float:
-    """Predicted time of ``nccl_ring`` with *protocol*: base + 2(p-1) steps of the slowest hop.
+    """Predicted time of ``nccl_ring`` with *protocol*: base + 2(p-1)(mean hop latency + slowest hop's bytes).
 
-    Each step moves n / (channels x p) bytes on every hop of every channel at once; a
-    reduce-scatter step also reduces that block (``reduce_cost``).
+    Each step moves n / (channels x p) bytes on every hop of every channel at once, so the
+    step's transfer waits for the slowest hop (bandwidth shared among the flows on each link).
+    Latencies add up along the chain of steps, which goes once round the ring every p steps:
+    2(p-1) times the mean hop latency, as NCCL counts 2(nodes-1) network hops and the rest
+    NVLink ones. A reduce-scatter step also reduces its block (``reduce_cost``).
     """
     p = comm.size
     if p == 1:
@@ -228,36 +231,80 @@ def predict_ring(comm: Comm, protocol: Protocol, nbytes: int) -> float:
     rings = ring_orders(comm)
     hops = [(ring[i], ring[(i + 1) % p]) for ring in rings for i in range(p)]
     block = nbytes / (len(rings) * p)
-    step = max(lat + block * per_byte for lat, per_byte in _hop_costs(comm, hops, protocol.wire))
+    costs = _hop_costs(comm, hops, protocol.wire)
+    latency = sum(lat for lat, _ in costs) / len(costs)
+    transfer = max(block * per_byte for _, per_byte in costs)
     gamma = comm.world.config.reduce_cost
-    return protocol.base + 2 * (p - 1) * step + (p - 1) * block * gamma
+    return protocol.base + 2 * (p - 1) * (latency + transfer) + (p - 1) * block * gamma
+
+
+def tree_links(comm: Comm) -> list[list[tuple[int | None, list[int]]]]:
+    """Return ``links[t][r] = (parent, children)`` of comm rank r in NCCL's tree t (t = 0, 1).
+
+    NCCL's trees (``src/graph/trees.cc``, ``connect.cc``): inside a node the ranks form a chain
+    (each rank's parent is the previous one; the first is the node's head); the heads of the
+    nodes form the double binary tree of :func:`double_binary_tree`, node by node. A head's
+    children are the next rank of its chain and the heads of its child nodes.
+    """
+    order = node_order(comm)
+    nodes: dict[int, list[int]] = {}
+    for r in order:
+        nodes.setdefault(comm.node_of(r), []).append(r)
+    chains = list(nodes.values())
+    m = len(chains)
+    links: list[list[tuple[int | None, list[int]]]] = [[(None, [])] * comm.size for _ in range(2)]
+    for i, chain in enumerate(chains):
+        node_trees = double_binary_tree(m, i)
+        for t in (0, 1):
+            node_parent, node_children = node_trees[t]
+            for j, r in enumerate(chain):
+                below = [chain[j + 1]] if j + 1 < len(chain) else []
+                if j > 0:
+                    links[t][r] = (chain[j - 1], below)
+                else:
+                    parent = None if node_parent is None else chains[node_parent][0]
+                    links[t][r] = (parent, below + [chains[c][0] for c in node_children])
+    return links
 
 
 def predict_tree(comm: Comm, protocol: Protocol, nbytes: int) -> float:
-    """Predicted time of ``nccl_tree``: 2D(α + sβ + sγ) + 4(k-1)(α + sβ), as double_binary_tree_cost.
+    """Predicted time of ``nccl_tree``: the first segment up and down the deepest path, then k-1 rounds.
 
-    α and β are the slowest tree edge's (protocol + route latency; seconds per byte on the
-    wire), s the segment (at most DBT_SEGMENT bytes of each half vector), k the segments per
-    half, D = ceil(lg p). The 4(k-1) term is the single-port steady state of an interior rank.
+    Each tree carries half the vector in k segments of s bytes (at most DBT_SEGMENT). The first
+    segment climbs from the deepest leaf to the root (reduced at every level) and comes back
+    down the same path (bandwidth shared by the edges of both trees going the same way); every
+    later one follows a round behind. A round on an edge is the segment's transfer plus the
+    credit's latency back (2 x latency + s x seconds per byte), each link's bandwidth shared by
+    all the tree edges that cross it, up and down.
     """
     p = comm.size
     if p == 1:
         return 0.0
-    order = node_order(comm)
-    edges = []
-    for pos in range(p):
-        for parent, _ in double_binary_tree(p, pos):
-            if parent is not None:
-                edges.append((order[pos], order[parent]))
-    costs = _hop_costs_unshared(comm, edges, protocol.wire)
-    alpha = max(lat for lat, _ in costs)
-    beta = max(per_byte for _, per_byte in costs)
+    links = tree_links(comm)
+    ups = [(r, parent) for tree in links for r, (parent, _) in enumerate(tree) if parent is not None]
+    downs = [(parent, r) for r, parent in ups]
+    wire = protocol.wire
+    # The first segment goes up both trees at once, then down both; later rounds load every edge.
+    up_cost = dict(zip(ups, _hop_costs(comm, ups, wire), strict=True))
+    down_cost = dict(zip(downs, _hop_costs(comm, downs, wire), strict=True))
     half = nbytes / 2
     s = min(DBT_SEGMENT, half)
     k = max(1, math.ceil(half / DBT_SEGMENT))
     gamma = comm.world.config.reduce_cost
-    depth = ceil_lg(p)
-    return protocol.base + 2 * depth * (alpha + s * beta + s * gamma) + 4 * (k - 1) * (alpha + s * beta)
+    first = 0.0
+    for tree in links:
+        for leaf in range(p):
+            path, r = 0.0, leaf
+            while tree[r][0] is not None:
+                parent = tree[r][0]
+                up, down = up_cost[(r, parent)], down_cost[(parent, r)]  # type: ignore[index]
+                path += up[0] + s * (up[1] + gamma) + down[0] + s * down[1]
+                r = parent  # type: ignore[assignment]
+            first = max(first, path)
+    if k == 1:
+        return protocol.base + first
+    rounds = max(2 * lat + s * per_byte for lat, per_byte in _hop_costs(comm, ups + downs, wire))
+    return protocol.base + first + (k - 1) * rounds
 
 
 def _hop_costs_unshared(comm: Comm, hops: list[tuple[int, int]], wire: Wire) -> list[tuple[float, float]]:
@@ -275,18 +322,16 @@ def _hop_costs_unshared(comm: Comm, hops: list[tuple[int, int]], wire: Wire) -> 
 def predict_nvls(comm: Comm, protocol: Protocol, nbytes: int) -> float:
     """Predicted time of ``nvls``: base + two exchanges of p-1 blocks of n/p bytes, plus p-1 reductions.
 
-    On the ``fairshare`` network each rank's port carries its p-1 blocks at once; on the
-    analytic one every block has the whole port.
+    On the ``fairshare`` network a rank's port carries its p-1 blocks at once; on the analytic
+    one every block has the whole port.
     """
-    p, r = comm.size, 0
+    p = comm.size
     if p == 1:
         return 0.0
     block = nbytes / p
-    hops = [(r, j) for j in range(1, p)]
-    costs = _hop_costs(comm, hops, protocol.wire) if isinstance(comm.world.network, AnalyticNetwork) else [
-        (lat, per_byte * (p - 1)) for lat, per_byte in _hop_costs_unshared(comm, hops, protocol.wire)
-    ]
-    phase = max(lat + block * per_byte for lat, per_byte in costs)
+    costs = _hop_costs_unshared(comm, [(0, j) for j in range(1, p)], protocol.wire)
+    flows = 1 if isinstance(comm.world.network, AnalyticNetwork) else p - 1
+    phase = max(lat + flows * block * per_byte for lat, per_byte in costs)
     return protocol.base + 2 * phase + (p - 1) * block * comm.world.config.reduce_cost
 
 
@@ -400,15 +445,16 @@ def nccl_ring_allreduce(comm: Comm, buf: Payload, op: Op) -> Proc[Payload]:
 @algorithm("allreduce", "nccl_tree", requires={"commutative"},
            reference="NCCL 2.4 double binary trees (src/graph/trees.cc), src/graph/tuning.cc; Sanders, Speck & Träff 2009")
 def nccl_tree_allreduce(comm: Comm, buf: Payload, op: Op) -> Proc[Payload]:
-    """NCCL tree allreduce: the double binary tree over ranks ordered by node, with the tuner's protocol.
+    """NCCL tree allreduce: chains inside nodes, a double binary tree between nodes, the tuner's protocol.
 
-    Ranks are placed on the trees in node order, so the lower levels of the trees stay inside
-    nodes and only the upper ones cross the network. Two complementary trees each reduce half
-    of the vector up to the root and broadcast it back down, in pipelined segments (see
-    double_binary_tree_allreduce); every message rides the chosen protocol.
+    Inside each node the ranks form a chain ending at the node's head; the heads form NCCL's
+    double binary tree (see tree_links). Each of the two trees reduces half of the vector up to
+    its root and broadcasts it back down, in pipelined segments (as double_binary_tree
+    allreduce does), and every message rides the chosen protocol. On many nodes it crosses
+    the network 2 lg(nodes) times in sequence where the ring does 2(nodes - 1).
 
-    Cost: base + 2D(α + sβ + sγ) + 4(k-1)(α + sβ), D = ceil(lg p), k segments of s bytes per
-    half (see predict_tree); 2 lg p hop latencies instead of the ring's 2(p-1).
+    Cost: base + 2D(α + sβ + sγ) + 4(k-1)(α + sβ), D = (ranks per node - 1) + ceil(lg nodes),
+    k segments of s bytes per half (see predict_tree).
     """
     p = comm.size
     if p == 1:
@@ -416,10 +462,7 @@ def nccl_tree_allreduce(comm: Comm, buf: Payload, op: Op) -> Proc[Payload]:
     choice = tune(comm, "nccl_tree", buf.nbytes)
     yield from _launch(comm, choice)
     wired = comm.with_wire(choice.protocol.wire)
-    order = node_order(comm)
-    pos = order.index(comm.rank)
-    trees = [(None if parent is None else order[parent], [order[c] for c in children])
-             for parent, children in double_binary_tree(p, pos)]
+    trees = [tree[comm.rank] for tree in tree_links(comm)]
     halves = buf.split(2)
     streams = [comm.env.process(_tree_allreduce(wired, halves[t], op, *trees[t], t)) for t in (0, 1)]
     yield comm.env.all_of(streams)

@@ -13,6 +13,12 @@
     (slowest path) and gamma, and take the cheapest; ties go to an algorithm whose formula is
     exact on this many ranks, then to the name that sorts first.
 
+``nccl``
+    For GPU collectives, as NCCL's tuner chooses: an allreduce runs the (algorithm, protocol)
+    with the least predicted time among ``nccl_ring``, ``nccl_tree`` and, where the NVSwitch
+    reduces in the switch, ``nvls`` (:func:`mpisim.collectives.nccl.best`); the algorithm
+    then picks the same protocol itself. The other collectives follow the ``mpich`` rules.
+
 Whatever is chosen is recorded in the call's CollectiveRecord.
 """
 
@@ -21,11 +27,11 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-from mpisim.collectives import registry
+from mpisim.collectives import nccl, registry
 from mpisim.mpi.comm import Comm
 from mpisim.mpi.ops import OPS, Op
 
-RULE_SETS = ("mpich", "model")
+RULE_SETS = ("mpich", "model", "nccl")
 
 
 def _pof2(p: int) -> bool:
@@ -133,6 +139,8 @@ def choose(comm: Comm, collective: str, nbytes: int, op: Op, rule_set: str = "mp
         # Ties go to an algorithm whose formula is exact here (a single-port textbook formula
         # over-charges concurrent sends), then to the name that sorts first.
         return min(costed, key=lambda a: (a.cost(p, nbytes, alpha, beta, gamma), not a.exact(p), a.name))  # type: ignore[misc]
+    if rule_set == "nccl" and collective == "allreduce" and op.commutative and p > 1:
+        return registry.get(collective, nccl.best(comm, nbytes).algorithm)
     name = MPICH_RULES[collective](p, nbytes, op)
     by_name = {a.name: a for a in candidates}
     if name in by_name:

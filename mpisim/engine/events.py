@@ -4,12 +4,12 @@ A SimPy *process* is a generator driven by events; every ``yield`` costs a resum
 generator, and starting one costs an ``Initialize`` event. That is the right tool for rank
 programs, which users write as generators. The MPI library's own steps (inject a message,
 answer a request-to-send with a clear-to-send, send a FIN) are simpler: each is "at this
-instant, call this function with this message". :class:`Call` is exactly that: an event,
-scheduled when it is created, whose only callback calls ``fn(arg)``. It takes the place a
-process's event would have had in SimPy's queue (same time, same priority, same order of
-creation), so replacing a process by a chain of calls changes no simulated time and no order
-of events; it only skips the generator machinery. Passing the message as ``arg`` instead of
-binding it in a closure keeps it to one allocation per step.
+instant, call this function with this message". :class:`Call` is exactly that: an entry in
+SimPy's event queue, scheduled when it is created, whose only callback calls ``fn(arg)``. It
+takes the place a process's event would have had in the queue (same time, same priority, same
+order of creation), so replacing a process by a chain of calls changes no simulated time and
+no order of events; it only skips the generator machinery. Passing the message as ``arg``
+instead of binding it in a closure keeps it to one small allocation per step.
 
 :class:`AllDone` is ``env.all_of([a, b])`` for requests: it triggers (with the event of the
 last one) once every one of its events has been *processed*, exactly when SimPy's ``AllOf``
@@ -33,18 +33,24 @@ def _fire(event: Call) -> None:
     event.fn(event.arg)
 
 
-class Call(simpy.Event):
-    """An event scheduled at creation (after *delay*, with *priority*) that calls ``fn(arg)``."""
+_FIRE = (_fire,)
 
-    __slots__ = ("arg", "fn")
+
+class Call:
+    """An entry in SimPy's queue (after *delay*, with *priority*) that calls ``fn(arg)``.
+
+    Not a :class:`simpy.Event`: nothing ever waits for it, so it carries only what SimPy's
+    event loop reads (``callbacks`` and ``_ok``) and has no per-instance dict. It is
+    processed by ``Environment.step`` like any triggered event.
+    """
+
+    __slots__ = ("arg", "callbacks", "fn")
+    _ok = True
+    _value = None
 
     def __init__(self, env: simpy.Environment, fn: Callable[[Any], None], arg: Any,
                  delay: float = 0, priority: int = NORMAL) -> None:
-        # NOTE: inlined from Event.__init__() and Event.succeed(), as simpy.Timeout does.
-        self.env = env
-        self.callbacks = [_fire]
-        self._value = None
-        self._ok = True
+        self.callbacks = _FIRE  # NOTE: one shared tuple; step() replaces it with None
         self.fn = fn
         self.arg = arg
         # NOTE: inlined from Environment.schedule(): the same heap entry, one call less.

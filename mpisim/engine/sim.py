@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 import simpy
+from simpy.events import URGENT
 
 from mpisim.engine.trace import Tracer
 
@@ -81,6 +82,28 @@ def run_until_idle(env: simpy.Environment) -> int:
                 exc.__cause__ = event._value
                 raise exc
     return processed
+
+
+def run_urgent_now(env: simpy.Environment) -> None:
+    """Process the URGENT events due now, which SimPy's loop would process next.
+
+    For a callback that does on behalf of several events what their separate processing
+    would have done: between two of them SimPy runs the URGENT events the first one
+    scheduled (process starts, and the protocol steps scheduled like them), before any
+    ordinary event. Only call it from the callback of an ordinary (NORMAL) event: then every
+    URGENT event due now was scheduled by that callback.
+    """
+    queue = env._queue
+    now = env._now
+    while queue and queue[0][1] == URGENT and queue[0][0] == now:
+        event = heapq.heappop(queue)[3]
+        callbacks, event.callbacks = event.callbacks, None
+        for callback in callbacks:
+            callback(event)
+        if not event._ok and not hasattr(event, "_defused"):
+            exc = type(event._value)(*event._value.args)
+            exc.__cause__ = event._value
+            raise exc
 
 
 @contextmanager

@@ -81,20 +81,20 @@ class Comm:
         return self.group[self._rank]
 
     @property
-    def COMM_WORLD(self) -> Comm:  # noqa: N802 - MPI's name
+    def COMM_WORLD(self) -> Comm:
         """This rank's handle on ``COMM_WORLD``."""
         return self.world.comm_world(self.world_rank)
 
-    def Get_rank(self) -> int:  # noqa: N802 - mpi4py spelling
+    def Get_rank(self) -> int:
         """Return :attr:`rank`."""
         return self._rank
 
-    def Get_size(self) -> int:  # noqa: N802 - mpi4py spelling
+    def Get_size(self) -> int:
         """Return :attr:`size`."""
         return self.size
 
     @property
-    def env(self):  # noqa: ANN201 - simpy.Environment
+    def env(self):
         """The SimPy environment (for ``env.now``, ``env.all_of``)."""
         return self.world.env
 

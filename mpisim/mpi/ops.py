@@ -30,7 +30,7 @@ class Op:
     commutative: bool = True
 
     @classmethod
-    def Create(cls, function: BinaryFn, commute: bool = False, name: str = "user") -> Op:  # noqa: N802
+    def Create(cls, function: BinaryFn, commute: bool = False, name: str = "user") -> Op:
         """Create a user op, with mpi4py's spelling (``Op.Create(function, commute)``)."""
         return cls(name, function, commute)
 

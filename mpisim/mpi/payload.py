@@ -32,8 +32,8 @@ and ignore all this; their timing is the same either way.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np

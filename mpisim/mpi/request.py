@@ -35,15 +35,15 @@ class Status:
         self.count = 0
         self.nbytes = 0
 
-    def Get_source(self) -> int:  # noqa: N802 - mpi4py spelling
+    def Get_source(self) -> int:
         """Return the sender's rank in the communicator."""
         return self.source
 
-    def Get_tag(self) -> int:  # noqa: N802 - mpi4py spelling
+    def Get_tag(self) -> int:
         """Return the message tag."""
         return self.tag
 
-    def Get_count(self) -> int:  # noqa: N802 - mpi4py spelling
+    def Get_count(self) -> int:
         """Return the number of elements received."""
         return self.count
 
@@ -68,7 +68,9 @@ class Request(simpy.Event):
         nbytes: int = -1,
         protocol: str = "",
     ) -> None:
-        super().__init__(env)
+        # NOTE: inlined from Event.__init__() (one request per message, two per sendrecv).
+        self.env = env
+        self.callbacks = []
         self.kind = kind  # "send" | "recv"
         self.comm = comm
         self.peer = peer  # communicator rank (ANY_SOURCE allowed for receives)

@@ -38,10 +38,16 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import simpy
 
-from mpisim.engine.events import URGENT, AllDone, Call
+from mpisim.engine.events import URGENT, Call
 from mpisim.engine.records import MessageRecord, SpanRecord
 from mpisim.engine.sim import run_until_idle
-from mpisim.errors import CollectiveMismatchError, DeadlockError, InvalidRankError, InvalidTagError, TruncationError
+from mpisim.errors import (
+    CollectiveMismatchError,
+    DeadlockError,
+    InvalidRankError,
+    InvalidTagError,
+    TruncationError,
+)
 from mpisim.mpi.config import MpiConfig
 from mpisim.mpi.ops import Op
 from mpisim.mpi.payload import Payload, as_payload
@@ -164,6 +170,7 @@ class World:
         self.unmatched: list[str] = []
         #: SimPy events processed by :meth:`run` (a benchmark figure: events per second).
         self.events_processed = 0
+        self._node_of = [topology.node_of(rank) for rank in range(self.size)]  # read per message
         self._world_comms: list[Comm] | None = None
         #: Start a transfer and call ``fn(arg)`` when it has arrived; True if it was over at once.
         self._post: Callable[[int, int, int, Callable[[Any], None], Any], bool] = getattr(
@@ -245,7 +252,8 @@ class World:
 
     def post_send(self, comm: Comm, buf: Any, dest: int, tag: int, *, synchronous: bool = False) -> Request:
         """Start sending *buf* to communicator rank *dest*; return the send request."""
-        self._check_rank(comm, dest, "dest", "send")
+        if not 0 <= dest < len(comm.group):
+            self._check_rank(comm, dest, "dest", "send")
         if tag < 0:
             raise InvalidTagError(f"rank {comm.world_rank}: send(dest={dest}, tag={tag}): tags must be >= 0")
         if dest == PROC_NULL:
@@ -265,7 +273,9 @@ class World:
         src, dst = comm.world_rank, comm.group[dest]
         nbytes = payload.nbytes
         wire = None if synchronous else comm.wire
-        limit = self.config.eager_limit(self.topology.path_kind(src, dst))
+        # NOTE: Topology.path_kind and MpiConfig.eager_limit, inlined with a per-rank node table.
+        node = self._node_of
+        limit = self.config.eager_limit_inter if node[src] != node[dst] else self.config.eager_limit_intra
         # A GPU collective protocol writes into the peer's registered buffer: no rendezvous.
         protocol = "eager" if wire is not None else "rendezvous" if synchronous or nbytes > limit else "eager"
         if payload.writable and protocol == "eager":
@@ -428,7 +438,7 @@ class World:
         (``buf = received op buf``) instead. Otherwise *buf* only sets the largest message
         accepted, and the value is the message's own buffer.
         """
-        if source != ANY_SOURCE:
+        if source != ANY_SOURCE and not 0 <= source < len(comm.group):
             self._check_rank(comm, source, "source", "recv")
         if tag < 0 and tag != ANY_TAG:
             raise InvalidTagError(f"rank {comm.world_rank}: recv(source={source}, tag={tag}): tags must be >= 0 or ANY_TAG")

@@ -27,7 +27,6 @@ from dataclasses import dataclass
 from heapq import heappush
 from typing import TYPE_CHECKING, Any
 
-import simpy
 from simpy.events import NORMAL
 
 from mpisim.engine.records import LinkRecord
@@ -55,18 +54,19 @@ class LinkStats:
     capacity: float
 
 
-class _Delivery(simpy.Event):
-    """A transfer in flight on the analytic network: one event, processed when the last byte arrives."""
+class _Delivery:
+    """A transfer in flight on the analytic network: a queue entry processed when the last byte arrives.
 
-    __slots__ = ("arg", "fn", "nbytes", "route", "t_data")
+    Like :class:`~mpisim.engine.events.Call`, it carries only what SimPy's event loop reads.
+    """
+
+    __slots__ = ("arg", "callbacks", "fn", "nbytes", "route", "t_data")
+    _ok = True
+    _value = None
 
     def __init__(self, net: AnalyticNetwork, route: Route, nbytes: int, fn: Callable[[Any], None], arg: Any) -> None:
-        # NOTE: what simpy.Timeout does, with the model's callback instead of a process.
         env = net.env
-        self.env = env
-        self.callbacks = [net._deliver_cb]
-        self._value = None
-        self._ok = True
+        self.callbacks = net._deliver_cbs
         self.route, self.nbytes, self.fn, self.arg = route, nbytes, fn, arg
         self.t_data = env._now + route.latency
         heappush(env._queue, (env._now + (route.latency + nbytes / route.bottleneck), NORMAL, next(env._eid), self))
@@ -88,7 +88,7 @@ class AnalyticNetwork:
         self.link_bytes: list[int] = []
         self.link_busy: list[float] = []
         self.transfers = 0
-        self._deliver_cb = self._deliver  # NOTE: bound once, not once per transfer
+        self._deliver_cbs = (self._deliver,)  # NOTE: bound once, not once per transfer
 
     def transfer(self, src: int, dst: int, nbytes: int) -> Proc[None]:
         """Move *nbytes* from rank *src* to rank *dst*; return when the last byte arrives.

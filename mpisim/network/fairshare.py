@@ -73,14 +73,15 @@ from __future__ import annotations
 
 import heapq
 import math
-from heapq import heappush
 from collections.abc import Callable
+from heapq import heappush
 from typing import TYPE_CHECKING, Any
 
 import simpy
 from simpy.events import NORMAL
 
 from mpisim.engine.events import Call
+from mpisim.engine.sim import run_urgent_now
 from mpisim.engine.records import LinkRecord
 from mpisim.network.analytic import LinkStats
 from mpisim.network.base import register_model
@@ -145,30 +146,18 @@ class Flow:
         return f"Flow(#{self.seq}, {self.remaining:g}/{self.nbytes} B at {self.rate:g} B/s)"
 
 
-class _LateWakeup(simpy.Event):
-    """An event, already triggered, that SimPy processes after the ordinary events of now."""
+class _InFlight:
+    """A posted transfer during its latency: a queue entry processed when the first byte arrives.
 
-    def __init__(self, env: simpy.Environment, callback: Callable[[simpy.Event], None]) -> None:
-        # NOTE: what Event.succeed() does, with a priority that succeed() cannot choose
-        # (simpy.Timeout initialises itself the same way).
-        self.env = env
-        self.callbacks = [callback]
-        self._value = None
-        self._ok = True
-        env.schedule(self, LATE)
+    Like :class:`~mpisim.engine.events.Call`, it carries only what SimPy's event loop reads.
+    """
 
-
-class _InFlight(simpy.Event):
-    """A posted transfer during its latency: one event, processed when the first byte arrives."""
-
-    __slots__ = ("arg", "fn", "nbytes", "route")
+    __slots__ = ("arg", "callbacks", "fn", "nbytes", "route")
+    _ok = True
+    _value = None
 
     def __init__(self, net: FairShareNetwork, route: Route, nbytes: int, fn: Callable[[Any], None], arg: Any) -> None:
-        # NOTE: what simpy.Timeout does, with the model's callback instead of a process.
-        self.env = net.env
-        self.callbacks = [net._latency_over_cb]
-        self._value = None
-        self._ok = True
+        self.callbacks = net._latency_over_cbs
         self.route, self.nbytes, self.fn, self.arg = route, nbytes, fn, arg
         env = net.env
         heappush(env._queue, (env._now + route.latency, NORMAL, next(env._eid), self))
@@ -210,6 +199,8 @@ class FairShareNetwork:
 
         self._next_seq = 0
         self._starting: list[Flow] = []
+        self._first_bytes: dict[float, list[tuple]] = {}  # posted transfers by end of latency
+        self._arrivals: list[Flow] | None = None  # flows completed by the current callback
         self._finishing: list[Flow] = []
         self._solve_scheduled = False
         self._stamp = 0
@@ -219,7 +210,7 @@ class FairShareNetwork:
         # NOTE: bound methods created once, not once per event.
         self._solve_cb = self._solve
         self._driver_cb = self._on_driver
-        self._latency_over_cb = self._latency_over
+        self._latency_over_cbs = (self._latency_over_cb,)
 
         self.active_flows = 0
         self.flows_started = 0
@@ -262,14 +253,43 @@ class FairShareNetwork:
         if not route.links:
             return True
         if route.latency > 0:
-            _InFlight(self, route, nbytes, fn, arg)
+            if nbytes <= 0:
+                _InFlight(self, route, nbytes, fn, arg)  # its arrival is what the caller waits for
+                return False
+            # NOTE: transfers whose first byte arrives at the same instant share one event. Only
+            # the order in which they become flows is observable (it numbers them), and that is
+            # the order of posting either way.
+            env = self.env
+            t_first = env._now + route.latency
+            batch = self._first_bytes.get(t_first)
+            if batch is None:
+                batch = self._first_bytes[t_first] = []
+                Call(env, self._first_bytes_cb, t_first, route.latency)
+            batch.append((route, nbytes, fn, arg))
             return False
         if nbytes <= 0:
             return True
+        if self._first_bytes:
+            self._first_bytes_cb(self.env._now)  # flows due now start first, as posted
         self._start_flow(route, nbytes, None, fn, arg)
         return False
 
-    def _latency_over(self, pending: _InFlight) -> None:
+    def _first_bytes_cb(self, t_first: float) -> None:
+        """Turn the posted transfers whose latency ends at *t_first* into flows, in posting order."""
+        batch = self._first_bytes.pop(t_first, None)
+        if batch:
+            seq = self._next_seq
+            starting = self._starting
+            for route, nbytes, fn, arg in batch:
+                starting.append(Flow(seq, route, nbytes, None, fn, arg))
+                seq += 1
+            self._next_seq = seq
+            self.flows_started += len(batch)
+            if not self._solve_scheduled:
+                self._solve_scheduled = True
+                Call(self.env, self._solve_cb, None, 0, LATE)
+
+    def _latency_over_cb(self, pending: _InFlight) -> None:
         """The first byte has arrived: the transfer becomes a flow (or is over, if empty)."""
         if pending.nbytes <= 0:
             pending.fn(pending.arg)
@@ -284,7 +304,7 @@ class FairShareNetwork:
         self._starting.append(flow)
         if not self._solve_scheduled:
             self._solve_scheduled = True
-            _LateWakeup(self.env, self._solve_cb)
+            Call(self.env, self._solve_cb, None, 0, LATE)
 
     # -- link statistics ------------------------------------------------------------------
 
@@ -308,32 +328,80 @@ class FairShareNetwork:
     def _request_solve(self) -> None:
         if not self._solve_scheduled:
             self._solve_scheduled = True
-            _LateWakeup(self.env, self._solve_cb)
+            Call(self.env, self._solve_cb, None, 0, LATE)
 
-    def _solve(self, _event: simpy.Event) -> None:
+    def _solve(self, _: None) -> None:
         """Apply this instant's starts and finishes and re-solve the components they touch."""
         self._solve_scheduled = False
         now = self.env.now
         self._stamp += 1
         stamp = self._stamp
-
+        flows_on, mark = self._flows_on, self._mark
         seeds: list[int] = []
-        finishing, self._finishing = self._finishing, []
-        for flow in finishing:
-            self._detach(flow, now)
-            seeds.extend(flow.ids)
-        starting, self._starting = self._starting, []
-        for flow in starting:
-            self._attach(flow, now)
-            seeds.extend(flow.ids)
+        # NOTE: _detach and _attach are inlined in the two loops below: they run for every flow.
+        finishing = self._finishing
+        if finishing:
+            self._finishing = []
+            busy_time, busy_since, link_bytes = self._busy_time, self._busy_since, self.link_bytes
+            tracer = self.sim.tracer
+            for flow in finishing:
+                seq, nbytes = flow.seq, flow.nbytes
+                for i in flow.ids:
+                    on = flows_on[i]
+                    del on[seq]
+                    if not on:
+                        busy_time[i] += now - busy_since[i]
+                    link_bytes[i] += nbytes
+                    if tracer.record_links:
+                        tracer.link(LinkRecord(self._links[i].name, flow.t_start, now, nbytes))  # type: ignore[union-attr]
+                seeds.extend(flow.ids)
+            self.active_flows -= len(finishing)
+        starting = self._starting
+        if starting:
+            self._starting = []
+            links, busy_since = self._links, self._busy_since
+            for flow in starting:
+                seq = flow.seq
+                for link in flow.links:
+                    i = link.index
+                    if not 0 <= i < len(links) or links[i] is None:
+                        self._register(link)
+                    on = flows_on[i]
+                    if not on:
+                        busy_since[i] = now
+                    on[seq] = flow
+                flow.t_start = flow.t_last = now
+            self.active_flows += len(starting)
+            heap = self._heap
+            for flow in starting:
+                ids = flow.ids
+                for i in ids:
+                    if len(flows_on[i]) != 1:
+                        seeds.extend(ids)
+                        break
+                else:
+                    # Alone on all its links (the common case): its component is itself and
+                    # its rate its bottleneck's capacity -- what _solve_alone would find.
+                    for i in ids:
+                        mark[i] = stamp
+                    flow.mark = stamp
+                    self.rates_recomputed += 1
+                    rate = flow.bottleneck
+                    flow.rate = rate
+                    flow.version += 1
+                    if rate > 0.0:
+                        flow.t_finish = now + flow.remaining / rate
+                        heapq.heappush(heap, (flow.t_finish, flow.seq, flow.version, flow))
+                    else:
+                        flow.t_finish = math.inf
 
-        mark, flows_on = self._mark, self._flows_on
         for i in seeds:
             if mark[i] != stamp:
                 if flows_on[i]:
                     self._solve_component(i, stamp, now)
                 else:
                     mark[i] = stamp  # a link left empty: nothing to solve
+        self._arrivals = None
         self.recomputations += 1
         self._arm_driver(now)
 
@@ -394,8 +462,7 @@ class FairShareNetwork:
         False, having changed nothing, if the flow shares a link.
         """
         flows_on = self._flows_on
-        for flow in flows_on[seed].values():
-            break
+        flow = next(iter(flows_on[seed].values()))
         ids = flow.ids
         for j in ids:
             if len(flows_on[j]) != 1:
@@ -507,6 +574,7 @@ class FairShareNetwork:
                 self._complete(flow)
                 self._finishing.append(flow)
                 completed = True
+        self._arrivals = None
         if completed:
             self._request_solve()
         else:
@@ -517,9 +585,31 @@ class FairShareNetwork:
         flow.remaining = 0.0
         self.flows_finished += 1
         if flow.done is not None:
+            self._arrivals = None  # its event comes between: later arrivals go after it
             flow.done.succeed()
-        else:
-            Call(self.env, flow.fn, flow.arg)  # where done.succeed() would have been
+        elif flow.fn is not None:
+            # NOTE: flows completed by one callback share one event, placed where the first
+            # one's done.succeed() would have been; _arrived_cb keeps the order of a separate
+            # event per flow (see there).
+            arrivals = self._arrivals
+            if arrivals is None:
+                arrivals = self._arrivals = []
+                Call(self.env, self._arrived_cb, arrivals)
+            arrivals.append(flow)
+
+    def _arrived_cb(self, arrivals: list[Flow]) -> None:
+        """Tell each transfer's caller that its last byte has arrived, in completion order.
+
+        With one event per flow, SimPy would process the URGENT events that one caller
+        schedules (the start of a protocol step) before the next flow's event; running them
+        here, between the calls, keeps exactly that order.
+        """
+        env = self.env
+        last = len(arrivals) - 1
+        for k, flow in enumerate(arrivals):
+            flow.fn(flow.arg)
+            if k < last:
+                run_urgent_now(env)
 
     def _attach(self, flow: Flow, now: float) -> None:
         flows_on = self._flows_on

@@ -36,6 +36,7 @@ from mpisim.report.tables import (
     row_kinds,
     sweep_keys,
     world_ranks,
+    world_title,
 )
 
 __all__ = [
@@ -157,16 +158,18 @@ def scaling_findings(result: RunResult) -> list[str]:
         values = dict(zip(keys, group_key, strict=True))
         name = point_label(values, keys) or "this cluster"
         share = last["exposed_comm_s"] / last["iteration_time_s"] if last["iteration_time_s"] > 0 else 0.0
-        good = [r["ranks"] for r in members if isinstance(r.get("scaling_efficiency"), int | float)
-                and r["scaling_efficiency"] >= 0.9]
         sentence = (f"**{name}:** at {last['ranks']} ranks an iteration takes {fmt_time(last['iteration_time_s'])} "
                     f"(compute {fmt_time(last['compute_s'])}), scaling efficiency "
                     f"{fmt_percent(last.get('scaling_efficiency'))}; {fmt_percent(share)} of the iteration is "
                     "communication that backward does not hide")
-        if good and len(members) > 1:
-            sentence += f". Efficiency stays at or above 90 % up to {max(good)} ranks"
-        elif len(members) > 1:
-            sentence += ". Efficiency is below 90 % from the smallest multi-rank point on"
+        multi = [r for r in members if r["ranks"] > 1 and isinstance(r.get("scaling_efficiency"), int | float)]
+        below = [r for r in multi if r["scaling_efficiency"] < 0.9]
+        if multi and not below:
+            sentence += f". Efficiency stays at or above 90 % at every point, up to {multi[-1]['ranks']} ranks"
+        elif below:
+            first = below[0]
+            sentence += (f". Efficiency first drops below 90 % at {first['ranks']} ranks "
+                         f"({fmt_percent(first['scaling_efficiency'])})")
         out.append(sentence + ".")
         summary.append((last.get("scaling_efficiency") or 0.0, name, last["ranks"]))
     if len(summary) > 1:
@@ -183,7 +186,7 @@ def link_findings(world: WorldRecords) -> list[str]:
     if not uses or world.t_end <= 0:
         return []
     top = uses[0]
-    text = (f"**Busiest link in {world.label}:** `{top.link}` carried {fmt_bytes(top.nbytes)}, busy "
+    text = (f"**Busiest link in {world_title(world)}:** `{top.link}` carried {fmt_bytes(top.nbytes)}, busy "
             f"{fmt_percent(top.busy_share)} of the run")
     if top.capacity_Bps > 0:
         while_busy = top.rate_when_busy / top.capacity_Bps
@@ -211,7 +214,8 @@ def time_share_findings(world: WorldRecords) -> list[str]:
     names = {"compute": "computing", "send": "blocked in send", "recv": "blocked in receive/sendrecv",
              "wait": "waiting for requests", "reduce": "reducing", "copy": "copying"}
     listed = ", ".join(f"{fmt_percent(v)} {names[k]}" for v, k in shares)
-    return [f"**Where the time goes in {world.label}** (average over {p} ranks): {listed}."]
+    overlap = " (these overlap: a rank can compute while it waits for messages)" if sum(v for v, _ in shares) > 1.001 else ""
+    return [f"**Where the time goes in {world_title(world)}** (share of the run, average over {p} ranks): {listed}{overlap}."]
 
 
 def closed_form_findings(result: RunResult) -> list[str]:
@@ -235,11 +239,12 @@ def closed_form_findings(result: RunResult) -> list[str]:
     return out
 
 
-def all_findings(result: RunResult, worlds: Sequence[WorldRecords]) -> list[str]:
-    """Return every finding for *result*; *worlds* are the worlds shown as timelines."""
+def all_findings(result: RunResult, worlds: Sequence[WorldRecords], link_worlds: Sequence[WorldRecords] = ()) -> list[str]:
+    """Return every finding for *result*; *worlds* are drawn as timelines, *link_worlds* get link figures."""
     out = algorithm_findings(result) + p2p_findings(result) + scaling_findings(result)
-    for world in worlds:
+    for world in link_worlds:
         out += link_findings(world)
+    for world in worlds:
         out += time_share_findings(world)
     out += closed_form_findings(result)
     if result.failure is not None:

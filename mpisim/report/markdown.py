@@ -64,7 +64,7 @@ def _param(key: str, value: Any) -> str:
         return fmt_time(value)
     if "bandwidth" in key:
         return fmt_bandwidth(value)
-    if key.endswith(("limit", "bytes", "cap", "bucket")):
+    if "limit" in key or key.endswith(("bytes", "cap", "bucket")):
         return fmt_bytes(value)
     if key == "reduce_cost":
         return f"{fmt_num(value)} s/B"
@@ -245,7 +245,11 @@ def markdown_report(result: RunResult, figures: Sequence[FigureInfo], findings: 
     version = result.meta.get("mpisim_version", "")
     out += [f"Simulated by mpisim {version}. Everything below is rendered from `results.json`; "
             "`mpisim report DIR` renders it again without re-running the simulation.", ""]
-    out += ["## What was simulated", "", md_table(["setting", "value"], scenario_table(scenario), "ll"), ""]
+    out += ["## What was simulated", ""]
+    if scenario.get("sweep"):
+        out += ["These are the base scenario's settings; every point of the sweep (last rows) overrides the keys "
+                "it names.", ""]
+    out += [md_table(["setting", "value"], scenario_table(scenario), "ll"), ""]
     head_headers, head_rows = headline(result)
     if head_rows:
         out += ["## Headline numbers", "", md_table(head_headers, head_rows), ""]

@@ -44,7 +44,6 @@ from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter, NullLo
 from mpisim.report.records import RunResult, WorldRecords
 from mpisim.report.tables import (
     PHASE_KINDS,
-    STATE_KINDS,
     closed_form_rows,
     fmt_bytes,
     link_table,
@@ -149,6 +148,7 @@ def _plain_log(ax: Axes, axis: str = "y") -> None:
     (ax.set_yscale if axis == "y" else ax.set_xscale)("log")
     target = ax.yaxis if axis == "y" else ax.xaxis
     target.set_major_formatter(FuncFormatter(lambda v, _p: f"{v:g}"))
+    target.set_minor_formatter(NullFormatter())
 
 
 def _log_if_wide(ax: Axes, values: Sequence[float], axis: str = "y", decades: float = 1.5) -> bool:
@@ -163,14 +163,23 @@ def _log_if_wide(ax: Axes, values: Sequence[float], axis: str = "y", decades: fl
 # ----------------------------------------------------------------------------- timeline
 
 
+#: The strips of a rank's band in a timeline: which span kinds each holds, and what it is called.
+TIMELINE_STRIPS = (
+    ("local work", ("compute", "reduce", "copy"), 1.0),
+    ("blocked in MPI", ("send", "recv", "wait"), 1.0),
+    ("protocol phases", PHASE_KINDS, 0.7),
+)
+
+
 def plot_timeline(world: WorldRecords, *, max_ranks: int = 64, window: tuple[float, float] | None = None,
                   title: str | None = None) -> Figure | None:
     """Draw the per-rank Gantt chart of *world*: one band per rank, time left to right.
 
-    The upper part of a band shows what the rank's program was doing (compute, blocked in a
-    send or receive, waiting, reducing, copying); the thin strip under it shows the protocol
-    phases of the messages it sent or answered (RTS and data for a sender, CTS and FIN for a
-    receiver). Only the first *max_ranks* ranks and the spans inside *window* (seconds,
+    A rank's band has up to three strips, so that activities that overlap in time (backward
+    compute while a gradient allreduce runs) are all visible: local work (compute, reductions,
+    copies), time blocked in MPI calls (send, receive, wait), and the protocol phases of its
+    messages (RTS and data as a sender, CTS and FIN as a receiver). Strips no span uses are
+    left out. Only the first *max_ranks* ranks and the spans inside *window* (seconds,
     default: the whole run) are drawn. Returns None if the world has no span records.
     """
     if not world.spans:
@@ -187,7 +196,9 @@ def plot_timeline(world: WorldRecords, *, max_ranks: int = 64, window: tuple[flo
             continue
         start, end = max(span.t_start, t0), min(span.t_end, t1)
         bars[span.kind][span.rank].append(((start - t0) / scale, max((end - start) / scale, 0.0)))
-    height = min(max(2.6 + 0.32 * shown, 3.4), 16.0)
+    strips = [(name, kinds, weight) for name, kinds, weight in TIMELINE_STRIPS if any(any(bars[k]) for k in kinds)]
+    total = sum(weight for _, _, weight in strips)
+    height = min(max(2.6 + (0.22 + 0.12 * len(strips)) * shown, 3.4), 16.0)
     fig = _figure(11, height)
     ax = fig.add_subplot()
     used = []
@@ -195,15 +206,18 @@ def plot_timeline(world: WorldRecords, *, max_ranks: int = 64, window: tuple[flo
     # many that the edges would hide them.
     count = sum(len(r) for per_rank in bars.values() for r in per_rank)
     edge = {"edgecolor": "white", "linewidth": 0.6} if count <= 40 * shown * 4 else {"edgecolor": "none"}
-    for kind in (*STATE_KINDS, *PHASE_KINDS):
-        per_rank = bars[kind]
-        if not any(per_rank):
-            continue
-        used.append(kind)
-        lower, thick = (-0.42, 0.56) if kind in STATE_KINDS else (0.18, 0.24)
-        for rank, ranges in enumerate(per_rank):
-            if ranges:
-                ax.broken_barh(ranges, (rank + lower, thick), facecolors=KIND_COLOURS[kind], **edge)
+    lower = -0.42
+    for _name, kinds, weight in strips:
+        thick = 0.84 * weight / total
+        for kind in kinds:
+            per_rank = bars[kind]
+            if not any(per_rank):
+                continue
+            used.append(kind)
+            for rank, ranges in enumerate(per_rank):
+                if ranges:
+                    ax.broken_barh(ranges, (rank + lower + 0.02, thick - 0.04), facecolors=KIND_COLOURS[kind], **edge)
+        lower += thick
     ax.set_ylim(shown - 0.5, -0.5)
     step = max(1, math.ceil(shown / 32))
     ax.set_yticks(range(0, shown, step))
@@ -213,8 +227,9 @@ def plot_timeline(world: WorldRecords, *, max_ranks: int = 64, window: tuple[flo
     ax.set_title(title or f"{world.label}: what each rank does over time")
     ax.grid(axis="x", alpha=0.3)
     handles = [Patch(facecolor=KIND_COLOURS[k], label=KIND_NAMES[k]) for k in used]
+    layout = " | ".join(name for name, _, _ in strips)
     fig.legend(handles=handles, loc="outside lower center", ncols=min(5, len(handles)), fontsize=9,
-               title="upper bar: the rank's call; thin strip: protocol phases of its messages", title_fontsize=9)
+               title=f"each rank's band, top to bottom: {layout}", title_fontsize=9)
     return fig
 
 
@@ -304,7 +319,8 @@ def plot_links(world: WorldRecords, *, top: int = 16, bins: int = 120, title: st
     ax_bar.set_xlim(0, 105)
     ax_bar.set_xlabel("% of the run")
     ax_bar.set_ylim(len(names) - 0.5, -0.5)
-    ax_bar.legend(loc="lower right", fontsize=8)
+    handles, labels = ax_bar.get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside lower right", ncols=2, fontsize=8)
     ax_bar.grid(axis="x", alpha=0.3)
     ax_bar.set_title("over the whole run")
     fig.suptitle(title or f"{world.label}: the {len(names)} busiest links")
@@ -322,9 +338,11 @@ def plot_bandwidth(result: RunResult) -> Figure | None:
     """
     rows = row_kinds(result)["collective"]
     keys = [k for k in sweep_keys(result) if k != "topology.nodes"]
-    curves = series(rows, "bytes", "time_s", by=["algorithm"], keys=keys)
-    if not curves or max(len(c.xs) for c in curves) < 2:
+    by = ["algorithm"] + (["ranks"] if len({r["ranks"] for r in rows}) > 1 else [])
+    curves = series(rows, "bytes", "time_s", by=by, keys=keys)
+    if not curves or max(len(set(c.xs)) for c in curves) < 2:
         return None
+
     fig = _figure(12, 5.2)
     ax_t, ax_b = fig.subplots(1, 2)
     sizes = [x for c in curves for x in c.xs]
@@ -436,8 +454,6 @@ def plot_scaling(result: RunResult) -> Figure | None:
     else:
         rows, y1, y2 = kinds["collective"], "time_s", "busbw_GBps"
         curves = series(rows, "ranks", y1, by=["algorithm", "bytes"], keys=keys)
-        for curve in curves:
-            curve.label = curve.label.replace(f", {curve.rows[0]['bytes']}", f", {fmt_bytes(curve.rows[0]['bytes'])}")
         titles = ("time per call (lower is better)", "bus bandwidth (higher is better)")
     if not curves or max(len(c.xs) for c in curves) < 2:
         return None
@@ -462,7 +478,8 @@ def plot_scaling(result: RunResult) -> Figure | None:
         ax.set_xlabel("ranks")
         ax.grid(alpha=0.3)
     ax_t.set_ylabel(f"{'iteration' if y1 == 'iteration_time_s' else 'collective'} time ({unit})")
-    _log_if_wide(ax_t, times, "y")
+    if not _log_if_wide(ax_t, times, "y"):
+        ax_t.set_ylim(bottom=0)
     if y2 == "scaling_efficiency":
         ax_e.set_ylabel("scaling efficiency (%)")
         ax_e.set_ylim(0, 105)
@@ -529,9 +546,10 @@ def plot_closed_form(result: RunResult) -> Figure | None:
     rows = closed_form_rows(result)
     if not rows:
         return None
-    x = "bytes" if len({r["bytes"] for r in rows}) >= len({r["ranks"] for r in rows}) else "ranks"
+    sizes, ranks = {r["bytes"] for r in rows}, {r["ranks"] for r in rows}
+    x = "bytes" if len(sizes) >= len(ranks) else "ranks"
     keys = [k for k in sweep_keys(result) if k != "topology.nodes"]
-    by = ["algorithm"] + (["bytes"] if x == "ranks" else [])
+    by = ["algorithm"] + (["bytes"] if x == "ranks" and len(sizes) > 1 else ["ranks"] if x == "bytes" and len(ranks) > 1 else [])
     sim_curves = series(rows, x, "time_s", by=by, keys=keys)
     model_curves = series(rows, x, "model_s", by=by, keys=keys)
     fig = _figure(12, 5)

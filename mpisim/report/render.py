@@ -16,10 +16,14 @@ Layout of DIR::
     figures/*.png     the figures
     trace.json        Chrome trace-event timeline: open it in Perfetto (ui.perfetto.dev)
 
+A scenario may restrict the figures with ``report: {plots: [timeline, link_utilisation, ...]}``
+(names in :data:`PLOT_NAMES`); without that key every figure the data allows is drawn.
+
 Which worlds get a timeline: a run may hold hundreds of worlds (one per size, algorithm and
-sweep point). :func:`timeline_worlds` picks one per algorithm and sweep point (other than the
-rank count) -- the largest message volume, among worlds of at most 16 ranks when there are
-such -- up to :data:`MAX_TIMELINES` of them.
+sweep point). :func:`timeline_worlds` picks one per kind of measurement (the first word of the
+world's label: the algorithm, the OSU test, ``training``) and sweep point other than the rank
+count: the world with the most ranks, up to :data:`READABLE_RANKS` when there is such a world,
+then the one that sent the most bytes; at most :data:`MAX_TIMELINES` of them.
 """
 
 from __future__ import annotations
@@ -31,7 +35,8 @@ import os
 import re
 import shutil
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -42,16 +47,19 @@ from mpisim.report import plots
 from mpisim.report.findings import all_findings
 from mpisim.report.markdown import FigureInfo, markdown_report
 from mpisim.report.records import RunResult, WorldRecords
-from mpisim.report.tables import world_ranks
+from mpisim.report.tables import world_ranks, world_title
 from mpisim.report.trace import chrome_trace
 
-__all__ = ["MAX_TIMELINES", "load_result", "rerender", "timeline_worlds", "write_outputs"]
+__all__ = ["MAX_TIMELINES", "link_worlds", "load_result", "rerender", "shown_worlds", "slim", "timeline_worlds",
+           "write_outputs"]
 
 MAX_TIMELINES = 3
 #: Ranks drawn in a timeline (more would be a grey wall).
 TIMELINE_RANKS = 64
 #: Prefer worlds of at most this many ranks for timelines of a sweep over rank counts.
-READABLE_RANKS = 16
+READABLE_RANKS = 8
+#: Prefer worlds with at most this many spans (a denser timeline is a solid block of colour).
+TIMELINE_SPANS = 20_000
 
 FILES = {
     "results.json": "the resolved scenario, every result row, expectations and the raw records (re-rendered from)",
@@ -72,21 +80,59 @@ def _world_family(world: WorldRecords) -> str:
     return world.label.split(" ")[0]
 
 
-def timeline_worlds(result: RunResult, limit: int = MAX_TIMELINES) -> list[int]:
-    """Return the indices (into ``result.records``) of the worlds worth a timeline; see the module docstring."""
+def _has_spans(world: WorldRecords) -> bool:
+    return bool(world.spans)
+
+
+def _has_link_data(world: WorldRecords) -> bool:
+    return bool(world.links or world.link_totals)
+
+
+def shown_worlds(result: RunResult, limit: int = MAX_TIMELINES,
+                 has: Callable[[WorldRecords], bool] = _has_spans) -> list[int]:
+    """Return the indices (into ``result.records``) of the worlds to draw; see the module docstring.
+
+    Only worlds for which *has* is true are candidates (default: worlds with span records).
+    """
     groups: dict[tuple, list[int]] = {}
     for i, world in enumerate(result.records):
-        if not world.spans:
+        if not has(world):
             continue
         point = tuple(sorted((k, str(v)) for k, v in world.point.items() if k != "topology.nodes"))
         groups.setdefault((_world_family(world), point), []).append(i)
+    ranks = {i: world_ranks(w) or _point_ranks(w) for i, w in enumerate(result.records)}
+
+    def preference(i: int) -> tuple:
+        world = result.records[i]
+        return (ranks[i], len(world.spans) <= TIMELINE_SPANS, world.message_bytes, world.t_end, -i)
+
     chosen = []
     for members in groups.values():
-        ranks = {i: world_ranks(result.records[i]) for i in members}
-        readable = [i for i in members if ranks[i] <= READABLE_RANKS] or members
-        best = max(readable, key=lambda i: (ranks[i], result.records[i].message_bytes, result.records[i].t_end, -i))
-        chosen.append(best)
+        # Worlds with records come first (a slim result then picks what the full one did).
+        candidates = [i for i in members if _has_records(result.records[i])] or members
+        readable = [i for i in candidates if ranks[i] <= READABLE_RANKS] or candidates
+        chosen.append(max(readable, key=preference))
     return chosen[:limit]
+
+
+def _has_records(world: WorldRecords) -> bool:
+    return bool(world.spans or world.links or world.messages or world.collectives)
+
+
+def timeline_worlds(result: RunResult, limit: int = MAX_TIMELINES) -> list[int]:
+    """Return the indices of the worlds drawn as timelines (worlds with span records)."""
+    return shown_worlds(result, limit, _has_spans)
+
+
+def link_worlds(result: RunResult, limit: int = MAX_TIMELINES) -> list[int]:
+    """Return the indices of the worlds whose links are drawn (link records or link counters)."""
+    return shown_worlds(result, limit, _has_link_data)
+
+
+def _point_ranks(world: WorldRecords) -> int:
+    """Ranks of a world without records, from its label ("training 8 ranks") if it says; else 0."""
+    match = re.search(r"(\d+) ranks", world.label)
+    return int(match.group(1)) if match else 0
 
 
 # ----------------------------------------------------------------------------- rendering
@@ -117,11 +163,32 @@ def _save(fig: Figure, path: Path) -> None:
     fig.savefig(path, format="png", metadata={"Software": None})
 
 
-def render_figures(result: RunResult, fig_dir: Path, worlds: list[int]) -> list[FigureInfo]:
+#: Names a scenario's ``report: {plots: [...]}`` may use, and the figure each one selects.
+PLOT_NAMES = {
+    "timeline": "timeline", "link_utilisation": "links", "link_utilization": "links", "links": "links",
+    "bandwidth": "bandwidth", "p2p": "p2p", "latency": "p2p", "scaling": "scaling", "breakdown": "breakdown",
+    "closed_form": "closed_form",
+}
+
+
+def requested_figures(result: RunResult) -> set[str] | None:
+    """The figures the scenario's ``report.plots`` list asks for (None: every figure there is data for)."""
+    plots_wanted = (result.scenario.get("report") or {}).get("plots")
+    if not isinstance(plots_wanted, list):
+        return None
+    return {PLOT_NAMES[name] for name in plots_wanted if isinstance(name, str) and name in PLOT_NAMES}
+
+
+def render_figures(result: RunResult, fig_dir: Path, worlds: list[int], links: list[int]) -> list[FigureInfo]:
     """Draw every figure that *result* has data for into *fig_dir*; return them in report order."""
     infos: list[FigureInfo] = []
 
+    wanted = requested_figures(result)
+
     def add(name: str, make: Callable[[], Figure | None], title: str, caption: str) -> None:
+        kind = name.split("-")[0].removesuffix(".png")
+        if wanted is not None and kind not in wanted:
+            return
         fig = make()
         if fig is not None:
             _save(fig, fig_dir / name)
@@ -143,17 +210,23 @@ def render_figures(result: RunResult, fig_dir: Path, worlds: list[int]) -> list[
         "Solid: simulated; dashed: the algorithm's alpha-beta-gamma formula evaluated with this network's "
         "alpha, beta and gamma. Right: their ratio (1 means the formula holds; contention, protocol "
         "handshakes and per-message overheads move it).")
-    for i in worlds:
+    def named(i: int) -> tuple[str, str]:
         world = result.records[i]
         slug = _slug(world.label + ("-" + "-".join(str(v) for v in world.point.values()) if world.point else ""))
-        name = world.label + (f" ({', '.join(f'{k}={v}' for k, v in world.point.items())})" if world.point else "")
-        add(f"timeline-{slug}.png", lambda w=world, n=name: plots.plot_timeline(w, max_ranks=TIMELINE_RANKS,
-                                                                              title=f"{n}: per-rank timeline"),
+        name = world_title(world)
+        return slug, name
+
+    for i in worlds:
+        slug, name = named(i)
+        add(f"timeline-{slug}.png", lambda w=result.records[i], n=name: plots.plot_timeline(
+            w, max_ranks=TIMELINE_RANKS, title=f"{n}: per-rank timeline"),
             f"Timeline: {name}",
-            "One band per rank, time left to right. The upper bar is what the rank's program is doing "
-            "(computing, blocked in a send or receive, waiting, reducing); the thin strip below shows the "
-            "protocol phases of its messages (RTS, CTS, data, FIN).")
-        add(f"links-{slug}.png", lambda w=world, n=name: plots.plot_links(w, title=f"{n}: the busiest links"),
+            "One band per rank, time left to right, in up to three strips: local work (compute, reductions), "
+            "time blocked in MPI calls (send, receive, wait), and the protocol phases of the rank's messages "
+            "(RTS, CTS, data, FIN). Work that overlaps (backward compute during an allreduce) shows in both strips.")
+    for i in links:
+        slug, name = named(i)
+        add(f"links-{slug}.png", lambda w=result.records[i], n=name: plots.plot_links(w, title=f"{n}: the busiest links"),
             f"Links: {name}",
             "The busiest directed links. Left (when link records were kept): utilisation over time, so a row "
             "that stays bright is the bottleneck. Right: average utilisation and the share of the run each "
@@ -164,13 +237,13 @@ def render_figures(result: RunResult, fig_dir: Path, worlds: list[int]) -> list[
 def _render_all(result: RunResult, staging: Path, write_results: bool, figures_too: bool) -> None:
     fig_dir = staging / "figures"
     fig_dir.mkdir()
-    worlds = timeline_worlds(result)
-    figures = render_figures(result, fig_dir, worlds) if figures_too else []
+    worlds, links = timeline_worlds(result), link_worlds(result)
+    figures = render_figures(result, fig_dir, worlds, links) if figures_too else []
     for name, text in csv_tables(result).items():
         (staging / name).write_text(text, encoding="utf-8")
     trace = chrome_trace(result, prefer=worlds)
     (staging / "trace.json").write_text(json.dumps(trace, separators=(",", ":")) + "\n", encoding="utf-8")
-    findings = all_findings(result, [result.records[i] for i in worlds])
+    findings = all_findings(result, [result.records[i] for i in worlds], [result.records[i] for i in links])
     files = list(FILES.items())
     (staging / "report.md").write_text(markdown_report(result, figures, findings, files), encoding="utf-8")
     if write_results:
@@ -226,6 +299,22 @@ def write_outputs(result: RunResult, out_dir: str | os.PathLike[str], *, write_r
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return [out / p for p in written]
+
+
+def slim(result: RunResult, keep: Sequence[int] | None = None) -> RunResult:
+    """Return a copy of *result* whose worlds other than *keep* (default: the timeline worlds) hold no records.
+
+    Every world keeps its label, point, totals, link counters and network parameters, so the
+    report rendered from the slim result is the same as from the full one, except that
+    trace.json and the message/collective tables cover the kept worlds only. Example reports
+    use this to keep the repository small.
+    """
+    keep = set((*timeline_worlds(result), *link_worlds(result)) if keep is None else keep)
+    worlds = [
+        world if i in keep else replace(world, messages=[], spans=[], collectives=[], links=[])
+        for i, world in enumerate(result.records)
+    ]
+    return replace(result, records=worlds)
 
 
 def load_result(path: str | os.PathLike[str]) -> RunResult:

@@ -41,6 +41,7 @@ __all__ = [
     "row_kinds",
     "series",
     "sweep_keys",
+    "world_title",
 ]
 
 #: Span kinds that are a rank's own activity (its "state"); protocol phases overlap them.
@@ -83,7 +84,7 @@ def fmt_bytes(nbytes: Any) -> str:
         return fmt_num(nbytes)
     n = int(nbytes)
     for shift, unit in ((30, "GiB"), (20, "MiB"), (10, "KiB")):
-        if n >= 1 << shift and n % (1 << shift) == 0:
+        if n >= 1 << shift and n % (1 << shift) == 0 and (n >> shift < 1024 or unit == "GiB"):
             return f"{n >> shift} {unit}"
     if n < 100_000:
         return f"{n} B"  # small odd sizes (an eager limit plus one byte) read best exactly
@@ -158,12 +159,16 @@ class Series:
     rows: list[dict[str, Any]]
 
 
+#: How the columns that split curves are written in legends.
+LEGEND_FORMATS: dict[str, Any] = {"ranks": lambda v: f"{v} ranks", "bytes": lambda v: fmt_bytes(v)}
+
+
 def series(rows: Iterable[dict[str, Any]], x: str, y: str, by: Sequence[str], keys: Sequence[str] = ()) -> list[Series]:
     """Group *rows* into curves of *y* against *x*, one per distinct value of the *by* columns.
 
     *keys* are sweep keys that also split curves (except those used as *x*). Rows whose *x* or
     *y* is not a finite number are left out. Curves keep the order in which their first row
-    appears, so legends follow the scenario.
+    appears, so legends follow the scenario; labels write ranks and sizes with their units.
     """
     split = [k for k in (*by, *keys) if k != x]
     groups: dict[tuple, list[dict[str, Any]]] = {}
@@ -175,7 +180,7 @@ def series(rows: Iterable[dict[str, Any]], x: str, y: str, by: Sequence[str], ke
     for group_key, members in groups.items():
         members = sorted(members, key=lambda r: r[x])
         named = dict(zip(split, group_key, strict=True))
-        by_part = ", ".join(str(named[k]) for k in by if k != x and named.get(k) is not None)
+        by_part = ", ".join(LEGEND_FORMATS.get(k, str)(named[k]) for k in by if k != x and named.get(k) is not None)
         key_part = point_label(named, [k for k in keys if k != x])
         label = ", ".join(part for part in (by_part, key_part) if part) or y
         out.append(Series(label, [r[x] for r in members], [r[y] for r in members], members))
@@ -238,6 +243,12 @@ def link_table(world: WorldRecords, limit: int | None = None) -> list[LinkUse]:
     return uses[:limit] if limit is not None else uses
 
 
+def world_title(world: WorldRecords) -> str:
+    """Name a world for people: its label and its sweep point (``training 8 ranks (ib-hdr, nodes=8)``)."""
+    where = point_label(world.point, [k for k in world.point if k != "topology.nodes"])
+    return f"{world.label} ({where})" if where else world.label
+
+
 # ----------------------------------------------------------------------------- ranks
 
 
@@ -274,36 +285,19 @@ def world_ranks(world: WorldRecords) -> int:
 # ----------------------------------------------------------------------------- closed forms
 
 
-def _world_for_point(result: RunResult, row: dict[str, Any], keys: Sequence[str]) -> WorldRecords | None:
-    """The first world of the row's sweep point that knows its network parameters."""
-    for world in result.records:
-        if world.network and all(world.point.get(k) == row.get(k) for k in keys):
-            return world
-    return None
-
-
 def closed_form_rows(result: RunResult) -> list[dict[str, Any]]:
     """Pair each collective row with its algorithm's closed-form time, where one is registered.
 
-    Each returned dict is the row plus ``model_s`` (the formula evaluated with the world's
-    alpha, beta, gamma) and ``ratio`` (simulated / model). Rows of algorithms without a
-    formula, or from results without network parameters, are left out.
+    Each returned dict is the row plus ``model_s`` (the row's ``model_time_s``: the formula
+    evaluated when the run happened, with the world's alpha, beta, gamma) and ``ratio``
+    (simulated / model) and ``exact`` (whether the formula is exact for this many ranks, not
+    an estimate). Rows of algorithms without a formula are left out.
     """
-    from mpisim.collectives import registry  # the formulas live next to the algorithms
-
-    keys = sweep_keys(result)
     out = []
     for row in row_kinds(result)["collective"]:
-        try:
-            algo = registry.get(row["collective"], row["algorithm"])
-        except Exception:  # an algorithm this version no longer has
+        model = row.get("model_time_s")
+        if not _finite(model) or not _finite(row.get("time_s")):
             continue
-        world = _world_for_point(result, row, keys)
-        if algo.cost is None or world is None or not _finite(row.get("time_s")):
-            continue
-        net = world.network
-        p, n = int(row["ranks"]), int(row["bytes"])
-        model = algo.cost(p, n, net["alpha_s"], net["beta_s_per_B"], net.get("gamma_s_per_B", 0.0))
         ratio = row["time_s"] / model if model > 0 else math.nan
-        out.append({**row, "model_s": model, "ratio": ratio, "exact": bool(algo.exact(p))})
+        out.append({**row, "model_s": model, "ratio": ratio, "exact": bool(row.get("model_exact"))})
     return out

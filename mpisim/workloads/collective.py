@@ -62,6 +62,7 @@ import numpy as np
 
 import mpisim.collectives  # noqa: F401  (registers the algorithms that names are checked against)
 from mpisim.collectives import dispatch, registry
+from mpisim.collectives.select import network_parameters
 from mpisim.engine.sim import Proc
 from mpisim.engine.units import format_size, parse_count, parse_size
 from mpisim.errors import ConfigError, MPIError
@@ -486,12 +487,29 @@ def run(params: CollectiveParams, ctx: RunContext) -> WorkloadOutput:
                 "algbw_GBps": algbw,
                 "busbw_GBps": None if algbw is None else algbw * busbw_factor(params.collective, p),
                 "verified": verified,
+                "model_time_s": closed_form_time(world, params.collective, chosen[0], nbytes),
+                "model_exact": registry.get(params.collective, chosen[0]).exact(p),
             })
             label = f"{chosen[0]} {format_size(nbytes)}" + (" (auto)" if requested == "auto" else "")
             measured.append((label, requested, nbytes, world, world.tracer.message_count))
             out.notes.extend(world.unmatched)
     out.worlds = _worlds_to_keep(measured)
     return out
+
+
+def closed_form_time(world: World, collective: str, algorithm: str, nbytes: int) -> float | None:
+    """Return the algorithm's closed-form time with this world's alpha, beta and gamma (None without a formula).
+
+    Alpha, beta and gamma are measured as ``auto`` measures them (worst latency plus overheads,
+    slowest path), so on a uniform contention-free network the simulated time equals this
+    wherever the algorithm's formula is exact, and elsewhere the gap shows what the formula
+    leaves out (contention, uneven paths, protocol switches).
+    """
+    algo = registry.get(collective, algorithm)
+    if algo.cost is None or world.size < 2:
+        return None
+    alpha, beta, gamma = network_parameters(world.comm_world(0))
+    return algo.cost(world.size, nbytes, alpha, beta, gamma)
 
 
 def _worlds_to_keep(measured: list[tuple[str, str, int, World, int]]) -> list[tuple[str, World]]:

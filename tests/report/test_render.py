@@ -11,7 +11,7 @@ import pytest
 
 from mpisim.cli import main
 from mpisim.report import plots
-from mpisim.report.render import load_result, timeline_worlds, write_outputs
+from mpisim.report.render import load_result, slim, timeline_worlds, write_outputs
 from mpisim.report.tables import row_kinds
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -185,3 +185,30 @@ def test_closed_form_holds_on_a_contention_free_network(tmp_path):
     for row in rows:
         assert row["ratio"] == pytest.approx(1.0, rel=1e-9), row
     assert plots.plot_closed_form(result) is not None
+
+
+def test_a_slim_result_renders_the_same_report(rendered, tmp_path):
+    result = load_result(rendered["compare"])
+    thin = slim(result)
+    assert sum(len(w.messages) for w in thin.records) < sum(len(w.messages) for w in result.records)
+    write_outputs(thin, tmp_path)
+    assert (tmp_path / "report.md").read_text() == (rendered["compare"] / "report.md").read_text()
+
+
+def test_report_plots_key_selects_figures(rendered, tmp_path):
+    result = load_result(rendered["compare"])
+    result.scenario["report"] = {"plots": ["timeline", "link_utilisation"]}
+    write_outputs(result, tmp_path)
+    names = sorted(p.name.split("-")[0] for p in (tmp_path / "figures").iterdir())
+    assert names == ["links", "links", "timeline", "timeline"]
+
+
+def test_size_plots_need_two_sizes_and_rank_plots_two_rank_counts():
+    from mpisim.report.records import RunResult
+
+    rows = [{"collective": "allreduce", "algorithm": "ring", "ranks": p, "bytes": 1000, "time_s": 1e-3 * p,
+             "busbw_GBps": 1.0 / p, "algbw_GBps": 0.5 / p, "topology.nodes": p} for p in (2, 4)]
+    result = RunResult(scenario={"name": "x", "sweep": {"topology.nodes": [2, 4]}}, rows=rows)
+    assert plots.plot_bandwidth(result) is None, "one size: no curve against size"
+    assert plots.plot_scaling(result) is not None
+    assert plots.plot_scaling(RunResult(scenario={"name": "x"}, rows=rows[:1])) is None

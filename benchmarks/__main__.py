@@ -1,0 +1,96 @@
+"""Run every benchmark and print each figure, its target, PASS/FAIL and the command to reproduce it.
+
+    python -m benchmarks                 # everything (several minutes)
+    python -m benchmarks --only scale    # one module: engine_overhead, scale, realdata, sweeps,
+                                         # training, fairshare_bench
+    python -m benchmarks --list          # the modules and their cases
+
+Each case runs in a fresh process (so its peak memory is its own), one after the other (so
+cases do not compete for the cores). The targets, from the "Performance and scale" issue, on
+a 2-core machine with 24 GiB:
+
+1. engine overhead: mpisim's wall time per eager message within 5x a bare SimPy ping-pong;
+2. scale (size-only, fair share): ring allreduce of 1.2 GB over 1024 ranks on a fat tree in
+   under 60 s and 2 GiB; dissemination barrier and binomial bcast over 16384 ranks in under
+   60 s each; and how wall time grows from 128 to 1024 ranks;
+3. real data: ring allreduce of 300M float32 per rank over 8 ranks in at most 1.5x the inputs'
+   memory and 3x numpy's time for the same additions; an oversized run refused up front;
+4. sweeps: a 40-point sweep at least 1.7x faster on 2 cores than on 1;
+5. training: one iteration of the 300M-parameter data-parallel scenario on 64 GPUs in < 10 s.
+
+Exit status 0 when every target is met, 1 otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import sys
+import time
+
+from benchmarks import engine_overhead, fairshare_bench, realdata, scale, sweeps, training
+from benchmarks.common import Figure, GiB, print_figures, run_isolated
+
+#: (module name, its cases, figures derived from several of its cases), in report order.
+MODULES = [
+    ("engine_overhead", engine_overhead.CASES, None),
+    ("scale", scale.CASES, scale.growth),
+    ("realdata", realdata.CASES, None),
+    ("sweeps", sweeps.CASES, None),
+    ("training", training.CASES, None),
+    ("fairshare_bench", {"cost-per-event": fairshare_bench.cost_per_event}, None),
+]
+
+
+def machine() -> str:
+    """One line describing the machine the figures were measured on."""
+    import os
+
+    memory = ""
+    try:
+        with open("/proc/meminfo") as f:
+            total = int(f.readline().split()[1]) * 1024
+        memory = f", {total / GiB:.0f} GiB"
+    except (OSError, ValueError, IndexError):
+        pass
+    return f"{platform.python_implementation()} {platform.python_version()}, {os.cpu_count()} CPUs{memory}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.splitlines()[0])
+    parser.add_argument("--only", action="append", choices=[m for m, _, _ in MODULES],
+                        help="run only this module (repeatable)")
+    parser.add_argument("--list", action="store_true", help="list the modules and their cases, run nothing")
+    args = parser.parse_args(argv)
+    if args.list:
+        for module, cases, _ in MODULES:
+            print(f"{module}: {', '.join(cases)}")
+        return 0
+    print(f"mpisim benchmarks on {machine()}")
+    figures: list[Figure] = []
+    started = time.perf_counter()
+    for module, cases, derive in MODULES:
+        if args.only and module not in args.only:
+            continue
+        print(f"\n== {module}")
+        found: list[Figure] = []
+        for case in cases:
+            case_figures = run_isolated(module, case)
+            print_figures(case_figures)
+            found.extend(case_figures)
+        if derive is not None:
+            derived = derive(found)
+            print_figures(derived)
+            found.extend(derived)
+        figures.extend(found)
+    held = [f for f in figures if f.passed is not None]
+    failed = [f for f in held if not f.passed]
+    print(f"\n== summary ({time.perf_counter() - started:.0f} s)")
+    for figure in held:
+        print(figure.line())
+    print(f"{len(held) - len(failed)} passed, {len(failed)} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

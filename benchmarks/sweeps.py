@@ -1,0 +1,71 @@
+"""Sweeps: a 40-point sweep on 2 worker processes against 1.
+
+A sweep's points are independent simulations, so ``mpisim run`` runs them in a pool of worker
+processes (:mod:`mpisim.scenario.sweep`). The scenario here is a capacity question asked 40
+times: a ring allreduce of 64 MiB over 64 ranks on the ``ib-hdr`` preset rebuilt as a fat
+tree, with the per-message send overhead swept over 40 values. All points cost about the
+same, so a perfect split gives 2x on 2 cores; what is lost is starting the workers (each
+imports mpisim and numpy) and the tail where one worker has finished and the other has not.
+Both runs must give identical rows.
+
+Target: the 40-point sweep at least 1.7x faster with 2 workers than with 1.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from benchmarks.common import Figure, command, info, module_main, stopwatch, target
+
+MODULE = "sweeps"
+POINTS = 40
+SPEEDUP_TARGET = 1.7
+
+
+def scenario_dict() -> dict:
+    """The swept scenario, as a raw mapping (what a YAML file would hold)."""
+    overheads = [f"{0.05 * (i + 1):.2f} us" for i in range(POINTS)]
+    return {
+        "name": "bench-sweep-40",
+        "topology": {"preset": "ib-hdr", "nodes": 64, "inter": {"kind": "fat_tree"}},
+        "network": {"model": "fairshare"},
+        "payload": "size",
+        "trace": {"messages": False, "spans": False},
+        "workload": {"kind": "collective", "collective": "allreduce", "algorithm": "ring",
+                     "sizes": ["64 MiB"], "dtype": "float32"},
+        "sweep": {"mpi.send_overhead": overheads},
+    }
+
+
+def sweep_2_vs_1() -> list[Figure]:
+    """Run the sweep with 1 and then 2 workers; return both times, the speed-up and the row check."""
+    from mpisim.scenario.load import load_dict
+    from mpisim.scenario.run import run_scenario
+
+    cmd = command(MODULE, "sweep-40")
+    scenario = load_dict(scenario_dict())
+    with stopwatch() as one:
+        serial = run_scenario(scenario, jobs=1)
+    with stopwatch() as two:
+        parallel = run_scenario(scenario, jobs=2)
+    same = serial.rows == parallel.rows
+    return [
+        info(f"{POINTS}-point sweep, 1 worker", one["wall"], "s", reproduce=cmd),
+        info(f"{POINTS}-point sweep, 2 workers", two["wall"], "s", reproduce=cmd,
+             note=f"{os.cpu_count()} CPUs on this machine"),
+        target("sweep speed-up, 2 workers / 1", one["wall"] / two["wall"], "x", SPEEDUP_TARGET, at_least=True,
+               reproduce=cmd),
+        Figure("sweep rows identical with 1 and 2 workers", float(same), "", "1", same, cmd),
+    ]
+
+
+CASES = {"sweep-40": sweep_2_vs_1}
+
+
+def main(argv: list[str] | None = None) -> int:
+    return module_main(MODULE, __doc__, CASES, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,194 @@
+"""GPU collectives: protocols on the wire, NCCL's algorithms, the tuner and the presets' regimes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from mpisim.collectives import dispatch, nccl
+from mpisim.errors import ConfigError, TopologyError
+from mpisim.mpi import SUM
+from mpisim.mpi.payload import SizePayload
+from mpisim.mpi.wire import Wire
+from mpisim.network.topology import ProtocolSpec, TopologySpec
+from mpisim.scenario import load, run_scenario
+from mpisim.scenario.run import new_world_factory
+from tests.conftest import make_world, run_program
+
+KiB, MiB, GiB = 2**10, 2**20, 2**30
+
+
+def scenario(topology, algorithms, sizes, *, network="fairshare", payload="size"):
+    return load({"topology": topology, "network": {"model": network}, "payload": payload,
+                 "workload": {"kind": "collective", "collective": "allreduce", "algorithm": list(algorithms),
+                              "sizes": list(sizes)}})
+
+
+def rows(topology, algorithms, sizes, **kwargs):
+    return run_scenario(scenario(topology, algorithms, sizes, **kwargs)).rows
+
+
+def coll_comm(topology, network="fairshare"):
+    """Rank 0's collective communicator on a fresh world of *topology* (nothing run)."""
+    new_world, _ = new_world_factory(scenario(topology, ["nccl_ring"], [8], network=network))
+    return new_world().comm_world(0).coll
+
+
+# --- the wire ----------------------------------------------------------------------------------
+
+
+def _one_message(world, nbytes, wire):
+    def program(comm):
+        if comm.rank == 0:
+            yield from comm.coll.with_wire(wire).send(SizePayload(nbytes, np.uint8), dest=1, tag=3)
+        else:
+            yield from comm.coll.recv(source=0, tag=3)
+        return comm.now
+    return run_program(world, program)
+
+
+def test_a_wire_message_pays_the_protocol_latency_and_bandwidth_share_and_no_cpu_overhead():
+    world = make_world(2, alpha=1e-6, bandwidth=1e9, send_overhead=5e-6, recv_overhead=5e-6)
+    _, t_recv = _one_message(world, 1000, Wire("LL", latency_inter=2e-6, efficiency_inter=0.5))
+    assert t_recv == pytest.approx(2e-6 + 1e-6 + 2000 / 1e9, rel=1e-12)
+    (record,) = world.tracer.messages
+    assert (record.protocol, record.nbytes) == ("LL", 1000)
+
+
+def test_without_a_wire_the_same_message_pays_mpi_overheads():
+    world = make_world(2, alpha=1e-6, bandwidth=1e9, send_overhead=5e-6, recv_overhead=5e-6)
+    _, t_recv = _one_message(world, 1000, None)
+    assert t_recv == pytest.approx(5e-6 + 1e-6 + 1000 / 1e9 + 5e-6, rel=1e-12)
+
+
+def test_a_wire_message_above_the_eager_limit_needs_no_rendezvous():
+    world = make_world(2, alpha=1e-6, bandwidth=1e9, eager_limit_inter=1024)
+    _, t_recv = _one_message(world, 10**6, Wire("Simple", latency_inter=3e-6))
+    assert t_recv == pytest.approx(3e-6 + 1e-6 + 1e-3, rel=1e-12)
+    assert [m.protocol for m in world.tracer.messages] == ["Simple"]
+
+
+# --- topology fields -----------------------------------------------------------------------------
+
+GPU_RAW = {
+    "nodes": 1, "ranks_per_node": 8, "device": "gpu",
+    "base_latency": {"LL": "6.6 us", "Simple": "8.4 us"},
+    "intra": {"kind": "nvswitch", "bandwidth": "450 GB/s", "latency": "0.7 us", "in_switch_reduction": True,
+              "protocols": {"NVLS": {"latency": "25 us", "efficiency": 0.85}, "LL": {"latency": "0.6 us", "efficiency": "50%"}}},
+}
+
+
+def test_protocols_parse_to_si_sorted_and_round_trip():
+    spec = TopologySpec.from_dict(GPU_RAW)
+    assert spec.intra.protocols == (ProtocolSpec("LL", 0.6e-6, 0.5), ProtocolSpec("NVLS", 25e-6, 0.85))
+    assert spec.intra.in_switch_reduction
+    assert spec.base_latency == (("LL", 6.6e-6), ("Simple", 8.4e-6))
+    assert TopologySpec.from_dict(spec.to_dict()) == spec
+
+
+@pytest.mark.parametrize(("change", "error", "path"), [
+    ({"intra": {**GPU_RAW["intra"], "protocols": {"LL64": {"latency": 0, "efficiency": 1}}}}, ConfigError,
+     "intra.protocols.LL64"),
+    ({"intra": {**GPU_RAW["intra"], "protocols": {"LL": {"latency": "1 us"}}}}, ConfigError,
+     "intra.protocols.LL.efficiency"),
+    ({"intra": {**GPU_RAW["intra"], "protocols": {"LL": {"latency": "1 us", "efficiency": 1.5}}}}, TopologyError,
+     "intra.protocols.LL.efficiency"),
+    ({"intra": {**GPU_RAW["intra"], "kind": "pcie"}}, TopologyError, "intra.in_switch_reduction"),
+    ({"base_latency": {"Fast": "1 us"}}, ConfigError, "base_latency.Fast"),
+])
+def test_bad_protocol_settings_name_the_field(change, error, path):
+    with pytest.raises(error) as info:
+        TopologySpec.from_dict({**GPU_RAW, **change})
+    assert info.value.path == path
+
+
+def test_unlisted_protocols_take_nccl_defaults():
+    table = nccl.protocols(TopologySpec.from_dict(GPU_RAW))
+    assert table["LL"].base == pytest.approx(6.6e-6) and table["LL"].wire.latency_intra == pytest.approx(0.6e-6)
+    assert table["LL128"].base == nccl.NCCL_BASE_LATENCY["LL128"]
+    assert table["LL128"].wire.latency_intra == nccl.NCCL_HOP_LATENCY["nvlink"]["LL128"]
+    assert table["Simple"].wire.latency_inter == nccl.NCCL_HOP_LATENCY["net"]["Simple"]
+
+
+# --- algorithms and the tuner --------------------------------------------------------------------
+
+A100 = {"preset": "dgx-a100", "nodes": 1}
+A100x2 = {"preset": "dgx-a100", "nodes": 2}
+H100 = {"preset": "dgx-h100", "nodes": 1}
+
+
+@pytest.mark.parametrize("network", ["analytic", "fairshare"])
+def test_ring_on_one_node_takes_exactly_the_tuners_prediction(network):
+    sizes = [256, 32 * KiB, MiB, 8 * MiB, 256 * MiB]  # blocks divide evenly
+    comm = coll_comm(A100, network)
+    for row in rows(A100, ["nccl_ring"], sizes, network=network):
+        # rel 1e-5: a message puts whole bytes on the wire (n / efficiency, rounded up)
+        assert row["time_s"] == pytest.approx(nccl.tune(comm, "nccl_ring", row["bytes"]).predicted, rel=1e-5)
+
+
+def test_the_tuner_picks_the_protocol_with_the_least_predicted_time():
+    comm = coll_comm(A100)
+    table = nccl.protocols(comm.world.topology.spec)
+    picked = {}
+    for nbytes in (32 * KiB, MiB, 8 * MiB, 256 * MiB):
+        choice = nccl.tune(comm, "nccl_ring", nbytes)
+        assert choice.predicted == min(nccl.predict_ring(comm, table[p], nbytes) for p in nccl.PROTOCOLS)
+        picked[nbytes] = choice.protocol.name
+    assert picked == {32 * KiB: "LL", MiB: "LL", 8 * MiB: "LL128", 256 * MiB: "Simple"}
+
+
+def test_small_messages_on_a_dgx_cost_tens_of_microseconds():
+    (row,) = rows(A100, ["nccl_ring"], [8])
+    assert 20e-6 < row["time_s"] < 100e-6
+
+
+def test_nvls_is_a_candidate_only_where_the_switch_reduces():
+    assert "nvls" in nccl.candidates(coll_comm(H100))
+    assert "nvls" not in nccl.candidates(coll_comm(A100))
+    assert "nvls" not in nccl.candidates(coll_comm({"preset": "dgx-h100", "nodes": 2}))
+
+
+def test_in_switch_reduction_beats_the_ring_bound_on_h100():
+    """busbw counts 2(p-1)/p n bytes per GPU; NVLS moves n(p+1)/p, so its busbw exceeds the link's."""
+    ring, nvls = rows(H100, ["nccl_ring", "nvls"], [GiB])
+    ring_bound = 450 * 0.82
+    assert ring["busbw_GBps"] < ring_bound < nvls["busbw_GBps"]
+    assert nccl.best(coll_comm(H100), GiB).algorithm == "nvls"
+
+
+def test_multi_node_ring_uses_every_nic():
+    """One channel per NIC: 2 DGX A100 nodes reach 8 NICs x 24 GB/s of busbw (maintainers' figure)."""
+    (row,) = rows(A100x2, ["nccl_ring"], [GiB])
+    assert row["busbw_GBps"] == pytest.approx(8 * 24, rel=0.05)
+    assert len(nccl.ring_orders(coll_comm(A100x2))) == 8
+
+
+def test_tree_is_a_chain_in_each_node_and_a_tree_between_heads():
+    comm = coll_comm({"preset": "dgx-a100", "nodes": 4})
+    tree0, tree1 = nccl.tree_links(comm)
+    assert tree0[0] == (None, [1, 16])  # head of node 0: chain child 1, node 2's head
+    assert tree0[5] == (4, [6])
+    heads = {r for r in range(32) if r % 8 == 0}
+    assert {tree0[h][0] for h in heads} - heads == {None}
+    assert tree1[0][0] is not None and tree1[0][0] in heads
+
+
+def test_tree_wins_small_messages_on_many_nodes_and_ring_large_ones():
+    comm = coll_comm({"preset": "dgx-a100", "nodes": 8})
+    assert nccl.best(comm, 8 * KiB).algorithm == "nccl_tree"
+    assert nccl.best(comm, GiB).algorithm == "nccl_ring"
+
+
+@pytest.mark.parametrize("topology", [A100x2, H100, {"preset": "dgx-h100", "nodes": 2, "placement": "round_robin"}])
+def test_gpu_algorithms_give_numpys_answer(topology):
+    names = nccl.candidates(coll_comm(topology))
+    result = rows(topology, names, [4 * 1000 + 12, 3 * MiB], payload="data")
+    assert [r["verified"] for r in result] == [True] * len(result)
+
+
+def test_the_nccl_rule_set_chooses_what_the_tuner_finds_fastest():
+    comm = coll_comm(H100)
+    comm.world.selector = "nccl"
+    for nbytes in (8, 64 * KiB, 64 * MiB):
+        chosen = dispatch.resolve(comm, "allreduce", None, nbytes, SUM)
+        assert chosen.name == nccl.best(comm, nbytes).algorithm

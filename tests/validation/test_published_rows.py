@@ -1,0 +1,73 @@
+"""The calibration rows of published.md (C1-C6): every one within 15 %, the median under 8 %.
+
+The validation scenarios (scenarios/validation/*.yaml) reproduce each measurement's setup and
+state the measured values in their ``expect:`` blocks; ``mpisim.validation`` runs them and
+writes reports/validation.md. These tests hold the predictions to the tolerances and the
+committed report to what the documented command generates.
+"""
+
+from __future__ import annotations
+
+import statistics
+
+import pytest
+
+from mpisim import validation
+from mpisim.scenario import load_file
+
+ROWS = ("C1", "C2", "C3", "C4", "C5", "C6")
+
+
+@pytest.fixture(scope="module")
+def generated():
+    """The report's text and the checks behind it, generated once for the module."""
+    return validation.generate()
+
+
+def test_every_calibration_row_is_reproduced(generated):
+    _, checks = generated
+    assert sorted({c.row for c in checks}) == list(ROWS)
+
+
+@pytest.mark.parametrize("row", ROWS)
+def test_row_within_fifteen_percent(generated, row):
+    _, checks = generated
+    for check in (c for c in checks if c.row == row):
+        assert abs(check.error) <= validation.TOLERANCE, (
+            f"{check.scenario} at {check.point}: measured {check.measured:.6g}, predicted "
+            f"{check.predicted:.6g} ({check.error:+.1%})"
+        )
+
+
+def test_median_error_under_eight_percent(generated):
+    _, checks = generated
+    median = statistics.median(abs(c.error) for c in checks)
+    assert median < validation.MEDIAN_TOLERANCE
+    assert validation.summary(checks)[0] == median
+
+
+def test_committed_report_is_what_the_command_generates(generated):
+    text, _ = generated
+    committed = validation.validation_dir().parents[1] / validation.DEFAULT_OUTPUT
+    assert committed.read_text(encoding="utf-8") == text, f"stale report; regenerate it with: {validation.COMMAND}"
+
+
+def test_report_states_the_summary_line(generated):
+    text, checks = generated
+    median, worst = validation.summary(checks)
+    assert f"median absolute error {median * 100:.1f} %, worst {abs(worst.error) * 100:.1f} %" in text
+
+
+@pytest.mark.parametrize("path", validation.validation_scenarios(), ids=lambda p: p.stem)
+def test_scenario_names_its_row_and_states_measurements(path):
+    """Each scenario's description starts with its row, and its expectations are the measured values."""
+    scenario = load_file(path)
+    row, hardware, benchmark, source = scenario.description.split(" | ")
+    assert row in ROWS and hardware and benchmark and source
+    assert scenario.name == path.stem
+    assert scenario.expect and all(e.check == "approx" and e.rel == validation.TOLERANCE for e in scenario.expect)
+
+
+def test_error_is_relative_to_the_measurement():
+    check = validation.Check("C0", "s", "h", "b", "src", "1 B", "time_s", measured=2.0, predicted=2.5, model="m")
+    assert check.error == pytest.approx(0.25)
