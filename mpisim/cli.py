@@ -348,6 +348,7 @@ _COLLECTIVE_COLUMNS: list[Column] = [
     ("algbw (GB/s)", "algbw_GBps", _fixed),
     ("busbw (GB/s)", "busbw_GBps", _fixed),
     ("verified", "verified", _verified),
+    ("formula (us)", "model_time_s", _us),
 ]
 # OSU micro-benchmarks' columns.
 _P2P_COLUMNS: list[Column] = [
@@ -364,7 +365,7 @@ _TRAINING_COLUMNS: list[Column] = [
     ("exposed comm (ms)", "exposed_comm_s", _ms),
     ("scaling efficiency (%)", "scaling_efficiency", _percent),
 ]
-_KNOWN_ROW_KEYS = {"collective", "ranks", "test"}
+_KNOWN_ROW_KEYS = {"collective", "ranks", "test", "model_exact"}
 
 
 def _row_group(row: dict[str, Any]) -> tuple[str, str, list[Column]]:

@@ -359,7 +359,7 @@ def _send_credited(comm: Comm, seg: Payload, dests: list[int], tree: int, phase:
         pending.append(comm.isend(seg, dest=dest, tag=_tag(tree, phase, j)))
 
 
-def _tree_allreduce(comm: Comm, half: Payload, op: Op, parent: int | None, children: list[int],
+def tree_allreduce(comm: Comm, half: Payload, op: Op, parent: int | None, children: list[int],
                     tree: int) -> Proc[Payload]:
     """Allreduce *half* over one binary tree: pipelined reduce up to the root and broadcast down.
 
@@ -421,7 +421,7 @@ def double_binary_tree_allreduce(comm: Comm, buf: Payload, op: Op) -> Proc[Paylo
     """
     trees = double_binary_tree(comm.size, comm.rank)
     halves = buf.split(2)
-    streams = [comm.env.process(_tree_allreduce(comm, halves[t], op, *trees[t], t)) for t in (0, 1)]
+    streams = [comm.env.process(tree_allreduce(comm, halves[t], op, *trees[t], t)) for t in (0, 1)]
     yield comm.env.all_of(streams)
     return type(buf).concat([s.value for s in streams])
 

@@ -1,4 +1,4 @@
-"""GPU collectives as NCCL runs them: ring, tree and in-switch (NVLS) allreduce, each with a protocol.
+"""GPU collectives as NCCL runs them: ring, tree and in-switch (NVLS) algorithms, each with a protocol.
 
 MPI libraries move a collective's messages through eager and rendezvous point-to-point
 protocols, with CPU overheads on every message. A GPU collective library (NCCL, RCCL) runs the
@@ -14,7 +14,8 @@ and in mpisim's simulation of it:
 * a **base latency** per call and protocol -- the kernel launch and set-up
   (``base_latency`` in the topology; NCCL's defaults 6.6 / 14 / 8.4 us);
 * a **latency per hop**, by protocol and link type -- NVLink, PCIe or network
-  (``protocols.<P>.latency`` of each fabric; NCCL's ``hwLat`` table by default);
+  (``protocols.<P>.latency`` of each fabric: what the protocol adds to the path's own latency;
+  by default NCCL's ``hwLat`` minus the path's latency, since ``hwLat`` is the whole hop);
 * a **share of each link's bandwidth**, by protocol (``protocols.<P>.efficiency``; 0.5 for
   LL, 0.92 for LL128, 1 for Simple by default).
 
@@ -24,7 +25,7 @@ communicator view ``comm.with_wire(wire)``: the algorithms here are ordinary poi
 programs that move real data, and time comes only from their messages, their reductions and
 the launch.
 
-**Algorithms** (allreduce):
+**Algorithms** (allreduce; ``nccl_ring`` also for allgather and reduce_scatter):
 
 ``nccl_ring``
     The ring allreduce on *channels*: with several nodes, one ring per NIC, each leaving a
@@ -63,7 +64,7 @@ import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from mpisim.collectives.allreduce import DBT_SEGMENT, _tree_allreduce, double_binary_tree
+from mpisim.collectives.allreduce import DBT_SEGMENT, tree_allreduce, double_binary_tree
 from mpisim.collectives.registry import algorithm
 from mpisim.engine.sim import Proc
 from mpisim.mpi.comm import Comm
@@ -111,10 +112,19 @@ class Protocol:
 
 
 def _fabric_costs(fabric: FabricSpec | None, link_type: str, name: str) -> tuple[float, float]:
+    """Return (latency added per message, bandwidth share) of protocol *name* on *fabric*.
+
+    Unlisted protocols take NCCL's values. NCCL's ``hwLat`` is a hop's whole latency, and the
+    path already carries the fabric's own latency, so the protocol adds only the rest (NVLS:
+    NCCL's latency is for the whole call, which here is two messages in sequence).
+    """
     given = fabric.protocol(name) if fabric is not None else None
     if given is not None:
         return given.latency, given.efficiency
-    return NCCL_HOP_LATENCY[link_type][name], NCCL_EFFICIENCY[name]
+    path = fabric.latency if fabric is not None else 0.0
+    hop = NCCL_HOP_LATENCY[link_type][name]
+    added = max(0.0, hop / 2 - path) if name == "NVLS" else max(0.0, hop - path)
+    return added, NCCL_EFFICIENCY[name]
 
 
 @functools.lru_cache(maxsize=256)
@@ -147,7 +157,7 @@ def nvls_wire(comm: Comm) -> Protocol:
     nvls, p = table["NVLS"], comm.size
     # The direct exchange puts 2n(p-1)/p bytes through each port; the switch makes it n(p+1)/p.
     gain = 2 * (p - 1) / (p + 1)
-    wire = Wire("NVLS", nvls.wire.latency_intra / 2, nvls.wire.latency_inter,
+    wire = Wire("NVLS", nvls.wire.latency_intra, nvls.wire.latency_inter,
                 nvls.wire.efficiency_intra * gain, table["Simple"].wire.efficiency_inter)
     return Protocol("NVLS", nvls.base, wire)
 
@@ -216,14 +226,17 @@ def _hop_costs(comm: Comm, hops: list[tuple[int, int]], wire: Wire) -> list[tupl
     return out
 
 
-def predict_ring(comm: Comm, protocol: Protocol, nbytes: int) -> float:
-    """Predicted time of ``nccl_ring`` with *protocol*: base + 2(p-1)(mean hop latency + slowest hop's bytes).
+def predict_ring(comm: Comm, protocol: Protocol, nbytes: int, collective: str = "allreduce") -> float:
+    """Predicted time of ``nccl_ring`` with *protocol*: base + steps x (mean hop latency + slowest hop's bytes).
 
-    Each step moves n / (channels x p) bytes on every hop of every channel at once, so the
-    step's transfer waits for the slowest hop (bandwidth shared among the flows on each link).
-    Latencies add up along the chain of steps, which goes once round the ring every p steps:
-    2(p-1) times the mean hop latency, as NCCL counts 2(nodes-1) network hops and the rest
-    NVLink ones. A reduce-scatter step also reduces its block (``reduce_cost``).
+    An allreduce takes 2(p-1) steps (p-1 of them reducing), a reduce-scatter p-1 reducing
+    steps, an allgather p-1 plain ones; *nbytes* follows nccl-tests (each rank's buffer for
+    allreduce, the whole array for the other two). Each step moves n / (channels x p) bytes on
+    every hop of every channel at once, so its transfer waits for the slowest hop (bandwidth
+    shared among the flows on each link). Latencies add up along the chain of steps, which
+    goes once round the ring every p steps: the mean hop latency per step, as NCCL counts
+    2(nodes-1) network hops in an allreduce and NVLink hops for the rest. A reducing step also
+    reduces its block (``reduce_cost``).
     """
     p = comm.size
     if p == 1:
@@ -234,8 +247,9 @@ def predict_ring(comm: Comm, protocol: Protocol, nbytes: int) -> float:
     costs = _hop_costs(comm, hops, protocol.wire)
     latency = sum(lat for lat, _ in costs) / len(costs)
     transfer = max(block * per_byte for _, per_byte in costs)
-    gamma = comm.world.config.reduce_cost
-    return protocol.base + 2 * (p - 1) * (latency + transfer) + (p - 1) * block * gamma
+    steps = 2 * (p - 1) if collective == "allreduce" else p - 1
+    reducing = 0 if collective == "allgather" else p - 1
+    return protocol.base + steps * (latency + transfer) + reducing * block * comm.world.config.reduce_cost
 
 
 def tree_links(comm: Comm) -> list[list[tuple[int | None, list[int]]]]:
@@ -347,41 +361,49 @@ class Choice:
     predicted: float
 
 
-#: Tuner decisions per world, keyed by (communicator context, algorithm, bytes): every rank of a
-#: call asks, and they must all get the same answer without recomputing it p times.
+#: Tuner decisions per world, keyed by (communicator context, collective, algorithm, bytes):
+#: every rank of a call asks, and they must all get the same answer without recomputing it p times.
 _CHOICES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def tune(comm: Comm, algorithm: str, nbytes: int) -> Choice:
-    """Return *algorithm*'s protocol for a call of *nbytes* on *comm*: the least predicted time.
+def tune(comm: Comm, algorithm: str, nbytes: int, collective: str = "allreduce") -> Choice:
+    """Return *algorithm*'s protocol for a *collective* call of *nbytes* on *comm*: the least predicted time.
 
-    Ties go to the protocol listed first in PROTOCOLS. ``nvls`` has one protocol (see
-    :func:`nvls_wire`).
+    *nbytes* follows nccl-tests (the whole array for allgather and reduce_scatter). Ties go to
+    the protocol listed first in PROTOCOLS. ``nvls`` has one protocol (see :func:`nvls_wire`).
     """
     cache = _CHOICES.setdefault(comm.world, {})
-    key = (comm.context, algorithm, nbytes)
+    key = (comm.context, collective, algorithm, nbytes)
     choice = cache.get(key)
     if choice is None:
-        predict = _PREDICTORS[algorithm]
         if algorithm == "nvls":
-            candidates = [nvls_wire(comm)]
+            options = [nvls_wire(comm)]
         else:
             table = protocols(comm.world.topology.spec)
-            candidates = [table[name] for name in PROTOCOLS]
-        timed = [(predict(comm, proto, nbytes), i, proto) for i, proto in enumerate(candidates)]
+            options = [table[name] for name in PROTOCOLS]
+        if algorithm == "nccl_ring":
+            timed = [(predict_ring(comm, proto, nbytes, collective), i, proto) for i, proto in enumerate(options)]
+        else:
+            timed = [(_PREDICTORS[algorithm](comm, proto, nbytes), i, proto) for i, proto in enumerate(options)]
         best = min(timed, key=lambda t: (t[0], t[1]))
         choice = cache[key] = Choice(algorithm, best[2], best[0])
     return choice
 
 
-def candidates(comm: Comm) -> list[str]:
-    """Return the allreduce algorithms NCCL would consider on *comm* (nvls only where the switch reduces)."""
+def candidates(comm: Comm, collective: str = "allreduce") -> list[str]:
+    """Return the algorithms NCCL would consider for *collective* on *comm*.
+
+    Allreduce: ring, tree and, where the switch reduces, nvls; allgather and reduce_scatter:
+    the ring.
+    """
+    if collective != "allreduce":
+        return ["nccl_ring"]
     return [name for name in ALGORITHMS if name != "nvls" or in_switch_reduction(comm)]
 
 
-def best(comm: Comm, nbytes: int) -> Choice:
+def best(comm: Comm, nbytes: int, collective: str = "allreduce") -> Choice:
     """Return the (algorithm, protocol) with the least predicted time, as NCCL's tuner picks them."""
-    timed = [tune(comm, name, nbytes) for name in candidates(comm)]
+    timed = [tune(comm, name, nbytes, collective) for name in candidates(comm, collective)]
     return min(timed, key=lambda c: (c.predicted, ALGORITHMS.index(c.algorithm)))
 
 
@@ -464,7 +486,7 @@ def nccl_tree_allreduce(comm: Comm, buf: Payload, op: Op) -> Proc[Payload]:
     wired = comm.with_wire(choice.protocol.wire)
     trees = [tree[comm.rank] for tree in tree_links(comm)]
     halves = buf.split(2)
-    streams = [comm.env.process(_tree_allreduce(wired, halves[t], op, *trees[t], t)) for t in (0, 1)]
+    streams = [comm.env.process(tree_allreduce(wired, halves[t], op, *trees[t], t)) for t in (0, 1)]
     yield comm.env.all_of(streams)
     return type(buf).concat([s.value for s in streams])
 
@@ -506,3 +528,89 @@ def nvls_allreduce(comm: Comm, buf: Payload, op: Op) -> Proc[Payload]:
         blocks[j] = block
     blocks[r] = mine
     return type(buf).concat(blocks)
+
+
+def _channel_parts(blocks: list[Payload], channels: int) -> list[list[Payload]]:
+    """Return ``parts[c][i]``: channel c's share of block i (every block split the same way)."""
+    split = [block.split(channels) for block in blocks]
+    return [[pieces[c] for pieces in split] for c in range(channels)]
+
+
+def _ring_allgather_on(comm: Comm, blocks: list[Payload], ring: list[int], tag: int) -> Proc[list[Payload]]:
+    """Pass every rank's block once round *ring* (blocks indexed by comm rank; only ours is real)."""
+    p = len(ring)
+    i = ring.index(comm.rank)
+    right, left = ring[(i + 1) % p], ring[(i - 1) % p]
+    # After step k, this rank holds the blocks of the ring positions i-k-1 .. i.
+    for k in range(p - 1):
+        send, recv = ring[(i - k) % p], ring[(i - k - 1) % p]
+        blocks[recv] = yield from comm.sendrecv(blocks[send], dest=right, sendtag=tag, source=left, recvtag=tag)
+    return blocks
+
+
+@algorithm("allgather", "nccl_ring",
+           reference="NCCL src/device/all_gather.h (runRing), src/graph/tuning.cc")
+def nccl_ring_allgather(comm: Comm, buf: Payload) -> Proc[Payload]:
+    """NCCL ring allgather: p-1 steps per channel ring, with the protocol the tuner picks.
+
+    Every rank's buffer is split between the channels (one ring per NIC across nodes, see
+    ring_orders); in each channel the pieces travel once round that channel's ring, each step
+    passing on the piece received in the step before. Every message rides the chosen
+    protocol; the call starts with its base latency.
+
+    Cost (one channel): base + (p-1)(h + α + (n/p)β/e), n = the whole gathered array.
+    """
+    p = comm.size
+    if p == 1:
+        return buf
+    choice = tune(comm, "nccl_ring", buf.nbytes * p, "allgather")
+    yield from _launch(comm, choice)
+    wired = comm.with_wire(choice.protocol.wire)
+    rings = ring_orders(comm)
+    mine = buf.split(len(rings))
+    procs = []
+    for c, ring in enumerate(rings):
+        blocks = [mine[c]] * p  # only blocks[rank] is real until the ring fills the others
+        procs.append(comm.env.process(_ring_allgather_on(wired, blocks, ring, c)))
+    yield comm.env.all_of(procs)
+    gathered = [proc.value for proc in procs]
+    return type(buf).concat([gathered[c][r] for r in range(p) for c in range(len(rings))])
+
+
+def _ring_reduce_scatter_on(comm: Comm, blocks: list[Payload], op: Op, ring: list[int], tag: int) -> Proc[Payload]:
+    """Reduce-scatter *blocks* (indexed by comm rank) round *ring*; return this rank's reduced block."""
+    p = len(ring)
+    i = ring.index(comm.rank)
+    right, left = ring[(i + 1) % p], ring[(i - 1) % p]
+    # After step k, the block of position i-k-2 here holds the contributions of positions i-k-1 .. i.
+    for k in range(p - 1):
+        send, recv = ring[(i - k - 1) % p], ring[(i - k - 2) % p]
+        incoming = yield from comm.sendrecv(blocks[send], dest=right, sendtag=tag, source=left, recvtag=tag)
+        blocks[recv] = yield from comm.reduce_local(op, incoming, blocks[recv])
+    return blocks[comm.rank]
+
+
+@algorithm("reduce_scatter", "nccl_ring", requires={"commutative"},
+           reference="NCCL src/device/reduce_scatter.h (runRing), src/graph/tuning.cc")
+def nccl_ring_reduce_scatter(comm: Comm, buf: Payload, op: Op) -> Proc[Payload]:
+    """NCCL ring reduce-scatter: p-1 reducing steps per channel ring, with the tuner's protocol.
+
+    The buffer is cut into p blocks (block r ends up at rank r), and each block is split
+    between the channels; in each channel, the partial sum of a block travels once round the
+    ring, every rank adding its own contribution, and arrives complete at the block's owner.
+    Every message rides the chosen protocol; the call starts with its base latency.
+
+    Cost (one channel): base + (p-1)(h + α + (n/p)β/e) + ((p-1)/p)nγ.
+    """
+    p = comm.size
+    if p == 1:
+        return buf
+    choice = tune(comm, "nccl_ring", buf.nbytes, "reduce_scatter")
+    yield from _launch(comm, choice)
+    wired = comm.with_wire(choice.protocol.wire)
+    rings = ring_orders(comm)
+    parts = _channel_parts(buf.split(p), len(rings))
+    procs = [comm.env.process(_ring_reduce_scatter_on(wired, list(parts[c]), op, ring, c))
+             for c, ring in enumerate(rings)]
+    yield comm.env.all_of(procs)
+    return type(buf).concat([proc.value for proc in procs])

@@ -17,7 +17,8 @@
     For GPU collectives, as NCCL's tuner chooses: an allreduce runs the (algorithm, protocol)
     with the least predicted time among ``nccl_ring``, ``nccl_tree`` and, where the NVSwitch
     reduces in the switch, ``nvls`` (:func:`mpisim.collectives.nccl.best`); the algorithm
-    then picks the same protocol itself. The other collectives follow the ``mpich`` rules.
+    then picks the same protocol itself. Allgather and reduce-scatter run ``nccl_ring``; the
+    other collectives follow the ``mpich`` rules.
 
 Whatever is chosen is recorded in the call's CollectiveRecord.
 """
@@ -139,8 +140,8 @@ def choose(comm: Comm, collective: str, nbytes: int, op: Op, rule_set: str = "mp
         # Ties go to an algorithm whose formula is exact here (a single-port textbook formula
         # over-charges concurrent sends), then to the name that sorts first.
         return min(costed, key=lambda a: (a.cost(p, nbytes, alpha, beta, gamma), not a.exact(p), a.name))  # type: ignore[misc]
-    if rule_set == "nccl" and collective == "allreduce" and op.commutative and p > 1:
-        return registry.get(collective, nccl.best(comm, nbytes).algorithm)
+    if rule_set == "nccl" and collective in ("allreduce", "allgather", "reduce_scatter") and op.commutative and p > 1:
+        return registry.get(collective, nccl.best(comm, nbytes, collective).algorithm)
     name = MPICH_RULES[collective](p, nbytes, op)
     by_name = {a.name: a for a in candidates}
     if name in by_name:

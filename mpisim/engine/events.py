@@ -57,15 +57,20 @@ class Call:
         heappush(env._queue, (env._now + delay, priority, next(env._eid), self))
 
 
-class AllDone(simpy.Event):
-    """Triggers once all *events* have been processed; fails with the first one that fails."""
+class AllDone:
+    """Triggers once all *events* have been processed; fails with the first one that fails.
 
-    __slots__ = ("_left",)
+    A process may ``yield`` it like a SimPy event (``Process`` reads only ``callbacks``,
+    ``_ok`` and ``_value``); it is not a :class:`simpy.Event` so that it needs no dict.
+    """
+
+    __slots__ = ("_defused", "_left", "_ok", "_value", "callbacks", "env")
 
     def __init__(self, env: simpy.Environment, events: Sequence[simpy.Event]) -> None:
         self.env = env
-        self.callbacks = []
+        self.callbacks: list | None = []
         self._value = PENDING
+        self._ok = True
         self._left = len(events)
         for event in events:
             if event.callbacks is None:
@@ -73,7 +78,17 @@ class AllDone(simpy.Event):
             else:
                 event.callbacks.append(self._check)
         if self._left == 0 and self._value is PENDING:
-            self.succeed()
+            self._trigger(True, None)
+
+    @property
+    def triggered(self) -> bool:
+        """True once the event has been scheduled (as ``simpy.Event.triggered``)."""
+        return self._value is not PENDING
+
+    def _trigger(self, ok: bool, value: Any) -> None:
+        self._ok = ok
+        self._value = value
+        self.env.schedule(self, NORMAL)  # what Event.succeed() and Event.fail() do
 
     def _check(self, event: simpy.Event) -> None:
         if self._value is not PENDING:
@@ -81,6 +96,6 @@ class AllDone(simpy.Event):
         self._left -= 1
         if not event._ok:
             event._defused = True
-            self.fail(event._value)
+            self._trigger(False, event._value)
         elif self._left == 0:
-            self.succeed()
+            self._trigger(True, None)

@@ -245,6 +245,14 @@ class SizePayload(Payload):
         start, stop = max(0, start), min(self.count, stop)
         return SizePayload(max(0, stop - start), self.dtype)
 
+    def split(self, parts: int) -> list[Payload]:
+        # NOTE: size-only blocks are immutable and come in at most two sizes: share them
+        # (a ring over 1024 ranks would otherwise make a million of them just to start).
+        base, extra = divmod(self.count, parts)
+        big = SizePayload(base + 1, self.dtype) if extra else None
+        small = SizePayload(base, self.dtype)
+        return [big] * extra + [small] * (parts - extra)  # type: ignore[list-item]
+
     def combine(self, other: Payload, op: Op) -> SizePayload:
         if other.count != self.count:
             raise ValueError(f"cannot combine payloads of {self.count} and {other.count} elements")

@@ -17,7 +17,9 @@ on one link of latency alpha and seconds-per-byte beta, the time from posting th
 the receive completing is ``alpha + n*beta`` (eager) and ``3*alpha + (n + 2h)*beta``
 (rendezvous). An eager message that arrives before its receive is posted waits in the
 *unexpected queue* and pays a memory copy when it is matched; a rendezvous sender simply
-waits for the receiver.
+waits for the receiver. A message sent through ``comm.with_wire(wire)`` belongs to a GPU
+collective library instead: no eager/rendezvous choice, no CPU overheads or copies, but its
+protocol's latency and bandwidth share (:mod:`mpisim.mpi.wire`).
 
 **Matching** follows the MPI standard: a receive matches a message with the same context
 (communicator), and the same source and tag unless it uses ``ANY_SOURCE``/``ANY_TAG``.
@@ -33,10 +35,12 @@ blocked rank, the call it is blocked in and the cycle of waits between ranks.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
+from heapq import heappush
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import simpy
+from simpy.events import NORMAL, PENDING
 
 from mpisim.engine.events import URGENT, Call
 from mpisim.engine.records import MessageRecord, SpanRecord
@@ -131,6 +135,15 @@ class RankState:
     def blocked_call(self) -> str:
         """The call the rank is blocked in, e.g. ``recv(source=3, tag=ANY_TAG)`` ('' if none)."""
         return call_name(self.call)
+
+
+def _succeed(env: simpy.Environment, req: Request, value: Any) -> None:
+    """``req.succeed(value)``: the same queue entry, without two method calls (once per message)."""
+    if req._value is not PENDING:
+        raise RuntimeError(f"{req} has already been triggered")
+    req._ok = True
+    req._value = value
+    heappush(env._queue, (env._now, NORMAL, next(env._eid), req))  # NOTE: Environment.schedule, inlined
 
 
 def _matches(req: Request, context: int, src_rank: int, tag: int) -> bool:
@@ -367,19 +380,21 @@ class World:
         elif msg.payload.writable:
             msg.payload = msg.user = msg.payload.copy()
         self._span(msg.src, "data", msg.t_data, "data", msg.dst, msg.nbytes)
-        msg.send_req.succeed()
+        _succeed(self.env, msg.send_req, None)
         self._complete_recv(msg, self.config.recv_overhead)
         Call(self.env, self._start_fin, msg, priority=URGENT)
 
     def _start_fin(self, msg: Message) -> None:
         msg.t_phase = self.env.now
-        if self._post(msg.dst, msg.src, self.config.header_bytes, self._fin_arrived, msg):
+        # Nobody waits for a FIN; its arrival matters only to the span it records.
+        then = self._fin_arrived if self.tracer.record_spans else None
+        if self._post(msg.dst, msg.src, self.config.header_bytes, then, msg):
             self._fin_arrived(msg)
 
     def _fin_arrived(self, msg: Message) -> None:
         self._span(msg.dst, "fin", msg.t_phase, "FIN", msg.src, self.config.header_bytes)
 
-    def _post_via_transfer(self, src: int, dst: int, nbytes: int, fn: Callable[[Any], None], arg: Any) -> bool:
+    def _post_via_transfer(self, src: int, dst: int, nbytes: int, fn: Callable[[Any], None] | None, arg: Any) -> bool:
         """``post`` for a network model that only has the ``transfer`` generator."""
         transfer = self.network.transfer(src, dst, nbytes)
         try:
@@ -390,14 +405,15 @@ class World:
         return False
 
     @staticmethod
-    def _drive(transfer: Proc[None], event: simpy.Event, fn: Callable[[Any], None], arg: Any) -> Proc[None]:
+    def _drive(transfer: Proc[None], event: simpy.Event, fn: Callable[[Any], None] | None, arg: Any) -> Proc[None]:
         while True:
             value = yield event
             try:
                 event = transfer.send(value)
             except StopIteration:
                 break
-        fn(arg)
+        if fn is not None:
+            fn(arg)
 
     # ------------------------------------------------------------------ arrival and matching
 
@@ -419,8 +435,11 @@ class World:
         box.next_seq[msg.src] = expected
 
     def _deliver(self, box: Mailbox, msg: Message) -> None:
+        context, src_rank, tag = msg.context, msg.src_rank, msg.tag
         for i, req in enumerate(box.posted):
-            if _matches(req, msg.context, msg.src_rank, msg.tag):
+            # NOTE: _matches, inlined: this runs for every message.
+            if (req.comm.context == context and (req.peer == src_rank or req.peer == ANY_SOURCE)
+                    and (req.tag == tag or req.tag == ANY_TAG)):
                 del box.posted[i]
                 self._pair(msg, req)
                 return
@@ -513,7 +532,7 @@ class World:
             ))
         else:
             tracer.count_message(msg.nbytes)
-        msg.recv_req.succeed(msg.user)  # type: ignore[union-attr]
+        _succeed(self.env, msg.recv_req, msg.user)  # type: ignore[arg-type]
 
     # ------------------------------------------------------------------ probing
 

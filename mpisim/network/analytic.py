@@ -105,11 +105,12 @@ class AnalyticNetwork:
         yield self.env.timeout(route.latency + nbytes / route.bottleneck)
         self._arrived(route, nbytes, t_data)
 
-    def post(self, src: int, dst: int, nbytes: int, fn: Callable[[Any], None], arg: Any) -> bool:
+    def post(self, src: int, dst: int, nbytes: int, fn: Callable[[Any], None] | None, arg: Any) -> bool:
         """Start the same transfer as :meth:`transfer` and call ``fn(arg)`` when it has arrived.
 
         Returns True, without calling *fn*, when the transfer is over at once (a rank sending
         to itself); the caller then goes on by itself, as a generator would not have yielded.
+        *fn* may be None for a transfer nobody waits for (it still loads the network).
         """
         if src == dst:
             return True
@@ -121,7 +122,8 @@ class AnalyticNetwork:
 
     def _deliver(self, delivery: _Delivery) -> None:
         self._arrived(delivery.route, delivery.nbytes, delivery.t_data)
-        delivery.fn(delivery.arg)
+        if delivery.fn is not None:
+            delivery.fn(delivery.arg)
 
     def _arrived(self, route: Route, nbytes: int, t_data: float) -> None:
         self.transfers += 1

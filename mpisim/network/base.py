@@ -5,6 +5,12 @@ process generator) when the last byte has arrived. Everything else -- routes, li
 capacities, contention -- stays behind this interface, as ASTRA-sim keeps its network
 backends behind ``sim_send``/``sim_recv``. Models are registered by name so a scenario can
 pick one with ``network: {model: fairshare}``.
+
+A model may also offer the same transfer as a call-back, ``post(src, dst, nbytes, fn, arg)``:
+start it now and call ``fn(arg)`` when the last byte has arrived (or return True at once,
+without calling, when the transfer is over immediately). It is the same transfer with the
+same timing; the MPI layer uses it when present because it needs no generator per message,
+and falls back to running ``transfer`` otherwise.
 """
 
 from __future__ import annotations

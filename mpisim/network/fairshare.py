@@ -78,11 +78,11 @@ from heapq import heappush
 from typing import TYPE_CHECKING, Any
 
 import simpy
-from simpy.events import NORMAL
+from simpy.events import NORMAL, URGENT
 
 from mpisim.engine.events import Call
-from mpisim.engine.sim import run_urgent_now
 from mpisim.engine.records import LinkRecord
+from mpisim.engine.sim import run_urgent_now
 from mpisim.network.analytic import LinkStats
 from mpisim.network.base import register_model
 
@@ -240,8 +240,10 @@ class FairShareNetwork:
         self._start_flow(route, nbytes, done, None, None)
         yield done
 
-    def post(self, src: int, dst: int, nbytes: int, fn: Callable[[Any], None], arg: Any) -> bool:
+    def post(self, src: int, dst: int, nbytes: int, fn: Callable[[Any], None] | None, arg: Any) -> bool:
         """Start the same transfer as :meth:`transfer` and call ``fn(arg)`` when it has arrived.
+
+        *fn* may be None for a transfer nobody waits for (it still shares the links).
 
         Returns True, without calling *fn*, when the transfer is over at once (a rank sending
         to itself, or a zero-byte transfer on a route without latency); the caller then goes
@@ -292,7 +294,8 @@ class FairShareNetwork:
     def _latency_over_cb(self, pending: _InFlight) -> None:
         """The first byte has arrived: the transfer becomes a flow (or is over, if empty)."""
         if pending.nbytes <= 0:
-            pending.fn(pending.arg)
+            if pending.fn is not None:
+                pending.fn(pending.arg)
         else:
             self._start_flow(pending.route, pending.nbytes, None, pending.fn, pending.arg)
 
@@ -605,10 +608,10 @@ class FairShareNetwork:
         here, between the calls, keeps exactly that order.
         """
         env = self.env
-        last = len(arrivals) - 1
-        for k, flow in enumerate(arrivals):
+        queue = env._queue
+        for flow in arrivals:
             flow.fn(flow.arg)
-            if k < last:
+            if queue and queue[0][1] == URGENT and queue[0][0] == env._now:
                 run_urgent_now(env)
 
     def _attach(self, flow: Flow, now: float) -> None:

@@ -45,7 +45,7 @@ DEFAULT_MPI = MpiConfig()
 DEFAULT_NAME = "scenario"
 
 PAYLOADS = ("data", "size")
-SELECTORS = ("mpich", "model")
+SELECTORS = ("mpich", "model", "nccl")  # rule sets of mpisim.collectives.select
 
 #: The plot that needs link records; asking for it turns link tracing on.
 LINK_PLOTS = frozenset({"link_utilisation", "link_utilization"})

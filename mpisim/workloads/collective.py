@@ -103,10 +103,11 @@ _RANGE_KEYS = ("min", "max", "factor")
 
 
 def check_keys(raw: Any, allowed: Sequence[str], kind: str) -> Mapping[str, Any]:
-    """Return *raw* if it is a mapping with only *allowed* keys.
+    """Return *raw* without its null values if it is a mapping with only *allowed* keys.
 
-    Raises ConfigError naming the first unknown key and listing the allowed ones; a ``kind``
-    key, if present, must equal *kind*.
+    A null value means "the default", as everywhere in a scenario (so ``--set
+    workload.layers=null`` removes a key). Raises ConfigError naming the first unknown key and
+    listing the allowed ones; a ``kind`` key, if present, must equal *kind*.
     """
     if not isinstance(raw, Mapping):
         raise ConfigError(f"expected a mapping of {kind} workload settings, got {raw!r}")
@@ -115,7 +116,7 @@ def check_keys(raw: Any, allowed: Sequence[str], kind: str) -> Mapping[str, Any]
             raise ConfigError(f"unknown key {key!r}; allowed keys: {', '.join(allowed)}", str(key))
     if "kind" in raw and raw["kind"] != kind:
         raise ConfigError(f"expected kind {kind!r}, got {raw['kind']!r}", "kind")
-    return raw
+    return {key: value for key, value in raw.items() if value is not None}
 
 
 def parse_with(parse: Any, value: Any, path: str) -> Any:

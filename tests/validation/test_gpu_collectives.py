@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from mpisim.collectives import dispatch, nccl
+from mpisim.collectives import dispatch, nccl, select
 from mpisim.errors import ConfigError, TopologyError
 from mpisim.mpi import SUM
 from mpisim.mpi.payload import SizePayload
@@ -18,9 +18,9 @@ from tests.conftest import make_world, run_program
 KiB, MiB, GiB = 2**10, 2**20, 2**30
 
 
-def scenario(topology, algorithms, sizes, *, network="fairshare", payload="size"):
+def scenario(topology, algorithms, sizes, *, network="fairshare", payload="size", collective="allreduce"):
     return load({"topology": topology, "network": {"model": network}, "payload": payload,
-                 "workload": {"kind": "collective", "collective": "allreduce", "algorithm": list(algorithms),
+                 "workload": {"kind": "collective", "collective": collective, "algorithm": list(algorithms),
                               "sizes": list(sizes)}})
 
 
@@ -102,12 +102,14 @@ def test_bad_protocol_settings_name_the_field(change, error, path):
     assert info.value.path == path
 
 
-def test_unlisted_protocols_take_nccl_defaults():
+def test_unlisted_protocols_take_nccl_defaults_less_the_paths_own_latency():
+    """NCCL's hwLat is a whole hop; the path's 0.7 us is charged already, the protocol adds the rest."""
     table = nccl.protocols(TopologySpec.from_dict(GPU_RAW))
     assert table["LL"].base == pytest.approx(6.6e-6) and table["LL"].wire.latency_intra == pytest.approx(0.6e-6)
     assert table["LL128"].base == nccl.NCCL_BASE_LATENCY["LL128"]
-    assert table["LL128"].wire.latency_intra == nccl.NCCL_HOP_LATENCY["nvlink"]["LL128"]
-    assert table["Simple"].wire.latency_inter == nccl.NCCL_HOP_LATENCY["net"]["Simple"]
+    assert table["LL128"].wire.latency_intra == pytest.approx(nccl.NCCL_HOP_LATENCY["nvlink"]["LL128"] - 0.7e-6)
+    assert table["LL128"].wire.efficiency_intra == nccl.NCCL_EFFICIENCY["LL128"]
+    assert table["Simple"].wire.latency_inter == nccl.NCCL_HOP_LATENCY["net"]["Simple"]  # no inter fabric here
 
 
 # --- algorithms and the tuner --------------------------------------------------------------------
@@ -179,11 +181,19 @@ def test_tree_wins_small_messages_on_many_nodes_and_ring_large_ones():
     assert nccl.best(comm, GiB).algorithm == "nccl_ring"
 
 
+@pytest.mark.parametrize("collective", ["allreduce", "allgather", "reduce_scatter"])
 @pytest.mark.parametrize("topology", [A100x2, H100, {"preset": "dgx-h100", "nodes": 2, "placement": "round_robin"}])
-def test_gpu_algorithms_give_numpys_answer(topology):
-    names = nccl.candidates(coll_comm(topology))
-    result = rows(topology, names, [4 * 1000 + 12, 3 * MiB], payload="data")
+def test_gpu_algorithms_give_numpys_answer(topology, collective):
+    names = nccl.candidates(coll_comm(topology), collective)
+    result = rows(topology, names, [16 * 1000 + 64, 3 * MiB], payload="data", collective=collective)
     assert [r["verified"] for r in result] == [True] * len(result)
+
+
+@pytest.mark.parametrize("collective", ["allgather", "reduce_scatter"])
+def test_ring_allgather_and_reduce_scatter_use_every_nic_too(collective):
+    ring, mpi_ring = rows(A100x2, ["nccl_ring", "ring"], [GiB], collective=collective)
+    assert ring["busbw_GBps"] == pytest.approx(8 * 24, rel=0.05)
+    assert mpi_ring["busbw_GBps"] == pytest.approx(24, rel=0.05)  # one ring, one NIC per node crossing
 
 
 def test_the_nccl_rule_set_chooses_what_the_tuner_finds_fastest():
@@ -192,3 +202,5 @@ def test_the_nccl_rule_set_chooses_what_the_tuner_finds_fastest():
     for nbytes in (8, 64 * KiB, 64 * MiB):
         chosen = dispatch.resolve(comm, "allreduce", None, nbytes, SUM)
         assert chosen.name == nccl.best(comm, nbytes).algorithm
+    assert dispatch.resolve(comm, "allgather", None, MiB, SUM).name == "nccl_ring"
+    assert dispatch.resolve(comm, "bcast", None, MiB, SUM).name == select.MPICH_RULES["bcast"](8, MiB, SUM)

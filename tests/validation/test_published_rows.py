@@ -26,11 +26,12 @@ def generated():
 
 def test_every_calibration_row_is_reproduced(generated):
     _, checks = generated
-    assert sorted({c.row for c in checks}) == list(ROWS)
+    assert sorted({c.row for c in checks if c.calibration}) == list(ROWS)
 
 
-@pytest.mark.parametrize("row", ROWS)
+@pytest.mark.parametrize("row", [*ROWS, "H1"])
 def test_row_within_fifteen_percent(generated, row):
+    """published.md's rows, and the H100-class row (H1) too."""
     _, checks = generated
     for check in (c for c in checks if c.row == row):
         assert abs(check.error) <= validation.TOLERANCE, (
@@ -41,7 +42,7 @@ def test_row_within_fifteen_percent(generated, row):
 
 def test_median_error_under_eight_percent(generated):
     _, checks = generated
-    median = statistics.median(abs(c.error) for c in checks)
+    median = statistics.median(abs(c.error) for c in checks if c.calibration)
     assert median < validation.MEDIAN_TOLERANCE
     assert validation.summary(checks)[0] == median
 
@@ -63,7 +64,8 @@ def test_scenario_names_its_row_and_states_measurements(path):
     """Each scenario's description starts with its row, and its expectations are the measured values."""
     scenario = load_file(path)
     row, hardware, benchmark, source = scenario.description.split(" | ")
-    assert row in ROWS and hardware and benchmark and source
+    assert row.upper() == path.stem.split("-")[0].upper() and hardware and benchmark and source
+    assert row in ROWS or row.startswith("H")
     assert scenario.name == path.stem
     assert scenario.expect and all(e.check == "approx" and e.rel == validation.TOLERANCE for e in scenario.expect)
 
