@@ -182,6 +182,34 @@ def reduce_bcast_allreduce(comm: Comm, buf: Payload, op: Op) -> Proc[Payload]:
     return (yield from binomial_bcast(comm, buf if result is None else result, root=0))
 
 
+def fold(comm: Comm, buf: Payload, op: Op, rem: int) -> Proc[Payload]:
+    """Fold p ranks onto a power of two: each even rank below 2·rem hands its vector to the odd rank above.
+
+    The odd rank combines ``even op odd`` (rank order kept) and takes part in what follows;
+    the even rank sits out until :func:`unfold` returns the result to it (MPICH's fix-up for
+    p not a power of two; nothing happens when rem = 0).
+    """
+    r = comm.rank
+    if r < 2 * rem:
+        if r % 2 == 0:
+            yield from comm.send(buf, dest=r + 1)
+        else:
+            incoming = yield from comm.recv(source=r - 1)
+            buf = yield from comm.reduce_local(op, incoming, buf)
+    return buf
+
+
+def unfold(comm: Comm, buf: Payload, rem: int) -> Proc[Payload]:
+    """Undo :func:`fold`: each odd rank below 2·rem sends the finished vector to the even rank below it."""
+    r = comm.rank
+    if r < 2 * rem:
+        if r % 2 == 0:
+            buf = yield from comm.recv(source=r + 1)
+        else:
+            yield from comm.send(buf, dest=r - 1)
+    return buf
+
+
 @algorithm("allreduce", "recursive_doubling", cost=recursive_doubling_cost, exact=registry.power_of_two,
            reference="Thakur, Rabenseifner & Gropp 2005; MPICH allreduce_intra_recursive_doubling.c")
 def recursive_doubling_allreduce(comm: Comm, buf: Payload, op: Op) -> Proc[Payload]:
@@ -201,11 +229,7 @@ def recursive_doubling_allreduce(comm: Comm, buf: Payload, op: Op) -> Proc[Paylo
     p, r = comm.size, comm.rank
     rem = p - pof2_below(p)
     q = participant(r, rem, odd_folds=False)
-    if q < 0:
-        yield from comm.send(buf, dest=r + 1)
-    elif r < 2 * rem:
-        incoming = yield from comm.recv(source=r - 1)
-        buf = yield from comm.reduce_local(op, incoming, buf)
+    buf = yield from fold(comm, buf, op, rem)
     mask = 1
     # After the step at distance mask, buf is the reduction over the 2·mask participants that agree with q above it.
     while q >= 0 and mask < p - rem:
@@ -214,12 +238,7 @@ def recursive_doubling_allreduce(comm: Comm, buf: Payload, op: Op) -> Proc[Paylo
         a, b = (incoming, buf) if op.commutative or peer < r else (buf, incoming)
         buf = yield from comm.reduce_local(op, a, b)
         mask <<= 1
-    if r < 2 * rem:
-        if q < 0:
-            buf = yield from comm.recv(source=r + 1)
-        else:
-            yield from comm.send(buf, dest=r - 1)
-    return buf
+    return (yield from unfold(comm, buf, rem))
 
 
 @algorithm("allreduce", "rabenseifner", cost=rabenseifner_cost, requires={"commutative"},
@@ -241,11 +260,7 @@ def rabenseifner_allreduce(comm: Comm, buf: Payload, op: Op) -> Proc[Payload]:
     pof2 = pof2_below(p)
     rem = p - pof2
     q = participant(r, rem, odd_folds=False)
-    if q < 0:
-        yield from comm.send(buf, dest=r + 1)
-    elif r < 2 * rem:
-        incoming = yield from comm.recv(source=r - 1)
-        buf = yield from comm.reduce_local(op, incoming, buf)
+    buf = yield from fold(comm, buf, op, rem)
     if q >= 0:
         blocks = buf.split(pof2)
         yield from recursive_halving(comm, blocks, op, q, lambda x: participant_rank(x, rem, odd_folds=False))
@@ -259,12 +274,7 @@ def rabenseifner_allreduce(comm: Comm, buf: Payload, op: Op) -> Proc[Payload]:
             blocks[olo:ohi] = run.split(ohi - olo)
             mask >>= 1
         buf = type(buf).concat(blocks)
-    if r < 2 * rem:
-        if q < 0:
-            buf = yield from comm.recv(source=r + 1)
-        else:
-            yield from comm.send(buf, dest=r - 1)
-    return buf
+    return (yield from unfold(comm, buf, rem))
 
 
 @algorithm("allreduce", "ring", cost=ring_cost, requires={"commutative"},
