@@ -31,8 +31,6 @@ failed point, ``--resume`` (same command line) skips the points that file alread
 from __future__ import annotations
 
 import argparse
-import csv
-import io
 import json
 import math
 import os
@@ -427,15 +425,6 @@ def print_result(result: Any, out: TextIO) -> None:
         console.print("[bold]notes[/bold]")
         for note in result.notes:
             console.print(f"  {note}", markup=False)
-
-
-def _csv_text(columns: list[str], rows: list[list[Any]]) -> str:
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(columns)
-    for row in rows:
-        writer.writerow(["" if v is None else ("true" if v is True else "false" if v is False else v) for v in row])
-    return buffer.getvalue()
 
 
 def _make_dir(path: Path) -> None:
