@@ -144,7 +144,7 @@ def refuse() -> list[Figure]:
             info("oversized run: estimated payload memory", estimate.total / GiB, "GiB", reproduce=cmd,
                  note=f"available {(available_memory() or 0) / GiB:.1f} GiB"),
             Figure("oversized run refused up front, before allocating", float(grew) / 2**20, "MiB allocated",
-                   "refused, < 64 MiB", grew < 64 * 2**20, cmd, str(err)[:160]),
+                   "refused, < 64 MiB", grew < 64 * 2**20, cmd, str(err)),
         ]
     return [Figure("oversized run refused up front", 0.0, "", "refused", False, cmd,
                    f"not refused: estimate {estimate.total / GiB:.1f} GiB fits this machine")]

@@ -45,10 +45,14 @@ MEMORY_TARGET = 2 * GiB
 RING_SIZES = (128, 256, 512, 1024)
 
 
-def fat_tree_world(p: int):
-    """A world of *p* ranks, one per node, on the ib-hdr preset rebuilt as a two-level fat tree."""
+def fat_tree_world(p: int, preset_mpi: bool = True):
+    """A world of *p* ranks, one per node, on the ib-hdr preset rebuilt as a two-level fat tree.
+
+    The MPI parameters are the preset's (12 KiB eager limit, 0.1 us of CPU per message sent
+    and received); without *preset_mpi*, mpisim's defaults (no per-message overhead).
+    """
     topology, mpi = preset_topology("ib-hdr", **{"nodes": p, "inter.kind": "fat_tree"})
-    return quiet_world(topology, "fairshare", mpi)
+    return quiet_world(topology, "fairshare", mpi if preset_mpi else None)
 
 
 def run_collective(collective: str, algorithm: str, p: int, nbytes: int) -> dict[str, float]:

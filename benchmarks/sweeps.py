@@ -2,7 +2,7 @@
 
 A sweep's points are independent simulations, so ``mpisim run`` runs them in a pool of worker
 processes (:mod:`mpisim.scenario.sweep`). The scenario here is a capacity question asked 40
-times: a ring allreduce of 64 MiB over 96 ranks on the ``ib-hdr`` preset rebuilt as a fat
+times: a ring allreduce of 64 MiB over 128 ranks on the ``ib-hdr`` preset rebuilt as a fat
 tree, with the per-message send overhead swept over 40 values. All points cost about the
 same, so a perfect split gives 2x on 2 cores; what is lost is starting the workers (each
 imports mpisim and numpy) and the tail where one worker has finished and the other has not.
@@ -28,7 +28,7 @@ def scenario_dict() -> dict:
     overheads = [f"{0.05 * (i + 1):.2f} us" for i in range(POINTS)]
     return {
         "name": "bench-sweep-40",
-        "topology": {"preset": "ib-hdr", "nodes": 96, "inter": {"kind": "fat_tree"}},
+        "topology": {"preset": "ib-hdr", "nodes": 128, "inter": {"kind": "fat_tree"}},
         "network": {"model": "fairshare"},
         "payload": "size",
         "trace": {"messages": False, "spans": False},

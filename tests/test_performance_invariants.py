@@ -419,3 +419,21 @@ def test_garbage_collector_is_paused_only_while_the_event_loop_runs():
     world.launch(program)
     world.run()
     assert states == [False, False] and gc.isenabled()
+
+
+def test_recording_spans_or_not_changes_no_time():
+    """With spans off, nobody is told when a FIN arrives (only its span needed that): same run."""
+    runs = []
+    for spans in (True, False):
+        world = world_of(fat_tree(8, 2), "fairshare", eager_limit_intra=8192, eager_limit_inter=16384)
+        world.tracer.record_spans = spans
+        program, _ = ring_program([64, 20_000, 300_000], data=False)
+        world.launch(program)
+        world.run()
+        runs.append((fingerprint_of(world.tracer.messages), world.env.now, sorted(
+            (s.name, s.nbytes, s.busy_time) for s in world.network.link_stats().values())))
+    assert runs[0] == runs[1]
+
+
+def fingerprint_of(records) -> str:
+    return hashlib.sha256(repr([[getattr(r, f) for f in r.__slots__] for r in records]).encode()).hexdigest()

@@ -53,8 +53,11 @@ class Call:
         self.callbacks = _FIRE  # NOTE: one shared tuple; step() replaces it with None
         self.fn = fn
         self.arg = arg
-        # NOTE: inlined from Environment.schedule(): the same heap entry, one call less.
-        heappush(env._queue, (env._now + delay, priority, next(env._eid), self))
+        if delay == 0 and priority == NORMAL:
+            env.schedule(self)  # due now: mpisim's Environment keeps it out of the heap
+        else:
+            # NOTE: inlined from Environment.schedule(): the same heap entry, one call less.
+            heappush(env._queue, (env._now + delay, priority, next(env._eid), self))
 
 
 class AllDone:

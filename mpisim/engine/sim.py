@@ -15,14 +15,17 @@ from __future__ import annotations
 
 import gc
 import heapq
-from collections.abc import Generator, Iterator
+from collections import deque
+from collections.abc import Callable, Generator, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
 import numpy as np
 import simpy
-from simpy.events import URGENT
+from simpy.core import StopSimulation
+from simpy.events import NORMAL, URGENT
 
+from mpisim.engine.events import Call
 from mpisim.engine.trace import Tracer
 
 T = TypeVar("T")
@@ -31,11 +34,90 @@ T = TypeVar("T")
 Proc = Generator[simpy.Event, Any, T]
 
 
+class Environment(simpy.Environment):
+    """SimPy's environment, with two first-in first-out lanes for events due now.
+
+    Most events a simulation creates are due at the current instant: a request completes, a
+    protocol step starts, a waiting rank is resumed. SimPy keeps them in its heap with every
+    future event, and each goes in and out through about log2(pending) comparisons -- a
+    measurable cost once a thousand ranks have events pending. An event due now always sorts
+    as ``(now, priority, eid)`` with an ``eid`` larger than that of anything already scheduled,
+    so events due now at one priority are already in order when appended to a deque:
+
+    * ``call_soon(fn, arg)``: a call at URGENT priority, where the MPI layer starts a protocol
+      step (SimPy would start a process there);
+    * ``schedule(event)`` with no delay at NORMAL priority (``event.succeed()``, a zero
+      timeout, a process ending) goes to the second lane.
+
+    :meth:`step` (and :func:`run_until_idle`) take whichever of the two lane heads and the
+    heap's head sorts first, so the order of events is exactly what SimPy's heap alone would
+    give; only the heap operations are saved.
+    """
+
+    def __init__(self, initial_time: float = 0) -> None:
+        super().__init__(initial_time)
+        self._soon: deque[tuple[int, Callable[[Any], None], Any]] = deque()
+        self._lane: deque[tuple[int, Any]] = deque()
+
+    def call_soon(self, fn: Callable[[Any], None], arg: Any) -> None:
+        """Call ``fn(arg)`` at the current instant, as an URGENT event scheduled now would be."""
+        self._soon.append((next(self._eid), fn, arg))
+
+    def schedule(self, event: Any, priority: int = NORMAL, delay: float = 0) -> None:
+        """Schedule *event* (as SimPy does); one due now at NORMAL priority goes to the lane."""
+        if delay == 0 and priority == NORMAL:
+            self._lane.append((next(self._eid), event))
+        else:
+            heapq.heappush(self._queue, (self._now + delay, priority, next(self._eid), event))
+
+    def step(self) -> None:
+        """Process the next event, from a lane or from the heap, in SimPy's order."""
+        soon, lane, queue, now = self._soon, self._lane, self._queue, self._now
+        if soon and _before_heap(queue, now, URGENT, soon[0][0]):
+            _, fn, arg = soon.popleft()
+            fn(arg)
+        elif lane and _before_heap(queue, now, NORMAL, lane[0][0]):
+            _process(self, lane.popleft()[1])
+        else:
+            super().step()
+
+    def peek(self) -> float:
+        """Time of the next event (now, while events due now are waiting in a lane)."""
+        return self._now if self._soon or self._lane else super().peek()
+
+
+def _before_heap(queue: list, now: float, priority: int, eid: int) -> bool:
+    """True if an event due now with *priority* and *eid* sorts before the head of *queue*."""
+    if not queue:
+        return True
+    t, head_priority, head_eid = queue[0][0], queue[0][1], queue[0][2]
+    return t != now or head_priority > priority or (head_priority == priority and head_eid > eid)
+
+
+def _process(env: simpy.Environment, event: Any) -> None:
+    """What ``simpy.Environment.step`` does with an event once it is taken off the queue."""
+    if event.__class__ is Call:
+        event.fn(event.arg)  # what its one callback would do; a Call never fails
+        return
+    callbacks, event.callbacks = event.callbacks, None
+    try:
+        for callback in callbacks:
+            callback(event)
+    except StopSimulation:
+        event.callbacks = callbacks[callbacks.index(callback) + 1:]
+        env.schedule(event, -1)
+        raise
+    if not event._ok and not hasattr(event, "_defused"):
+        exc = type(event._value)(*event._value.args)
+        exc.__cause__ = event._value
+        raise exc
+
+
 class Simulation:
     """A self-contained simulation: environment, resolved scenario, seeded rng and tracer."""
 
     def __init__(self, scenario: Any = None, *, seed: int = 0, tracer: Tracer | None = None) -> None:
-        self.env = simpy.Environment()
+        self.env = Environment()
         self.scenario = scenario
         self.seed = seed
         self.rng = np.random.default_rng(seed)
@@ -68,12 +150,35 @@ def run_until_idle(env: simpy.Environment) -> int:
         env.run()
         return -1
     pop = heapq.heappop
+    soon = getattr(env, "_soon", ())  # NOTE: not `or ()`: an empty deque is falsy
+    lane = getattr(env, "_lane", ())
     processed = 0
     with gc_paused():
-        while queue:
-            # NOTE: inlined from simpy.Environment.step() for performance reasons.
+        while True:
+            # NOTE: Environment.step() and simpy.Environment.step(), inlined for performance.
+            if soon:
+                eid, fn, arg = soon[0]
+                if not queue or queue[0][0] != env._now or queue[0][1] > URGENT or (
+                        queue[0][1] == URGENT and queue[0][2] > eid):
+                    soon.popleft()
+                    processed += 1
+                    fn(arg)
+                    continue
+            if lane:
+                eid, event = lane[0]
+                if not queue or queue[0][0] != env._now or queue[0][1] > NORMAL or (
+                        queue[0][1] == NORMAL and queue[0][2] > eid):
+                    lane.popleft()
+                    processed += 1
+                    _process(env, event)
+                    continue
+            if not queue:
+                break
             env._now, _, _, event = pop(queue)
             processed += 1
+            if event.__class__ is Call:
+                event.fn(event.arg)  # what its one callback would do; a Call never fails
+                continue
             callbacks, event.callbacks = event.callbacks, None
             for callback in callbacks:
                 callback(event)
@@ -95,7 +200,15 @@ def run_urgent_now(env: simpy.Environment) -> None:
     """
     queue = env._queue
     now = env._now
-    while queue and queue[0][1] == URGENT and queue[0][0] == now:
+    soon = getattr(env, "_soon", ())  # NOTE: not `or ()`: an empty deque is falsy
+    while True:
+        heap_ready = queue and queue[0][1] == URGENT and queue[0][0] == now
+        if soon and (not heap_ready or queue[0][2] > soon[0][0]):
+            _, fn, arg = soon.popleft()
+            fn(arg)
+            continue
+        if not heap_ready:
+            return
         event = heapq.heappop(queue)[3]
         callbacks, event.callbacks = event.callbacks, None
         for callback in callbacks:

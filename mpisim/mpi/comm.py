@@ -160,10 +160,20 @@ class Comm:
         rreq = world.post_recv(self, source, recvtag, recvbuf, status)
         if sreq.triggered and rreq.triggered:
             return rreq.value
-        both = AllDone(world.env, (sreq, rreq))
-        yield from world.block(self.world_rank, both, (_sendrecv_name, dest, source), (sreq, rreq), "recv",
-                               self._peer(source), sreq.nbytes)
+        yield from self._wait_both(sreq, rreq, dest, source)
         return rreq.value
+
+    def _wait_both(self, sreq: Request, rreq: Request, dest: int, source: int) -> Proc[None]:
+        """World.block for the two requests of a sendrecv, inlined (it runs for every step of
+        every algorithm): the same bookkeeping for deadlock reports and the same span."""
+        world = self.world
+        state = world.states[self.group[self._rank]]
+        state.call, state.waiting_on = (_sendrecv_name, dest, source), (sreq, rreq)
+        t0 = world.env._now
+        yield AllDone(world.env, (sreq, rreq))
+        state.call, state.waiting_on = "", ()
+        if world.tracer.record_spans:
+            world._span(self.world_rank, "recv", t0, _sendrecv_name(dest, source), self._peer(source), sreq.nbytes)
 
     def wait(self, request: Request, status: Status | None = None) -> Proc[Any]:
         """Wait for *request* and return its value (``MPI_Wait``)."""
@@ -240,7 +250,8 @@ class Comm:
         result in its own memory and is returned; otherwise the result is a new payload.
         """
         result = inoutbuf.accumulate(inbuf, op)
-        yield from self._charge_reduce(op, inoutbuf.nbytes)
+        if self.world.config.reduce_cost:
+            yield from self._charge_reduce(op, inoutbuf.nbytes)
         return result
 
     def sendrecv_reduce(self, sendbuf: Payload, dest: int, inoutbuf: Payload, source: int, op: Op = SUM,
@@ -259,11 +270,10 @@ class Comm:
         sreq = world.post_send(self, sendbuf, dest, sendtag)
         rreq = world.post_recv(self, source, recvtag, inoutbuf, None, op)
         if not (sreq.triggered and rreq.triggered):
-            both = AllDone(world.env, (sreq, rreq))
-            yield from world.block(self.world_rank, both, (_sendrecv_name, dest, source), (sreq, rreq), "recv",
-                                   self._peer(source), sreq.nbytes)
+            yield from self._wait_both(sreq, rreq, dest, source)
         result = rreq.value if inoutbuf.writable else inoutbuf.accumulate(rreq.value, op)
-        yield from self._charge_reduce(op, inoutbuf.nbytes)
+        if world.config.reduce_cost:
+            yield from self._charge_reduce(op, inoutbuf.nbytes)
         return result
 
     def _charge_reduce(self, op: Op, nbytes: int) -> Proc[None]:

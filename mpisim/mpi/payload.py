@@ -328,7 +328,9 @@ def in_place(buf: Any) -> Payload:
 
 def as_payload(buf: Any) -> Payload:
     """Wrap a user buffer: a Payload stays itself, anything array-like becomes a DataPayload."""
-    if isinstance(buf, Payload):
+    # NOTE: the two concrete classes first: isinstance() against an ABC is slow, and this runs
+    # for every receive.
+    if buf.__class__ is SizePayload or buf.__class__ is DataPayload or isinstance(buf, Payload):
         return buf
     return DataPayload(np.asarray(buf))
 

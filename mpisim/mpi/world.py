@@ -35,12 +35,11 @@ blocked rank, the call it is blocked in and the cycle of waits between ranks.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from heapq import heappush
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import simpy
-from simpy.events import NORMAL, PENDING
+from simpy.events import PENDING
 
 from mpisim.engine.events import URGENT, Call
 from mpisim.engine.records import MessageRecord, SpanRecord
@@ -54,7 +53,7 @@ from mpisim.errors import (
 )
 from mpisim.mpi.config import MpiConfig
 from mpisim.mpi.ops import Op
-from mpisim.mpi.payload import Payload, as_payload
+from mpisim.mpi.payload import DataPayload, Payload, SizePayload, as_payload
 from mpisim.mpi.request import ANY_SOURCE, ANY_TAG, PROC_NULL, Request, Status
 from mpisim.mpi.wire import Wire
 
@@ -138,12 +137,12 @@ class RankState:
 
 
 def _succeed(env: simpy.Environment, req: Request, value: Any) -> None:
-    """``req.succeed(value)``: the same queue entry, without two method calls (once per message)."""
+    """``req.succeed(value)``: the same scheduling, one method call less (once per message)."""
     if req._value is not PENDING:
         raise RuntimeError(f"{req} has already been triggered")
     req._ok = True
     req._value = value
-    heappush(env._queue, (env._now, NORMAL, next(env._eid), req))  # NOTE: Environment.schedule, inlined
+    env.schedule(req)
 
 
 def _matches(req: Request, context: int, src_rank: int, tag: int) -> bool:
@@ -184,6 +183,9 @@ class World:
         #: SimPy events processed by :meth:`run` (a benchmark figure: events per second).
         self.events_processed = 0
         self._node_of = [topology.node_of(rank) for rank in range(self.size)]  # read per message
+        #: Start a protocol step now, at URGENT priority (where SimPy would start a process).
+        self._call_soon: Callable[[Callable[[Any], None], Any], None] = getattr(
+            self.env, "call_soon", self._urgent_call)
         self._world_comms: list[Comm] | None = None
         #: Start a transfer and call ``fn(arg)`` when it has arrived; True if it was over at once.
         self._post: Callable[[int, int, int, Callable[[Any], None], Any], bool] = getattr(
@@ -277,7 +279,7 @@ class World:
         # payloads from collectives are immutable values and travel by reference. An owned
         # (writable) payload is read when its data leaves: an eager send copies it now, a
         # rendezvous send when the data is delivered (_data_arrived).
-        if isinstance(buf, Payload):
+        if buf.__class__ is SizePayload or buf.__class__ is DataPayload or isinstance(buf, Payload):
             payload, user = buf, buf
         else:
             array = np.array(buf, copy=True)
@@ -308,14 +310,14 @@ class World:
         elif protocol == "eager" and cfg.send_overhead == 0.0 and cfg.copy_time(nbytes) == 0.0:
             # NOTE: the common case needs no sender step: the send is complete at once.
             req.succeed()
-            Call(self.env, self._inject_eager, msg, priority=URGENT)
+            self._call_soon(self._inject_eager, msg)
         else:
-            Call(self.env, self._start_send, msg, priority=URGENT)
+            self._call_soon(self._start_send, msg)
         return req
 
     # The protocols are chains of steps: each step starts a transfer (or a delay) and names the
-    # step that follows it. A step that starts on its own is scheduled URGENT, where SimPy
-    # would have scheduled the initialisation of a process doing the same work.
+    # step that follows it. A step that starts on its own is called soon (URGENT, now), where
+    # SimPy would have scheduled the initialisation of a process doing the same work.
 
     def _start_send(self, msg: Message) -> None:
         overhead = self.config.send_overhead
@@ -356,7 +358,8 @@ class World:
             self._arrive(msg)
 
     def _rts_arrived(self, msg: Message) -> None:
-        self._span(msg.src, "rts", msg.t_phase, "RTS", msg.dst, self.config.header_bytes)
+        if self.tracer.record_spans:
+            self._span(msg.src, "rts", msg.t_phase, "RTS", msg.dst, self.config.header_bytes)
         self._arrive(msg)
 
     def _start_cts(self, msg: Message) -> None:
@@ -365,7 +368,8 @@ class World:
             self._cts_arrived(msg)
 
     def _cts_arrived(self, msg: Message) -> None:
-        self._span(msg.dst, "cts", msg.t_phase, "CTS", msg.src, self.config.header_bytes)
+        if self.tracer.record_spans:
+            self._span(msg.dst, "cts", msg.t_phase, "CTS", msg.src, self.config.header_bytes)
         Call(self.env, self._send_data, msg)  # the sender learns of the CTS
 
     def _send_data(self, msg: Message) -> None:
@@ -379,10 +383,11 @@ class World:
             self._land(msg)
         elif msg.payload.writable:
             msg.payload = msg.user = msg.payload.copy()
-        self._span(msg.src, "data", msg.t_data, "data", msg.dst, msg.nbytes)
+        if self.tracer.record_spans:
+            self._span(msg.src, "data", msg.t_data, "data", msg.dst, msg.nbytes)
         _succeed(self.env, msg.send_req, None)
         self._complete_recv(msg, self.config.recv_overhead)
-        Call(self.env, self._start_fin, msg, priority=URGENT)
+        self._call_soon(self._start_fin, msg)
 
     def _start_fin(self, msg: Message) -> None:
         msg.t_phase = self.env.now
@@ -393,6 +398,10 @@ class World:
 
     def _fin_arrived(self, msg: Message) -> None:
         self._span(msg.dst, "fin", msg.t_phase, "FIN", msg.src, self.config.header_bytes)
+
+    def _urgent_call(self, fn: Callable[[Any], None], arg: Any) -> None:
+        """``call_soon`` on an environment without one: an URGENT event now."""
+        Call(self.env, fn, arg, priority=URGENT)
 
     def _post_via_transfer(self, src: int, dst: int, nbytes: int, fn: Callable[[Any], None] | None, arg: Any) -> bool:
         """``post`` for a network model that only has the ``transfer`` generator."""
@@ -505,7 +514,7 @@ class World:
                 delay += self.config.copy_time(msg.nbytes)  # copy out of the unexpected queue
             self._complete_recv(msg, delay)
         else:
-            Call(self.env, self._start_cts, msg, priority=URGENT)
+            self._call_soon(self._start_cts, msg)
 
     def _complete_recv(self, msg: Message, delay: float) -> None:
         if delay > 0:

@@ -39,10 +39,19 @@ simulated instant are handled together: the first change at an instant schedules
 priority below SimPy's NORMAL, so SimPy processes it after every ordinary event of that
 instant: when 1024 ranks start a ring step together, the network solves once, not 1024 times.
 
+**Events batched at one instant.** For the MPI layer, which calls :meth:`FairShareNetwork.post`
+rather than running a ``transfer`` generator, the other per-transfer events are batched too:
+transfers whose latency ends at the same instant share one event that turns them into flows
+(in posting order, which is the order their separate events would have had), and flows that
+one callback completes share one event that tells their callers, in completion order, with
+the URGENT work each caller starts run in between, as SimPy would have run it.
+
 **Completions** live in a heap of ``(t_finish, flow sequence number, version, flow)``. When a
 flow's rate changes its version goes up and a new entry is pushed; the old one is ignored when
 it reaches the top (lazy deletion), and the heap is compacted when stale entries outnumber
-live ones. A single *driver* timeout waits for the earliest live entry; SimPy cannot cancel a
+live ones. Flows that start alone on their links in one solve and finish at the same time (a
+ring step) share one entry, a group, which the driver expands and sorts back into the order
+single entries would have had. A single *driver* timeout waits for the earliest live entry; SimPy cannot cancel a
 timeout, so when an earlier completion appears a new driver is scheduled and the superseded
 one, recognised by its generation number, does nothing when it fires. So a solve costs
 O(k log k) for a component of k flows plus at most one SimPy event, instead of one timeout per
@@ -161,6 +170,21 @@ class _InFlight:
         self.route, self.nbytes, self.fn, self.arg = route, nbytes, fn, arg
         env = net.env
         heappush(env._queue, (env._now + route.latency, NORMAL, next(env._eid), self))
+
+
+#: The version field of a heap entry that holds a group of flows finishing together.
+_GROUP = -1
+
+
+def _live(entry: tuple) -> bool:
+    """True if a completion-heap entry (a flow, or a group of them) still stands for a flow."""
+    if entry[2] == _GROUP:
+        return any(version == flow.version and not flow.finished for _, version, flow in entry[3])
+    return entry[2] == entry[3].version and not entry[3].finished
+
+
+def _due_order(entry: tuple) -> tuple[float, int, int]:
+    return entry[0], entry[1], entry[2]
 
 
 def _flow_seq(flow: Flow) -> int:
@@ -347,6 +371,7 @@ class FairShareNetwork:
             self._finishing = []
             busy_time, busy_since, link_bytes = self._busy_time, self._busy_since, self.link_bytes
             tracer = self.sim.tracer
+            record_links = tracer.record_links
             for flow in finishing:
                 seq, nbytes = flow.seq, flow.nbytes
                 for i in flow.ids:
@@ -355,7 +380,7 @@ class FairShareNetwork:
                     if not on:
                         busy_time[i] += now - busy_since[i]
                     link_bytes[i] += nbytes
-                    if tracer.record_links:
+                    if record_links:
                         tracer.link(LinkRecord(self._links[i].name, flow.t_start, now, nbytes))  # type: ignore[union-attr]
                 seeds.extend(flow.ids)
             self.active_flows -= len(finishing)
@@ -365,10 +390,9 @@ class FairShareNetwork:
             links, busy_since = self._links, self._busy_since
             for flow in starting:
                 seq = flow.seq
-                for link in flow.links:
-                    i = link.index
+                for k, i in enumerate(flow.ids):
                     if not 0 <= i < len(links) or links[i] is None:
-                        self._register(link)
+                        self._register(flow.links[k])
                     on = flows_on[i]
                     if not on:
                         busy_since[i] = now
@@ -376,6 +400,8 @@ class FairShareNetwork:
                 flow.t_start = flow.t_last = now
             self.active_flows += len(starting)
             heap = self._heap
+            group: list[tuple[int, int, Flow]] | None = None  # alone flows sharing one finish time
+            t_group = -1.0
             for flow in starting:
                 ids = flow.ids
                 for i in ids:
@@ -393,8 +419,14 @@ class FairShareNetwork:
                     flow.rate = rate
                     flow.version += 1
                     if rate > 0.0:
-                        flow.t_finish = now + flow.remaining / rate
-                        heapq.heappush(heap, (flow.t_finish, flow.seq, flow.version, flow))
+                        t_finish = flow.t_finish = now + flow.remaining / rate
+                        # NOTE: flows of a step (same size, same bottleneck) finish together:
+                        # they share one heap entry, a group (see _on_driver).
+                        if group is not None and t_finish == t_group:
+                            group.append((flow.seq, flow.version, flow))
+                        else:
+                            group, t_group = [(flow.seq, flow.version, flow)], t_finish
+                            heapq.heappush(heap, (t_finish, flow.seq, _GROUP, group))
                     else:
                         flow.t_finish = math.inf
 
@@ -547,11 +579,11 @@ class FairShareNetwork:
         """Make sure a driver timeout waits for the earliest live completion."""
         heap = self._heap
         if len(heap) > 2 * self.active_flows + 64:
-            heap[:] = [e for e in heap if e[2] == e[3].version and not e[3].finished]
+            heap[:] = [e for e in heap if _live(e)]
             heapq.heapify(heap)
         while heap:
-            t_finish, _, version, flow = heap[0]
-            if version == flow.version and not flow.finished:
+            if _live(heap[0]):
+                t_finish = heap[0][0]
                 break
             heapq.heappop(heap)
         else:
@@ -570,12 +602,24 @@ class FairShareNetwork:
         now = self.env.now
         due = now + _TIME_RTOL * now
         heap = self._heap
-        completed = False
+        ready: list[tuple[float, int, int, Flow]] = []
+        grouped = False
         while heap and heap[0][0] <= due:
-            _, _, version, flow = heapq.heappop(heap)
+            entry = heapq.heappop(heap)
+            if entry[2] == _GROUP:
+                grouped = True
+                t_finish = entry[0]
+                ready.extend((t_finish, seq, version, flow) for seq, version, flow in entry[3])
+            else:
+                ready.append(entry)
+        if grouped:
+            ready.sort(key=_due_order)  # the order single entries would have come off the heap
+        completed = False
+        finishing = self._finishing
+        for _, _, version, flow in ready:
             if version == flow.version and not flow.finished:
                 self._complete(flow)
-                self._finishing.append(flow)
+                finishing.append(flow)
                 completed = True
         self._arrivals = None
         if completed:
@@ -609,9 +653,10 @@ class FairShareNetwork:
         """
         env = self.env
         queue = env._queue
+        soon = getattr(env, "_soon", None)
         for flow in arrivals:
             flow.fn(flow.arg)
-            if queue and queue[0][1] == URGENT and queue[0][0] == env._now:
+            if soon or (queue and queue[0][1] == URGENT and queue[0][0] == env._now):
                 run_urgent_now(env)
 
     def _attach(self, flow: Flow, now: float) -> None:
