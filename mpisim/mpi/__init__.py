@@ -7,12 +7,12 @@ It knows nothing of collective algorithms (they live one layer up and are reache
 from mpisim.mpi.comm import UNDEFINED, Comm
 from mpisim.mpi.config import MpiConfig
 from mpisim.mpi.ops import MAX, MIN, PROD, SUM, Op, get_op
-from mpisim.mpi.payload import DataPayload, Payload, SizePayload, as_payload, make_payload
+from mpisim.mpi.payload import DataPayload, Payload, SizePayload, as_payload, in_place, make_payload
 from mpisim.mpi.request import ANY_SOURCE, ANY_TAG, PROC_NULL, Request, Status
 from mpisim.mpi.world import World
 
 __all__ = [
     "ANY_SOURCE", "ANY_TAG", "MAX", "MIN", "PROC_NULL", "PROD", "SUM", "UNDEFINED",
     "Comm", "DataPayload", "MpiConfig", "Op", "Payload", "Request", "SizePayload", "Status", "World",
-    "as_payload", "get_op", "make_payload",
+    "as_payload", "get_op", "in_place", "make_payload",
 ]
