@@ -259,6 +259,28 @@ def test_ring_allreduce_time_matches_the_closed_form():
     assert max(ends) == pytest.approx(expected, rel=1e-12)
 
 
+def test_pingpong_time_matches_the_closed_form():
+    """k eager round trips on the analytic model take exactly 2k(alpha + n beta)."""
+    k, n, alpha, bandwidth = 50, 800, 1.5e-6, 12.5e9
+    world = world_of(full_mesh(2, alpha, bandwidth), "analytic")
+    buf = SizePayload(n, np.int8)
+
+    def program(comm):
+        peer = 1 - comm.rank
+        for _ in range(k):
+            if comm.rank == 0:
+                yield from comm.send(buf, dest=peer)
+                yield from comm.recv(source=peer)
+            else:
+                yield from comm.recv(source=peer)
+                yield from comm.send(buf, dest=peer)
+
+    world.launch(program)
+    world.run()
+    assert world.env.now == pytest.approx(2 * k * (alpha + n / bandwidth), rel=1e-12)
+    assert world.tracer.message_count == 2 * k
+
+
 def test_in_place_allreduce_leaves_the_sum_in_the_callers_arrays_without_a_second_buffer():
     """comm.allreduce(in_place(x), algorithm="ring"): numpy's answer, in x itself, and no copy of x.
 

@@ -225,6 +225,10 @@ class FairShareNetwork:
         self._starting: list[Flow] = []
         self._first_bytes: dict[float, list[tuple]] = {}  # posted transfers by end of latency
         self._arrivals: list[Flow] | None = None  # flows completed by the current callback
+        # NOTE: the topology's own route cache, read directly when it is a dict (one call less
+        # per transfer); Topology.route fills it.
+        cache = getattr(topology, "_routes", None)
+        self._route_cache: dict = cache if isinstance(cache, dict) else {}
         self._finishing: list[Flow] = []
         self._solve_scheduled = False
         self._stamp = 0
@@ -275,7 +279,7 @@ class FairShareNetwork:
         """
         if src == dst:
             return True
-        route = self.topology.route(src, dst)
+        route = self._route_cache.get((src, dst)) or self.topology.route(src, dst)
         if not route.links:
             return True
         if route.latency > 0:
@@ -616,11 +620,23 @@ class FairShareNetwork:
             ready.sort(key=_due_order)  # the order single entries would have come off the heap
         completed = False
         finishing = self._finishing
+        arrivals = self._arrivals
         for _, _, version, flow in ready:
             if version == flow.version and not flow.finished:
-                self._complete(flow)
-                finishing.append(flow)
                 completed = True
+                finishing.append(flow)
+                if flow.fn is None or flow.done is not None:
+                    self._complete(flow)
+                    arrivals = self._arrivals
+                    continue
+                # NOTE: _complete, inlined for the common case (a posted transfer).
+                flow.finished = True
+                flow.remaining = 0.0
+                self.flows_finished += 1
+                if arrivals is None:
+                    arrivals = self._arrivals = []
+                    Call(self.env, self._arrived_cb, arrivals)
+                arrivals.append(flow)
         self._arrivals = None
         if completed:
             self._request_solve()

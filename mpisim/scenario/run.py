@@ -12,6 +12,13 @@ its spec, the network model, the MPI settings and the default algorithms. Worlds
 state, so points cannot disturb one another and a sweep point run in another process gives the
 same numbers as one run here.
 
+**Trace volume.** A ring allreduce over 1024 ranks sends two million messages; keeping a
+record of each would cost gigabytes. So when the scenario leaves ``trace.messages`` or
+``trace.spans`` unset, a world of more than :data:`LARGE_WORLD_RANKS` ranks keeps no records of
+that kind (the counters ``message_count`` and ``message_bytes`` stay exact), and the point says
+so in a note. Setting the key, e.g. ``--set trace.messages=true``, keeps the records whatever
+the size.
+
 A simulated program that fails (deadlock, truncation, ...) raises its
 :class:`~mpisim.errors.MPIError` out of :func:`run_scenario`, unless the scenario says it
 expects exactly that (``expect_failure: deadlock``); then the failure is recorded in the result
@@ -41,10 +48,14 @@ from mpisim.scenario.model import FAILURE_KINDS, TOP_LEVEL_KEYS, Scenario
 from mpisim.scenario.observe import link_totals, network_summary
 from mpisim.workloads.base import RunContext, WorkloadOutput, get_workload
 
-__all__ = ["PointResult", "failure_kind", "new_world_factory", "run_point", "run_scenario", "write_atomic"]
+__all__ = ["LARGE_WORLD_RANKS", "PointResult", "failure_kind", "new_world_factory", "run_point", "run_scenario",
+           "trace_records", "write_atomic"]
 
 #: Called with (points done, points in total) as a sweep progresses.
 ProgressFn = Callable[[int, int], None]
+
+#: Worlds with more ranks than this keep no message or span records unless the scenario asks.
+LARGE_WORLD_RANKS = 256
 
 
 def failure_kind(err: MPIError) -> str:
@@ -96,14 +107,17 @@ class PointResult:
 
 
 def new_world_factory(scenario: Scenario, log: TextIO | None = None) -> tuple[Callable[[], World], list[World]]:
-    """Return a function making fresh worlds for *scenario*, and the list it appends them to."""
+    """Return a function making fresh worlds for *scenario*, and the list it appends them to.
+
+    Each world keeps the records :func:`trace_records` allows for its size.
+    """
     created: list[World] = []
 
     def new_world() -> World:
-        trace = scenario.trace
-        tracer = Tracer(messages=trace.messages, spans=trace.spans, links=trace.links, log=log)
-        sim = Simulation(scenario, seed=scenario.seed, tracer=tracer)
         topology = build_topology(scenario.topology)
+        messages, spans = trace_records(scenario, topology.size)
+        tracer = Tracer(messages=messages, spans=spans, links=scenario.trace.links, log=log)
+        sim = Simulation(scenario, seed=scenario.seed, tracer=tracer)
         network = make_model(scenario.network.model, sim, topology)
         world = World(
             sim,
@@ -117,6 +131,42 @@ def new_world_factory(scenario: Scenario, log: TextIO | None = None) -> tuple[Ca
         return world
 
     return new_world, created
+
+
+def _explicit_trace_keys(scenario: Scenario) -> set[str]:
+    """Return which of ``trace.messages`` and ``trace.spans`` the scenario sets (null is unset)."""
+    raw = scenario.raw.get("trace")
+    if not isinstance(raw, Mapping):
+        return set()
+    return {key for key in ("messages", "spans") if raw.get(key) is not None}
+
+
+def trace_records(scenario: Scenario, ranks: int) -> tuple[bool, bool]:
+    """Return whether a world of *ranks* keeps (message, span) records under *scenario*.
+
+    The scenario's own ``trace.messages`` / ``trace.spans`` win; a key it leaves unset is off
+    for worlds of more than :data:`LARGE_WORLD_RANKS` ranks.
+    """
+    trace, explicit = scenario.trace, _explicit_trace_keys(scenario)
+    large = ranks > LARGE_WORLD_RANKS
+    messages = trace.messages if "messages" in explicit or not large else False
+    spans = trace.spans if "spans" in explicit or not large else False
+    return messages, spans
+
+
+def _trace_note(scenario: Scenario, worlds: list[World]) -> str | None:
+    """Say that large worlds dropped records the scenario did not ask about, and how to keep them."""
+    largest = max((world.size for world in worlds), default=0)
+    if largest <= LARGE_WORLD_RANKS:
+        return None
+    explicit = _explicit_trace_keys(scenario)
+    dropped = [key for key in ("messages", "spans") if key not in explicit and getattr(scenario.trace, key)]
+    if not dropped:
+        return None
+    kinds = " and ".join(key.removesuffix("s") for key in dropped)
+    sets = " ".join(f"--set trace.{key}=true" for key in dropped)
+    return (f"{largest} ranks: {kinds} records not kept for worlds of more than {LARGE_WORLD_RANKS} ranks "
+            f"(counters stay exact); to keep them use {sets}")
 
 
 def _world_records(label: str, world: World, point: Mapping[str, Any],
@@ -172,6 +222,9 @@ def run_point(scenario: Scenario, point: Mapping[str, Any] | None = None, log: T
     network = network_summary(output.worlds[0][1]) if output.worlds else {}
     prefix = f"[{describe_where(point)}] " if point else ""
     notes = [prefix + note for note in output.notes]
+    trace_note = _trace_note(scenario, created)
+    if trace_note:
+        notes.append(prefix + trace_note)
     for _, world in output.worlds:
         notes.extend(prefix + note for note in world.unmatched if prefix + note not in notes)
     return PointResult(

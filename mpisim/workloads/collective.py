@@ -30,9 +30,14 @@ for ``prod``), stored in the requested dtype. Sums and products of such numbers 
 any order in floating point (as long as ``3 x ranks`` stays below the mantissa: 2048 ranks for
 float16), so every rank's output must equal numpy's reference bit for bit, whatever order
 the algorithm reduces in; integer dtypes wrap around identically in every order. ``verified``
-is ``null`` with size-only payloads and for ``barrier``. A point whose inputs would exceed
-:data:`MAX_DATA_BYTES` (512 MiB) over all ranks runs size-only even in data mode -- its time
-is the same, as time depends on byte counts only -- with ``verified: null`` and a note.
+is ``null`` with size-only payloads and for ``barrier``.
+
+**Memory.** ``payload: data`` always means real data: every rank's buffers live in this one
+process. Before a point allocates anything, its peak payload memory (inputs, results, the
+algorithm's working set and the numpy check) is estimated with
+:func:`~mpisim.collectives.memory.estimate_collective`, and a point that would not fit in the
+memory available is refused (a ConfigError at ``payload``) with the estimate. ``payload: size``
+gives the same times without the memory, as time depends on byte counts only.
 
 **Worlds kept for reports.** Each algorithm's largest size is always kept; the other points
 are kept too while the message records of all kept worlds stay under
@@ -61,7 +66,7 @@ from typing import Any
 import numpy as np
 
 import mpisim.collectives  # noqa: F401  (registers the algorithms that names are checked against)
-from mpisim.collectives import dispatch, registry
+from mpisim.collectives import dispatch, memory, registry
 from mpisim.collectives.select import network_parameters
 from mpisim.engine.sim import Proc
 from mpisim.engine.units import format_size, parse_count, parse_size
@@ -83,8 +88,6 @@ REDUCING = frozenset({"reduce", "allreduce", "reduce_scatter"})
 
 #: Keep every point's world while the kept worlds hold fewer message records than this.
 MAX_KEPT_MESSAGES = 200_000
-#: Largest input, summed over all ranks, that is carried as real data; larger points run size-only.
-MAX_DATA_BYTES = 512 * 2**20
 
 DTYPES: dict[str, str] = {
     "float16": "float16", "fp16": "float16", "half": "float16",
@@ -462,10 +465,9 @@ def run(params: CollectiveParams, ctx: RunContext) -> WorkloadOutput:
                 raise ConfigError(f"root {params.root} is not a rank of a {p}-rank world", "root")
             check_requirements(params.collective, algorithm, p, params.op)
             count, nccl_count, nbytes = layout(params.collective, size, dtype.itemsize, p)
-            data = ctx.data and params.collective != "barrier" and count * dtype.itemsize * p <= MAX_DATA_BYTES
-            if ctx.data and params.collective != "barrier" and not data:
-                out.notes.append(f"{params.collective} {format_size(nbytes)} on {p} ranks: inputs too large for "
-                                 f"real data ({format_size(count * dtype.itemsize * p)}); ran size-only, not verified")
+            data = ctx.data and params.collective != "barrier"
+            if data:
+                check_point_memory(world, params, algorithm, count * dtype.itemsize, nbytes)
             point = _Point(params.collective, algorithm, params.op, params.root, params.iterations,
                            count, dtype, data, ctx.seed)
             outputs: list[Any] = [None] * p
@@ -496,6 +498,25 @@ def run(params: CollectiveParams, ctx: RunContext) -> WorkloadOutput:
             out.notes.extend(world.unmatched)
     out.worlds = _worlds_to_keep(measured)
     return out
+
+
+def check_point_memory(world: World, params: CollectiveParams, algorithm: str | None, buffer_bytes: int,
+                       nbytes: int) -> None:
+    """Refuse a real-data point that would not fit in memory, before any buffer exists.
+
+    *buffer_bytes* is each rank's buffer, *nbytes* the point's nccl-tests size. The estimate
+    follows the algorithm that will run (``auto`` resolved as the rank program resolves it).
+    Raises MemoryLimitError (a ConfigError at ``payload``).
+    """
+    p = world.size
+    size = dispatch.size_of_call(params.collective, buffer_bytes, p)
+    ran = dispatch.resolve(world.comm_world(0), params.collective, algorithm, size, get_op(params.op)).name
+    estimate = memory.estimate_collective(params.collective, ran, p, buffer_bytes, verify=True)
+    try:
+        memory.check_memory(estimate)
+    except memory.MemoryLimitError as err:
+        raise memory.MemoryLimitError(f"{params.collective} {format_size(nbytes)} on {p} ranks: {err.message}",
+                                      err.path) from None
 
 
 def closed_form_time(world: World, collective: str, algorithm: str, nbytes: int) -> float | None:

@@ -38,12 +38,13 @@ each rank hands to collectives after compression), ``buckets``, ``algorithm`` (w
   uses the scenario's allgather algorithm, else ``auto`` (``sync`` names the allreduce only).
   Both keys may be combined.
 
-With real data (``payload: data``, small models only) every rank's gradients are small integers
-from the seed and rank, so the averaged gradient (the sum divided by p) must equal numpy's
-exactly; ``verified`` says whether it did (``null`` with size-only payloads). A model whose
-gradients over all ranks exceed :data:`~mpisim.workloads.collective.MAX_DATA_BYTES` (512 MiB)
-runs size-only even in data mode (same timing; ``verified: null`` and a note), so the
-300M-parameter examples work whatever the scenario's payload.
+With real data (``payload: data``) every rank's gradients are small integers from the seed
+and rank, so the averaged gradient (the sum divided by p) must equal numpy's exactly;
+``verified`` says whether it did (``null`` with size-only payloads). Real data lives in this one
+process, so before anything is allocated :func:`memory_estimate` adds up every rank's gradients
+and what the largest bucket's allreduce (or top-k allgather) and its numpy check need, and a
+model that would not fit in the memory available is refused (a ConfigError at ``payload``)
+with the estimate. Large models belong in ``payload: size``: same timing, no payload memory.
 
 YAML::
 
@@ -72,7 +73,7 @@ from typing import Any
 import numpy as np
 
 import mpisim.collectives  # noqa: F401  (registers the algorithms that ``sync`` is checked against)
-from mpisim.collectives import dispatch, registry
+from mpisim.collectives import dispatch, memory, registry
 from mpisim.engine.sim import Proc
 from mpisim.engine.units import parse_size, parse_time
 from mpisim.errors import ConfigError, UnitError
@@ -81,7 +82,6 @@ from mpisim.mpi.ops import SUM
 from mpisim.mpi.payload import DataPayload, Payload, SizePayload
 from mpisim.workloads.base import RunContext, WorkloadOutput, register_workload
 from mpisim.workloads.collective import (
-    MAX_DATA_BYTES,
     check_keys,
     check_requirements,
     parse_dtype,
@@ -456,6 +456,34 @@ def make_plan(params: TrainingParams, data: bool = False, seed: int = 0) -> _Pla
                  params.topk, params.sync, params.iterations, data, seed)
 
 
+def memory_estimate(plan: _Plan, p: int, default_sync: str | None = None) -> memory.MemoryEstimate:
+    """Estimate the peak payload memory of a real-data iteration of *plan* on *p* ranks.
+
+    Inputs are every rank's gradients (in the wire dtype; DDP keeps the whole model's); on top
+    come the results, working set and numpy check of the largest bucket's collective -- the
+    allreduce in *plan*'s ``sync`` algorithm (else *default_sync*, else ``auto``), or with top-k
+    the allgather of the packed entries -- which :func:`~mpisim.collectives.memory.estimate_collective`
+    counts, less the inputs it would count again.
+    """
+    largest = max(b.count for b in plan.buckets)
+    if plan.topk is None:
+        collective, algorithm = "allreduce", plan.sync or default_sync or "auto"
+        nbytes = largest * plan.wire_dtype.itemsize
+    else:
+        collective, algorithm = "allgather", "auto"
+        nbytes = topk_count(plan.topk, largest) * (plan.wire_dtype.itemsize + INDEX_DTYPE.itemsize)
+    call = memory.estimate_collective(collective, algorithm, p, nbytes, verify=True)
+    gradients_bytes = p * sum(b.count for b in plan.buckets) * plan.wire_dtype.itemsize
+    return memory.MemoryEstimate(
+        inputs=gradients_bytes,
+        results=call.results,
+        working=call.working,
+        verification=call.verification,
+        description=f"training, {p} ranks x {gradients_bytes // p / 1e9:.3g} GB of gradients; "
+                    f"largest bucket: {call.description}",
+    )
+
+
 def run(params: TrainingParams, ctx: RunContext) -> WorkloadOutput:
     """Play ``iterations`` data-parallel iterations on one fresh world; return one training row."""
     out = WorkloadOutput()
@@ -463,11 +491,10 @@ def run(params: TrainingParams, ctx: RunContext) -> WorkloadOutput:
     p = world.size
     if params.topk is None and p > 1:
         check_requirements("allreduce", params.sync, p, "sum")
-    data = ctx.data and p > 1 and params.params * np.dtype(params.dtype).itemsize * p <= MAX_DATA_BYTES
-    if ctx.data and p > 1 and not data:
-        out.notes.append(f"training: {params.params} parameters on {p} ranks are too large for real data; "
-                         "ran size-only, not verified")
+    data = ctx.data and p > 1
     plan = make_plan(params, data, ctx.seed)
+    if data:
+        memory.check_memory(memory_estimate(plan, p, world.algorithms.get("allreduce")))
     clock: list[tuple[float, float]] = []
     spans: list[list[tuple[float, float]]] = [[] for _ in range(p)]
     results: list[bool] = []

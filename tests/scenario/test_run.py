@@ -7,6 +7,7 @@ import os
 
 import pytest
 
+import mpisim.scenario.run as run_module
 import tests.scenario.fake_workloads  # noqa: F401  (registers the fake_pingpong workload)
 from mpisim.errors import CollectiveMismatchError, DeadlockError, InvalidRankError, MPIError, TruncationError
 from mpisim.report.records import RunResult, jsonable
@@ -200,3 +201,25 @@ def test_world_records_json_handles_numpy_and_infinite_values_and_any_column_ord
     for row in plain["spans"]["rows"]:
         row.reverse()
     assert WorldRecords.from_dict(plain).spans == [SpanRecord(1, "send", 0.0, 2.0, "x", 3, 8)]
+
+
+# ------------------------------------------------------------------------------ trace volume
+
+
+def test_large_worlds_keep_no_message_or_span_records_unless_asked(monkeypatch):
+    """Above LARGE_WORLD_RANKS (2 ranks > 1 here) unset trace keys turn off; counters stay exact."""
+    monkeypatch.setattr(run_module, "LARGE_WORLD_RANKS", 1)
+    result = run_scenario(scenario())
+    world = result.records[1]
+    assert world.messages == [] and world.spans == []
+    assert world.message_count == 1 and world.message_bytes == 2**20
+    assert result.notes == ["2 ranks: message and span records not kept for worlds of more than 1 ranks "
+                            "(counters stay exact); to keep them use --set trace.messages=true --set trace.spans=true"]
+    asked = run_scenario(scenario(trace={"messages": True}))
+    assert [m.nbytes for m in asked.records[1].messages] == [2**20] and asked.records[1].spans == []
+    assert asked.notes[0].endswith("span records not kept for worlds of more than 1 ranks "
+                                   "(counters stay exact); to keep them use --set trace.spans=true")
+    assert not run_scenario(scenario(trace={"messages": True, "spans": False})).notes
+    monkeypatch.setattr(run_module, "LARGE_WORLD_RANKS", 2)
+    small = run_scenario(scenario())
+    assert small.records[1].messages and not small.notes, "the threshold is 'more than'"

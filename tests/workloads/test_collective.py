@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import yaml
 
-from mpisim.collectives import registry
+from mpisim.cli import main
+from mpisim.collectives import memory, registry
 from mpisim.errors import ConfigError, MPIError, UnitError, UnknownAlgorithm
 from mpisim.workloads import collective
 from mpisim.workloads.collective import busbw_factor, layout, parse
@@ -222,11 +224,46 @@ def test_worlds_are_labelled_and_large_sweeps_keep_only_the_largest(monkeypatch)
     assert auto.worlds[0][0].endswith("96 B (auto)")
 
 
-def test_points_too_large_for_real_data_run_size_only_with_a_note(monkeypatch):
+def test_points_too_large_for_real_memory_are_refused_before_allocating(monkeypatch):
+    """Data mode always means real data: a point that would not fit is refused with its estimate."""
     raw = {"collective": "allgather", "algorithm": "ring", "sizes": [96, 3072]}
-    exact = collective.run(parse(raw), context(3)).rows
-    monkeypatch.setattr(collective, "MAX_DATA_BYTES", 1000)
-    out = collective.run(parse(raw), context(3))
-    assert [row["verified"] for row in out.rows] == [True, None]
-    assert [row["time_s"] for row in out.rows] == [row["time_s"] for row in exact]
-    assert len(out.notes) == 1 and "too large for real data" in out.notes[0]
+    allocated = []
+    real_input = collective.rank_input
+    monkeypatch.setattr(collective, "rank_input", lambda *a, **k: allocated.append(a) or real_input(*a, **k))
+    monkeypatch.setattr(memory, "available_memory", lambda: 20_000)
+    need = memory.estimate_collective("allgather", "ring", 3, 1024, verify=True).total
+    assert need > 0.9 * 20_000, "the 3072 B point must not fit, the 96 B point must"
+    with pytest.raises(memory.MemoryLimitError) as info:
+        collective.run(parse(raw), context(3))
+    assert info.value.path == "payload"
+    assert f"{need / 1e9:.3g} GB" in str(info.value) and "payload: size" in str(info.value)
+    assert "allgather 3 KiB on 3 ranks" in str(info.value)
+    assert {a[2] for a in allocated} == {8}, "only the point that fits allocated its inputs"
+    sized = collective.run(parse(raw), context(3, payload="size"))
+    assert [row["verified"] for row in sized.rows] == [None, None] and not sized.notes
+
+
+def test_the_estimate_follows_the_algorithm_auto_resolves_to(monkeypatch):
+    seen = []
+    real = memory.estimate_collective
+    monkeypatch.setattr(memory, "estimate_collective", lambda *a, **k: seen.append((a, k)) or real(*a, **k))
+    out = collective.run(parse({"collective": "allreduce", "sizes": [64]}), context(4))
+    assert seen == [(("allreduce", out.rows[0]["algorithm"], 4, 64), {"verify": True})]
+    collective.run(parse({"collective": "barrier", "sizes": [0]}), context(4))
+    assert len(seen) == 1, "a barrier carries no data"
+
+
+def test_the_cli_refuses_an_oversized_data_point_with_exit_2(tmp_path, capsys, monkeypatch):
+    path = tmp_path / "big.yaml"
+    path.write_text(yaml.safe_dump({
+        "topology": {"nodes": 2, "inter": {"kind": "star", "bandwidth": "1 GB/s", "latency": "1 us"}},
+        "network": "analytic",
+        "workload": {"kind": "collective", "collective": "allreduce", "algorithm": "ring", "sizes": ["1 MiB"]},
+    }))
+    monkeypatch.setattr(memory, "available_memory", lambda: 1_000_000)
+    assert main(["run", str(path)]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1
+    assert err.startswith(f"{path}: payload: allreduce 1 MiB on 2 ranks: real-data payloads need about ")
+    assert "but only 0.001 GB of memory is available; use 'payload: size'" in err
+    assert main(["run", str(path), "--payload", "size"]) == 0, capsys.readouterr().err

@@ -7,6 +7,7 @@ import math
 import numpy as np
 import pytest
 
+from mpisim.collectives import memory
 from mpisim.errors import ConfigError, UnitError
 from mpisim.workloads import training
 from mpisim.workloads.training import Bucket, ddp_buckets, parse, parse_flops
@@ -214,10 +215,21 @@ def test_without_sync_the_worlds_default_allreduce_runs():
     assert row["algorithm"] == "parameter_server"
 
 
-def test_models_too_large_for_real_data_run_size_only_with_a_note(monkeypatch):
-    exact = training.run(parse(SMALL), context(3)).rows[0]
-    monkeypatch.setattr(training, "MAX_DATA_BYTES", 1000)
-    out = training.run(parse(SMALL), context(3))
-    assert out.rows[0]["verified"] is None
-    assert out.rows[0]["iteration_time_s"] == exact["iteration_time_s"]
-    assert "too large for real data" in out.notes[0]
+def test_models_too_large_for_real_memory_are_refused_with_the_estimate(monkeypatch):
+    plan = training.make_plan(parse(SMALL), data=True)
+    need = training.memory_estimate(plan, 3)
+    grads = sum(SMALL["layers"]) * 4
+    assert need.inputs == 3 * grads and need.total > need.inputs
+    ring = memory.estimate_collective("allreduce", "ring", 3, max(b.count for b in plan.buckets) * 4, verify=True)
+    assert training.memory_estimate(plan, 3, "ring").total == 3 * grads + ring.total - ring.inputs
+    monkeypatch.setattr(memory, "available_memory", lambda: need.total)  # fits, not with 10% headroom
+    with pytest.raises(memory.MemoryLimitError) as info:
+        training.run(parse(SMALL), context(3))
+    assert info.value.path == "payload" and f"{need.total / 1e9:.3g} GB" in str(info.value)
+    assert "payload: size" in str(info.value)
+    (row,) = training.run(parse(SMALL), context(3, payload="size")).rows
+    assert row["verified"] is None
+    monkeypatch.setattr(memory, "available_memory", lambda: 2 * need.total)
+    assert training.run(parse(SMALL), context(3)).rows[0]["verified"] is True
+
+
