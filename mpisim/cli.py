@@ -36,6 +36,7 @@ import math
 import os
 import sys
 import traceback
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, ClassVar, TextIO
@@ -49,17 +50,18 @@ EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
 # --- commands -----------------------------------------------------------------------------------
 
 
-class Command:
+class Command(ABC):
     """Base class: a subcommand adds its arguments and runs; the docstring is its help."""
 
     name: ClassVar[str]
 
-    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:  # noqa: B027 - an optional hook
         """Declare this command's arguments."""
 
+    @abstractmethod
     def run(self, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         """Do the work; return the exit code."""
-        raise NotImplementedError
+        ...
 
 
 def _add_set(parser: argparse.ArgumentParser) -> None:

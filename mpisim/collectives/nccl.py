@@ -64,7 +64,7 @@ import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from mpisim.collectives.allreduce import DBT_SEGMENT, tree_allreduce, double_binary_tree
+from mpisim.collectives.allreduce import DBT_SEGMENT, double_binary_tree, tree_allreduce
 from mpisim.collectives.registry import algorithm
 from mpisim.engine.sim import Proc
 from mpisim.mpi.comm import Comm

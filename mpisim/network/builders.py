@@ -34,6 +34,7 @@ the receiving rank inside the destination node.
 from __future__ import annotations
 
 import math
+from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, ClassVar, Protocol
 
 from mpisim.network.links import Link
@@ -66,7 +67,7 @@ class Layout(Protocol):
 # Registries
 
 
-class IntraFabric:
+class IntraFabric(ABC):
     """A node's internal fabric: routes between two ranks of the same node."""
 
     kind: ClassVar[str]
@@ -77,16 +78,17 @@ class IntraFabric:
         self.spec = spec
         self.layout = layout
 
+    @abstractmethod
     def route(self, src: int, dst: int) -> list[Link]:
         """Return the links from rank *src* to rank *dst*, two distinct ranks of one node."""
-        raise NotImplementedError
+        ...
 
     def describe(self, endpoint: str) -> str:
         """Return a short description for one-line summaries (*endpoint*: "GPU" or "rank")."""
         return f"{self.label} {format_bytes_per_s(self.spec.bandwidth)} per {endpoint}"
 
 
-class InterFabric:
+class InterFabric(ABC):
     """The network between nodes: routes between NIC ``i`` of one node and NIC ``j`` of another."""
 
     kind: ClassVar[str]
@@ -96,16 +98,18 @@ class InterFabric:
         self.layout = layout
         self.nics = spec.nics
 
+    @abstractmethod
     def route(self, src_node: int, src_nic: int, dst_node: int, dst_nic: int) -> list[Link]:
         """Return the links from NIC *src_nic* of *src_node* to NIC *dst_nic* of *dst_node*.
 
         The two nodes are distinct.
         """
-        raise NotImplementedError
+        ...
 
+    @abstractmethod
     def describe(self) -> str:
         """Return a short description for one-line summaries."""
-        raise NotImplementedError
+        ...
 
     def _nic_ports(self) -> str:
         return f"{self.nics} x {format_bits_per_s(self.spec.bandwidth)} NIC{'s' if self.nics > 1 else ''} per node"
@@ -361,9 +365,10 @@ class _LeafSpine(InterFabric):
                     self._add(f"spine{spine}->{leaf}", spec.hop_latency, self.uplink_bandwidth)
                 )
 
+    @abstractmethod
     def leaf_of(self, node: int, nic: int) -> tuple[int, int]:
         """Return (leaf index, downlink port on that leaf) for NIC *nic* of *node*."""
-        raise NotImplementedError
+        ...
 
     def spine_for(self, src_port: int, src_leaf: int, dst_leaf: int) -> int:
         """Return the spine that carries traffic from *src_port* of *src_leaf* to *dst_leaf*."""
