@@ -122,6 +122,20 @@ def check_keys(raw: Any, allowed: Sequence[str], kind: str) -> Mapping[str, Any]
     return {key: value for key, value in raw.items() if value is not None}
 
 
+def check_fields(raw: Mapping[str, Any], allowed: Sequence[str], required: Sequence[str], path: str) -> None:
+    """Check a nested mapping at *path*: only *allowed* keys, and every *required* one present.
+
+    Raises ConfigError at ``path.key`` naming the unknown key (listing the allowed ones) or the
+    missing one.
+    """
+    for key in raw:
+        if key not in allowed:
+            raise ConfigError(f"unknown key {key!r}; allowed keys: {', '.join(allowed)}", f"{path}.{key}")
+    for key in required:
+        if key not in raw:
+            raise ConfigError("this key is required", f"{path}.{key}")
+
+
 def parse_with(parse: Any, value: Any, path: str) -> Any:
     """Call ``parse(value)``; a ConfigError (UnitError included) gets *path* prepended."""
     try:
@@ -164,12 +178,7 @@ def parse_sizes(raw: Any, path: str = "sizes", itemsize: int = 1) -> tuple[int, 
     with the path of the offending entry (``sizes[1]``, ``sizes.max``).
     """
     if isinstance(raw, Mapping):
-        for key in raw:
-            if key not in _RANGE_KEYS:
-                raise ConfigError(f"unknown key {key!r}; allowed keys: {', '.join(_RANGE_KEYS)}", f"{path}.{key}")
-        for key in ("min", "max"):
-            if key not in raw:
-                raise ConfigError("this key is required", f"{path}.{key}")
+        check_fields(raw, _RANGE_KEYS, ("min", "max"), path)
         low = parse_with(parse_size, raw["min"], f"{path}.min")
         high = parse_with(parse_size, raw["max"], f"{path}.max")
         factor = parse_positive_int(raw.get("factor", 2), f"{path}.factor", minimum=2)

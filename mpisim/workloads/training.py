@@ -82,6 +82,7 @@ from mpisim.mpi.ops import SUM
 from mpisim.mpi.payload import DataPayload, Payload, SizePayload
 from mpisim.workloads.base import RunContext, WorkloadOutput, register_workload
 from mpisim.workloads.collective import (
+    check_fields,
     check_keys,
     check_requirements,
     parse_dtype,
@@ -191,12 +192,7 @@ def parse_flops(value: Any) -> float:
 def _parse_compute(raw: Any) -> tuple[float, dict[str, float] | None]:
     if not isinstance(raw, dict):
         return parse_with(parse_time, raw, "compute"), None
-    for key in raw:
-        if key not in _COMPUTE_KEYS:
-            raise ConfigError(f"unknown key {key!r}; allowed keys: {', '.join(_COMPUTE_KEYS)}", f"compute.{key}")
-    for key in ("flops", "device_flops"):
-        if key not in raw:
-            raise ConfigError("this key is required", f"compute.{key}")
+    check_fields(raw, _COMPUTE_KEYS, ("flops", "device_flops"), "compute")
     flops = parse_with(parse_flops, raw["flops"], "compute.flops")
     device = parse_with(parse_flops, raw["device_flops"], "compute.device_flops")
     utilization = _parse_share(raw.get("utilization", 1.0), "compute.utilization")
