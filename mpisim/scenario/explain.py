@@ -31,7 +31,6 @@ send as it is posted (the payload's contents) and pairs it with the engine's mes
 
 from __future__ import annotations
 
-import functools
 import re
 import textwrap
 from collections import defaultdict
@@ -56,11 +55,11 @@ from mpisim.network.base import make_model
 from mpisim.network.presets import resolve_topology
 from mpisim.network.topology import build_topology
 from mpisim.scenario.load import load_dict
+from mpisim.workloads.collective import REDUCING, expected_output, reduce_in_rank_order
 
 __all__ = ["Explanation", "explain", "format_explanation", "reference", "substitute", "write_diagram"]
 
 ROOTED = frozenset({"bcast", "reduce", "gather", "scatter"})
-REDUCING = frozenset({"reduce", "allreduce", "reduce_scatter"})
 #: Provenance decoding needs 2^p to fit beside the element index in an int64.
 MAX_DECODED_RANKS = 40
 MAX_RANKS = 64
@@ -204,29 +203,12 @@ def describe_pieces(pieces: Sequence[tuple[frozenset[int], int] | None]) -> str:
 
 
 def reference(collective: str, inputs: Sequence[np.ndarray], root: int = 0) -> list[np.ndarray | None]:
-    """Return what each rank must get back (op = sum), computed with numpy; None where MPI returns nothing."""
-    p = len(inputs)
-    if collective == "barrier":
-        return [None] * p
-    if collective in REDUCING:
-        total = functools.reduce(np.add, inputs)
-        if collective == "allreduce":
-            return [total] * p
-        if collective == "reduce":
-            return [total if r == root else None for r in range(p)]
-        return list(np.array_split(total, p))
-    if collective == "bcast":
-        return [inputs[root]] * p
-    if collective == "allgather":
-        return [np.concatenate(inputs)] * p
-    if collective == "gather":
-        return [np.concatenate(inputs) if r == root else None for r in range(p)]
-    if collective == "scatter":
-        return list(np.array_split(inputs[root], p))
-    if collective == "alltoall":
-        blocks = [np.array_split(x, p) for x in inputs]
-        return [np.concatenate([blocks[src][dst] for src in range(p)]) for dst in range(p)]
-    raise ValueError(f"unknown collective {collective!r}")
+    """Return what each rank must get back (op = sum), computed with numpy; None where MPI returns nothing.
+
+    The same definition the collective workload verifies its results against.
+    """
+    reduction = reduce_in_rank_order("sum", inputs) if collective in REDUCING else None
+    return [expected_output(collective, "sum", root, rank, inputs, reduction) for rank in range(len(inputs))]
 
 
 # ----------------------------------------------------------------------------- cost formula
