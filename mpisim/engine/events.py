@@ -54,7 +54,13 @@ class Call:
         self.fn = fn
         self.arg = arg
         if delay == 0 and priority == NORMAL:
-            env.schedule(self)  # due now: mpisim's Environment keeps it out of the heap
+            # Due now: mpisim's Environment keeps it out of the heap, in its NORMAL lane.
+            # NOTE: Environment.schedule(), inlined; a plain SimPy environment has no lane.
+            lane = getattr(env, "_lane", None)
+            if lane is not None:
+                lane.append((next(env._eid), self))
+            else:
+                env.schedule(self)
         else:
             # NOTE: inlined from Environment.schedule(): the same heap entry, one call less.
             heappush(env._queue, (env._now + delay, priority, next(env._eid), self))

@@ -160,13 +160,7 @@ class Comm:
         rreq = world.post_recv(self, source, recvtag, recvbuf, status)
         if sreq.triggered and rreq.triggered:
             return rreq.value
-        yield from self._wait_both(sreq, rreq, dest, source)
-        return rreq.value
-
-    def _wait_both(self, sreq: Request, rreq: Request, dest: int, source: int) -> Proc[None]:
-        """World.block for the two requests of a sendrecv, inlined (it runs for every step of
-        every algorithm): the same bookkeeping for deadlock reports and the same span."""
-        world = self.world
+        # NOTE: World.block for the two requests, inlined: one generator less per step.
         state = world.states[self.group[self._rank]]
         state.call, state.waiting_on = (_sendrecv_name, dest, source), (sreq, rreq)
         t0 = world.env._now
@@ -174,6 +168,7 @@ class Comm:
         state.call, state.waiting_on = "", ()
         if world.tracer.record_spans:
             world._span(self.world_rank, "recv", t0, _sendrecv_name(dest, source), self._peer(source), sreq.nbytes)
+        return rreq.value
 
     def wait(self, request: Request, status: Status | None = None) -> Proc[Any]:
         """Wait for *request* and return its value (``MPI_Wait``)."""
@@ -270,7 +265,15 @@ class Comm:
         sreq = world.post_send(self, sendbuf, dest, sendtag)
         rreq = world.post_recv(self, source, recvtag, inoutbuf, None, op)
         if not (sreq.triggered and rreq.triggered):
-            yield from self._wait_both(sreq, rreq, dest, source)
+            # NOTE: World.block for the two requests, inlined: one generator less per step.
+            state = world.states[self.group[self._rank]]
+            state.call, state.waiting_on = (_sendrecv_name, dest, source), (sreq, rreq)
+            t0 = world.env._now
+            yield AllDone(world.env, (sreq, rreq))
+            state.call, state.waiting_on = "", ()
+            if world.tracer.record_spans:
+                world._span(self.world_rank, "recv", t0, _sendrecv_name(dest, source), self._peer(source),
+                            sreq.nbytes)
         result = rreq.value if inoutbuf.writable else inoutbuf.accumulate(rreq.value, op)
         if world.config.reduce_cost:
             yield from self._charge_reduce(op, inoutbuf.nbytes)

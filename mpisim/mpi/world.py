@@ -142,7 +142,12 @@ def _succeed(env: simpy.Environment, req: Request, value: Any) -> None:
         raise RuntimeError(f"{req} has already been triggered")
     req._ok = True
     req._value = value
-    env.schedule(req)
+    # NOTE: mpisim's Environment.schedule(), inlined: due now, at NORMAL priority, in its lane.
+    lane = getattr(env, "_lane", None)
+    if lane is not None:
+        lane.append((next(env._eid), req))
+    else:
+        env.schedule(req)
 
 
 def _matches(req: Request, context: int, src_rank: int, tag: int) -> bool:
@@ -285,7 +290,8 @@ class World:
             array = np.array(buf, copy=True)
             payload = as_payload(array)
             user = array
-        src, dst = comm.world_rank, comm.group[dest]
+        rank = comm._rank  # NOTE: the Comm.rank and Comm.world_rank properties, inlined
+        src, dst = comm.group[rank], comm.group[dest]
         nbytes = payload.nbytes
         wire = None if synchronous else comm.wire
         # NOTE: Topology.path_kind and MpiConfig.eager_limit, inlined with a per-rank node table.
@@ -295,8 +301,9 @@ class World:
         protocol = "eager" if wire is not None else "rendezvous" if synchronous or nbytes > limit else "eager"
         if payload.writable and protocol == "eager":
             payload = user = payload.copy()
-        req = Request(self.env, "send", comm, dest, tag, nbytes, protocol)
-        msg = Message(src, dst, comm.rank, comm.context, tag, payload, user, protocol, req, self.env.now)
+        env = self.env
+        req = Request(env, "send", comm, dest, tag, nbytes, protocol)
+        msg = Message(src, dst, rank, comm.context, tag, payload, user, protocol, req, env._now)
         pair = (src, dst)
         msg.seq = self._send_seq.get(pair, 0)
         self._send_seq[pair] = msg.seq + 1
@@ -311,6 +318,8 @@ class World:
             # NOTE: the common case needs no sender step: the send is complete at once.
             req.succeed()
             self._call_soon(self._inject_eager, msg)
+        elif cfg.send_overhead == 0.0:
+            self._call_soon(self._send_after_overhead, msg)  # NOTE: _start_send with no overhead
         else:
             self._call_soon(self._start_send, msg)
         return req
@@ -337,9 +346,11 @@ class World:
                 self._inject_eager(msg)
             return
         # Rendezvous: request to send, wait for clear to send, then the data.
-        msg.t_phase = self.env.now
-        if self._post(msg.src, msg.dst, self.config.header_bytes, self._rts_arrived, msg):
-            self._rts_arrived(msg)
+        msg.t_phase = self.env._now
+        # NOTE: with no span to record, the RTS's arrival is the envelope's arrival (one call less).
+        then = self._rts_arrived if self.tracer.record_spans else self._arrive
+        if self._post(msg.src, msg.dst, self.config.header_bytes, then, msg):
+            then(msg)
 
     def _eager_copied(self, msg: Message) -> None:
         self._span(msg.src, "copy", msg.t_phase, "eager send copy", msg.dst, msg.nbytes)
@@ -363,7 +374,7 @@ class World:
         self._arrive(msg)
 
     def _start_cts(self, msg: Message) -> None:
-        msg.t_phase = self.env.now
+        msg.t_phase = self.env._now
         if self._post(msg.dst, msg.src, self.config.header_bytes, self._cts_arrived, msg):
             self._cts_arrived(msg)
 
@@ -373,7 +384,7 @@ class World:
         Call(self.env, self._send_data, msg)  # the sender learns of the CTS
 
     def _send_data(self, msg: Message) -> None:
-        msg.t_data = self.env.now
+        msg.t_data = self.env._now
         if self._post(msg.src, msg.dst, msg.nbytes, self._data_arrived, msg):
             self._data_arrived(msg)
 
@@ -390,7 +401,7 @@ class World:
         self._call_soon(self._start_fin, msg)
 
     def _start_fin(self, msg: Message) -> None:
-        msg.t_phase = self.env.now
+        msg.t_phase = self.env._now
         # Nobody waits for a FIN; its arrival matters only to the span it records.
         then = self._fin_arrived if self.tracer.record_spans else None
         if self._post(msg.dst, msg.src, self.config.header_bytes, then, msg):
@@ -482,18 +493,19 @@ class World:
                 status.source, status.tag, status.count, status.nbytes = PROC_NULL, ANY_TAG, 0, 0
             req.succeed(None)
             return req
-        box = self.mailboxes[comm.world_rank]
-        for i, msg in enumerate(box.unexpected):
-            if _matches(req, msg.context, msg.src_rank, msg.tag):
-                del box.unexpected[i]
-                self._pair(msg, req)
-                return req
+        box = self.mailboxes[comm.group[comm._rank]]  # NOTE: Comm.world_rank, inlined
+        if box.unexpected:
+            for i, msg in enumerate(box.unexpected):
+                if _matches(req, msg.context, msg.src_rank, msg.tag):
+                    del box.unexpected[i]
+                    self._pair(msg, req)
+                    return req
         box.posted.append(req)
         return req
 
     def _pair(self, msg: Message, req: Request) -> None:
         """A message met its receive: check the size, then finish it by protocol."""
-        msg.t_match = self.env.now
+        msg.t_match = self.env._now
         req.nbytes, req.protocol = msg.nbytes, msg.protocol
         if req.capacity is not None and msg.nbytes > req.capacity:
             req.fail(TruncationError(
@@ -537,7 +549,7 @@ class World:
         if tracer.record_messages:
             tracer.message(MessageRecord(
                 msg.src, msg.dst, msg.tag, msg.context, msg.nbytes, msg.protocol if msg.wire is None else msg.wire.name,
-                msg.t_post, msg.t_match, msg.t_data, self.env.now,
+                msg.t_post, msg.t_match, msg.t_data, self.env._now,
             ))
         else:
             tracer.count_message(msg.nbytes)

@@ -223,7 +223,7 @@ class FairShareNetwork:
 
         self._next_seq = 0
         self._starting: list[Flow] = []
-        self._first_bytes: dict[float, list[tuple]] = {}  # posted transfers by end of latency
+        self._first_bytes: dict[float, list[Flow]] = {}  # posted transfers by end of latency
         self._arrivals: list[Flow] | None = None  # flows completed by the current callback
         # NOTE: the topology's own route cache, read directly when it is a dict (one call less
         # per transfer); Topology.route fills it.
@@ -289,13 +289,15 @@ class FairShareNetwork:
             # NOTE: transfers whose first byte arrives at the same instant share one event. Only
             # the order in which they become flows is observable (it numbers them), and that is
             # the order of posting either way.
+            # NOTE: the flow is created now and numbered when it starts (_first_bytes_cb).
             env = self.env
-            t_first = env._now + route.latency
+            latency = route.latency
+            t_first = env._now + latency
             batch = self._first_bytes.get(t_first)
             if batch is None:
                 batch = self._first_bytes[t_first] = []
-                Call(env, self._first_bytes_cb, t_first, route.latency)
-            batch.append((route, nbytes, fn, arg))
+                Call(env, self._first_bytes_cb, t_first, latency)
+            batch.append(Flow(-1, route, nbytes, None, fn, arg))
             return False
         if nbytes <= 0:
             return True
@@ -309,11 +311,11 @@ class FairShareNetwork:
         batch = self._first_bytes.pop(t_first, None)
         if batch:
             seq = self._next_seq
-            starting = self._starting
-            for route, nbytes, fn, arg in batch:
-                starting.append(Flow(seq, route, nbytes, None, fn, arg))
+            for flow in batch:
+                flow.seq = seq
                 seq += 1
             self._next_seq = seq
+            self._starting.extend(batch)
             self.flows_started += len(batch)
             if not self._solve_scheduled:
                 self._solve_scheduled = True
@@ -369,36 +371,49 @@ class FairShareNetwork:
         stamp = self._stamp
         flows_on, mark = self._flows_on, self._mark
         seeds: list[int] = []
-        # NOTE: _detach and _attach are inlined in the two loops below: they run for every flow.
+        # NOTE: _detach and _attach are inlined in the loops below: they run for every flow.
         finishing = self._finishing
+        starting = self._starting
         if finishing:
             self._finishing = []
             busy_time, busy_since, link_bytes = self._busy_time, self._busy_since, self.link_bytes
             tracer = self.sim.tracer
-            record_links = tracer.record_links
+            if tracer.record_links:
+                for flow in finishing:
+                    for i in flow.ids:
+                        tracer.link(LinkRecord(self._links[i].name, flow.t_start, now, flow.nbytes))  # type: ignore[union-attr]
+            # NOTE: with no flow starting, a link this leaves empty stays empty: the seed loop
+            # below would only mark it, so it is not made a seed (the common case: a step ends).
+            append = seeds.append if not starting else None
             for flow in finishing:
                 seq, nbytes = flow.seq, flow.nbytes
-                for i in flow.ids:
+                ids = flow.ids
+                for i in ids:
                     on = flows_on[i]
                     del on[seq]
                     if not on:
                         busy_time[i] += now - busy_since[i]
+                    elif append is not None:
+                        append(i)
                     link_bytes[i] += nbytes
-                    if record_links:
-                        tracer.link(LinkRecord(self._links[i].name, flow.t_start, now, nbytes))  # type: ignore[union-attr]
-                seeds.extend(flow.ids)
+                if append is None:
+                    seeds.extend(ids)
             self.active_flows -= len(finishing)
-        starting = self._starting
         if starting:
             self._starting = []
             links, busy_since = self._links, self._busy_since
+            n_links = len(links)
+            crowded = False  # did a starting flow join a link already in use?
             for flow in starting:
                 seq = flow.seq
-                for k, i in enumerate(flow.ids):
-                    if not 0 <= i < len(links) or links[i] is None:
-                        self._register(flow.links[k])
+                for i in flow.ids:
+                    if not 0 <= i < n_links or links[i] is None:
+                        self._register(flow.links[flow.ids.index(i)])
+                        n_links = len(links)
                     on = flows_on[i]
-                    if not on:
+                    if on:
+                        crowded = True
+                    else:
                         busy_since[i] = now
                     on[seq] = flow
                 flow.t_start = flow.t_last = now
@@ -406,33 +421,34 @@ class FairShareNetwork:
             heap = self._heap
             group: list[tuple[int, int, Flow]] | None = None  # alone flows sharing one finish time
             t_group = -1.0
+            alone = 0
             for flow in starting:
                 ids = flow.ids
+                # NOTE: if no starting flow joined a busy link, each is alone: no need to look.
+                if crowded and any(len(flows_on[i]) != 1 for i in ids):
+                    seeds.extend(ids)
+                    continue
+                # Alone on all its links (the common case): its component is itself and
+                # its rate its bottleneck's capacity -- what _solve_alone would find.
                 for i in ids:
-                    if len(flows_on[i]) != 1:
-                        seeds.extend(ids)
-                        break
-                else:
-                    # Alone on all its links (the common case): its component is itself and
-                    # its rate its bottleneck's capacity -- what _solve_alone would find.
-                    for i in ids:
-                        mark[i] = stamp
-                    flow.mark = stamp
-                    self.rates_recomputed += 1
-                    rate = flow.bottleneck
-                    flow.rate = rate
-                    flow.version += 1
-                    if rate > 0.0:
-                        t_finish = flow.t_finish = now + flow.remaining / rate
-                        # NOTE: flows of a step (same size, same bottleneck) finish together:
-                        # they share one heap entry, a group (see _on_driver).
-                        if group is not None and t_finish == t_group:
-                            group.append((flow.seq, flow.version, flow))
-                        else:
-                            group, t_group = [(flow.seq, flow.version, flow)], t_finish
-                            heapq.heappush(heap, (t_finish, flow.seq, _GROUP, group))
+                    mark[i] = stamp
+                flow.mark = stamp
+                alone += 1
+                rate = flow.bottleneck
+                flow.rate = rate
+                version = flow.version = flow.version + 1
+                if rate > 0.0:
+                    t_finish = flow.t_finish = now + flow.remaining / rate
+                    # NOTE: flows of a step (same size, same bottleneck) finish together:
+                    # they share one heap entry, a group (see _on_driver).
+                    if t_finish == t_group:
+                        group.append((flow.seq, version, flow))  # type: ignore[union-attr]
                     else:
-                        flow.t_finish = math.inf
+                        group, t_group = [(flow.seq, version, flow)], t_finish
+                        heapq.heappush(heap, (t_finish, flow.seq, _GROUP, group))
+                else:
+                    flow.t_finish = math.inf
+            self.rates_recomputed += alone
 
         for i in seeds:
             if mark[i] != stamp:
@@ -606,22 +622,29 @@ class FairShareNetwork:
         now = self.env.now
         due = now + _TIME_RTOL * now
         heap = self._heap
-        ready: list[tuple[float, int, int, Flow]] = []
-        grouped = False
+        popped: list[tuple] = []
         while heap and heap[0][0] <= due:
-            entry = heapq.heappop(heap)
-            if entry[2] == _GROUP:
-                grouped = True
-                t_finish = entry[0]
-                ready.extend((t_finish, seq, version, flow) for seq, version, flow in entry[3])
-            else:
-                ready.append(entry)
-        if grouped:
-            ready.sort(key=_due_order)  # the order single entries would have come off the heap
+            popped.append(heapq.heappop(heap))
+        ready: list[tuple[int, int, Flow]]
+        if len(popped) == 1 and popped[0][2] == _GROUP:
+            # NOTE: one group alone (a ring step) is already in order: its flows started in
+            # sequence order and finish at one time. No copy and no sort needed.
+            ready = popped[0][3]
+        else:
+            due_now: list[tuple[float, int, int, Flow]] = []
+            for entry in popped:
+                if entry[2] == _GROUP:
+                    t_finish = entry[0]
+                    due_now.extend((t_finish, seq, version, flow) for seq, version, flow in entry[3])
+                else:
+                    due_now.append(entry)
+            if len(due_now) != len(popped):
+                due_now.sort(key=_due_order)  # the order single entries would have come off the heap
+            ready = [entry[1:] for entry in due_now]
         completed = False
         finishing = self._finishing
         arrivals = self._arrivals
-        for _, _, version, flow in ready:
+        for _, version, flow in ready:
             if version == flow.version and not flow.finished:
                 completed = True
                 finishing.append(flow)
@@ -669,11 +692,20 @@ class FairShareNetwork:
         """
         env = self.env
         queue = env._queue
+        now = env._now
         soon = getattr(env, "_soon", None)
         for flow in arrivals:
             flow.fn(flow.arg)
-            if soon or (queue and queue[0][1] == URGENT and queue[0][0] == env._now):
-                run_urgent_now(env)
+            # NOTE: run_urgent_now's loop, inlined while only the URGENT lane has work (the
+            # common case: a protocol step started by the call); it takes over otherwise.
+            while True:
+                if queue and queue[0][1] == URGENT and queue[0][0] == now:
+                    run_urgent_now(env)
+                    break
+                if not soon:
+                    break
+                _, fn, arg = soon.popleft()
+                fn(arg)
 
     def _attach(self, flow: Flow, now: float) -> None:
         flows_on = self._flows_on
