@@ -9,7 +9,8 @@ what it shows, with the numbers that back it:
 * :func:`p2p_findings` -- where the eager/rendezvous switch is and what it costs;
 * :func:`scaling_findings` -- iteration time, scaling efficiency and exposed communication
   per interconnect, and which interconnect keeps scaling;
-* :func:`link_findings` -- the busiest link and whether it saturates;
+* :func:`link_findings` -- which link class (NVLink, PCIe, NIC, spine) bounds a run, and whether
+  its most utilised link saturates;
 * :func:`time_share_findings` -- where the ranks' time goes in a timeline;
 * :func:`closed_form_findings` -- how far the simulation is from the textbook formulas.
 
@@ -25,6 +26,7 @@ from typing import Any
 from mpisim.report.records import RunResult, WorldRecords
 from mpisim.report.tables import (
     STATE_KINDS,
+    class_leaders,
     closed_form_rows,
     fmt_bandwidth,
     fmt_bytes,
@@ -181,23 +183,43 @@ def scaling_findings(result: RunResult) -> list[str]:
 
 
 def link_findings(world: WorldRecords) -> list[str]:
-    """Name the busiest link of *world*, its utilisation, and whether it saturates."""
-    uses = link_table(world, 3)
+    """Name the link class that bounds *world* (NVLink, PCIe, NIC, spine) and its most utilised link.
+
+    A link's utilisation is the time its bytes need at full rate over the run, so the most
+    utilised link is the one whose capacity the run is closest to being limited by; bytes
+    alone would name an NVLink port on a GPU node, which carries more than a NIC at eight
+    times the rate. The busiest link of each other class is named too.
+    """
+    uses = link_table(world)
     if not uses or world.t_end <= 0:
         return []
+    leaders = class_leaders(uses)
     top = uses[0]
-    text = (f"**Busiest link in {world_title(world)}:** `{top.link}` carried {fmt_bytes(top.nbytes)}, busy "
-            f"{fmt_percent(top.busy_share)} of the run")
-    if top.capacity_Bps > 0:
-        while_busy = top.rate_when_busy / top.capacity_Bps
-        text += (f", at {fmt_percent(while_busy)} of its {fmt_bandwidth(top.capacity_Bps)} capacity while busy "
-                 f"({fmt_percent(top.utilisation)} on average)")
-        if top.busy_share >= SATURATED and while_busy >= SATURATED:
-            text += ": it is saturated, the bottleneck of this run"
-        elif while_busy >= SATURATED:
-            text += ": it runs at full speed whenever it is used, but is idle part of the time"
-    if len(uses) > 1:
-        text += f". Next: `{uses[1].link}` ({fmt_bytes(uses[1].nbytes)})"
+    if top.capacity_Bps <= 0:
+        return [f"**Busiest link in {world_title(world)}:** `{top.link}` ({top.kind}) carried {fmt_bytes(top.nbytes)}, "
+                f"busy {fmt_percent(top.busy_share)} of the run (capacity unknown)."]
+    body = (f"`{top.link}` ({top.kind}) carried {fmt_bytes(top.nbytes)}, which needs {fmt_time(top.full_rate_s)} at "
+            f"its {fmt_bandwidth(top.capacity_Bps)}: {fmt_percent(top.utilisation)} of the {fmt_time(world.t_end)} run")
+    in_turn = sum(use.full_rate_s for use in leaders.values()) / world.t_end
+    if top.utilisation >= SATURATED:
+        head = f"{top.kind} links bound {world_title(world)}"
+        body += ", so it is saturated: only more or faster links of this class would make the run shorter"
+    elif len(leaders) > 1 and SATURATED <= in_turn <= 1.05:
+        head = f"{' and '.join(leaders)} links bound {world_title(world)} in turn"
+        body += (f". No link is saturated, but the busiest link of each class needs, at full rate, "
+                 f"{fmt_percent(in_turn)} of the run together: the algorithm uses the classes one after the other "
+                 "(one waits while the other works), so their bandwidths add up to the time")
+    elif top.utilisation >= 0.5:
+        head = f"{top.kind} links bound {world_title(world)}"
+        body += (f": it moves data at full rate for most of the run, and the other "
+                 f"{fmt_percent(1 - top.utilisation)} goes to latency, per-message costs or waiting")
+    else:
+        head = f"No link class bounds {world_title(world)}"
+        body += "; no link is near saturation, so latency, per-message costs or waiting set the time"
+    text = f"**{head}:** {body}"
+    others = [f"{cls} `{use.link}` {fmt_percent(use.utilisation)}" for cls, use in leaders.items() if cls != top.kind]
+    if others:
+        text += ". Busiest link of each other class: " + ", ".join(others)
     return [text + "."]
 
 

@@ -12,8 +12,8 @@ figure                   what it answers
 =======================  ==================================================================
 ``plot_timeline``        what every rank does when: compute, send, receive, wait, reduce,
                          and the protocol phases (RTS, CTS, data, FIN) of its messages
-``plot_links``           which links carry the traffic and when: a heat map of the busiest
-                         links over time, next to each link's average utilisation
+``plot_links``           which links bound the run and when: a heat map of the most utilised
+                         links over time, next to each link's utilisation, by link class
 ``plot_bandwidth``       the nccl-tests view: time, algbw and busbw against message size,
                          one curve per algorithm
 ``plot_p2p``             OSU latency and bandwidth against size, with the switch from eager
@@ -90,6 +90,9 @@ KIND_NAMES = {
     "data": "data transfer",
     "fin": "FIN",
 }
+#: One colour per link class (see :func:`mpisim.report.tables.link_class`).
+LINK_CLASS_COLOURS = {"shared memory": "#8c8c8c", "PCIe": "#E69F00", "NVLink": "#009E73", "NIC": "#D55E00",
+                      "spine": "#0072B2"}
 #: Line colours for curves (Okabe-Ito, then matplotlib's tab10).
 CURVE_COLOURS = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000",
                  "#8c564b", "#7f7f7f", "#bcbd22", "#17becf", "#9467bd"]
@@ -274,11 +277,13 @@ def _short_link(name: str, width: int = 28) -> str:
 
 
 def plot_links(world: WorldRecords, *, top: int = 16, bins: int = 120, title: str | None = None) -> Figure | None:
-    """Draw where the traffic goes: the busiest *top* links of *world*.
+    """Draw where the traffic goes: the *top* most utilised links of *world*.
 
-    With link records, the left panel is a heat map of links x time (utilisation: the link's
-    throughput over its capacity, averaged per time bin); the right panel always shows each
-    link's average utilisation over the whole run and the share of the run it was busy.
+    The links are those of :func:`~mpisim.report.tables.link_table`: most utilised first, with
+    the busiest link of every class kept, so a GPU cluster's NICs show next to its NVLink
+    ports. With link records, the left panel is a heat map of links x time (utilisation: the
+    link's throughput over its capacity, averaged per time bin); the right panel always shows
+    each link's utilisation over the whole run, coloured by link class.
     Returns None if the world has neither link records nor link counters.
     """
     uses = link_table(world, top)
@@ -306,24 +311,33 @@ def plot_links(world: WorldRecords, *, top: int = 16, bins: int = 120, title: st
         fig.colorbar(image, ax=ax_map, label=label, location="bottom", shrink=0.6, aspect=40)
         ax_map.set_xlabel(f"time (simulated {unit})")
         ax_map.set_yticks(range(len(names)), [_short_link(n) for n in names], fontsize=8)
-        ax_map.set_ylabel("directed link (busiest first)")
+        ax_map.set_ylabel("directed link (most utilised first)")
         ax_map.set_title("link activity over time")
     else:
         ax_bar = fig.add_subplot()
         ax_bar.set_yticks(range(len(names)), [_short_link(n) for n in names], fontsize=8)
-        ax_bar.set_ylabel("directed link (busiest first)")
+        ax_bar.set_ylabel("directed link (most utilised first)")
     y = np.arange(len(names))
+    # One bar per link: utilisation (the time its bytes need at full rate, over the run). The
+    # share of time busy is not drawn: under fair sharing a busy link runs at its capacity
+    # whenever it limits a flow, so the two bars came out equal and said nothing twice.
     if known_capacity:
-        ax_bar.barh(y - 0.2, [u.utilisation * 100 for u in uses], height=0.4, color="#D55E00", label="average utilisation")
-    ax_bar.barh(y + 0.2, [u.busy_share * 100 for u in uses], height=0.4, color="#0072B2", label="share of time busy")
-    ax_bar.set_xlim(0, 105)
-    ax_bar.set_xlabel("% of the run")
+        values, xlabel = [u.utilisation * 100 for u in uses], "utilisation (% of the run at full rate)"
+    else:
+        values, xlabel = [u.busy_share * 100 for u in uses], "% of the run busy (capacity unknown)"
+    ax_bar.barh(y, values, height=0.7, color=[LINK_CLASS_COLOURS.get(u.kind, "#7f7f7f") for u in uses])
+    for yi, v in zip(y, values, strict=True):
+        ax_bar.annotate(f"{v:.0f}%", (v, yi), xytext=(2, 0), textcoords="offset points", va="center", fontsize=7)
+    ax_bar.set_xlim(0, 115)
+    ax_bar.set_xlabel(xlabel)
     ax_bar.set_ylim(len(names) - 0.5, -0.5)
-    handles, labels = ax_bar.get_legend_handles_labels()
-    fig.legend(handles, labels, loc="outside lower right", ncols=2, fontsize=8)
+    classes = list(dict.fromkeys(u.kind for u in uses))
+    handles = [Patch(facecolor=LINK_CLASS_COLOURS.get(c, "#7f7f7f"), label=c) for c in classes]
+    fig.legend(handles=handles, loc="outside lower right", ncols=len(handles), fontsize=8, title="link class",
+               title_fontsize=8)
     ax_bar.grid(axis="x", alpha=0.3)
     ax_bar.set_title("over the whole run")
-    fig.suptitle(title or f"{world.label}: the {len(names)} busiest links")
+    fig.suptitle(title or f"{world.label}: the {len(names)} most utilised links")
     return fig
 
 

@@ -95,9 +95,10 @@ class WorldRecords:
     were switched off; ``t_end`` is the simulated time when the world stopped.
 
     ``link_totals`` holds the network model's per-link counters, kept even when link records
-    are off, so a report can name the busiest link: one ``{"link", "nbytes", "busy_s",
-    "capacity_Bps"}`` per link that carried bytes, busiest first (the first
-    :data:`MAX_LINK_TOTALS`). ``network`` holds the alpha-beta-gamma parameters of the world
+    are off, so a report can name the link that bounds the run: one ``{"link", "kind",
+    "nbytes", "busy_s", "capacity_Bps"}`` per link that carried bytes, most utilised first (at
+    most :data:`MAX_LINK_TOTALS`, every link class kept; ``kind`` is the network layer's
+    link kind, absent in older results). ``network`` holds the alpha-beta-gamma parameters of the world
     (``alpha_s``, ``beta_s_per_B``, ``gamma_s_per_B``), which closed-form costs are evaluated
     with. Both are empty in results written before they existed.
     """

@@ -47,13 +47,16 @@ from mpisim.report import plots
 from mpisim.report.findings import all_findings
 from mpisim.report.markdown import FigureInfo, markdown_report
 from mpisim.report.records import RunResult, WorldRecords
-from mpisim.report.tables import world_ranks, world_title
+from mpisim.report.tables import link_table, world_ranks, world_title
 from mpisim.report.trace import chrome_trace
 
 __all__ = ["MAX_TIMELINES", "link_worlds", "load_result", "rerender", "shown_worlds", "slim", "timeline_worlds",
            "write_outputs"]
 
 MAX_TIMELINES = 3
+#: Link figures drawn at most: one per algorithm (or OSU test) and sweep point, so every
+#: algorithm of a list gets one; a sweep with more points than this shows the first ones.
+MAX_LINK_FIGURES = 12
 #: Ranks drawn in a timeline (more would be a grey wall).
 TIMELINE_RANKS = 64
 #: Prefer worlds of at most this many ranks for timelines of a sweep over rank counts.
@@ -66,7 +69,7 @@ FILES = {
     "results.csv": "one line per result row",
     "messages.csv": "one line per message (src, dst, bytes, protocol, times)",
     "collectives.csv": "one line per rank per collective call (algorithm, entry and exit times)",
-    "links.csv": "per-link totals of each world (bytes, busy time, capacity)",
+    "links.csv": "per-link totals of each world (class, bytes, busy time, capacity, utilisation), most utilised first",
     "trace.json": "Chrome trace-event timeline of the worlds: open it in Perfetto (ui.perfetto.dev)",
 }
 
@@ -88,7 +91,7 @@ def _has_link_data(world: WorldRecords) -> bool:
     return bool(world.links or world.link_totals)
 
 
-def shown_worlds(result: RunResult, limit: int = MAX_TIMELINES,
+def shown_worlds(result: RunResult, limit: int | None = MAX_TIMELINES,
                  has: Callable[[WorldRecords], bool] = _has_spans) -> list[int]:
     """Return the indices (into ``result.records``) of the worlds to draw; see the module docstring.
 
@@ -112,7 +115,7 @@ def shown_worlds(result: RunResult, limit: int = MAX_TIMELINES,
         candidates = [i for i in members if _has_records(result.records[i])] or members
         readable = [i for i in candidates if ranks[i] <= READABLE_RANKS] or candidates
         chosen.append(max(readable, key=preference))
-    return chosen[:limit]
+    return chosen[:limit] if limit is not None else chosen
 
 
 def _has_records(world: WorldRecords) -> bool:
@@ -124,8 +127,12 @@ def timeline_worlds(result: RunResult, limit: int = MAX_TIMELINES) -> list[int]:
     return shown_worlds(result, limit, _has_spans)
 
 
-def link_worlds(result: RunResult, limit: int = MAX_TIMELINES) -> list[int]:
-    """Return the indices of the worlds whose links are drawn (link records or link counters)."""
+def link_worlds(result: RunResult, limit: int | None = MAX_LINK_FIGURES) -> list[int]:
+    """Return the indices of the worlds whose links are drawn (link records or link counters).
+
+    One world per algorithm (or OSU test, or training) and sweep point, so that every
+    algorithm of a list is covered; at most *limit* of them (None: all).
+    """
     return shown_worlds(result, limit, _has_link_data)
 
 
@@ -151,9 +158,10 @@ def csv_tables(result: RunResult) -> dict[str, str]:
     """Return the CSV files' text by file name (results, messages, collectives, links)."""
     out = {f"{name}.csv": _csv_text(columns, rows) for name, (columns, rows) in result.tables().items()}
     point_keys = list(dict.fromkeys(key for world in result.records for key in world.point))
-    link_cols = ["link", "nbytes", "busy_s", "capacity_Bps"]
-    rows = [[world.label, *(world.point.get(k) for k in point_keys), *(t.get(c) for c in link_cols)]
-            for world in result.records for t in world.link_totals]
+    link_cols = ["link", "class", "nbytes", "busy_s", "capacity_Bps", "utilisation"]
+    rows = [[world.label, *(world.point.get(k) for k in point_keys), use.link, use.kind, use.nbytes, use.busy_s,
+             use.capacity_Bps, round(use.utilisation, 6)]
+            for world in result.records for use in link_table(world) if world.link_totals]
     out["links.csv"] = _csv_text(["world", *point_keys, *link_cols], rows)
     return out
 
@@ -224,13 +232,16 @@ def render_figures(result: RunResult, fig_dir: Path, worlds: list[int], links: l
             "One band per rank, time left to right, in up to three strips: local work (compute, reductions), "
             "time blocked in MPI calls (send, receive, wait), and the protocol phases of the rank's messages "
             "(RTS, CTS, data, FIN). Work that overlaps (backward compute during an allreduce) shows in both strips.")
+    left_out = len(link_worlds(result, None)) - len(links)
     for i in links:
         slug, name = named(i)
-        add(f"links-{slug}.png", lambda w=result.records[i], n=name: plots.plot_links(w, title=f"{n}: the busiest links"),
+        add(f"links-{slug}.png", lambda w=result.records[i], n=name: plots.plot_links(w, title=f"{n}: the most utilised links"),
             f"Links: {name}",
-            "The busiest directed links. Left (when link records were kept): utilisation over time, so a row "
-            "that stays bright is the bottleneck. Right: average utilisation and the share of the run each "
-            "link was busy.")
+            "The most utilised directed links, with the busiest link of every class (NVLink, PCIe, NIC, spine) "
+            "kept. Left (when link records were kept): utilisation over time, so a row that stays bright is "
+            "the bottleneck. Right: each link's utilisation over the whole run (the time its bytes need at full "
+            "rate, over the run), coloured by link class; one figure per algorithm and sweep point" + (f"; {left_out} more sweep points are not drawn (see links.csv)."
+                                       if left_out > 0 else "."))
     return infos
 
 

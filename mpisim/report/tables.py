@@ -6,8 +6,11 @@ figures, the Markdown and the tests agree on one set of numbers:
 * :func:`row_kinds` sorts result rows into collective, point-to-point, training and other rows;
 * :func:`series` groups rows into named curves (one per algorithm, or per algorithm and sweep
   point: "ring, oversubscription=2");
-* :func:`link_table` ranks the links by the bytes they carried and their utilisation, from the
-  per-link counters a world keeps (or, in older results, from its link records);
+* :func:`link_table` ranks the links by their utilisation (the time their bytes need at full
+  rate, over the run), from the per-link counters a world keeps (or, in older results, from
+  its link records); :func:`link_class` names a link's class (NVLink, PCIe, NIC, spine) and
+  :func:`class_leaders` keeps the busiest link of every class, so a NIC is never hidden by the
+  many NVLink ports of a GPU cluster;
 * :func:`rank_breakdown` adds up how long each rank spent computing, sending, waiting...;
 * :func:`closed_form_rows` pairs each collective row with its algorithm's closed-form time.
 
@@ -27,14 +30,17 @@ from typing import Any
 from mpisim.report.records import RunResult, WorldRecords
 
 __all__ = [
+    "LINK_CLASSES",
     "LinkUse",
     "Series",
+    "class_leaders",
     "closed_form_rows",
     "fmt_bandwidth",
     "fmt_bytes",
     "fmt_num",
     "fmt_percent",
     "fmt_time",
+    "link_class",
     "link_table",
     "point_label",
     "rank_breakdown",
@@ -190,22 +196,57 @@ def series(rows: Iterable[dict[str, Any]], x: str, y: str, by: Sequence[str], ke
 # ----------------------------------------------------------------------------- links
 
 
+#: Link classes, in the order reports list them, from the link kinds of the network layer:
+#: ``shm`` ports, PCIe lanes, NVLink ports, NIC ports (a NIC to its switch, or a direct cable)
+#: and switch-to-switch cables ("spine").
+LINK_CLASSES = ("shared memory", "PCIe", "NVLink", "NIC", "spine")
+_KIND_CLASSES = {"shm": "shared memory", "pcie": "PCIe", "nvlink": "NVLink"}
+
+
+def link_class(name: str, kind: str | None = None) -> str:
+    """Return the class of the link called *name*, whose network-layer kind is *kind*.
+
+    ``net`` links are split by their ends: a cable between two switches (a leaf and a spine)
+    is "spine", any other is a NIC port. Results written before links carried their kind are
+    classified by name alone (``node0.nvswitch->rank3`` is NVLink).
+    """
+    if kind in _KIND_CLASSES:
+        return _KIND_CLASSES[kind]
+    if kind is None:
+        for word, cls in (("nvswitch", "NVLink"), ("pcie", "PCIe"), ("shm", "shared memory")):
+            if word in name:
+                return cls
+    return "spine" if "spine" in name else "NIC"
+
+
 @dataclass
 class LinkUse:
-    """How hard one directed link worked in one world."""
+    """How hard one directed link worked in one world.
+
+    ``kind`` is its :func:`link_class`. Two measures of load differ on purpose:
+    ``utilisation`` is the time the link's bytes need at its full rate over the run (how
+    much of the run this link alone forces), ``busy_share`` the share of the run during which
+    it carried anything, at whatever rate.
+    """
 
     link: str
     nbytes: int
     busy_s: float
     capacity_Bps: float
     elapsed_s: float
+    kind: str = "NIC"
+
+    @property
+    def full_rate_s(self) -> float:
+        """Seconds the link's bytes take at its capacity: a lower bound on the run; 0 when unknown."""
+        if not _finite(self.capacity_Bps) or self.capacity_Bps <= 0:
+            return 0.0
+        return self.nbytes / self.capacity_Bps
 
     @property
     def utilisation(self) -> float:
         """Average utilisation over the run: bytes / (elapsed x capacity); 0 when unknown."""
-        if self.elapsed_s <= 0 or not _finite(self.capacity_Bps) or self.capacity_Bps <= 0:
-            return 0.0
-        return self.nbytes / (self.elapsed_s * self.capacity_Bps)
+        return self.full_rate_s / self.elapsed_s if self.elapsed_s > 0 else 0.0
 
     @property
     def busy_share(self) -> float:
@@ -219,7 +260,13 @@ class LinkUse:
 
 
 def link_table(world: WorldRecords, limit: int | None = None) -> list[LinkUse]:
-    """Return the links of *world* that carried bytes, busiest (most bytes) first.
+    """Return the links of *world* that carried bytes, most utilised first.
+
+    Links are ranked by utilisation, not bytes: on a GPU node an NVLink port carries more
+    bytes than a NIC at eight times the rate, yet the NIC is what bounds the run. With a
+    *limit*, the first *limit* links are returned, except that the busiest link of every class
+    present replaces the tail if it would be cut (see :func:`class_leaders`). Without capacities
+    (results without link counters) links are ranked by bytes.
 
     Uses the world's per-link counters; results without them fall back to summing its link
     records (busy time is then the union of the records' intervals, capacity unknown).
@@ -227,7 +274,8 @@ def link_table(world: WorldRecords, limit: int | None = None) -> list[LinkUse]:
     elapsed = world.t_end
     if world.link_totals:
         uses = [
-            LinkUse(t["link"], int(t["nbytes"]), float(t["busy_s"]), float(t.get("capacity_Bps") or 0.0), elapsed)
+            LinkUse(t["link"], int(t["nbytes"]), float(t["busy_s"]), float(t.get("capacity_Bps") or 0.0), elapsed,
+                    link_class(t["link"], t.get("kind")))
             for t in world.link_totals
             if t.get("nbytes", 0) > 0
         ]
@@ -238,9 +286,24 @@ def link_table(world: WorldRecords, limit: int | None = None) -> list[LinkUse]:
         uses = []
         for name, recs in by_link.items():
             busy = covered((r.t_start, r.t_end) for r in recs)
-            uses.append(LinkUse(name, sum(r.nbytes for r in recs), busy, 0.0, elapsed))
-    uses.sort(key=lambda u: (-u.nbytes, u.link))
-    return uses[:limit] if limit is not None else uses
+            uses.append(LinkUse(name, sum(r.nbytes for r in recs), busy, 0.0, elapsed, link_class(name)))
+    uses.sort(key=lambda u: (-u.full_rate_s, -u.nbytes, u.link))
+    if limit is None or len(uses) <= limit:
+        return uses
+    leaders = [u for u in class_leaders(uses).values() if u not in uses[:limit]]
+    keep = uses[: max(limit - len(leaders), 0)] + leaders
+    return sorted(keep, key=lambda u: (-u.full_rate_s, -u.nbytes, u.link))[:limit]
+
+
+def class_leaders(uses: Iterable[LinkUse]) -> dict[str, LinkUse]:
+    """Return the most utilised link of each class present in *uses*, in :data:`LINK_CLASSES` order."""
+    best: dict[str, LinkUse] = {}
+    for use in uses:
+        held = best.get(use.kind)
+        if held is None or (use.full_rate_s, use.nbytes) > (held.full_rate_s, held.nbytes):
+            best[use.kind] = use
+    order = {name: i for i, name in enumerate(LINK_CLASSES)}
+    return dict(sorted(best.items(), key=lambda item: order.get(item[0], len(order))))
 
 
 def world_title(world: WorldRecords) -> str:

@@ -24,6 +24,7 @@ from typing import Any
 from mpisim.collectives.select import network_parameters
 from mpisim.mpi.world import World
 from mpisim.report.records import MAX_LINK_TOTALS
+from mpisim.report.tables import link_class
 from mpisim.scenario.model import Scenario
 
 __all__ = ["LINK_RECORD_RANKS", "link_totals", "network_summary", "wants_link_records"]
@@ -33,19 +34,33 @@ LINK_RECORD_RANKS = 64
 
 
 def link_totals(world: World, limit: int = MAX_LINK_TOTALS) -> list[dict[str, Any]]:
-    """Return the *limit* links of *world* that carried the most bytes, busiest first.
+    """Return up to *limit* links of *world* that carried bytes, most utilised first.
 
-    Each entry is ``{"link", "nbytes", "busy_s", "capacity_Bps"}``; links that carried nothing
-    are left out. A network model without ``link_stats`` gives an empty list.
+    Each entry is ``{"link", "kind", "nbytes", "busy_s", "capacity_Bps"}``; links that carried
+    nothing are left out. Links are ranked by the time their bytes need at full rate (bytes
+    over capacity), not by bytes: a GPU cluster's NVLink ports carry the most bytes while its
+    NICs, eight times slower, bound the run. The cut keeps every link class: each class
+    (:func:`~mpisim.report.tables.link_class`) has at least ``limit // 8`` of its most utilised
+    links kept, so links.csv always shows the NICs and the spine next to the NVLink ports. A
+    network model without ``link_stats`` gives an empty list.
     """
     stats = getattr(world.network, "link_stats", None)
     if stats is None:
         return []
+    kinds = {link.name: link.kind for link in world.topology.links}
     used = [s for s in stats().values() if s.nbytes > 0]
-    used.sort(key=lambda s: (-s.nbytes, s.name))
+    used.sort(key=lambda s: (-(s.nbytes / s.capacity if s.capacity > 0 else 0.0), -s.nbytes, s.name))
+    per_class: dict[str, list[Any]] = {}
+    for s in used:
+        per_class.setdefault(link_class(s.name, kinds.get(s.name)), []).append(s)
+    reserved = {s.name for members in per_class.values() for s in members[: max(limit // 8, 1)]}
+    extra = [s.name for s in used if s.name not in reserved][: max(limit - len(reserved), 0)]
+    chosen = reserved.union(extra)
+    kept = [s for s in used if s.name in chosen]  # still most utilised first
     return [
-        {"link": s.name, "nbytes": int(s.nbytes), "busy_s": float(s.busy_time), "capacity_Bps": float(s.capacity)}
-        for s in used[:limit]
+        {"link": s.name, "kind": kinds.get(s.name, "net"), "nbytes": int(s.nbytes), "busy_s": float(s.busy_time),
+         "capacity_Bps": float(s.capacity)}
+        for s in kept
     ]
 
 

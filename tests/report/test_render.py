@@ -116,7 +116,7 @@ def test_findings_name_the_winner_the_data_shows(rendered):
     factor = loser["time_s"] / min(r["time_s"] for r in big)
     sentence = next(line for line in report.splitlines() if line.startswith("- **allreduce on 4 ranks:**"))
     assert re.search(rf"to 1 MiB \*\*{winner}\*\* is fastest, [0-9.]+x to {factor:.2f}x faster", sentence), sentence
-    assert "Busiest link in parameter_server 1 MiB" in report
+    assert "**NIC links bound ring 1 MiB:** `node0.nic0->switch` (NIC)" in report
 
 
 def test_report_command_reproduces_the_same_report(rendered, tmp_path, capsys):
