@@ -112,6 +112,26 @@ def _colour(i: int) -> str:
     return CURVE_COLOURS[i % len(CURVE_COLOURS)]
 
 
+#: An axes holds its legend up to this many entries; beyond, the legend goes beside the axes.
+AXES_LEGEND_ENTRIES = 8
+
+
+def _legend(fig: Figure, ax: Axes, fontsize: float = 8) -> None:
+    """Add *ax*'s legend so that it stays inside the figure, however many entries it has.
+
+    A few entries fit inside the axes (matplotlib picks the emptiest corner); more would
+    overflow the axes and run off the image, so they go in columns to the right of the plots,
+    where the constrained layout makes room for them.
+    """
+    handles, labels = ax.get_legend_handles_labels()
+    if not handles:
+        return
+    if len(handles) <= AXES_LEGEND_ENTRIES:
+        ax.legend(fontsize=fontsize)
+        return
+    fig.legend(handles, labels, loc="outside right upper", fontsize=min(fontsize, 7), ncols=math.ceil(len(handles) / 28))
+
+
 def time_unit(seconds: float) -> tuple[float, str]:
     """Return (scale, unit) that makes *seconds* read well on an axis: (1e-6, "us") for 40 us."""
     for scale, unit in ((1.0, "s"), (1e-3, "ms"), (1e-6, "us")):
@@ -381,10 +401,11 @@ def plot_bandwidth(result: RunResult) -> Figure | None:
     _plain_log(ax_t)
     ax_t.set_ylabel(f"time ({unit}, log scale)")
     ax_t.set_title("time per call (lower is better)")
-    ax_t.legend(fontsize=8)
+    _legend(fig, ax_t)
     ax_b.set_ylabel("bandwidth (GB/s)")
     ax_b.set_title("busbw (solid) and algbw (dashed), higher is better")
-    ax_b.legend(fontsize=7, ncols=2 if len(curves) > 2 else 1)
+    if len(curves) <= AXES_LEGEND_ENTRIES // 2:  # busbw and algbw per curve; the left legend names the curves
+        ax_b.legend(fontsize=7, ncols=2 if len(curves) > 2 else 1)
     fig.suptitle(f"{collective} on {', '.join(map(str, ranks))} ranks: {result.scenario.get('name', '')}")
     return fig
 
@@ -456,8 +477,8 @@ def plot_scaling(result: RunResult) -> Figure | None:
     """Draw time and efficiency against the number of ranks, one curve per interconnect.
 
     Training rows give iteration time and scaling efficiency; collective rows whose rank
-    count varies give time per call and busbw, one curve per algorithm and size. Returns None
-    unless some curve has at least two rank counts.
+    count varies give time per call and busbw, one curve per collective, algorithm and size.
+    Only curves with at least two rank counts are drawn; returns None if there is none.
     """
     kinds = row_kinds(result)
     keys = _interconnect_keys(result)
@@ -467,9 +488,13 @@ def plot_scaling(result: RunResult) -> Figure | None:
         titles = ("iteration time (lower is better)", "scaling efficiency (higher is better)")
     else:
         rows, y1, y2 = kinds["collective"], "time_s", "busbw_GBps"
-        curves = series(rows, "ranks", y1, by=["algorithm", "bytes"], keys=keys)
+        by = (["collective"] if len({r["collective"] for r in rows}) > 1 else []) + ["algorithm", "bytes"]
+        curves = series(rows, "ranks", y1, by=by, keys=keys)
         titles = ("time per call (lower is better)", "bus bandwidth (higher is better)")
-    if not curves or max(len(c.xs) for c in curves) < 2:
+    # A curve is drawn only if its rank count varies: points of one rank count (a sweep over
+    # bandwidths at a fixed size of cluster) would all sit at one x, which says nothing.
+    curves = [c for c in curves if len(set(c.xs)) >= 2]
+    if not curves:
         return None
     fig = _figure(12, 5)
     ax_t, ax_e = fig.subplots(1, 2, sharex=True)
@@ -502,7 +527,7 @@ def plot_scaling(result: RunResult) -> Figure | None:
         ax_e.set_ylabel("busbw (GB/s)")
     ax_t.set_title(titles[0])
     ax_e.set_title(titles[1])
-    ax_t.legend(fontsize=8)
+    _legend(fig, ax_t)
     fig.suptitle(f"capacity planning: {result.scenario.get('name', '')}")
     return fig
 
@@ -591,7 +616,7 @@ def plot_closed_form(result: RunResult) -> Figure | None:
         _plain_log(ax_t)
     ax_t.set_ylabel(f"time ({unit})")
     ax_t.set_title("simulated (solid) vs closed form (dashed)")
-    ax_t.legend(fontsize=7)
+    _legend(fig, ax_t, 7)
     ax_r.axhline(1.0, color="grey", linestyle=":")
     ax_r.set_ylabel("simulated / closed form")
     ax_r.set_title("ratio (1 = the formula holds)")
@@ -600,7 +625,8 @@ def plot_closed_form(result: RunResult) -> Figure | None:
         lo, hi = min(min(ratios), 1.0), max(max(ratios), 1.0)
         pad = max((hi - lo) * 0.1, 0.05)
         ax_r.set_ylim(max(lo - pad, 0), hi + pad)
-    ax_r.legend(fontsize=8)
+    if len(sim_curves) <= AXES_LEGEND_ENTRIES:
+        ax_r.legend(fontsize=8)
     fig.suptitle("closed-form alpha-beta-gamma cost vs simulation")
     return fig
 

@@ -212,3 +212,39 @@ def test_size_plots_need_two_sizes_and_rank_plots_two_rank_counts():
     assert plots.plot_bandwidth(result) is None, "one size: no curve against size"
     assert plots.plot_scaling(result) is not None
     assert plots.plot_scaling(RunResult(scenario={"name": "x"}, rows=rows[:1])) is None
+
+
+def _collective_rows(ranks, sizes, algorithms=("ring",), collectives=("allreduce",)):
+    return [{"collective": c, "algorithm": a, "ranks": p, "bytes": b, "time_s": 1e-6 * p * b ** 0.5,
+             "busbw_GBps": 1.0, "algbw_GBps": 0.5}
+            for c in collectives for a in algorithms for p in ranks for b in sizes]
+
+
+def test_scaling_is_drawn_only_when_ranks_vary():
+    from mpisim.report.records import RunResult
+
+    one_count = RunResult(scenario={"name": "x"},
+                          rows=_collective_rows([8], [1024, 4096], collectives=("allreduce", "bcast")))
+    assert plots.plot_scaling(one_count) is None, "every point at one rank count: no scaling figure"
+    assert plots.plot_scaling(RunResult(scenario={"name": "x"}, rows=_collective_rows([4, 8], [1024]))) is not None
+
+
+def test_legends_stay_inside_the_figure():
+    """35 curves (the sweep that once pushed the legend off the image) keep every legend inside."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    from mpisim.report.records import RunResult
+
+    rows = _collective_rows([2, 4, 8], [2**k for k in range(5, 12)], algorithms=[f"alg{i}" for i in range(5)])
+    result = RunResult(scenario={"name": "x"}, rows=rows)
+    for fig in (plots.plot_scaling(result), plots.plot_bandwidth(result)):
+        canvas = FigureCanvasAgg(fig)
+        canvas.draw()
+        renderer = canvas.get_renderer()
+        box = fig.bbox
+        legends = [*fig.legends, *(ax.get_legend() for ax in fig.axes if ax.get_legend() is not None)]
+        assert legends
+        for legend in legends:
+            extent = legend.get_window_extent(renderer)
+            assert extent.x0 >= box.x0 - 1 and extent.x1 <= box.x1 + 1, (extent, box)
+            assert extent.y0 >= box.y0 - 1 and extent.y1 <= box.y1 + 1, (extent, box)
