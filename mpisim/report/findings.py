@@ -23,6 +23,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+from mpisim.engine.units import format_size
 from mpisim.report.records import RunResult, WorldRecords
 from mpisim.report.tables import (
     STATE_KINDS,
@@ -45,7 +46,9 @@ __all__ = [
     "SATURATED",
     "algorithm_findings",
     "all_findings",
+    "auto_findings",
     "closed_form_findings",
+    "deviation_causes",
     "link_findings",
     "p2p_findings",
     "scaling_findings",
@@ -70,9 +73,9 @@ def _where(values: dict[str, Any], keys: Sequence[str]) -> str:
 
 def algorithm_findings(result: RunResult) -> list[str]:
     """Say which algorithm wins in which size range (with two or more algorithms), by how much."""
-    rows = [r for r in row_kinds(result)["collective"] if isinstance(r.get("time_s"), int | float)]
+    rows = _distinct_algorithms([r for r in row_kinds(result)["collective"] if isinstance(r.get("time_s"), int | float)])
     keys = sweep_keys(result)
-    out = []
+    out = auto_findings(result)
     for group_key, members in _groups(rows, [*keys, "collective", "ranks"]).items():
         algorithms = list(dict.fromkeys(r["algorithm"] for r in members))
         values = dict(zip([*keys, "collective", "ranks"], group_key, strict=True))
@@ -106,6 +109,44 @@ def algorithm_findings(result: RunResult) -> list[str]:
             parts.append(f"{span} **{winner}** is fastest, {by} faster than the next best ({', '.join(rivals)})")
         if parts:
             out.append(head + "; ".join(parts) + ".")
+    return out
+
+
+def _distinct_algorithms(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Drop the rows of ``auto`` that resolved to an algorithm the list also names explicitly.
+
+    ``auto`` picks one of the registered algorithms per size; when it picks one the list runs
+    anyway, comparing the two would compare an algorithm with itself ("rabenseifner is 1.00x
+    faster than rabenseifner"). The ``auto`` row then stays out of the comparison
+    (:func:`auto_findings` says what ``auto`` picked).
+    """
+    explicit = {(r.get("collective"), r.get("ranks"), r.get("bytes"), r["algorithm"], _point_of(r))
+                for r in rows if r.get("requested") != "auto"}
+    return [r for r in rows if r.get("requested") != "auto"
+            or (r.get("collective"), r.get("ranks"), r.get("bytes"), r["algorithm"], _point_of(r)) not in explicit]
+
+
+def _point_of(row: dict[str, Any]) -> tuple:
+    return tuple(sorted((k, str(v)) for k, v in row.items() if "." in k))  # sweep keys are dotted
+
+
+def auto_findings(result: RunResult) -> list[str]:
+    """Say which algorithm ``auto`` picked at each size, per collective and rank count."""
+    rows = [r for r in row_kinds(result)["collective"] if r.get("requested") == "auto"]
+    keys = sweep_keys(result)
+    out = []
+    for group_key, members in _groups(rows, [*keys, "collective", "ranks"]).items():
+        values = dict(zip([*keys, "collective", "ranks"], group_key, strict=True))
+        runs: list[list[Any]] = []  # [algorithm, first size, last size]
+        for row in sorted(members, key=lambda r: r["bytes"]):
+            if runs and runs[-1][0] == row["algorithm"]:
+                runs[-1][2] = row["bytes"]
+            else:
+                runs.append([row["algorithm"], row["bytes"], row["bytes"]])
+        parts = [f"**{name}** " + (f"at {fmt_bytes(lo)}" if lo == hi else f"from {fmt_bytes(lo)} to {fmt_bytes(hi)}")
+                 for name, lo, hi in runs]
+        out.append(f"**auto for {values['collective']} on {values['ranks']} ranks{_where(values, keys)}** picks "
+                   + ", ".join(parts) + ".")
     return out
 
 
@@ -241,24 +282,134 @@ def time_share_findings(world: WorldRecords) -> list[str]:
 
 
 def closed_form_findings(result: RunResult) -> list[str]:
-    """Compare simulated times with the closed forms, per algorithm: worst deviation and where."""
+    """Compare simulated times with the closed forms, per algorithm, and explain the gap.
+
+    The worst deviation of each algorithm is stated with its causes, read off the records of
+    that point's world (:func:`deviation_causes`): messages that went by rendezvous, eager
+    copies, or a multi-level topology where the formula charges every hop the slowest path.
+    """
     rows = closed_form_rows(result)
     out = []
     for algorithm in dict.fromkeys(r["algorithm"] for r in rows):
-        mine = [r for r in rows if r["algorithm"] == algorithm and math.isfinite(r["ratio"])]
+        mine = [r for r in rows if r["algorithm"] == algorithm and math.isfinite(r["ratio"])
+                and r.get("requested") != "auto"] or [r for r in rows if r["algorithm"] == algorithm
+                                                      and math.isfinite(r["ratio"])]
         if not mine:
             continue
         worst = max(mine, key=lambda r: abs(r["ratio"] - 1))
         dev = worst["ratio"] - 1
+        causes = deviation_causes(result, worst)
         if abs(dev) < 0.01:
-            out.append(f"**{algorithm}:** the simulation matches its closed form within 1 % at every point.")
+            text = f"**{algorithm}:** the simulation matches its closed form within 1 % at every point"
         else:
             side = "slower" if dev > 0 else "faster"
-            exact = "" if worst["exact"] else " (the formula is only an estimate for this case)"
-            out.append(f"**{algorithm}:** the simulation is up to {abs(dev) * 100:.1f} % {side} than its closed form, "
-                       f"at {fmt_bytes(worst['bytes'])} on {worst['ranks']} ranks ({fmt_time(worst['time_s'])} vs "
-                       f"{fmt_time(worst['model_s'])}){exact}.")
+            exact = "" if worst["exact"] else " (for this many ranks the formula is a bound, not exact)"
+            text = (f"**{algorithm}:** the simulation is up to {abs(dev) * 100:.1f} % {side} than its closed form, "
+                    f"at {fmt_bytes(worst['bytes'])} on {worst['ranks']} ranks ({fmt_time(worst['time_s'])} vs "
+                    f"{fmt_time(worst['model_s'])}){exact}")
+        if causes:
+            text += ", because " + "; and ".join(causes) if abs(dev) >= 0.01 else ". " + causes[-1][0].upper() + causes[-1][1:]
+        out.append(text + ".")
     return out
+
+
+def _world_of(result: RunResult, row: dict[str, Any]) -> WorldRecords | None:
+    """Return the world a collective row was measured in (matched by label and sweep point), if kept."""
+    label = f"{row['algorithm']} {format_size(int(row['bytes']))}"
+    if row.get("requested") == "auto":
+        label += " (auto)"
+    keys = sweep_keys(result)
+    for world in result.records:
+        if world.label == label and all(str(world.point.get(k)) == str(row.get(k)) for k in keys if k in world.point):
+            return world
+    return None
+
+
+def deviation_causes(result: RunResult, row: dict[str, Any]) -> list[str]:
+    """Return the reasons, with numbers, why *row*'s simulated time differs from its closed form.
+
+    Each reason is a clause found in the evidence of the row's world: the closed form
+    charges every message one alpha plus its bytes times beta (the slowest path's), so
+
+    * a message above the eager limit goes by rendezvous and waits for an RTS and a CTS
+      first: two more latencies per step that the formula does not count;
+    * an eager message is copied into a buffer at the memory-copy bandwidth, which no
+      alpha-beta term holds;
+    * on a multi-level topology (NVLink inside a node, a NIC between nodes) the formula
+      assumes every hop is as slow as the slowest path, so it is an upper bound there (said
+      when the simulation is faster than the formula).
+
+    A world whose records were not kept gives only the topology reason.
+    """
+    causes = []
+    world = _world_of(result, row)
+    simulated_slower = row["time_s"] > row["model_s"]
+    if world is not None and world.messages and simulated_slower:
+        network = [m for m in world.messages if m.protocol != "self"]
+        rndv = [m for m in network if m.protocol == "rendezvous"]
+        eager = [m for m in network if m.protocol == "eager" and m.nbytes > 0]
+        if rndv:
+            sizes = sorted({m.nbytes for m in rndv})
+            size_text = fmt_bytes(sizes[0]) if len(sizes) == 1 else f"{fmt_bytes(sizes[0])} to {fmt_bytes(sizes[-1])}"
+            limit = _eager_limit_below(result, sizes[0])
+            causes.append(
+                f"{len(rndv)} of its {len(network)} messages ({size_text}) are above the "
+                f"{fmt_bytes(limit) + ' ' if limit else ''}eager limit and go by rendezvous: each waits for an RTS "
+                "and a CTS before its data moves, two latencies per step that the formula does not count"
+                + _handshake_share(world, rndv, row["time_s"] - row["model_s"]))
+        copy_bw = (result.scenario.get("mpi") or {}).get("copy_bandwidth")
+        if eager and isinstance(copy_bw, int | float) and math.isfinite(copy_bw) and copy_bw > 0:
+            biggest = max(m.nbytes for m in eager)
+            alpha = world.network.get("alpha_s", 0.0)
+            if biggest / copy_bw >= 0.05 * alpha:
+                causes.append(
+                    f"each eager message is copied into a buffer at {fmt_bandwidth(copy_bw)} "
+                    f"({fmt_time(biggest / copy_bw)} for its {fmt_bytes(biggest)} messages), a cost with no "
+                    "alpha-beta term")
+    network = world.network if world is not None else _any_network(result, row)
+    beta, pair_beta = network.get("beta_s_per_B"), network.get("pair_beta_s_per_B")
+    # Only a simulation faster than the formula is explained by it: an algorithm whose every step
+    # crosses the slowest path (a flat ring across nodes) is paced by it, and the formula holds.
+    if (not simulated_slower and isinstance(beta, int | float) and isinstance(pair_beta, int | float)
+            and 0 < pair_beta < 0.9 * beta):
+        causes.append(
+            f"on this multi-level topology the formula charges every hop the slowest path ({fmt_bandwidth(1 / beta)}, "
+            f"alpha {fmt_time(network.get('alpha_s'))}) although ranks 0 and 1 talk at {fmt_bandwidth(1 / pair_beta)}: "
+            "it assumes every hop is the slowest one, so it is an upper bound here, not a prediction")
+    return causes
+
+
+def _handshake_share(world: WorldRecords, rndv: list[Any], gap: float) -> str:
+    """Estimate the handshakes' share of *gap*: rank 0's rendezvous sends, two path latencies each.
+
+    Sends that overlap (a root posting all of them at once) pay their handshakes together, so
+    this is an upper estimate; for algorithms whose steps follow each other it is the cost.
+    """
+    latency = world.network.get("pair_latency_s")
+    sends = sum(1 for m in rndv if m.src == 0)
+    if not isinstance(latency, int | float) or latency <= 0 or sends == 0 or gap <= 0:
+        return ""
+    extra = 2 * sends * latency
+    return (f" (rank 0 sends {sends} of them; up to 2 x {sends} x {fmt_time(latency)} = {fmt_time(extra)} "
+            f"of the {fmt_time(gap)} gap)")
+
+
+def _eager_limit_below(result: RunResult, nbytes: int) -> int | None:
+    """Return the scenario's eager limit that *nbytes* exceeds (network first), if it says."""
+    mpi = result.scenario.get("mpi") or {}
+    limits = [mpi.get(k) for k in ("eager_limit_inter", "eager_limit_intra", "eager_limit")]
+    below = [v for v in limits if isinstance(v, int) and v < nbytes]
+    return below[0] if below else None
+
+
+def _any_network(result: RunResult, row: dict[str, Any]) -> dict[str, float]:
+    """The network parameters of any world of *row*'s sweep point (they do not depend on size)."""
+    keys = sweep_keys(result)
+    for world in result.records:
+        if world.network and all(str(world.point.get(k)) == str(row.get(k)) for k in keys if k in world.point):
+            if world.label.split(" ")[0] == row["algorithm"] or not keys:
+                return world.network
+    return {}
 
 
 def all_findings(result: RunResult, worlds: Sequence[WorldRecords], link_worlds: Sequence[WorldRecords] = ()) -> list[str]:

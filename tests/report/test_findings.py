@@ -1,0 +1,47 @@
+"""Findings explain what the data shows: causes of a gap to the closed form, distinct algorithms only."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from mpisim.report.findings import algorithm_findings, closed_form_findings
+from mpisim.scenario import load_dict, run_scenario
+
+
+def run(topology, algorithms, sizes):
+    return run_scenario(load_dict({
+        "name": "x", "topology": topology, "payload": "size",
+        "workload": {"kind": "collective", "collective": "allreduce", "algorithm": algorithms, "sizes": sizes,
+                     "dtype": "float32"}}))
+
+
+@pytest.fixture(scope="module")
+def ib_hdr():
+    """8 ranks on HDR InfiniBand (12 KiB eager limit); 128 KiB cuts the ring into 16 KiB blocks."""
+    return run({"preset": "ib-hdr", "nodes": 8}, ["ring", "rabenseifner", "auto"], ["128 KiB"])
+
+
+def test_a_gap_to_the_closed_form_is_explained_by_rendezvous(ib_hdr):
+    ring = next(f for f in closed_form_findings(ib_hdr) if f.startswith("**ring:**"))
+    assert "because 112 of its 112 messages (16 KiB) are above the 12 KiB eager limit and go by rendezvous" in ring
+    # The handshakes account for the gap: 2 latencies x 14 sequential steps.
+    estimate, gap = (float(x) for x in re.search(r"= ([0-9.]+) us of the ([0-9.]+) us gap", ring).groups())
+    assert estimate == pytest.approx(gap, rel=0.02), ring
+
+
+def test_an_algorithm_is_never_compared_with_itself(ib_hdr):
+    findings = algorithm_findings(ib_hdr)
+    auto = [r["algorithm"] for r in ib_hdr.rows if r["requested"] == "auto"][0]
+    assert any(f.startswith("**auto for allreduce on 8 ranks** picks") and auto in f for f in findings), findings
+    for finding in findings:
+        for winner, rivals in re.findall(r"\*\*(\w+)\*\* is fastest, [^(]*\(([^)]*)\)", finding):
+            assert winner not in rivals.split(", "), finding
+
+
+def test_on_a_multi_level_topology_the_formula_says_what_it_assumes():
+    result = run({"preset": "dgx-h100", "nodes": 2}, ["rabenseifner"], ["64 MiB"])
+    text = closed_form_findings(result)[0]
+    assert "faster than its closed form" in text
+    assert "multi-level topology the formula charges every hop the slowest path" in text and "upper bound" in text
