@@ -164,29 +164,68 @@ def _single_algorithm(members: list[dict[str, Any]], values: dict[str, Any], whe
 
 
 def p2p_findings(result: RunResult) -> list[str]:
-    """Locate the eager -> rendezvous switch in latency rows and say what it costs; state peaks."""
+    """Locate the eager -> rendezvous switch in latency rows, say what it costs and why; state peaks.
+
+    Per sweep point: at the switch the latency jumps when the rendezvous handshake (two more
+    latencies) costs more than eager's copy of the message, and drops when the copy costs
+    more (the limit sits above the crossover). Across sweep points that measured the same size
+    both ways, the size where rendezvous starts to win is named.
+    """
     rows = row_kinds(result)["p2p"]
+    keys = sweep_keys(result)
     out = []
-    latency = sorted((r for r in rows if r.get("test") == "latency" and "latency_s" in r), key=lambda r: r["bytes"])
-    eager = [r for r in latency if r.get("protocol") == "eager"]
-    rndv = [r for r in latency if r.get("protocol") == "rendezvous"]
-    if eager and rndv and eager[-1]["bytes"] < rndv[0]["bytes"]:
-        a, b = eager[-1], rndv[0]
-        out.append(
-            f"**Eager up to {fmt_bytes(a['bytes'])}, rendezvous from {fmt_bytes(b['bytes'])}:** the one-way latency "
-            f"goes from {fmt_time(a['latency_s'])} to {fmt_time(b['latency_s'])} "
-            f"({b['latency_s'] / a['latency_s']:.2f}x): the rendezvous handshake (RTS, then CTS) adds two "
-            "latencies before the data moves."
-        )
-    if latency:
-        out.append(f"The smallest message ({fmt_bytes(latency[0]['bytes'])}) takes {fmt_time(latency[0]['latency_s'])} "
-                   "one way: the fixed cost every message pays.")
+    latency = [r for r in rows if r.get("test") == "latency" and isinstance(r.get("latency_s"), int | float)]
+    for group_key, members in _groups(latency, keys).items():
+        where = _where(dict(zip(keys, group_key, strict=True)), keys)
+        members.sort(key=lambda r: r["bytes"])
+        eager = [r for r in members if r.get("protocol") == "eager"]
+        rndv = [r for r in members if r.get("protocol") == "rendezvous"]
+        if eager and rndv and eager[-1]["bytes"] < rndv[0]["bytes"] and eager[-1]["bytes"] > 0:
+            a, b = eager[-1], rndv[0]
+            ratio = b["latency_s"] / a["latency_s"]
+            head = (f"**Eager up to {fmt_bytes(a['bytes'])}, rendezvous from {fmt_bytes(b['bytes'])}{where}:** the one-way "
+                    f"latency goes from {fmt_time(a['latency_s'])} to {fmt_time(b['latency_s'])} ({ratio:.2f}x)")
+            if ratio >= 1:
+                out.append(head + ": the rendezvous handshake (RTS, then CTS) adds two latencies before the data "
+                           "moves, more than eager's copy of the message costs at this size.")
+            else:
+                out.append(head + ": the latency drops, because at this size eager's copy of the message into a buffer "
+                           "costs more than the two latencies of the rendezvous handshake. The eager limit sits "
+                           "above the size where the two protocols cost the same.")
+        if members and len(latency) == len(members):
+            out.append(f"The smallest message ({fmt_bytes(members[0]['bytes'])}) takes {fmt_time(members[0]['latency_s'])} "
+                       "one way: the fixed cost every message pays.")
+    out += _crossover(latency)
     for test in ("bandwidth", "bibw"):
         bw = [r for r in rows if r.get("test") == test and isinstance(r.get("bandwidth_Bps"), int | float)]
         if bw:
             peak = max(bw, key=lambda r: r["bandwidth_Bps"])
             out.append(f"Peak {test} is {fmt_bandwidth(peak['bandwidth_Bps'])} at {fmt_bytes(peak['bytes'])}.")
     return out
+
+
+def _crossover(latency: list[dict[str, Any]]) -> list[str]:
+    """Name where rendezvous starts to beat eager, from sizes measured with both protocols."""
+    both: dict[int, dict[str, float]] = {}
+    for row in latency:
+        if row.get("protocol") in ("eager", "rendezvous") and row["bytes"] > 0:
+            best = both.setdefault(row["bytes"], {})
+            best[row["protocol"]] = min(best.get(row["protocol"], math.inf), row["latency_s"])
+    sizes = sorted(n for n, by in both.items() if len(by) == 2)
+    if len(sizes) < 2:
+        return []
+    wins = [both[n]["rendezvous"] < both[n]["eager"] for n in sizes]
+    if all(wins) or not any(wins):
+        winner = "rendezvous" if wins[0] else "eager"
+        return [f"**{winner.capitalize()} is cheaper at every size measured both ways** ({fmt_bytes(sizes[0])} to "
+                f"{fmt_bytes(sizes[-1])})."]
+    first = wins.index(True)
+    lo, hi = sizes[first - 1], sizes[first]
+    return [f"**Eager and rendezvous cross between {fmt_bytes(lo)} and {fmt_bytes(hi)}:** at {fmt_bytes(lo)} eager takes "
+            f"{fmt_time(both[lo]['eager'])} and rendezvous {fmt_time(both[lo]['rendezvous'])}; at {fmt_bytes(hi)} eager "
+            f"takes {fmt_time(both[hi]['eager'])} and rendezvous {fmt_time(both[hi]['rendezvous'])}. Eager's copy grows "
+            "with the size while the handshake does not, so an eager limit near this size sends each message the "
+            "cheaper way."]
 
 
 def scaling_findings(result: RunResult) -> list[str]:

@@ -439,21 +439,28 @@ def plot_p2p(result: RunResult) -> Figure | None:
         for i, curve in enumerate(curves):
             colour = _colour(i)
             xs = [x if x > 0 else ZERO_BYTES for x in curve.xs]  # a log axis has no 0: 0 B sits at 1/2 B
-            ax.plot(xs, [y / scale for y in curve.ys], color=colour, label=curve.label if len(curves) > 1 else None)
+            # Later curves are drawn thinner, so a curve that runs on top of another leaves it visible.
+            ax.plot(xs, [y / scale for y in curve.ys], color=colour, linewidth=max(2.8 - 0.7 * i, 1.0),
+                    label=curve.label if len(curves) > 1 else None)
             for proto, face in (("eager", colour), ("rendezvous", "white")):
                 pts = [(r["bytes"] or ZERO_BYTES, r[key] / scale) for r in curve.rows if r.get("protocol") == proto]
                 if pts:
                     ax.plot(*zip(*pts, strict=True), linestyle="none", marker="o", markerfacecolor=face,
-                            markeredgecolor=colour, label=f"{proto}" if i == 0 else None)
+                            markeredgecolor=colour)
             eager = [r["bytes"] for r in curve.rows if r.get("protocol") == "eager"]
             rndv = [r["bytes"] for r in curve.rows if r.get("protocol") == "rendezvous"]
-            if eager and rndv and max(eager) < min(rndv) and i == 0:
+            if eager and rndv and 0 < max(eager) < min(rndv):
                 lo, hi = max(eager), min(rndv)
                 switch = math.sqrt(max(lo, 1) * hi)
-                ax.axvline(switch, color="grey", linestyle=":", linewidth=1.5)
-                ax.annotate(f"eager limit\n{fmt_bytes(lo)} | {fmt_bytes(hi)}", (switch, 0.97), xycoords=("data", "axes fraction"),
-                            ha="center", va="top", fontsize=8, color="dimgrey",
+                ax.axvline(switch, color=colour, linestyle=":", linewidth=1.5)
+                ax.annotate(f"eager limit\n{fmt_bytes(lo)} | {fmt_bytes(hi)}", (switch, 0.97),
+                            xycoords=("data", "axes fraction"), ha="center", va="top", fontsize=8, color=colour,
                             bbox={"facecolor": "white", "edgecolor": "none", "alpha": 0.8})
+        kinds = {r.get("protocol") for r in mine}
+        for proto, face in (("eager", "black"), ("rendezvous", "white")):
+            if proto in kinds:  # one legend entry per protocol, whatever the curves' colours
+                ax.plot([], [], linestyle="none", marker="o", markerfacecolor=face, markeredgecolor="black",
+                        label=f"{proto} ({'filled' if proto == 'eager' else 'hollow'})")
         _size_axis(ax, [r["bytes"] or ZERO_BYTES for r in mine])
         _log_if_wide(ax, values, "y")
         ax.set_xlabel("message size")

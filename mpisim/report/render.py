@@ -206,8 +206,9 @@ def render_figures(result: RunResult, fig_dir: Path, worlds: list[int], links: l
         "One curve per algorithm. Left: time per call (log-log; lower is better). Right: bus bandwidth "
         "(solid; comparable with the hardware's link bandwidth) and algorithm bandwidth (dashed; size/time).")
     add("p2p.png", lambda: plots.plot_p2p(result), "Point-to-point latency and bandwidth",
-        "Filled markers: eager messages; hollow: rendezvous. The dotted line marks the eager limit, where the "
-        "protocol switches and the latency jumps by the handshake.")
+        "Filled markers: eager messages; hollow: rendezvous. A dotted line marks an eager limit, where the "
+        "protocol switches: the latency jumps there by the handshake's two latencies, or drops when eager's copy "
+        "of the message already cost more (a limit above the size where the two protocols cross).")
     add("scaling.png", lambda: plots.plot_scaling(result), "Scaling with the number of ranks",
         "One curve per interconnect (or algorithm). Left: time against ranks; right: scaling efficiency "
         "(time with one rank over time with p ranks) or bus bandwidth.")

@@ -45,3 +45,28 @@ def test_on_a_multi_level_topology_the_formula_says_what_it_assumes():
     text = closed_form_findings(result)[0]
     assert "faster than its closed form" in text
     assert "multi-level topology the formula charges every hop the slowest path" in text and "upper bound" in text
+
+
+def test_eager_vs_rendezvous_teaches_the_crossover_the_model_computes():
+    """The scenario's header states the crossover n = (2L + 2h/B) C; the run and the findings agree."""
+    from pathlib import Path
+
+    from mpisim.report.findings import p2p_findings
+    from mpisim.scenario import load_file
+
+    path = Path(__file__).resolve().parents[2] / "scenarios" / "eager-vs-rendezvous.yaml"
+    header = path.read_text()
+    result = run_scenario(load_file(path), jobs=1)
+    mpi, net = result.scenario["mpi"], result.records[0].network
+    crossover = (2 * net["pair_latency_s"] + 2 * mpi["header_bytes"] * net["pair_beta_s_per_B"]) * mpi["copy_bandwidth"]
+    assert f"n = {round(crossover)} B" in header
+    by = {}
+    for row in result.rows:
+        by.setdefault(row["bytes"], {})[row["protocol"]] = row["latency_s"]
+    for size, both in by.items():
+        if size > 0 and len(both) == 2:
+            assert (both["eager"] < both["rendezvous"]) == (size < crossover), (size, both)
+    findings = " ".join(p2p_findings(result))
+    assert "the latency drops, because at this size eager's copy" in findings
+    assert "**Eager and rendezvous cross between 4 KiB and 6 KiB:**" in findings
+    assert "latency jumps" not in header.split("name:")[0], "the header must not claim a jump the table does not show"
