@@ -264,8 +264,8 @@ class ExplainCommand(Command):
         parser.add_argument("--root", type=int, default=0, help="root rank of bcast, reduce, gather, scatter")
         parser.add_argument("--topology", default=None, metavar="PRESET|YAML",
                             help="a topology preset (see 'mpisim list topologies') or an inline YAML mapping")
-        parser.add_argument("--network", choices=("analytic", "fairshare"), default="analytic",
-                            help="network model (default analytic: no contention, textbook times)")
+        parser.add_argument("--network", choices=("analytic", "fairshare"), default=None,
+                            help="network model (default: explain's teaching network, see 'Network:' in its output)")
         parser.add_argument("-o", "--output", metavar="DIR", help="also write a diagram PNG to DIR")
 
     def run(self, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:

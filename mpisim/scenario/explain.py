@@ -1,16 +1,24 @@
 """Teaching: run one collective algorithm on small integer arrays and explain it step by step.
 
-``mpisim explain allreduce ring --ranks 4`` builds a small world (by default: the contention-free
-``analytic`` model on a ``full`` topology, every pair of ranks joined by its own 1 GB/s link
-with 1 us latency), gives rank r the array ``x_r = [r*B + i]`` (B = 10, or 100 for longer
+``mpisim explain allreduce ring --ranks 4`` builds a small world (by default: the
+:data:`DEFAULT_NETWORK_MODEL` network model, the contention-free ``analytic`` one, on a ``full``
+topology, every pair of ranks joined by its own 1 GB/s link with 1 us latency; both are set in
+:func:`_network_raw` alone), gives rank r the array ``x_r = [r*B + i]`` (B = 10, or 100 for longer
 arrays, so a value shows where it came from), runs the algorithm once and prints:
 
 1. every **step**: each message (who sends to whom, which elements it carries, their values)
    and then **what each rank has** -- for every other rank's input, which of its elements have
    reached this rank so far, on their own or summed into a partial result;
 2. the **final buffers**, next to numpy's answer;
-3. the algorithm's **cost formula** from its docstring, with p, n, alpha, beta and gamma
-   substituted, and its value next to the simulated time.
+3. the algorithm's **cost formula** from its docstrings, with p, n, alpha, beta and gamma
+   substituted, and its value next to the simulated time. The formula printed is the one that
+   gives the cost function's value at this p (:func:`applicable_formula`: the
+   non-power-of-two fold of rabenseifner on 5 ranks, not its power-of-two headline); where no
+   docstring formula does, explain says the value is the cost function's bound.
+
+A pipelined algorithm cuts its buffer into segments of hundreds of KiB, so the few elements
+of an explanation would travel as one segment; explain runs it with segments of a few
+elements (:func:`segment_size`), so the pipeline shows.
 
 **How it works without touching the algorithms.** Algorithms never say what a "step" is, so
 steps are recovered from the messages: a message's step is one more than the step of the
@@ -31,10 +39,12 @@ send as it is posted (the payload's contents) and pairs it with the engine's mes
 
 from __future__ import annotations
 
+import math
 import re
 import textwrap
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -42,6 +52,8 @@ from typing import Any
 import numpy as np
 
 import mpisim.collectives  # noqa: F401  (registers every algorithm)
+from mpisim.collectives import allreduce as allreduce_module
+from mpisim.collectives import bcast as bcast_module
 from mpisim.collectives import registry
 from mpisim.collectives.dispatch import size_of_call
 from mpisim.collectives.select import network_parameters
@@ -57,13 +69,81 @@ from mpisim.network.topology import build_topology
 from mpisim.scenario.load import load_dict
 from mpisim.workloads.collective import REDUCING, expected_output, reduce_in_rank_order
 
-__all__ = ["Explanation", "explain", "format_explanation", "reference", "substitute", "write_diagram"]
+__all__ = ["DEFAULT_NETWORK_MODEL", "Explanation", "Formula", "evaluate", "explain", "format_explanation", "formulas",
+           "reference", "substitute", "write_diagram"]
 
 ROOTED = frozenset({"bcast", "reduce", "gather", "scatter"})
 #: Provenance decoding needs 2^p to fit beside the element index in an int64.
 MAX_DECODED_RANKS = 40
 MAX_RANKS = 64
 DEFAULT_TOPOLOGY = {"kind": "full", "bandwidth": "1 GB/s", "latency": "1 us"}
+
+
+#: The network every explanation runs on unless --topology / --network say otherwise: the one
+#: place to change when a different teaching network becomes the default.
+DEFAULT_NETWORK_MODEL = "analytic"
+
+
+def _network_raw(topology: str | dict[str, Any] | None, network: str | None, p: int) -> dict[str, Any]:
+    """Return the scenario keys ``topology`` and ``network`` of an explanation on *p* ranks."""
+    return {"topology": _topology_raw(topology, p), "network": {"model": network or DEFAULT_NETWORK_MODEL}}
+
+
+@dataclass(frozen=True)
+class Segmented:
+    """An algorithm that cuts its buffer into segments of a module-level size.
+
+    ``constant`` names the size (bytes) in ``module``; ``pieces`` is how many segments explain
+    aims for; ``k_and_s`` gives (k, s) of its cost formula for a call of n bytes and segments
+    of *seg* bytes, as its cost function computes them.
+    """
+
+    module: Any
+    constant: str
+    pieces: int
+    k_and_s: Any
+
+
+SEGMENTED = {
+    ("bcast", "pipelined_chain"): Segmented(bcast_module, "CHAIN_SEGMENT", 4,
+                                            lambda n, seg: (max(1, math.ceil(n / seg)), seg)),
+    ("allreduce", "parameter_server"): Segmented(allreduce_module, "PS_SEGMENT", 4,
+                                                 lambda n, seg: (max(1, math.ceil(n / seg)), min(seg, n))),
+    ("allreduce", "double_binary_tree"): Segmented(allreduce_module, "DBT_SEGMENT", 2,
+                                                   lambda n, seg: (max(1, math.ceil(n / 2 / seg)), min(seg, n / 2))),
+}
+
+
+@contextmanager
+def segment_size(collective: str, algorithm: str, nbytes: int | None) -> Iterator[None]:
+    """Run the block with *algorithm*'s segment size set to *nbytes* (None: unchanged), then restore it.
+
+    Segment sizes are library constants of hundreds of KiB, far beyond the few elements an
+    explanation shows, so a pipelined algorithm would run as one segment and never pipeline.
+    The algorithm and its cost function read the constant when called, so setting it for the
+    duration of one explanation shows the pipeline without changing the algorithm.
+    """
+    seg = SEGMENTED.get((collective, algorithm))
+    if seg is None or nbytes is None:
+        yield
+        return
+    module = seg.module
+    saved = getattr(module, seg.constant)
+    setattr(module, seg.constant, nbytes)
+    try:
+        yield
+    finally:
+        setattr(module, seg.constant, saved)
+
+
+def chosen_segment(collective: str, algorithm: str, count: int, itemsize: int = 8) -> int | None:
+    """The segment size (bytes, whole elements) that cuts *count* elements into the algorithm's
+    ``pieces`` segments (per tree for the double binary tree); None for an unsegmented algorithm."""
+    seg = SEGMENTED.get((collective, algorithm))
+    if seg is None or count < 2:
+        return None
+    per = count / 2 if algorithm == "double_binary_tree" else count
+    return max(1, math.ceil(per / seg.pieces)) * itemsize
 
 
 # ----------------------------------------------------------------------------- observing sends
@@ -214,7 +294,7 @@ def reference(collective: str, inputs: Sequence[np.ndarray], root: int = 0) -> l
 # ----------------------------------------------------------------------------- cost formula
 
 
-_SYMBOL_CHARS = set("pnαβγ")
+_SYMBOL_CHARS = set("pnαβγṗks")
 
 
 def cost_paragraph(doc: str) -> str:
@@ -242,6 +322,166 @@ def cost_formula(paragraph: str) -> str:
     return text[:cut].strip().rstrip(".,;")
 
 
+class FormulaError(ValueError):
+    """A formula uses notation or symbols :func:`evaluate` does not know."""
+
+
+_TOKEN = re.compile(r"\s*(?:(\d+(?:\.\d+)?)|(T_last|s_last|p'|lg|[pnαβγksTD])|([-+/·()⌈⌉⌊⌋]))")
+#: Symbols a formula may define in terms of others (``T = α + sβ``), from the docstrings.
+_DEFINED = ("T", "s_last", "T_last", "D")
+
+
+def evaluate(formula: str, values: dict[str, float]) -> float:
+    """Evaluate a cost formula written as the docstrings write them, with *values* for its symbols.
+
+    The notation: ``lg`` is log2 of the atom after it (``lg p·α``, ``⌊lg p⌋``), ``⌈x⌉`` and
+    ``⌊x⌋`` round, ``p'`` is a symbol of its own (the largest power of two below p), ``·`` or
+    juxtaposition multiplies (``2((p-1)/p)nβ``), and ``/`` binds like a product, left to right.
+    Segmented algorithms also use k (segments), s (segment bytes) and the symbols the docstrings
+    define from them (T, T_last, s_last, D), which *values* must then hold. Raises FormulaError
+    for anything else.
+    """
+    tokens: list[str] = []
+    pos = 0
+    text = formula.strip()
+    while pos < len(text):
+        match = _TOKEN.match(text, pos)
+        if not match or match.end() == pos:
+            raise FormulaError(f"cannot read {text[pos:]!r}")
+        tokens.append(next(g for g in match.groups() if g is not None))
+        pos = match.end()
+    at = 0
+
+    def peek() -> str | None:
+        return tokens[at] if at < len(tokens) else None
+
+    def take() -> str:
+        nonlocal at
+        at += 1
+        return tokens[at - 1]
+
+    def atom() -> float:
+        tok = take() if peek() is not None else ""
+        if tok == "lg":
+            return math.log2(atom())
+        if tok in ("(", "⌈", "⌊"):
+            inner = expr()
+            closing = {"(": ")", "⌈": "⌉", "⌊": "⌋"}[tok]
+            if take() != closing:
+                raise FormulaError(f"unbalanced {tok!r}")
+            return inner if tok == "(" else math.ceil(inner - 1e-12) if tok == "⌈" else math.floor(inner + 1e-12)
+        if tok in values:
+            return values[tok]
+        try:
+            return float(tok)
+        except ValueError:
+            raise FormulaError(f"unknown symbol {tok!r}") from None
+
+    def term() -> float:
+        value = atom()
+        while peek() is not None and peek() not in ("+", "-", ")", "⌉", "⌋"):
+            op = peek()
+            if op in ("/", "·"):
+                take()
+            rhs = atom()
+            value = value / rhs if op == "/" else value * rhs
+        return value
+
+    def expr() -> float:
+        value = term()
+        while peek() in ("+", "-"):
+            value = value + term() if take() == "+" else value - term()
+        return value
+
+    result = expr()
+    if at != len(tokens):
+        raise FormulaError(f"unexpected {tokens[at]!r}")
+    return result
+
+
+@dataclass(frozen=True)
+class Formula:
+    """A closed form as written in a docstring, and for which rank counts it is written."""
+
+    text: str
+    scope: str  # "p a power of two", "p not a power of two", or "" (any p)
+    note: str = ""  # "an upper bound" ("at most") or "an estimate" ("about"); "" for the formula itself
+
+
+def formulas(algo: registry.Algorithm) -> list[Formula]:
+    """Return the closed forms an algorithm's docstrings state: the general one, then special cases.
+
+    The algorithm's ``Cost:`` paragraph gives the headline formula; its cost function's
+    docstring may add the one for p not a power of two (``Otherwise (p' = ...): ...``) or a
+    bound (``else at most ...``).
+    """
+    paragraph = cost_paragraph(algo.description or "")
+    head = cost_formula(paragraph).split(" for ")[0].split(", T =")[0].strip()
+    cost_doc = " ".join((getattr(algo.cost, "__doc__", None) or "").split())
+    first = cost_doc.split(". ")[0]
+    pof2 = "p a power of two" in first or "for p a power of two" in paragraph
+    out = [Formula(head, "p a power of two" if pof2 else "")] if head else []
+    for pattern, note in ((r"Otherwise \(p' = [^)]*\):\s*(.+?)(?:\s--|\.\s|\.$|$)", ""),
+                          (r"else at most\s*(.+?)(?:\.\s|\.$|$)", "an upper bound"),
+                          (r"otherwise about\s*(.+?)(?:, see|\.\s|\.$|$)", "an estimate")):
+        match = re.search(pattern, cost_doc) or re.search(pattern, paragraph)
+        if match:
+            out.append(Formula(match.group(1).strip().rstrip(".,;"), "p not a power of two", note))
+    return out
+
+
+def definitions(algo: registry.Algorithm) -> dict[str, str]:
+    """Return the auxiliary symbols the docstrings define (``T = α + sβ``), symbol -> formula."""
+    text = " ".join(((algo.description or "") + " " + (getattr(algo.cost, "__doc__", None) or "")).split())
+    out: dict[str, str] = {}
+    for name in _DEFINED:
+        match = re.search(rf"(?<![\w]){name} = ([^,;()]+?(?:\([^)]*\)[^,;()]*?)?)(?=\s+for\b|,|;|\)|\.\s|$)", text)
+        if match and name not in out:
+            out[name] = match.group(1).strip()
+    return out
+
+
+def _with_definitions(algo: registry.Algorithm, values: dict[str, float]) -> dict[str, float]:
+    """Return *values* plus every defined symbol (T, T_last, ...) that can be evaluated from them."""
+    values = dict(values)
+    pending = dict(definitions(algo))
+    while pending:
+        done = []
+        for name, text in pending.items():
+            try:
+                values[name] = evaluate(text, values)
+                done.append(name)
+            except (FormulaError, ValueError, ZeroDivisionError):
+                continue
+        if not done:
+            break
+        for name in done:
+            del pending[name]
+    return values
+
+
+def applicable_formula(algo: registry.Algorithm, values: dict[str, float], model_s: float) -> Formula | None:
+    """Return the docstring formula that gives the registered cost function's value here, if any.
+
+    *values* holds p, p', n, α, β, γ (and k, s for a segmented algorithm).
+    """
+    values = _with_definitions(algo, values)
+    for formula in formulas(algo):
+        try:
+            value = evaluate(formula.text, values)
+        except (FormulaError, ValueError, ZeroDivisionError):
+            continue
+        if math.isclose(value, model_s, rel_tol=1e-6, abs_tol=1e-15):
+            return formula
+    return None
+
+
+def pof2_below(p: int) -> int:
+    """The largest power of two below *p* (p itself is not below), at least 1: the p' of the formulas."""
+    q = 1 << (p.bit_length() - 1)
+    return max(q // 2 if q == p else q, 1)
+
+
 def substitute(formula: str, values: dict[str, str]) -> str:
     """Replace the symbols p, n, α, β, γ in *formula* by *values*, with ``·`` for implicit products.
 
@@ -250,6 +490,9 @@ def substitute(formula: str, values: dict[str, str]) -> str:
     """
     out: list[str] = []
     last_was_value = False
+    if "p'" in values:  # p' is one symbol: swap in a stand-in that no word contains
+        formula = formula.replace("p'", "ṗ")
+        values = {**values, "ṗ": values["p'"]}
     for i, ch in enumerate(formula):
         prev = formula[i - 1] if i > 0 else " "
         nxt = formula[i + 1] if i + 1 < len(formula) else " "
@@ -297,6 +540,25 @@ class Explanation:
     model_s: float | None
     decoded: bool
     notes: list[str] = field(default_factory=list)
+    #: Segment size (bytes) a segmented algorithm ran with; None for the others.
+    segment: int | None = None
+    #: The docstring formula that gives the cost function's value at this p (None: none does).
+    formula: Formula | None = None
+    #: The numbers the formula is evaluated with: p, p', n, α, β, γ (and k, s if segmented).
+    values: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def formula_text(self) -> str:
+        """The text of the formula printed (the applicable one, else the headline one)."""
+        if self.formula is not None:
+            return self.formula.text
+        head = formulas(self.algorithm)
+        return head[0].text if head else ""
+
+    @property
+    def values_with_definitions(self) -> dict[str, float]:
+        """:attr:`values` plus the symbols the docstrings define from them (T, T_last, ...)."""
+        return _with_definitions(self.algorithm, self.values)
 
     @property
     def steps(self) -> int:
@@ -360,12 +622,15 @@ def _run(world: _ObservedWorld, collective: str, algorithm: str, inputs: list[np
 
 
 def explain(collective: str, algorithm: str, ranks: int = 4, *, count: int | None = None,
-            topology: str | dict[str, Any] | None = None, network: str = "analytic", root: int = 0) -> Explanation:
+            topology: str | dict[str, Any] | None = None, network: str | None = None, root: int = 0,
+            segment: int | None = None) -> Explanation:
     """Run *algorithm* of *collective* on *ranks* ranks with small arrays and return the explanation.
 
     *count* is the number of elements each rank passes (default: *ranks*, so a block is one
-    element). Raises ConfigError for an unknown algorithm, a rank count it cannot run on, or a
-    bad topology.
+    element). *network* defaults to :data:`DEFAULT_NETWORK_MODEL`. A segmented algorithm
+    (:data:`SEGMENTED`) runs with segments of *segment* bytes, by default a size that cuts the
+    buffer into several segments (:func:`chosen_segment`), so the pipeline shows. Raises
+    ConfigError for an unknown algorithm, a rank count it cannot run on, or a bad topology.
     """
     if not 2 <= ranks <= MAX_RANKS:
         raise ConfigError(f"explain needs between 2 and {MAX_RANKS} ranks, got {ranks}", "--ranks")
@@ -381,10 +646,13 @@ def explain(collective: str, algorithm: str, ranks: int = 4, *, count: int | Non
     problem = algo.why_not(ranks)
     if problem:
         raise ConfigError(problem, "--ranks")
+    if segment is not None and segment < 8:
+        raise ConfigError(f"a segment must hold at least one 8-byte element, got {segment} B", "--segment")
+    if segment is None:
+        segment = chosen_segment(collective, algorithm, count)
     raw = {
         "name": f"explain-{collective}-{algorithm}",
-        "topology": _topology_raw(topology, ranks),
-        "network": {"model": network},
+        **_network_raw(topology, network, ranks),
         "payload": "data",
         "workload": {"kind": "collective", "collective": collective, "algorithm": algorithm},
     }
@@ -399,6 +667,14 @@ def explain(collective: str, algorithm: str, ranks: int = 4, *, count: int | Non
         topo = build_topology(scenario.topology)
         return _ObservedWorld(sim, topo, make_model(scenario.network.model, sim, topo), scenario.mpi)
 
+    with segment_size(collective, algorithm, segment):
+        return _explain(collective, algo, ranks, count, topology, root, scenario, new_world, segment)
+
+
+def _explain(collective: str, algo: registry.Algorithm, ranks: int, count: int, topology: Any, root: int,
+             scenario: Any, new_world: Any, segment: int | None) -> Explanation:
+    """Run the explanation proper (see :func:`explain`), segment size already in place."""
+    algorithm = algo.name
     base = 10 if count <= 10 else 100 if count <= 100 else 10_000
     inputs = [np.arange(count, dtype=np.int64) + r * base for r in range(ranks)]
     world = new_world()
@@ -430,9 +706,15 @@ def explain(collective: str, algorithm: str, ranks: int = 4, *, count: int | Non
     model = algo.cost(ranks, nbytes, alpha, beta, gamma) if algo.cost is not None else None
     topo_name = "full network (every pair of ranks on its own link)" if topology is None else str(
         topology if isinstance(topology, str) else scenario.topology.name)
+    values: dict[str, float] = {"p": ranks, "p'": pof2_below(ranks), "n": nbytes, "α": alpha, "β": beta, "γ": gamma}
+    seg = SEGMENTED.get((collective, algorithm))
+    if seg is not None:
+        values["k"], values["s"] = seg.k_and_s(nbytes, getattr(seg.module, seg.constant))
+    formula = applicable_formula(algo, values, model) if model is not None else None
     return Explanation(collective, algo, ranks, count, root, base, topo_name, scenario.network.model, alpha, beta,
                        gamma, nbytes, inputs, messages, outputs, reference(collective, inputs, root), simulated,
-                       model, decoded, notes)
+                       model, decoded, notes, segment=segment if seg is not None else None, formula=formula,
+                       values=values)
 
 
 # ----------------------------------------------------------------------------- printing
@@ -467,22 +749,61 @@ def _holdings_table(ex: Explanation, step: int) -> list[str]:
 
 
 def _cost_lines(ex: Explanation) -> list[str]:
+    """The Cost block: the formula that applies at this p, substituted, next to the simulated time.
+
+    The docstring's headline formula is often written for p a power of two; at another p the
+    cost function evaluates another one (the non-power-of-two fold of rabenseifner), or a
+    bound. The formula printed is the one whose value is the one shown; when no docstring
+    formula gives it, that is said instead of printing a formula that evaluates to another
+    number.
+    """
     doc = ex.algorithm.description or ""
     paragraph = cost_paragraph(doc)
     lines = ["Cost"]
     if paragraph:
         lines += textwrap.wrap("the docstring says: " + paragraph, 96, initial_indent="  ", subsequent_indent="    ")
-    formula = cost_formula(paragraph)
+    q = int(ex.values.get("p'", 1))
     values = {"p": str(ex.p), "n": f"{ex.nbytes}B", "α": _t(ex.alpha).replace(" ", ""),
-              "β": f"{ex.beta * 1e9:.4g}ns/B", "γ": f"{ex.gamma * 1e9:.4g}ns/B"}
+              "β": f"{ex.beta * 1e9:.4g}ns/B", "γ": f"{ex.gamma * 1e9:.4g}ns/B", "p'": str(q)}
     bandwidth = f" ({1 / ex.beta / 1e9:.4g} GB/s)" if ex.beta > 0 else ""
     lines.append(f"  with p = {ex.p}, n = {ex.nbytes} B, α = {_t(ex.alpha)}, β = {ex.beta * 1e9:.4g} ns/B{bandwidth}, "
                  f"γ = {ex.gamma * 1e9:.4g} ns/B:")
+    if ex.segment is not None and "k" in ex.values:
+        k, s = int(ex.values["k"]), ex.values["s"]
+        values.update({"k": str(k), "s": f"{s:g}B"})
+        lines += textwrap.wrap(f"segments: k = {k} of s = {s:g} B (explain cut the {ex.nbytes} B buffer into "
+                               f"{ex.segment} B segments so the pipeline shows; the library's segments are much "
+                               "larger)", 96, initial_indent="  ", subsequent_indent="    ")
+        defined = {name: text for name, text in definitions(ex.algorithm).items() if name in ex.formula_text}
+        for name, text in defined.items():
+            lines.append(f"    {name} = {text} = {_t(ex.values_with_definitions[name])}")
     if ex.model_s is not None:
-        if formula:
-            lines.append(f"    {formula}")
-            lines.append(f"  = {substitute(formula, values)}")
-        lines.append(f"  = {_t(ex.model_s)}   closed form")
+        formula = ex.formula
+        if formula is not None:
+            if formula.scope == "p not a power of two":
+                lines += textwrap.wrap(f"p = {ex.p} is not a power of two: p' = {q} ranks run the power-of-two "
+                                   "algorithm and the others fold in first, so the formula for that case applies:",
+                                   96, initial_indent="  ", subsequent_indent="  ")
+            lines.append(f"    {formula.text}")
+            lines.append(f"  = {substitute(formula.text, values)}")
+            lines.append(f"  = {_t(ex.model_s)}   closed form" + (f"  ({formula.note})" if formula.note else ""))
+        else:
+            head = formulas(ex.algorithm)
+            other = None
+            if head:
+                try:
+                    other = evaluate(head[0].text, ex.values_with_definitions)
+                except (FormulaError, ValueError, ZeroDivisionError):
+                    lines.append(f"    {head[0].text}")
+            if other is None:
+                lines.append(f"  = {_t(ex.model_s)}   closed form (the cost function's value; explain cannot")
+                lines.append("    substitute every symbol of this formula)")
+            else:
+                written = f" (written for {head[0].scope})" if head[0].scope else ""
+                lines += textwrap.wrap(f"{head[0].text}{written} gives {_t(other)} here and does not apply at "
+                                       f"p = {ex.p}, so no formula is printed for it:", 96,
+                                       initial_indent="    ", subsequent_indent="    ")
+                lines.append(f"  = {_t(ex.model_s)}   closed form: the cost function's estimate for this p, a bound")
     else:
         lines.append("  (no closed-form cost function is registered for this algorithm)")
     lines.append(f"    {_t(ex.simulated_s)}   simulated (last rank's exit - first rank's entry)"

@@ -111,3 +111,44 @@ def test_cli_explain_bad_input_is_one_line_exit_2(capsys, argv, message):
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize(("algo", "p"), [c for c in cases() if c.values[0].cost is not None])
+def test_the_printed_formula_evaluates_to_the_closed_form_shown(algo, p):
+    """Whatever formula explain prints as the closed form gives the number printed beside it."""
+    from mpisim.scenario.explain import FormulaError, evaluate, formulas
+
+    ex = explain(algo.collective, algo.name, p)
+    text = format_explanation(ex)
+    if ex.formula is not None:
+        assert f"    {ex.formula.text}\n" in text
+        assert evaluate(ex.formula.text, ex.values_with_definitions) == pytest.approx(ex.model_s, rel=1e-9)
+    else:
+        try:
+            other = evaluate(formulas(algo)[0].text, ex.values_with_definitions)
+        except FormulaError:
+            return
+        assert other != pytest.approx(ex.model_s, rel=1e-9)
+        assert "does not apply at p =" in text and "a bound" in text
+
+
+def test_rabenseifner_on_five_ranks_prints_the_fold_formula():
+    text = format_explanation(explain("allreduce", "rabenseifner", 5))
+    assert "p = 5 is not a power of two: p' = 4" in text
+    assert "    (2⌊lg p⌋ + 2)α + (2(p'-1)/p' + 2)nβ + (1 + (p'-1)/p')nγ\n" in text
+    assert "  = (2⌊lg 5⌋ + 2)·1us + (2(4-1)/4 + 2)·40B·1ns/B" in text
+    assert "= 6.14 us   closed form" in text
+
+
+def test_pipelined_chain_shows_several_segments():
+    ex = explain("bcast", "pipelined_chain", 4)
+    assert ex.values["k"] == 4 and ex.segment == 8
+    from_root = [m for m in ex.messages if m.src == 0 and m.nbytes > 0]
+    assert len(from_root) == 4, "the root sends each segment on its own"
+    assert [m.step for m in from_root] == [1, 3, 5, 7], "a new segment leaves every other step: a pipeline"
+    assert ex.simulated_s == pytest.approx(ex.model_s, rel=1e-9)
+    text = format_explanation(ex)
+    assert "segments: k = 4 of s = 8 B" in text and "= (4-1)T + (4-2)(T + 1us) + 1us + T_last" in text
+    from mpisim.collectives import bcast
+
+    assert bcast.CHAIN_SEGMENT == 256 * 1024, "the library's segment size is restored"
