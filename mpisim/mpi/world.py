@@ -123,12 +123,15 @@ def call_name(call: CallName) -> str:
 class RankState:
     """What a rank is doing, for deadlock reports: the blocking call and the requests it waits on."""
 
-    __slots__ = ("call", "finished", "waiting_on")
+    __slots__ = ("call", "finished", "opened", "waiting_on")
 
     def __init__(self) -> None:
         self.call: CallName = ""
         self.waiting_on: Sequence[Request] = ()
         self.finished = False
+        #: (span kind, start time, peer, bytes) of the blocking call in progress, so a deadlock
+        #: can still draw the span of a call that never returns.
+        self.opened: tuple[str, float, int, int] = ("wait", 0.0, -1, 0)
 
     @property
     def blocked_call(self) -> str:
@@ -245,6 +248,7 @@ class World:
         self.events_processed += run_until_idle(self.env)
         blocked = [r for r, st in enumerate(self.states) if not st.finished and st.call]
         if any(p.is_alive for p in self._processes):
+            self._close_blocked_spans(blocked)
             raise DeadlockError(self._deadlock_report(blocked))
         for rank, box in enumerate(self.mailboxes):
             for msg in box.unexpected:
@@ -593,6 +597,7 @@ class World:
         state = self.states[rank]
         state.call, state.waiting_on = call, requests
         t0 = self.env.now
+        state.opened = (kind, t0, peer, nbytes)
         value = yield event
         state.call, state.waiting_on = "", ()
         if self.tracer.record_spans:
@@ -651,6 +656,19 @@ class World:
             elif req.peer >= 0:
                 peers.append(req.comm.group[req.peer])
         return sorted(set(peers))
+
+    def _close_blocked_spans(self, blocked: list[int]) -> None:
+        """Record the span of every call the deadlock leaves blocked, up to now.
+
+        Its label is the call and why it cannot return (``send(dest=1, ...) -- waiting for rank
+        1 to receive ...``), so a timeline shows where and why each rank stopped.
+        """
+        for rank in blocked:
+            state = self.states[rank]
+            kind, t0, peer, nbytes = state.opened
+            pending = [req for req in state.waiting_on if not req.triggered]
+            why = "; ".join(self._why(req) for req in pending)
+            self._span(rank, kind, t0, state.blocked_call + (f" -- {why}" if why else ""), peer, nbytes)
 
     def _deadlock_report(self, blocked: list[int]) -> str:
         lines = [f"deadlock: {len(blocked)} rank(s) blocked and nothing can progress"]

@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter, NullLocator
 
@@ -195,7 +196,7 @@ TIMELINE_STRIPS = (
 
 
 def plot_timeline(world: WorldRecords, *, max_ranks: int = 64, window: tuple[float, float] | None = None,
-                  title: str | None = None) -> Figure | None:
+                  title: str | None = None, failure: dict[str, Any] | None = None) -> Figure | None:
     """Draw the per-rank Gantt chart of *world*: one band per rank, time left to right.
 
     A rank's band has up to three strips, so that activities that overlap in time (backward
@@ -204,6 +205,12 @@ def plot_timeline(world: WorldRecords, *, max_ranks: int = 64, window: tuple[flo
     messages (RTS and data as a sender, CTS and FIN as a receiver). Strips no span uses are
     left out. Only the first *max_ranks* ranks and the spans inside *window* (seconds,
     default: the whole run) are drawn. Returns None if the world has no span records.
+
+    Blocked time and protocol phases are distinct on purpose: a rank blocked in a rendezvous
+    send waits the whole time, while its RTS is only the control message in flight. With a
+    deadlock *failure* (the result's ``failure``), each rank's call that never returns is
+    marked where it stopped, with the call and why it cannot return, and the cycle of waits
+    is named in the title.
     """
     if not world.spans:
         return None
@@ -250,10 +257,55 @@ def plot_timeline(world: WorldRecords, *, max_ranks: int = 64, window: tuple[flo
     ax.set_title(title or f"{world.label}: what each rank does over time")
     ax.grid(axis="x", alpha=0.3)
     handles = [Patch(facecolor=KIND_COLOURS[k], label=KIND_NAMES[k]) for k in used]
+    if failure is not None and failure.get("kind") == "deadlock":
+        stops = _mark_deadlock(ax, world, shown, t0, scale, strips, total)
+        if stops:
+            handles.append(Line2D([], [], linestyle="none", marker="X", color=DEADLOCK_COLOUR, markersize=9,
+                                  label="deadlock: the call never returns"))
+            cycle = next((line.strip() for line in str(failure.get("message", "")).splitlines()
+                          if line.strip().startswith("cycle of waits")), "")
+            ax.set_title((title or world.label) + f"\ndeadlock, {stops} rank{'s' if stops > 1 else ''} stopped"
+                         + (f"; {cycle}" if cycle else ""))
     layout = " | ".join(name for name, _, _ in strips)
     fig.legend(handles=handles, loc="outside lower center", ncols=min(5, len(handles)), fontsize=9,
                title=f"each rank's band, top to bottom: {layout}", title_fontsize=9)
     return fig
+
+
+#: Colour of the marks that show where a deadlocked rank stopped.
+DEADLOCK_COLOUR = "#C00000"
+
+
+def _mark_deadlock(ax: Axes, world: WorldRecords, shown: int, t0: float, scale: float,
+                   strips: Sequence[tuple[str, tuple[str, ...], float]], total: float) -> int:
+    """Mark each rank's blocked call that the deadlock left open; return how many ranks are marked.
+
+    Those calls' spans end when the simulation stopped and carry the reason in their label
+    (``send(...) -- waiting for rank 1 to receive ...``): a cross marks the end, and the call
+    and the reason are written over the span, on the strip of blocked time.
+    """
+    blocked = next((i for i, (name, _, _) in enumerate(strips) if name == "blocked in MPI"), None)
+    if blocked is None:
+        return 0
+    lower = -0.42 + sum(0.84 * weight / total for _, _, weight in strips[:blocked])
+    middle = lower + 0.42 * strips[blocked][2] / total
+    end = max(world.t_end, max(s.t_end for s in world.spans))
+    marked = 0
+    for span in world.spans:
+        if span.rank >= shown or span.kind not in ("send", "recv", "wait") or " -- " not in span.label:
+            continue
+        if not math.isclose(span.t_end, end, rel_tol=1e-12, abs_tol=1e-18):
+            continue
+        call, why = span.label.split(" -- ", 1)
+        x = (span.t_end - t0) / scale
+        ax.plot([x], [span.rank + middle], marker="X", color=DEADLOCK_COLOUR, markersize=11, markeredgecolor="white",
+                zorder=5, clip_on=False)
+        ax.annotate(f"stopped in {call}:\n{why}", ((span.t_start - t0) / scale, span.rank + middle),
+                    xytext=(4, 0), textcoords="offset points", va="center", ha="left", fontsize=8,
+                    color=DEADLOCK_COLOUR, zorder=6,
+                    bbox={"facecolor": "white", "edgecolor": DEADLOCK_COLOUR, "alpha": 0.9, "pad": 2})
+        marked += 1
+    return marked
 
 
 # ----------------------------------------------------------------------------- links

@@ -225,14 +225,24 @@ def render_figures(result: RunResult, fig_dir: Path, worlds: list[int], links: l
         name = world_title(world)
         return slug, name
 
+    def failure_of(world: WorldRecords) -> dict[str, Any] | None:
+        """The run's failure if it happened in *world*'s sweep point (a failed point keeps its worlds)."""
+        failure = result.failure
+        if failure is None or dict(failure.get("point") or {}) != dict(world.point):
+            return None
+        return failure
+
     for i in worlds:
         slug, name = named(i)
         add(f"timeline-{slug}.png", lambda w=result.records[i], n=name: plots.plot_timeline(
-            w, max_ranks=TIMELINE_RANKS, title=f"{n}: per-rank timeline"),
+            w, max_ranks=TIMELINE_RANKS, title=f"{n}: per-rank timeline", failure=failure_of(w)),
             f"Timeline: {name}",
             "One band per rank, time left to right, in up to three strips: local work (compute, reductions), "
             "time blocked in MPI calls (send, receive, wait), and the protocol phases of the rank's messages "
-            "(RTS, CTS, data, FIN). Work that overlaps (backward compute during an allreduce) shows in both strips.")
+            "(RTS, CTS, data, FIN): a rank blocked in a send waits on the middle strip while its RTS is in flight on "
+            "the bottom one. Work that overlaps (backward compute during an allreduce) shows in both strips."
+            + (" A red cross marks where each rank of the deadlock stopped, with the call and why it cannot return."
+               if result.failure is not None and result.failure.get("kind") == "deadlock" else ""))
     left_out = len(link_worlds(result, None)) - len(links)
     for i in links:
         slug, name = named(i)

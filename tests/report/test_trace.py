@@ -80,3 +80,36 @@ def test_validate_trace_names_missing_fields():
     assert len(problems) == 4
     assert "missing dur" in problems[0] and "args.name" in problems[1] and "ts must be" in problems[2]
     assert validate_trace([]) == ["the document must be an object with a 'traceEvents' list"]
+
+
+def test_a_deadlock_timeline_marks_where_and_why_each_rank_stopped():
+    """Head-to-head rendezvous sends: each rank's send is drawn blocked to the end, apart from its RTS,
+    and marked with the call and the reason it never returns."""
+    from pathlib import Path
+
+    from matplotlib.collections import PolyCollection
+
+    from mpisim.report import plots
+    from mpisim.scenario import load_file, run_scenario
+
+    path = Path(__file__).resolve().parents[2] / "scenarios" / "head-to-head-deadlock.yaml"
+    result = run_scenario(load_file(path))
+    world = result.records[0]
+    stuck = [s for s in world.spans if s.kind == "send"]
+    assert sorted(s.rank for s in stuck) == [0, 1]
+    for span in stuck:
+        assert span.t_end == world.t_end and span.t_start < min(r.t_start for r in world.spans if r.kind == "rts")
+        assert span.label.startswith(f"send(dest={1 - span.rank}, tag=0, 1048576 B, rendezvous) -- waiting for rank")
+    fig = plots.plot_timeline(world, failure=result.failure)
+    ax = fig.axes[0]
+    crosses = [line for line in ax.lines if line.get_marker() == "X"]
+    assert len(crosses) == 2
+    notes = [t.get_text() for t in ax.texts]
+    assert any(n.startswith("stopped in send(dest=1") and "rank 1 has not posted a matching receive" in n for n in notes)
+    assert "cycle of waits: rank 0 -> rank 1 -> rank 0" in ax.get_title()
+    # Blocked time and the RTS sit on different strips of a rank's band.
+    bars = [c for c in ax.collections if isinstance(c, PolyCollection)]
+    spans_y = {tuple(round(v, 3) for v in c.get_paths()[0].get_extents().intervaly) for c in bars}
+    assert len(spans_y) >= 2, spans_y
+    legend = {t.get_text() for t in fig.legends[0].get_texts()}
+    assert {"blocked in send", "RTS (request to send)", "deadlock: the call never returns"} <= legend
