@@ -48,6 +48,7 @@ __all__ = [
     "all_findings",
     "auto_findings",
     "closed_form_findings",
+    "closed_form_worlds",
     "deviation_causes",
     "link_findings",
     "p2p_findings",
@@ -327,15 +328,8 @@ def closed_form_findings(result: RunResult) -> list[str]:
     that point's world (:func:`deviation_causes`): messages that went by rendezvous, eager
     copies, or a multi-level topology where the formula charges every hop the slowest path.
     """
-    rows = closed_form_rows(result)
     out = []
-    for algorithm in dict.fromkeys(r["algorithm"] for r in rows):
-        mine = [r for r in rows if r["algorithm"] == algorithm and math.isfinite(r["ratio"])
-                and r.get("requested") != "auto"] or [r for r in rows if r["algorithm"] == algorithm
-                                                      and math.isfinite(r["ratio"])]
-        if not mine:
-            continue
-        worst = max(mine, key=lambda r: abs(r["ratio"] - 1))
+    for algorithm, worst in _worst_rows(result).items():
         dev = worst["ratio"] - 1
         causes = deviation_causes(result, worst)
         if abs(dev) < 0.01:
@@ -352,16 +346,44 @@ def closed_form_findings(result: RunResult) -> list[str]:
     return out
 
 
-def _world_of(result: RunResult, row: dict[str, Any]) -> WorldRecords | None:
-    """Return the world a collective row was measured in (matched by label and sweep point), if kept."""
+def _worst_rows(result: RunResult) -> dict[str, dict[str, Any]]:
+    """Per algorithm, the closed-form row farthest from its formula (rows auto chose count last)."""
+    rows = closed_form_rows(result)
+    out = {}
+    for algorithm in dict.fromkeys(r["algorithm"] for r in rows):
+        mine = [r for r in rows if r["algorithm"] == algorithm and math.isfinite(r["ratio"])
+                and r.get("requested") != "auto"] or [r for r in rows if r["algorithm"] == algorithm
+                                                      and math.isfinite(r["ratio"])]
+        if mine:
+            out[algorithm] = max(mine, key=lambda r: abs(r["ratio"] - 1))
+    return out
+
+
+def closed_form_worlds(result: RunResult) -> list[int]:
+    """Indices of the worlds :func:`closed_form_findings` reads records from (one per algorithm).
+
+    A slimmed result keeps their records, so its report explains the same gaps.
+    """
+    found = (_world_index(result, row) for row in _worst_rows(result).values())
+    return [i for i in found if i is not None]
+
+
+def _world_index(result: RunResult, row: dict[str, Any]) -> int | None:
+    """Return the index of the world a collective row was measured in (by label and sweep point)."""
     label = f"{row['algorithm']} {format_size(int(row['bytes']))}"
     if row.get("requested") == "auto":
         label += " (auto)"
     keys = sweep_keys(result)
-    for world in result.records:
+    for i, world in enumerate(result.records):
         if world.label == label and all(str(world.point.get(k)) == str(row.get(k)) for k in keys if k in world.point):
-            return world
+            return i
     return None
+
+
+def _world_of(result: RunResult, row: dict[str, Any]) -> WorldRecords | None:
+    """Return the world a collective row was measured in, if it was kept."""
+    i = _world_index(result, row)
+    return None if i is None else result.records[i]
 
 
 def deviation_causes(result: RunResult, row: dict[str, Any]) -> list[str]:
@@ -446,8 +468,7 @@ def _any_network(result: RunResult, row: dict[str, Any]) -> dict[str, float]:
     keys = sweep_keys(result)
     for world in result.records:
         if world.network and all(str(world.point.get(k)) == str(row.get(k)) for k in keys if k in world.point):
-            if world.label.split(" ")[0] == row["algorithm"] or not keys:
-                return world.network
+            return world.network
     return {}
 
 

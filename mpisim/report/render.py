@@ -44,7 +44,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from mpisim.report import plots
-from mpisim.report.findings import all_findings
+from mpisim.report.findings import all_findings, closed_form_worlds
 from mpisim.report.markdown import FigureInfo, markdown_report
 from mpisim.report.records import RunResult, WorldRecords
 from mpisim.report.tables import link_table, world_ranks, world_title
@@ -324,16 +324,20 @@ def write_outputs(result: RunResult, out_dir: str | os.PathLike[str], *, write_r
 
 
 def slim(result: RunResult, keep: Sequence[int] | None = None) -> RunResult:
-    """Return a copy of *result* whose worlds other than *keep* (default: the timeline worlds) hold no records.
+    """Return a copy of *result* whose worlds other than *keep* hold no records.
+
+    By default the worlds kept are those drawn (timelines, links) and those whose records
+    explain a gap to the closed form (:func:`~mpisim.report.findings.closed_form_worlds`).
 
     Every world keeps its label, point, totals, link counters and network parameters, so the
     report rendered from the slim result is the same as from the full one, except that
     trace.json and the message/collective tables cover the kept worlds only. Example reports
     use this to keep the repository small.
     """
-    keep = set((*timeline_worlds(result), *link_worlds(result)) if keep is None else keep)
+    kept = set((*timeline_worlds(result), *link_worlds(result), *closed_form_worlds(result))
+               if keep is None else keep)
     worlds = [
-        world if i in keep else replace(world, messages=[], spans=[], collectives=[], links=[])
+        world if i in kept else replace(world, messages=[], spans=[], collectives=[], links=[])
         for i, world in enumerate(result.records)
     ]
     return replace(result, records=worlds)

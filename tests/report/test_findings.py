@@ -33,7 +33,7 @@ def test_a_gap_to_the_closed_form_is_explained_by_rendezvous(ib_hdr):
 
 def test_an_algorithm_is_never_compared_with_itself(ib_hdr):
     findings = algorithm_findings(ib_hdr)
-    auto = [r["algorithm"] for r in ib_hdr.rows if r["requested"] == "auto"][0]
+    auto = next(r["algorithm"] for r in ib_hdr.rows if r["requested"] == "auto")
     assert any(f.startswith("**auto for allreduce on 8 ranks** picks") and auto in f for f in findings), findings
     for finding in findings:
         for winner, rivals in re.findall(r"\*\*(\w+)\*\* is fastest, [^(]*\(([^)]*)\)", finding):
