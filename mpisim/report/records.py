@@ -41,7 +41,8 @@ from mpisim.engine.records import CollectiveRecord, LinkRecord, MessageRecord, S
 
 __all__ = ["MAX_LINK_TOTALS", "RunResult", "WorldRecords", "jsonable"]
 
-#: How many links' totals a world keeps (busiest first): a 16384-rank fat tree has ~100k links.
+#: How many links' totals a world keeps (most utilised first, every link class kept): a 16384-rank fat
+#: tree has ~100k links.
 MAX_LINK_TOTALS = 256
 
 _RECORD_KINDS: dict[str, type] = {
