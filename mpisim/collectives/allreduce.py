@@ -280,29 +280,34 @@ def rabenseifner_allreduce(comm: Comm, buf: Payload, op: Op) -> Proc[Payload]:
 @algorithm("allreduce", "ring", cost=ring_cost, requires={"commutative"},
            reference="Patarasuk & Yuan 2009; Chan et al. 2007; MPICH allreduce_intra_ring.c")
 def ring_allreduce(comm: Comm, buf: Payload, op: Op) -> Proc[Payload]:
-    """Ring allreduce: a ring reduce-scatter followed by a ring allgather.
+    """Ring allreduce: a ring reduce-scatter followed by a ring allgather, as MPICH does it.
 
-    The vector is cut into p blocks. In each of p-1 reduce-scatter steps every rank
+    The vector is cut into p blocks of ceil(count/p) elements, the last ones short or empty
+    (MPICH's ``allreduce_intra_ring.c``). In each of p-1 reduce-scatter steps every rank
     sends one block to its right neighbour and adds the block arriving from its left
-    neighbour into its own copy. After that, rank r holds the fully reduced block
-    (r+1) mod p. p-1 allgather steps then pass the finished blocks around the ring.
+    neighbour into its own copy; block b starts its trip at rank b+1 and ends complete at
+    rank b. p-1 allgather steps (MPICH's ring allgatherv) then pass the finished blocks
+    around the ring. Block cut and rotation are MPICH's, so float sums agree with MPICH's
+    bit for bit.
 
-    Cost: 2(p-1)α + 2((p-1)/p)nβ + ((p-1)/p)nγ; exact for every p.
+    Cost: 2(p-1)α + 2((p-1)/p)nβ + ((p-1)/p)nγ; exact for every p when p divides the count
+    (otherwise the largest block, ceil(count/p) elements, sets each step's time).
     """
     p, r = comm.size, comm.rank
     right, left = (r + 1) % p, (r - 1) % p
-    blocks = buf.split(p)
+    blocks = buf.split_ceil(p)
 
-    # Reduce-scatter. After step k, blocks[(r - k - 1) % p] holds k + 2 contributions.
+    # Reduce-scatter. Step k sends block (r - k - 1) and adds the incoming block (r - k - 2)
+    # into this rank's copy; after step p - 2 rank r holds block r complete.
     # (sendrecv_reduce = sendrecv + reduce_local; on an in-place buffer it reduces where the block lands.)
     for k in range(p - 1):
-        send_i, recv_i = (r - k) % p, (r - k - 1) % p
+        send_i, recv_i = (r - k - 1) % p, (r - k - 2) % p
         blocks[recv_i] = yield from comm.sendrecv_reduce(blocks[send_i], right, blocks[recv_i], left, op)
 
-    # Allgather. Rank r starts out owning the finished block (r + 1) % p. Each block is
-    # received into its place (recvbuf), so an in-place buffer ends up holding the result.
+    # Allgather. Rank r starts out owning the finished block r. Each block is received into
+    # its place (recvbuf), so an in-place buffer ends up holding the result.
     for k in range(p - 1):
-        send_i, recv_i = (r + 1 - k) % p, (r - k) % p
+        send_i, recv_i = (r - k) % p, (r - k - 1) % p
         blocks[recv_i] = yield from comm.sendrecv(blocks[send_i], dest=right, source=left, recvbuf=blocks[recv_i])
 
     return type(buf).concat(blocks)

@@ -38,11 +38,15 @@ def size_of_call(collective: str, nbytes: int, p: int) -> int:
     return nbytes * p if collective in WHOLE_ARRAY else nbytes
 
 
-def resolve(comm: Comm, collective: str, algorithm: str | None, nbytes: int, op: Op) -> registry.Algorithm:
-    """Return the algorithm a call will run (resolving ``auto`` with the world's rule set)."""
+def resolve(comm: Comm, collective: str, algorithm: str | None, nbytes: int, op: Op, *,
+            itemsize: int = 4) -> registry.Algorithm:
+    """Return the algorithm a call will run (resolving ``auto`` with the world's rule set).
+
+    *itemsize* is the datatype's size in bytes: MPICH's rules count elements, not bytes.
+    """
     name = algorithm or comm.world.algorithms.get(collective) or "auto"
     if name == "auto":
-        return select.choose(comm, collective, nbytes, op, comm.world.selector)
+        return select.choose(comm, collective, nbytes, op, comm.world.selector, itemsize=itemsize)
     algo = registry.get(collective, name)
     problem = algo.why_not(comm.size, op.commutative)
     if problem:
@@ -61,7 +65,8 @@ def run_collective(comm: Comm, collective: str, algorithm: str | None, *, buf: A
     if collective in ROOTED and not 0 <= root < comm.size:
         raise MPIError(f"rank {comm.world_rank}: {collective}(root={root}) is not a rank of a communicator of size {comm.size}")
     size = size_of_call(collective, nbytes, comm.size)
-    algo = resolve(comm, collective, algorithm, size, op)
+    itemsize = payload.dtype.itemsize if payload is not None else 1
+    algo = resolve(comm, collective, algorithm, size, op, itemsize=itemsize)
     signature = f"{collective}({nbytes} B"
     signature += f", root={root}" if collective in ROOTED else ""
     signature += f", op={op.name}" if collective in REDUCING else ""

@@ -43,11 +43,11 @@ def _largest_pof2(p: int) -> int:
     return 1 << (p.bit_length() - 1)
 
 
-def _mpich_barrier(p: int, n: int, op: Op) -> str:
+def _mpich_barrier(p: int, n: int, op: Op, itemsize: int) -> str:
     return "dissemination"
 
 
-def _mpich_bcast(p: int, n: int, op: Op) -> str:
+def _mpich_bcast(p: int, n: int, op: Op, itemsize: int) -> str:
     if p < 8 or n <= 12288:
         return "binomial"
     if _pof2(p) and n <= 524288:
@@ -55,7 +55,7 @@ def _mpich_bcast(p: int, n: int, op: Op) -> str:
     return "scatter_ring_allgather"
 
 
-def _mpich_allreduce(p: int, n: int, op: Op, itemsize: int = 4) -> str:
+def _mpich_allreduce(p: int, n: int, op: Op, itemsize: int) -> str:
     builtin = op.name in OPS and OPS[op.name] is op
     if n <= 8 or not builtin:
         return "recursive_doubling"
@@ -63,26 +63,26 @@ def _mpich_allreduce(p: int, n: int, op: Op, itemsize: int = 4) -> str:
     return "rabenseifner" if count >= _largest_pof2(p) else "recursive_doubling"
 
 
-def _mpich_reduce(p: int, n: int, op: Op, itemsize: int = 4) -> str:
+def _mpich_reduce(p: int, n: int, op: Op, itemsize: int) -> str:
     builtin = op.name in OPS and OPS[op.name] is op
     if n <= 2048 or not builtin:
         return "binomial"
     return "rabenseifner" if n // itemsize >= _largest_pof2(p) else "binomial"
 
 
-def _mpich_allgather(p: int, n: int, op: Op) -> str:
+def _mpich_allgather(p: int, n: int, op: Op, itemsize: int) -> str:
     if _pof2(p):
         return "recursive_doubling" if n < 524288 else "ring"
     return "bruck" if n < 81920 else "ring"
 
 
-def _mpich_reduce_scatter(p: int, n: int, op: Op) -> str:
+def _mpich_reduce_scatter(p: int, n: int, op: Op, itemsize: int) -> str:
     if op.commutative:
         return "recursive_halving" if n < 524288 else "pairwise"
     return "reduce_then_scatter"
 
 
-def _mpich_alltoall(p: int, n: int, op: Op) -> str:
+def _mpich_alltoall(p: int, n: int, op: Op, itemsize: int) -> str:
     per_peer = n // max(p, 1)
     if p >= 8 and per_peer <= 256:
         return "bruck"
@@ -91,11 +91,14 @@ def _mpich_alltoall(p: int, n: int, op: Op) -> str:
     return "pairwise"
 
 
-def _mpich_rooted(p: int, n: int, op: Op) -> str:
+def _mpich_rooted(p: int, n: int, op: Op, itemsize: int) -> str:
     return "binomial"
 
 
-MPICH_RULES: dict[str, Callable[[int, int, Op], str]] = {
+#: Rule per collective: (ranks, bytes, op, bytes per element) -> algorithm name. MPICH's
+#: thresholds on element counts (Rabenseifner needs at least pof2(p) elements) use the
+#: call's datatype size, so a float64 call of 4 elements counts 4, not 8.
+MPICH_RULES: dict[str, Callable[[int, int, Op, int], str]] = {
     "barrier": _mpich_barrier,
     "bcast": _mpich_bcast,
     "reduce": _mpich_reduce,
@@ -126,8 +129,12 @@ def network_parameters(comm: Comm) -> tuple[float, float, float]:
     return alpha + cfg.send_overhead + cfg.recv_overhead, beta, cfg.reduce_cost
 
 
-def choose(comm: Comm, collective: str, nbytes: int, op: Op, rule_set: str = "mpich") -> registry.Algorithm:
-    """Return the algorithm that ``auto`` picks for this call under *rule_set*."""
+def choose(comm: Comm, collective: str, nbytes: int, op: Op, rule_set: str = "mpich", *,
+           itemsize: int = 4) -> registry.Algorithm:
+    """Return the algorithm that ``auto`` picks for this call under *rule_set*.
+
+    *itemsize* is the bytes per element of the call's datatype (rules that count elements use it).
+    """
     p = comm.size
     candidates = [a for a in registry.available(collective) if a.allows(p, op.commutative)]
     if not candidates:
@@ -142,7 +149,7 @@ def choose(comm: Comm, collective: str, nbytes: int, op: Op, rule_set: str = "mp
         return min(costed, key=lambda a: (a.cost(p, nbytes, alpha, beta, gamma), not a.exact(p), a.name))  # type: ignore[misc]
     if rule_set == "nccl" and collective in ("allreduce", "allgather", "reduce_scatter") and op.commutative and p > 1:
         return registry.get(collective, nccl.best(comm, nbytes, collective).algorithm)
-    name = MPICH_RULES[collective](p, nbytes, op)
+    name = MPICH_RULES[collective](p, nbytes, op, itemsize)
     by_name = {a.name: a for a in candidates}
     if name in by_name:
         return by_name[name]

@@ -47,6 +47,23 @@ def split_counts(count: int, parts: int) -> list[int]:
     return [base + 1 if i < extra else base for i in range(parts)]
 
 
+def ceil_split_counts(count: int, parts: int) -> list[int]:
+    """Return MPICH's ring block sizes: ``ceil(count / parts)`` each until *count* runs out.
+
+    MPICH's ring allreduce (``allreduce_intra_ring.c``) cuts the vector this way, so the last
+    block is short and, when ``count < parts * ceil(count / parts)`` by a block or more, the
+    trailing blocks are empty (count 3 on 5 ranks: 1, 1, 1, 0, 0). Matching the cut matters
+    for real floats: it decides which elements are summed in which order.
+    """
+    size = -(-count // parts) if parts else 0
+    counts = []
+    left = count
+    for _ in range(parts):
+        counts.append(min(size, left))
+        left -= counts[-1]
+    return counts
+
+
 def split_offsets(count: int, parts: int) -> list[int]:
     """Return the start offset of each block of :func:`split_counts` (length ``parts + 1``)."""
     offsets = [0]
@@ -84,6 +101,14 @@ class Payload(ABC):
         """Cut into *parts* blocks with ``np.array_split`` sizes (uneven allowed)."""
         offsets = split_offsets(self.count, parts)
         return [self.slice(offsets[i], offsets[i + 1]) for i in range(parts)]
+
+    def split_ceil(self, parts: int) -> list[Payload]:
+        """Cut into *parts* blocks of MPICH's ring sizes (:func:`ceil_split_counts`)."""
+        blocks, start = [], 0
+        for size in ceil_split_counts(self.count, parts):
+            blocks.append(self.slice(start, start + size))
+            start += size
+        return blocks
 
     @abstractmethod
     def slice(self, start: int, stop: int) -> Payload:

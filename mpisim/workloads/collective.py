@@ -411,7 +411,9 @@ def _rank_program(comm: Comm, point: _Point, outputs: list[Any], spans: list[lis
     if comm.rank == 0:
         nbytes = 0 if buf is None else buf.nbytes
         size = dispatch.size_of_call(point.collective, nbytes, comm.size)
-        chosen.append(dispatch.resolve(comm, point.collective, point.algorithm, size, get_op(point.op)).name)
+        itemsize = 1 if buf is None else buf.dtype.itemsize
+        chosen.append(dispatch.resolve(comm, point.collective, point.algorithm, size, get_op(point.op),
+                                       itemsize=itemsize).name)
     result = None
     for _ in range(point.iterations):
         yield from comm.world.synchronize(comm.world_rank)
@@ -519,7 +521,8 @@ def check_point_memory(world: World, params: CollectiveParams, algorithm: str | 
     """
     p = world.size
     size = dispatch.size_of_call(params.collective, buffer_bytes, p)
-    ran = dispatch.resolve(world.comm_world(0), params.collective, algorithm, size, get_op(params.op)).name
+    ran = dispatch.resolve(world.comm_world(0), params.collective, algorithm, size, get_op(params.op),
+                           itemsize=np.dtype(params.dtype).itemsize).name
     estimate = memory.estimate_collective(params.collective, ran, p, buffer_bytes, verify=True)
     try:
         memory.check_memory(estimate)

@@ -383,7 +383,8 @@ def _reduce_buckets(comm: Comm, plan: _Plan, ready: list[Any], spans: list[tuple
             grad = gradients(plan, k, comm.rank) if plan.data else None
             buf: Payload = DataPayload(grad) if grad is not None else SizePayload(bucket.count, plan.wire_dtype)
             if comm.rank == 0:
-                ran.add(dispatch.resolve(comm, "allreduce", plan.sync, buf.nbytes, SUM).name)
+                ran.add(dispatch.resolve(comm, "allreduce", plan.sync, buf.nbytes, SUM,
+                                         itemsize=buf.dtype.itemsize).name)
             out = yield from comm.allreduce(buf, op=SUM, algorithm=plan.sync)
             if plan.data:
                 results.append(_check_average(plan, k, p, out.array / p))
@@ -395,7 +396,8 @@ def _reduce_buckets(comm: Comm, plan: _Plan, ready: list[Any], spans: list[tuple
             else:
                 buf = SizePayload(nbytes, np.uint8)
             if comm.rank == 0:
-                ran.add(dispatch.resolve(comm, "allgather", None, buf.nbytes * p, SUM).name + " allgather")
+                ran.add(dispatch.resolve(comm, "allgather", None, buf.nbytes * p, SUM,
+                                         itemsize=buf.dtype.itemsize).name + " allgather")
             out = yield from comm.allgather(buf)
             if plan.data:
                 dense = _unpack_sum(out.array, p, keep, bucket.count, plan.wire_dtype)

@@ -92,18 +92,20 @@ def test_parameter_server_segments_pipeline_on_the_contention_free_network_too()
 
 
 def ring_order_sum(xs: list[np.ndarray]) -> np.ndarray:
-    """Ring allreduce's float32 sum: block b is accumulated x_b + x_(b+1) + ... + x_(b-1), left to right.
+    """Ring allreduce's float sum, MPICH's order: block b is x_(b+1) + x_(b+2) + ... + x_b, left to right.
 
+    Blocks hold ceil(count/p) elements, the last one short (MPICH's ``allreduce_intra_ring.c``).
     In reduce-scatter step k, rank r adds the block arriving from r-1 into its own block
-    (r-k-1) mod p, so block b starts at rank b, picks up rank b+1 in step 0, b+2 in step 1,
-    and is finished at rank b-1.
+    (r-k-2) mod p, so block b starts at rank b+1, picks up rank b+2 in step 0, and is
+    finished at rank b.
     """
     p = len(xs)
-    blocks = [np.array_split(x, p) for x in xs]
+    size = -(-len(xs[0]) // p)
+    blocks = [[x[i * size:(i + 1) * size] for i in range(p)] for x in xs]
     out = []
     for b in range(p):
-        acc = blocks[b][b]
-        for i in range(1, p):
+        acc = blocks[(b + 1) % p][b]
+        for i in range(2, p + 1):
             acc = acc + blocks[(b + i) % p][b]
         out.append(acc)
     return np.concatenate(out)
@@ -314,3 +316,36 @@ def test_double_binary_tree_pipelines_its_segments():
                       "double_binary_tree", [SizePayload(count, np.float32)] * p)
     n_beta = count * 4 * 1e-9
     assert n_beta / 2 < t < n_beta
+
+
+# --- MPICH's ring and auto selection (checked against MPICH 5 with mpi4py) --------------------
+
+
+def test_ring_allreduce_sums_in_mpichs_order_smallest_case():
+    """MPICH's ring gives [1, 0, 0] here: block b's sum starts at rank b+1 (1e16 - 1e16 + 1 = 1)."""
+    xs = [np.ones(3), np.full(3, 1e16), np.full(3, -1e16)]
+    out, _ = run_collective("allreduce/ring", xs, 3)
+    for rank in range(3):
+        np.testing.assert_array_equal(as_array(out[rank]), [1.0, 0.0, 0.0])
+
+
+def test_ring_allreduce_cuts_blocks_of_ceil_count_over_p():
+    """7 elements on 3 ranks: MPICH's blocks are 3, 3, 1 (np.array_split would cut 3, 2, 2)."""
+    big, small = 1e16, 1.0
+    # Element 5 is in block 1 under MPICH's cut and in block 2 under array_split's: the two
+    # blocks start their sums at different ranks, which decides whether the 1 survives.
+    xs = [np.full(7, small), np.full(7, big), np.full(7, -big)]
+    out, _ = run_collective("allreduce/ring", xs, 3)
+    expected = np.array([1.0, 1.0, 1.0, 0.0, 0.0, 0.0, 0.0])
+    np.testing.assert_array_equal(as_array(out[0]), expected)
+
+
+@pytest.mark.parametrize(("dtype", "count", "expected"), [
+    (np.float64, 4, "recursive_doubling"),   # 4 elements < pof2(8): MPICH refuses Rabenseifner
+    (np.float32, 4, "recursive_doubling"),
+    (np.float64, 8, "rabenseifner"),
+    (np.float32, 8, "rabenseifner"),
+])
+def test_auto_counts_elements_with_the_dtypes_size(dtype, count, expected):
+    _, world = run_collective("allreduce/auto", [np.ones(count, dtype) for _ in range(8)], 8)
+    assert {r.algorithm for r in world.tracer.collectives} == {expected}

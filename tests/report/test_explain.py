@@ -59,10 +59,11 @@ def test_ring_allreduce_walkthrough():
     assert ex.steps == 6 and len(ex.messages) == 24
     first = [m for m in ex.messages if m.step == 1]
     assert [(m.src, m.dst, describe_pieces(m.pieces)) for m in first] == [
-        (0, 1, "x0[0]"), (1, 2, "x1[1]"), (2, 3, "x2[2]"), (3, 0, "x3[3]")]
-    # After the reduce-scatter half, rank r holds the complete sum of block (r + 1) mod 4.
+        (0, 1, "x0[3]"), (1, 2, "x1[0]"), (2, 3, "x2[1]"), (3, 0, "x3[2]")]
+    # MPICH's rotation: block b starts at rank b+1, so after the reduce-scatter half rank r
+    # holds the complete sum of block r.
     third = {m.dst: m for m in ex.messages if m.step == 3}
-    assert describe_pieces(third[1].pieces) == "(x0+x2+x3)[2]"
+    assert describe_pieces(third[1].pieces) == "(x0+x2+x3)[1]"
     assert ex.holdings(6) == [{r: set(range(4)) for r in range(4)}] * 4
     assert ex.holdings(0)[2] == {2: set(range(4))}
     text = format_explanation(ex)

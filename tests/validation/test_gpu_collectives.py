@@ -203,4 +203,4 @@ def test_the_nccl_rule_set_chooses_what_the_tuner_finds_fastest():
         chosen = dispatch.resolve(comm, "allreduce", None, nbytes, SUM)
         assert chosen.name == nccl.best(comm, nbytes).algorithm
     assert dispatch.resolve(comm, "allgather", None, MiB, SUM).name == "nccl_ring"
-    assert dispatch.resolve(comm, "bcast", None, MiB, SUM).name == select.MPICH_RULES["bcast"](8, MiB, SUM)
+    assert dispatch.resolve(comm, "bcast", None, MiB, SUM).name == select.MPICH_RULES["bcast"](8, MiB, SUM, 4)
