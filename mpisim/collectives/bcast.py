@@ -64,8 +64,8 @@ def binomial_cost(p: int, n: int, alpha: float, beta: float, gamma: float) -> fl
 
 
 def scatter_recursive_doubling_allgather_cost(p: int, n: int, alpha: float, beta: float, gamma: float) -> float:
-    """2 lg p·α + 2((p-1)/p)nβ (p a power of two)."""
-    return 2 * lg(p) * alpha + 2 * (p - 1) / p * n * beta
+    """2⌈lg p⌉·α + 2((p-1)/p)nβ: exact for p a power of two, a lower bound otherwise (the fix-up adds steps)."""
+    return 2 * ceil_lg(p) * alpha + 2 * (p - 1) / p * n * beta
 
 
 def scatter_ring_allgather_cost(p: int, n: int, alpha: float, beta: float, gamma: float) -> float:
@@ -172,29 +172,62 @@ def scatter_for_bcast(comm: Comm, buf: Payload, root: int) -> Proc[list[Payload]
 
 
 @algorithm("bcast", "scatter_recursive_doubling_allgather", cost=scatter_recursive_doubling_allgather_cost,
-           requires={"power_of_two"}, exact=registry.power_of_two,
+           exact=registry.power_of_two,
            reference="van de Geijn; Thakur, Rabenseifner & Gropp 2005; MPICH bcast_intra_scatter_recursive_doubling_allgather.c")
 def scatter_recursive_doubling_allgather_bcast(comm: Comm, buf: Payload, root: int) -> Proc[Payload]:
-    """Scatter + recursive-doubling allgather broadcast (van de Geijn), for p a power of two.
+    """Scatter + recursive-doubling allgather broadcast (van de Geijn), for any p.
 
     A binomial scatter leaves block v on relative rank v. Then, in step k, rank v swaps the
-    2^k blocks of its aligned group with the group of rank v XOR 2^k, so the blocks a rank
-    holds double every step. MPICH adds extra tree steps for other p; its selection uses this
-    algorithm only for powers of two, and so does mpisim (scatter_ring_allgather covers the rest).
+    blocks of its aligned group of 2^k ranks with the group of rank v XOR 2^k, so the blocks
+    a rank holds double every step.
 
-    Cost: 2 lg p·α + 2((p-1)/p)nβ: lg p α + ((p-1)/p)nβ for each phase.
+    When p is not a power of two, some ranks have no partner in a step (v XOR 2^k >= p) and
+    miss the upper group's blocks. MPICH's fix-up (the same code as its recursive-doubling
+    allgather) follows: inside the lower group, the ranks that did exchange pass those blocks
+    down a binomial tree (halving the distance each round) to the ones that did not.
+
+    Cost: 2⌈lg p⌉·α + 2((p-1)/p)nβ; exact for p a power of two (⌈lg p⌉α + ((p-1)/p)nβ
+    for each phase); for other p the fix-up rounds come on top, so it is a lower bound.
     """
     p, r = comm.size, comm.rank
     v = (r - root) % p
     blocks = yield from scatter_for_bcast(comm, buf, root)
-    mask = 1
-    # blocks[v & ~(mask-1) : +mask] are the root's data.
+
+    def run(lo: int, hi: int) -> Payload:
+        return type(buf).concat(blocks[lo:min(hi, p)]) if lo < p else buf.like(0)
+
+    def place(lo: int, hi: int, incoming: Payload) -> None:
+        hi = min(hi, p)
+        if lo < hi:
+            blocks[lo:hi] = incoming.split(hi - lo) if incoming.count else blocks[lo:hi]
+
+    mask, level = 1, 0
     while mask < p:
-        mine, theirs = v & ~(mask - 1), (v & ~(mask - 1)) ^ mask
-        peer = (root + (v ^ mask)) % p
-        run = yield from comm.sendrecv(type(buf).concat(blocks[mine:mine + mask]), dest=peer, source=peer)
-        blocks[theirs:theirs + mask] = run.split(mask)
+        # The aligned groups of `mask` ranks containing v and its partner; each group's ranks
+        # hold the blocks of every rank in their group (clipped at p).
+        mine, theirs = v & ~(mask - 1), (v ^ mask) & ~(mask - 1)
+        if v ^ mask < p:
+            peer = (root + (v ^ mask)) % p
+            place(theirs, theirs + mask,
+                  (yield from comm.sendrecv(run(mine, mine + mask), dest=peer, source=peer)))
+        if theirs + mask > p:
+            # Fix-up (only for the lower group when the upper one is cut short by p): the
+            # `done` lowest ranks of this group exchanged and hold the upper group's blocks;
+            # they pass them on down a binomial tree to the others.
+            done = p - mine - mask
+            upper = mine + mask
+            k, step = level, mask >> 1
+            while step:
+                other = v ^ step
+                tree_root = (v >> k) << k
+                if other > v and v < tree_root + done <= other:
+                    yield from comm.send(run(upper, upper + mask), dest=(root + other) % p)
+                elif other < v and other < tree_root + done <= v:
+                    place(upper, upper + mask, (yield from comm.recv(source=(root + other) % p)))
+                step >>= 1
+                k -= 1
         mask <<= 1
+        level += 1
     return type(buf).concat(blocks)
 
 
