@@ -25,7 +25,7 @@ import math
 import numpy as np
 
 from mpisim.collectives import registry
-from mpisim.collectives.costmodel import ceil_lg, lg
+from mpisim.collectives.costmodel import ceil_lg
 from mpisim.collectives.registry import algorithm
 from mpisim.engine.sim import Proc
 from mpisim.mpi.comm import Comm

@@ -23,8 +23,7 @@ import pytest
 
 from mpisim.collectives import registry
 from tests.collectives.helpers import as_array, run_collective
-from tests.mpich.cases import (DTYPES, MPICH_NAMES, RANKS, case_key, counts_for, digest, rank_input,
-                               roots_for)
+from tests.mpich.cases import DTYPES, MPICH_NAMES, RANKS, case_key, counts_for, digest, rank_input, roots_for
 
 GOLDEN = json.loads((Path(__file__).with_name("golden.json")).read_text())
 CASES: dict[str, object] = GOLDEN["cases"]
