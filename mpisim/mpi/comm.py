@@ -146,7 +146,7 @@ class Comm:
         """Receive a message and return it (``MPI_Recv``)."""
         req = self.world.post_recv(self, source, tag, buf, status)
         if req.triggered:
-            return req.value
+            return req.outcome()
         return (yield from self.world.block(self.world_rank, req, (Request.describe, req), (req,), "recv",
                                             self._peer(source)))
 
@@ -159,7 +159,8 @@ class Comm:
         sreq = world.post_send(self, sendbuf, dest, sendtag)
         rreq = world.post_recv(self, source, recvtag, recvbuf, status)
         if sreq.triggered and rreq.triggered:
-            return rreq.value
+            sreq.outcome()
+            return rreq.outcome()
         # NOTE: World.block for the two requests, inlined: one generator less per step.
         state = world.states[self.group[self._rank]]
         state.call, state.waiting_on = (_sendrecv_name, dest, source), (sreq, rreq)
@@ -173,7 +174,7 @@ class Comm:
     def wait(self, request: Request, status: Status | None = None) -> Proc[Any]:
         """Wait for *request* and return its value (``MPI_Wait``)."""
         if request.triggered:
-            value = request.value
+            value = request.outcome()
         else:
             value = yield from self.world.block(self.world_rank, request, (_wait_name, request), (request,), "wait")
         if status is not None and request.status is not None:
@@ -187,18 +188,18 @@ class Comm:
         if pending:
             call = f"waitall({len(requests)} requests)"
             yield from self.world.block(self.world_rank, AllDone(self.world.env, pending), call, pending, "wait")
-        return [r.value for r in requests]
+        return [r.outcome() for r in requests]
 
     def waitany(self, requests: Sequence[Request]) -> Proc[tuple[int, Any]]:
         """Wait for the first request to finish; return ``(index, value)`` (``MPI_Waitany``)."""
         for i, r in enumerate(requests):
             if r.triggered:
-                return i, r.value
+                return i, r.outcome()
         call = f"waitany({len(requests)} requests)"
         yield from self.world.block(self.world_rank, self.env.any_of(list(requests)), call, list(requests), "wait")
         for i, r in enumerate(requests):
             if r.triggered:
-                return i, r.value
+                return i, r.outcome()
         raise AssertionError("waitany woke with no finished request")  # pragma: no cover
 
     @staticmethod
@@ -274,7 +275,8 @@ class Comm:
             if world.tracer.record_spans:
                 world._span(self.world_rank, "recv", t0, _sendrecv_name(dest, source), self._peer(source),
                             sreq.nbytes)
-        result = rreq.value if inoutbuf.writable else inoutbuf.accumulate(rreq.value, op)
+        received = rreq.outcome()
+        result = received if inoutbuf.writable else inoutbuf.accumulate(received, op)
         if world.config.reduce_cost:
             yield from self._charge_reduce(op, inoutbuf.nbytes)
         return result

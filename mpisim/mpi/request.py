@@ -90,8 +90,22 @@ class Request(simpy.Event):
         tag = "ANY_TAG" if self.tag == ANY_TAG else str(self.tag)
         return f"recv(source={source}, tag={tag})"
 
+    def outcome(self) -> Any:
+        """Return a finished request's value, or raise its error, as MPI returns it from any completion call.
+
+        A receive that matched a longer message has failed with a TruncationError
+        (``MPI_ERR_TRUNCATE``): whether the receive was posted first (the waiting rank wakes
+        with the error) or the message was already waiting (the request failed the moment it
+        was posted), ``recv``, ``wait``, ``waitall``, ``waitany`` and ``test`` raise it. The
+        error is marked handled here, so the event loop does not raise it a second time.
+        """
+        if not self._ok:
+            self.defused = True
+            raise self._value
+        return self._value
+
     def test(self) -> tuple[bool, Any]:
-        """Return ``(done, value)`` without waiting (``MPI_Test``)."""
-        if self.triggered and self.ok:
-            return True, self.value
+        """Return ``(done, value)`` without waiting (``MPI_Test``); a failed request raises its error."""
+        if self.triggered:
+            return True, self.outcome()
         return False, None

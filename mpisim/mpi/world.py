@@ -516,6 +516,9 @@ class World:
                 f"message truncated: rank {msg.dst} posted recv(source={req.peer}, tag={req.tag}) "
                 f"with room for {req.capacity} B, but rank {msg.src} sent {msg.nbytes} B (tag {msg.tag})"
             ))
+            # The receiver learns of it from its completion call (recv, wait, test...; see
+            # Request.outcome), which may come later than this instant: not an unhandled error.
+            req.defused = True
             if msg.protocol == "rendezvous":
                 msg.send_req.fail(TruncationError(f"rank {msg.src}: send to rank {msg.dst} was truncated by the receiver"))
                 msg.send_req.defused = True

@@ -377,3 +377,46 @@ def test_data_and_size_only_payloads_give_identical_records():
         records.append(world.tracer.messages)
     assert records[0] == records[1]
     assert len(records[0]) == 12
+
+
+def _truncating(completion, receive_first):
+    """Rank 1 receives 4 doubles into room for 2, by *completion*; the message arrives before or after."""
+    caught = []
+
+    def program(comm):
+        if comm.rank == 0:
+            if receive_first:
+                yield comm.env.timeout(1e-3)
+            yield from comm.send(np.arange(4.0), dest=1, tag=2)
+        else:
+            if not receive_first:
+                yield comm.env.timeout(1e-3)  # the eager message is already waiting
+            room = np.zeros(2)
+            try:
+                if completion == "recv":
+                    yield from comm.recv(room, source=0, tag=2)
+                elif completion == "test":
+                    req = comm.irecv(room, source=0, tag=2)
+                    while not comm.test(req)[0]:
+                        yield comm.env.timeout(1e-4)
+                else:
+                    req = comm.irecv(room, source=0, tag=2)
+                    if completion == "wait":
+                        yield from comm.wait(req)
+                    elif completion == "waitall":
+                        yield from comm.waitall([req])
+                    else:
+                        yield from comm.waitany([req])
+            except TruncationError as err:
+                caught.append(str(err))
+
+    run_program(make_world(), program)
+    return caught
+
+
+@pytest.mark.parametrize("receive_first", [True, False], ids=["receive-first", "message-first"])
+@pytest.mark.parametrize("completion", ["recv", "wait", "waitall", "waitany", "test"])
+def test_truncation_raises_in_every_completion_call_in_either_order(completion, receive_first):
+    """MPI_ERR_TRUNCATE is an error whichever came first; it is never handed back as the received data."""
+    caught = _truncating(completion, receive_first)
+    assert len(caught) == 1 and "with room for 16 B, but rank 0 sent 32 B" in caught[0]
