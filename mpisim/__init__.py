@@ -35,6 +35,22 @@ _EXPORTS = {
     "UnknownAlgorithm": "mpisim.errors",
     "MPIError": "mpisim.errors",
     "DeadlockError": "mpisim.errors",
+    "TruncationError": "mpisim.errors",
+    # what programs use (workload kind: program)
+    "Comm": "mpisim.mpi.comm",
+    "SizePayload": "mpisim.mpi.payload",
+    "DataPayload": "mpisim.mpi.payload",
+    "in_place": "mpisim.mpi.payload",
+    "Status": "mpisim.mpi.request",
+    "Request": "mpisim.mpi.request",
+    "ANY_SOURCE": "mpisim.mpi.request",
+    "ANY_TAG": "mpisim.mpi.request",
+    "PROC_NULL": "mpisim.mpi.request",
+    "SUM": "mpisim.mpi.ops",
+    "PROD": "mpisim.mpi.ops",
+    "MAX": "mpisim.mpi.ops",
+    "MIN": "mpisim.mpi.ops",
+    "Op": "mpisim.mpi.ops",
 }
 
 __all__ = ["__version__", *sorted(_EXPORTS)]

@@ -26,7 +26,7 @@ import numpy as np
 
 from mpisim.engine.events import AllDone
 from mpisim.mpi.ops import SUM, Op
-from mpisim.mpi.payload import DataPayload, Payload, as_payload
+from mpisim.mpi.payload import DataPayload, Payload, as_payload, in_place
 from mpisim.mpi.request import ANY_SOURCE, ANY_TAG, Request, Status
 from mpisim.mpi.wire import Wire
 
@@ -220,6 +220,53 @@ class Comm:
         if msg is not None:
             self._fill_status(msg, status)
         return msg is not None
+
+    # ------------------------------------------------------------------ buffer forms
+    #
+    # Which calls allocate: the lowercase receives (recv, irecv, sendrecv) return the message
+    # as a new array, as mpi4py's lowercase (pickle-based) calls return a new object; a
+    # ``buf`` given to them only sets the largest message accepted. The uppercase forms,
+    # mpi4py's buffer-based names, write the message into the caller's array and return
+    # nothing, like ``MPI_Recv``; that is also how real data is received without a copy.
+
+    def Send(self, buf: Any, dest: int, tag: int = 0) -> Proc[None]:
+        """Send the array *buf* (``MPI_Send``; the same as :meth:`send`)."""
+        yield from self.send(buf, dest, tag)
+
+    def Isend(self, buf: Any, dest: int, tag: int = 0) -> Request:
+        """Start sending the array *buf* (``MPI_Isend``; the same as :meth:`isend`)."""
+        return self.isend(buf, dest, tag)
+
+    def Recv(self, buf: Any, source: int = ANY_SOURCE, tag: int = ANY_TAG, status: Status | None = None) -> Proc[None]:
+        """Receive into the caller's array *buf* (contiguous, writeable numpy; ``MPI_Recv``).
+
+        A message longer than *buf* raises TruncationError; a shorter one fills its first
+        elements (``status.count`` says how many). A size-only payload is accepted and stays
+        size-only.
+        """
+        yield from self.recv(in_place(buf), source, tag, status)
+
+    def Irecv(self, buf: Any, source: int = ANY_SOURCE, tag: int = ANY_TAG, status: Status | None = None) -> Request:
+        """Post a receive into the caller's array *buf* (``MPI_Irecv``); it is filled when the request completes."""
+        return self.irecv(in_place(buf), source, tag, status)
+
+    def Sendrecv(self, sendbuf: Any, dest: int, sendtag: int = 0, recvbuf: Any = None, source: int = ANY_SOURCE,
+                 recvtag: int = ANY_TAG, status: Status | None = None) -> Proc[None]:
+        """Send *sendbuf* and receive into the caller's array *recvbuf* at once (``MPI_Sendrecv``)."""
+        if recvbuf is None:
+            raise TypeError(f"rank {self.world_rank}: Sendrecv needs a recvbuf to fill (sendrecv returns a new array)")
+        yield from self.sendrecv(sendbuf, dest, sendtag, in_place(recvbuf), source, recvtag, status)
+
+    # ------------------------------------------------------------------ concurrency
+
+    def start(self, activity: Proc[Any]) -> Any:
+        """Run *activity* (a generator, e.g. ``comm.allreduce(g)``) concurrently on this rank; return its handle.
+
+        The rank goes on at once; ``result = yield handle`` waits for the activity and returns
+        its value. This is how a program overlaps a blocking call with other work: start the
+        gradient allreduce, compute the next layer, then wait (see scenarios/programs/overlap.py).
+        """
+        return self.env.process(activity)
 
     @staticmethod
     def _fill_status(msg: Any, status: Status | None) -> Status:
@@ -445,7 +492,8 @@ class Comm:
 
 
 def _overlap(a: Any, b: Payload) -> bool:
-    """True if payload *a* and owned payload *b* share memory."""
+    """True if *a* (a payload or an array) and owned payload *b* share memory."""
+    a = as_payload(a)
     return a.has_data and np.may_share_memory(a.array, b.array)
 
 

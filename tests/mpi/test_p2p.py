@@ -420,3 +420,74 @@ def test_truncation_raises_in_every_completion_call_in_either_order(completion, 
     """MPI_ERR_TRUNCATE is an error whichever came first; it is never handed back as the received data."""
     caught = _truncating(completion, receive_first)
     assert len(caught) == 1 and "with room for 16 B, but rank 0 sent 32 B" in caught[0]
+
+
+def test_uppercase_receives_fill_the_callers_array_as_mpi4py_does():
+    """Recv/Irecv/Sendrecv write into the array passed in; lowercase recv returns a new one."""
+    seen = {}
+
+    def program(comm):
+        peer = 1 - comm.rank
+        if comm.rank == 0:
+            yield from comm.Send(np.arange(4.0), dest=1, tag=1)
+            yield from comm.send(np.arange(4.0) * 10, dest=1, tag=2)
+            yield from comm.Send(np.arange(3.0), dest=1, tag=3)
+        else:
+            buf = np.zeros(4)
+            assert (yield from comm.Recv(buf, source=0, tag=1)) is None
+            seen["Recv"] = buf.copy()
+            other = np.zeros(4)
+            got = yield from comm.recv(other, source=0, tag=2)
+            seen["recv"], seen["recv left buf"] = got, other.copy()
+            status = Status()
+            part = np.full(4, -1.0)
+            req = comm.Irecv(part, source=0, tag=3, status=status)
+            yield from comm.wait(req)
+            seen["Irecv"], seen["count"] = part.copy(), status.Get_count()
+        into = np.zeros(2)
+        yield from comm.Sendrecv(np.full(2, comm.rank + 0.5), dest=peer, recvbuf=into, source=peer)
+        seen[f"Sendrecv {comm.rank}"] = into.copy()
+
+    run_program(make_world(), program)
+    np.testing.assert_array_equal(seen["Recv"], [0, 1, 2, 3])
+    np.testing.assert_array_equal(seen["recv"], [0, 10, 20, 30])
+    np.testing.assert_array_equal(seen["recv left buf"], [0, 0, 0, 0])
+    np.testing.assert_array_equal(seen["Irecv"], [0, 1, 2, -1])
+    assert seen["count"] == 3
+    np.testing.assert_array_equal(seen["Sendrecv 0"], [1.5, 1.5])
+    np.testing.assert_array_equal(seen["Sendrecv 1"], [0.5, 0.5])
+
+
+def test_recv_into_a_short_array_is_a_truncation():
+    def program(comm):
+        if comm.rank == 0:
+            yield from comm.Send(np.arange(4.0), dest=1)
+        else:
+            yield from comm.Recv(np.zeros(2), source=0)
+
+    with pytest.raises(TruncationError):
+        run_program(make_world(), program)
+
+
+def test_start_runs_a_blocking_call_concurrently_with_compute():
+    """An allreduce started with comm.start overlaps a compute span: the rank waits only for what is left."""
+    import mpisim.collectives  # noqa: F401  (registers the collective runner)
+
+    ends = {}
+
+    def program(comm, overlap):
+        sync = comm.allreduce(SizePayload(1_000_000, np.float32), algorithm="ring")
+        if overlap:
+            task = comm.start(sync)
+            yield from comm.compute(1e-3)
+            yield task
+        else:
+            yield from sync
+            yield from comm.compute(1e-3)
+        ends[overlap] = comm.now
+
+    for overlap in (False, True):
+        run_program(make_world(alpha=1e-6, bandwidth=1e9), lambda comm, o=overlap: program(comm, o))
+    sync_time = ends[False] - 1e-3
+    assert sync_time > 1e-3  # 2 x 4 MB / 1 GB/s x 1/2: longer than the compute
+    assert ends[True] == pytest.approx(sync_time, rel=1e-9)  # the compute hides entirely under the sync
