@@ -32,6 +32,6 @@ def main(comm, args):
             pending.append(comm.start(sync))  # runs while the next layer computes
         else:
             yield from sync  # the next layer waits for this one's gradients to be reduced
-    for task in pending:
-        yield task  # noqa: UP028 -- wait for each started activity in turn
+    for task in pending:  # noqa: UP028 -- wait for each started activity in turn
+        yield task
     return {"iteration_s": comm.now - t0, "compute_s": layers * compute}
