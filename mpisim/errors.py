@@ -78,3 +78,7 @@ class CollectiveMismatchError(MPIError):
 
 class DeadlockError(MPIError):
     """Ranks are still blocked and no event can make progress."""
+
+
+class ProgramError(MPIError):
+    """A user's program raised an exception on one rank; the message shows that rank's frames in the user's files."""

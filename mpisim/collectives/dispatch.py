@@ -67,11 +67,13 @@ def run_collective(comm: Comm, collective: str, algorithm: str | None, *, buf: A
     size = size_of_call(collective, nbytes, comm.size)
     itemsize = payload.dtype.itemsize if payload is not None else 1
     algo = resolve(comm, collective, algorithm, size, op, itemsize=itemsize)
-    signature = f"{collective}({nbytes} B"
-    signature += f", root={root}" if collective in ROOTED else ""
-    signature += f", op={op.name}" if collective in REDUCING else ""
-    signature += ")"
+    parts = [] if collective == "barrier" else [f"{nbytes} B"]
+    parts += [f"root={root}"] if collective in ROOTED else []
+    parts += [f"op={op.name}"] if collective in REDUCING else []
+    signature = f"{collective}({', '.join([*parts, f'algorithm={algo.name}'])})"
     call = comm.next_collective(signature)
+    state = comm.world.states[comm.world_rank]
+    outer, state.collective = state.collective, (comm, call, signature)
     kwargs: dict[str, Any] = {}
     if collective != "barrier":
         kwargs["buf"] = payload
@@ -81,6 +83,7 @@ def run_collective(comm: Comm, collective: str, algorithm: str | None, *, buf: A
         kwargs["root"] = root
     t_enter = comm.now
     result = yield from algo.func(comm.coll, **kwargs)
+    state.collective = outer
     comm.world.tracer.collective(CollectiveRecord(collective, algo.name, comm.world_rank, size, t_enter, comm.now, call))
     if result is not None and buf is not None and not isinstance(buf, Payload):
         return result.to_user()

@@ -123,10 +123,14 @@ def call_name(call: CallName) -> str:
 class RankState:
     """What a rank is doing, for deadlock reports: the blocking call and the requests it waits on."""
 
-    __slots__ = ("call", "finished", "opened", "waiting_on")
+    __slots__ = ("call", "collective", "finished", "opened", "waiting_on")
 
     def __init__(self) -> None:
         self.call: CallName = ""
+        #: The user's collective call in progress: (communicator, call number, signature), or
+        #: None. A deadlock inside a collective is reported as that call, not as the
+        #: algorithm's internal sends and receives, which the user never wrote.
+        self.collective: tuple[Any, int, str] | None = None
         self.waiting_on: Sequence[Request] = ()
         self.finished = False
         #: (span kind, start time, peer, bytes) of the blocking call in progress, so a deadlock
@@ -677,13 +681,50 @@ class World:
         lines = [f"deadlock: {len(blocked)} rank(s) blocked and nothing can progress"]
         for rank in blocked:
             state = self.states[rank]
+            if state.collective is not None:
+                lines.append(f"  rank {rank}: blocked in {self._collective_story(rank)}")
+                continue
             pending = [req for req in state.waiting_on if not req.triggered]
             detail = "; ".join(self._why(req) for req in pending) if pending else ""
             lines.append(f"  rank {rank}: blocked in {state.blocked_call}" + (f" -- {detail}" if detail else ""))
         cycle = self._find_cycle(blocked)
-        if cycle:
+        if cycle and not any(self.states[r].collective for r in cycle):
             lines.append("  cycle of waits: " + " -> ".join(f"rank {r}" for r in cycle))
         return "\n".join(lines)
+
+    def where_ranks_are(self) -> list[str]:
+        """One line per unfinished rank: the call it is in (for reports of a failed program)."""
+        lines = []
+        for rank, state in enumerate(self.states):
+            if state.finished:
+                continue
+            if state.collective is not None:
+                lines.append(f"  rank {rank}: in {state.collective[2]}")
+            elif state.call:
+                lines.append(f"  rank {rank}: blocked in {state.blocked_call}")
+            else:
+                lines.append(f"  rank {rank}: running")
+        return lines
+
+    def _collective_story(self, rank: int) -> str:
+        """``barrier() -- rank 0 has finished without calling it``: the user's call and who is missing."""
+        comm, call, signature = self.states[rank].collective  # type: ignore[misc]
+        missing = []
+        for member in comm.group:
+            other = self.states[member].collective
+            if other is not None and other[0].coll_context == comm.coll_context and other[1] == call:
+                continue
+            st = self.states[member]
+            if st.finished:
+                missing.append(f"rank {member} has finished without calling it")
+            elif other is not None:
+                missing.append(f"rank {member} is in {other[2]} instead")
+            elif st.call:
+                missing.append(f"rank {member} is blocked in {st.blocked_call}")
+            else:
+                missing.append(f"rank {member} has not called it")
+        detail = "; ".join(missing) if missing else "every member called it"
+        return f"{signature} (collective #{call} on its communicator) -- {detail}"
 
     def _why(self, req: Request) -> str:
         if req.kind == "send":
@@ -691,10 +732,20 @@ class World:
             state = "has finished" if self.states[peer].finished else "has not posted a matching receive"
             return f"waiting for rank {peer} to receive (rank {peer} {state})"
         if req.peer == ANY_SOURCE:
-            return "no matching message from any rank"
-        peer = req.comm.group[req.peer]
-        state = " (it has finished)" if self.states[peer].finished else ""
-        return f"waiting for a message from rank {peer}{state}"
+            why = "no matching message from any rank"
+        else:
+            peer = req.comm.group[req.peer]
+            state = " (it has finished)" if self.states[peer].finished else ""
+            why = f"waiting for a message from rank {peer}{state}"
+        return why + self._unmatched_nearby(req)
+
+    def _unmatched_nearby(self, req: Request) -> str:
+        """Messages waiting unmatched at a blocked receiver that differ only in tag or source: the usual bug."""
+        box = self.mailboxes[req.comm.group[req.comm._rank]]
+        near = [m for m in box.unexpected if m.context == req.comm.context
+                and (req.peer in (ANY_SOURCE, m.src_rank) or req.tag in (ANY_TAG, m.tag))]
+        return "".join(f"; a message from rank {m.src_rank} with tag {m.tag} ({m.nbytes} B) is waiting unmatched"
+                       for m in near[:3])
 
     def _find_cycle(self, blocked: list[int]) -> list[int]:
         """Return one cycle in the wait-for graph among blocked ranks, closed (first == last)."""

@@ -33,6 +33,7 @@ import hashlib
 import importlib.util
 import inspect
 import sys
+import traceback
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,7 +42,7 @@ from typing import Any
 import numpy as np
 
 from mpisim.engine.sim import Proc
-from mpisim.errors import ConfigError
+from mpisim.errors import ConfigError, MPIError, ProgramError
 from mpisim.mpi.comm import Comm
 from mpisim.workloads.base import RunContext, WorkloadOutput, register_workload
 from mpisim.workloads.collective import check_keys
@@ -132,6 +133,22 @@ def load_program(params: ProgramParams, base_dir: Path) -> Callable[..., Proc[An
     return function
 
 
+_OURS = (Path(__file__).resolve().parents[1], Path(inspect.getfile(np)).resolve().parents[1])
+
+
+def user_frames(exc: BaseException) -> str:
+    """The traceback of *exc* restricted to the user's files: mpisim's, SimPy's and the library's frames left out.
+
+    A student's IndexError in ``helper()`` then reads as it would under ``mpiexec``: the
+    lines of their own program, innermost last, without the simulator around them.
+    """
+    frames = [f for f in traceback.extract_tb(exc.__traceback__)
+              if not any(Path(f.filename).resolve().is_relative_to(ours) for ours in _OURS)]
+    if not frames:
+        return ""
+    return "\n" + "".join(traceback.format_list(frames)).rstrip("\n")
+
+
 def to_json_value(value: Any) -> Any:
     """Return *value* with numpy scalars and arrays turned into plain Python numbers and lists."""
     if isinstance(value, np.generic):
@@ -154,12 +171,23 @@ def run(params: ProgramParams, ctx: RunContext) -> WorkloadOutput:
     finished = [0.0] * world.size
 
     def rank_main(comm: Comm) -> Proc[Any]:
-        result = yield from function(comm, *args)
+        try:
+            result = yield from function(comm, *args)
+        except MPIError as exc:
+            raise type(exc)(f"{exc}{user_frames(exc)}") from exc
+        except Exception as exc:
+            raise ProgramError(f"rank {comm.world_rank} raised {type(exc).__name__}: {exc}{user_frames(exc)}") from exc
         finished[comm.rank] = comm.now
         return result
 
     procs = world.launch(rank_main)
-    world.run()
+    try:
+        world.run()
+    except ProgramError as exc:
+        elsewhere = world.where_ranks_are()
+        if elsewhere:
+            raise ProgramError(f"{exc}\nthe other ranks at that moment:\n" + "\n".join(elsewhere)) from exc.__cause__
+        raise
     out = WorkloadOutput()
     row: dict[str, Any] = {
         "ranks": world.size,

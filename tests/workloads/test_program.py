@@ -104,3 +104,78 @@ def test_bad_programs_are_config_errors(tmp_path, source, raw, text):
         program.run(parse(raw), context(2, base_dir=tmp_path))
     assert info.value.path == "program"
     assert text in info.value.message
+
+
+# --- errors a student understands -----------------------------------------------------------
+
+
+def run_cli(tmp_path, source: str, nodes: int = 2) -> tuple[int, str]:
+    from mpisim.cli import main
+
+    write(tmp_path, source)
+    (tmp_path / "s.yaml").write_text(
+        f"topology: {{preset: ib-hdr, nodes: {nodes}}}\nworkload: {{kind: program, program: prog.py:main}}\n")
+    import contextlib
+    import io
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        code = main(["run", str(tmp_path / "s.yaml")])
+    return code, err.getvalue()
+
+
+def test_an_exception_in_the_program_shows_the_rank_and_the_users_frames(tmp_path):
+    code, err = run_cli(tmp_path, """
+        def helper(x):
+            return x[5]
+
+        def main(comm):
+            if comm.rank == 1:
+                helper([1, 2])
+            yield from comm.barrier()
+    """)
+    assert code == 1
+    assert "internal error" not in err
+    assert "rank 1 raised IndexError: list index out of range" in err
+    assert 'prog.py", line 7, in main' in err and 'prog.py", line 3, in helper' in err
+    assert "mpisim" not in err.replace("the simulated program failed", "")  # no simulator frames
+    assert "rank 0: in barrier(" in err
+
+
+def test_a_deadlock_from_a_wrong_tag_shows_the_message_waiting_unmatched(tmp_path):
+    code, err = run_cli(tmp_path, """
+        import numpy as np
+
+        def main(comm):
+            if comm.rank == 0:
+                yield from comm.send(np.zeros(4), dest=1, tag=3)
+            else:
+                yield from comm.recv(source=0, tag=2)
+    """)
+    assert code == 1
+    assert ("rank 1: blocked in recv(source=0, tag=2) -- waiting for a message from rank 0 (it has finished); "
+            "a message from rank 0 with tag 3 (32 B) is waiting unmatched") in err
+
+
+def test_a_deadlock_in_a_collective_names_the_users_call_not_the_algorithms_messages(tmp_path):
+    code, err = run_cli(tmp_path, """
+        def main(comm):
+            if comm.rank != 0:
+                yield from comm.barrier()
+    """, nodes=4)
+    assert code == 1
+    assert "sendrecv" not in err
+    assert err.count("blocked in barrier(algorithm=dissemination)") == 3
+    assert "rank 0 has finished without calling it" in err
+
+
+def test_ranks_that_disagree_on_the_algorithm_are_a_named_mismatch(tmp_path):
+    code, err = run_cli(tmp_path, """
+        import numpy as np
+
+        def main(comm):
+            algorithm = "ring" if comm.rank == 0 else "recursive_doubling"
+            yield from comm.allreduce(np.ones(8), algorithm=algorithm)
+    """)
+    assert code == 1
+    assert "CollectiveMismatchError" in err
+    assert "algorithm=ring" in err and "algorithm=recursive_doubling" in err
