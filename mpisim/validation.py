@@ -169,6 +169,7 @@ def _closed_form_scenario(collective: str, names: list[str]) -> dict[str, Any]:
     if collective != "barrier":
         workload["sizes"] = [CLOSED_FORM_BYTES]
     return {
+        "units": "SI",  # the numbers below are seconds, bytes and bytes/s
         "name": f"closed-form-{collective}",
         "topology": {"nodes": CLOSED_FORM_RANKS, "inter": {"kind": "full", "bandwidth": CLOSED_FORM_BANDWIDTH,
                                                            "latency": CLOSED_FORM_ALPHA}},
@@ -207,7 +208,7 @@ def tuner_rows() -> list[dict[str, Any]]:
     """Return the tuner's choice and predicted time against the simulated time, per GPU algorithm."""
     out = []
     for preset, nodes in TUNER_CLUSTERS:
-        raw = {"topology": {"preset": preset, "nodes": nodes}, "payload": "size",
+        raw = {"units": "SI", "topology": {"preset": preset, "nodes": nodes}, "payload": "size",
                "trace": {"messages": False, "spans": False},
                "workload": {"kind": "collective", "collective": "allreduce", "algorithm": list(nccl.ALGORITHMS),
                             "sizes": list(TUNER_SIZES)}}
@@ -235,7 +236,7 @@ def examples_300m() -> list[dict[str, Any]]:
     out = []
     alpha, beta = 1e-6, 1e-9  # the seed-1gbps preset: 1 us, 1 GB/s, no overheads
     for nodes in (2, 4, 10):
-        raw = {"topology": {"preset": "seed-1gbps", "nodes": nodes}, "payload": "size",
+        raw = {"units": "SI", "topology": {"preset": "seed-1gbps", "nodes": nodes}, "payload": "size",
                "trace": {"messages": False, "spans": False},
                "workload": {"kind": "collective", "collective": "allreduce",
                             "algorithm": ["ring", "parameter_server"], "sizes": [GRADIENT_BYTES]}}
@@ -243,7 +244,7 @@ def examples_300m() -> list[dict[str, Any]]:
             formula = costmodel.predict("allreduce", row["algorithm"], nodes, GRADIENT_BYTES, alpha, beta)
             out.append({"cluster": f"seed-1gbps, {nodes} ranks", "algorithm": row["algorithm"],
                         "simulated": row["time_s"], "formula": formula, "busbw": row["busbw_GBps"]})
-    raw = {"topology": {"preset": "dgx-a100", "nodes": 2}, "payload": "size",
+    raw = {"units": "SI", "topology": {"preset": "dgx-a100", "nodes": 2}, "payload": "size",
            "trace": {"messages": False, "spans": False},
            "workload": {"kind": "collective", "collective": "allreduce",
                         "algorithm": ["nccl_ring", "nccl_tree", "hierarchical", "ring"], "sizes": [GRADIENT_BYTES]}}

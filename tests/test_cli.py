@@ -106,7 +106,7 @@ def test_usage_errors_exit_2(capsys):
 
 
 def test_simulated_program_failure_exits_1_with_the_deadlock_report(tmp_path, capsys):
-    path = write(tmp_path, workload={"kind": "fake_pingpong", "sizes": [8], "mode": "deadlock"}, expect=None)
+    path = write(tmp_path, workload={"kind": "fake_pingpong", "sizes": ["8 B"], "mode": "deadlock"}, expect=None)
     code, _, err = run(capsys, "run", path, "-o", tmp_path / "out")
     assert code == 1
     assert err.startswith("the simulated program failed: DeadlockError\ndeadlock: 2 rank(s) blocked")
@@ -116,7 +116,7 @@ def test_simulated_program_failure_exits_1_with_the_deadlock_report(tmp_path, ca
 
 
 def test_expected_failure_exits_0_and_prints_the_report(tmp_path, capsys):
-    path = write(tmp_path, workload={"kind": "fake_pingpong", "sizes": [8], "mode": "deadlock"}, expect=None,
+    path = write(tmp_path, workload={"kind": "fake_pingpong", "sizes": ["8 B"], "mode": "deadlock"}, expect=None,
                  expect_failure="deadlock")
     code, out, err = run(capsys, "run", path)
     assert code == 0
@@ -262,3 +262,16 @@ def test_python_dash_m_mpisim_runs_the_cli():
     proc = subprocess.run([sys.executable, "-m", "mpisim", "--version"], cwd=ROOT, capture_output=True, text=True,
                           env={**os.environ, "PYTHONPATH": str(ROOT)}, check=False)
     assert proc.returncode == 0 and proc.stdout == f"mpisim {__version__}\n"
+
+
+@pytest.mark.parametrize(("field", "value", "unit"), [
+    ("topology.inter.latency", "2", "2 us"),
+    ("topology.inter.bandwidth", "100", "100 B/s"),
+    ("mpi.eager_limit", "4096", "4096 B"),
+])
+def test_a_bare_number_where_a_unit_is_needed_is_bad_input(tmp_path, capsys, field, value, unit):
+    """`latency: 2` once ran as 2 s (a 1 MiB allreduce took 36 s, exit 0): now one line and exit 2."""
+    code, out, err = run(capsys, "run", write(tmp_path), "--set", f"{field}={value}")
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1
+    assert f"{field}: {value} has no unit; write e.g. {unit}" in err

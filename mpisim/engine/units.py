@@ -31,8 +31,10 @@ Other families:
 * counts (parameters, elements): ``K`` (or ``k``) 10^3, ``M`` 10^6, ``B`` or ``G`` 10^9 (billion),
   ``T`` 10^12: ``"300M"``, ``"1.5B"``.
 
-A plain number (``2``, ``1e-10``, ``"1e-10"``) is taken in the base unit: seconds, bytes,
-bytes per second, seconds per byte, or items. The space between number and unit is optional.
+A plain number is never taken for a time, size, bandwidth or per-byte cost: ``latency: 2``
+could mean 2 s or 2 us, and reading it as seconds once made a 1 MiB allreduce take 36 s.
+``parse_time(2)`` raises ``2 has no unit; write e.g. 2 us``. Zero needs no unit. Counts
+(ranks, parameters, elements) are plain numbers. The space between number and unit is optional.
 
 Parsing is exact: the number is read as a decimal fraction, multiplied by the unit exactly and
 rounded once, so ``parse_time("100 ns") == 1e-7`` (not ``100 * 1e-9``, which is one ulp off).
@@ -55,10 +57,12 @@ round-trip.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import math
 import numbers
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 from fractions import Fraction
@@ -79,6 +83,7 @@ __all__ = [
     "pretty_bandwidth",
     "pretty_size",
     "pretty_time",
+    "si_numbers",
 ]
 
 
@@ -92,6 +97,8 @@ class _Family:
     kind: str
     examples: str
     units: Mapping[str, Fraction]
+    #: The unit a "write e.g." hint suggests for a bare number; "" for unit-less counts.
+    suggest: str = ""
 
 
 _DECIMAL_PREFIXES = {"": 0, "k": 3, "K": 3, "M": 6, "G": 9, "T": 12, "P": 15}
@@ -132,13 +139,14 @@ def _count_units() -> dict[str, Fraction]:
     return units
 
 
-_TIME = _Family("time", "1.5 us, 20 ms", {"": Fraction(1), **_TIME_UNITS})
-_SIZE = _Family("size", "64 KiB, 1.2 GB", _size_units())
-_BANDWIDTH = _Family("bandwidth", "100 Gbps, 12.5 GB/s", _bandwidth_units())
+_TIME = _Family("time", "1.5 us, 20 ms", {"": Fraction(1), **_TIME_UNITS}, "us")
+_SIZE = _Family("size", "64 KiB, 1.2 GB", _size_units(), "B")
+_BANDWIDTH = _Family("bandwidth", "100 Gbps, 12.5 GB/s", _bandwidth_units(), "B/s")
 _PER_BYTE = _Family(
     "time per byte",
     "0.1 ns/B, 1e-10 s/B",
     {"": Fraction(1), **{f"{unit}/B": scale for unit, scale in _TIME_UNITS.items()}},
+    "ns/B",
 )
 _BIT_SIZES = {f"{prefix}{bit}" for prefix in _DECIMAL_PREFIXES for bit in ("b", "bit", "bits")}
 _COUNT = _Family("count", "300M, 1.5B, 25K", _count_units())
@@ -203,7 +211,41 @@ def _magnitude(value: object, family: _Family) -> Fraction:
         raise _not_a(value, family)
     if magnitude < 0:
         raise UnitError(f"a {family.kind} must not be negative, got {_quoted(value)}")
+    if family.suggest and magnitude != 0 and _is_bare_number(value) and not _SI_NUMBERS.get():
+        raise UnitError(f"{_plain(value)} has no unit; write e.g. {_plain(value)} {family.suggest} "
+                        f"or {family.examples} (units are never guessed)")
     return magnitude
+
+
+#: Inside :func:`si_numbers`, a bare number is read in the SI base unit instead of refused.
+_SI_NUMBERS: contextvars.ContextVar[bool] = contextvars.ContextVar("si_numbers", default=False)
+
+
+@contextlib.contextmanager
+def si_numbers() -> Iterator[None]:
+    """Read bare numbers as SI values (seconds, bytes, bytes/s, s/B) inside this block.
+
+    For data mpisim wrote itself: a resolved scenario (``mpisim check``, ``--json``, results.json)
+    holds SI numbers, and reading it back must give the same scenario. What users write is
+    read outside this block, where a bare number is an error.
+    """
+    token = _SI_NUMBERS.set(True)
+    try:
+        yield
+    finally:
+        _SI_NUMBERS.reset(token)
+
+
+def _is_bare_number(value: object) -> bool:
+    """True for a number written without a unit: ``2``, ``1e-6``, ``"2"``."""
+    if isinstance(value, numbers.Real):
+        return True
+    match = _QUANTITY.fullmatch(value.strip()) if isinstance(value, str) else None
+    return match is not None and not match["unit"]
+
+
+def _plain(value: object) -> str:
+    return value.strip() if isinstance(value, str) else repr(value)
 
 
 def _text_magnitude(text: str, family: _Family) -> Fraction:
@@ -239,7 +281,7 @@ def _to_int(magnitude: Fraction, value: object, family: _Family, what: str) -> i
 
 
 def parse_time(value: object) -> float:
-    """Return a time in seconds: ``"1.5 us"``, ``"20ms"``, ``"2 s"``, ``0``, ``0.5`` (seconds).
+    """Return a time in seconds: ``"1.5 us"``, ``"20ms"``, ``"2 s"``, ``0`` (a bare number other than 0 is an error).
 
     Raises UnitError if *value* is not a non-negative finite time.
     """
@@ -247,7 +289,7 @@ def parse_time(value: object) -> float:
 
 
 def parse_size(value: object) -> int:
-    """Return a size in bytes: ``"64 KiB"`` (65536), ``"1.2GB"`` (1.2e9), ``4096`` (bytes).
+    """Return a size in bytes: ``"64 KiB"`` (65536), ``"1.2GB"`` (1.2e9), ``"4096 B"``, ``0``.
 
     ``KB``/``MB``/``GB``/``TB``/``PB`` are powers of 1000, ``KiB``/``MiB``/... powers of 1024.
     Raises UnitError if *value* is not a size or not a whole number of bytes (``"1.5 B"``).
@@ -258,7 +300,7 @@ def parse_size(value: object) -> int:
 def parse_bandwidth(value: object) -> float:
     """Return a bandwidth in bytes per second: ``"100 Gbps"`` (12.5e9), ``"25 GB/s"`` (25e9).
 
-    Lowercase ``b`` is bits and uppercase ``B`` bytes. A plain number is bytes per second.
+    Lowercase ``b`` is bits and uppercase ``B`` bytes. A plain number other than 0 is an error.
     ``"inf"`` (or a float infinity, YAML ``.inf``) returns ``math.inf``: no bandwidth limit.
     Raises UnitError if *value* is not a non-negative bandwidth.
     """
@@ -270,7 +312,7 @@ def parse_bandwidth(value: object) -> float:
 
 
 def parse_per_byte(value: object) -> float:
-    """Return a cost in seconds per byte: ``"0.1 ns/B"`` (1e-10), ``"1e-10 s/B"``, ``1e-10``.
+    """Return a cost in seconds per byte: ``"0.1 ns/B"`` (1e-10), ``"1e-10 s/B"``, ``0``.
 
     Raises UnitError if *value* is not a non-negative finite time per byte.
     """

@@ -657,7 +657,7 @@ def explain(collective: str, algorithm: str, ranks: int = 4, *, count: int | Non
         "workload": {"kind": "collective", "collective": collective, "algorithm": algorithm},
     }
     if collective != "barrier":
-        raw["workload"]["sizes"] = [8]
+        raw["workload"]["sizes"] = ["8 B"]
     scenario = load_dict(raw)
     if scenario.ranks != ranks:
         raise ConfigError(f"the topology has {scenario.ranks} ranks, but --ranks is {ranks}", "--topology")

@@ -21,6 +21,7 @@ turns into ``{preset: NAME}`` so that ``--set topology.nodes=16`` keeps the pres
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import difflib
 import os
@@ -34,7 +35,7 @@ import yaml
 import mpisim.collectives
 import mpisim.workloads  # noqa: F401  (importing registers the workload kinds)
 from mpisim.collectives import registry
-from mpisim.engine.units import parse_bandwidth, parse_per_byte, parse_size, parse_time
+from mpisim.engine.units import parse_bandwidth, parse_per_byte, parse_size, parse_time, si_numbers
 from mpisim.errors import ConfigError
 from mpisim.mpi.config import MpiConfig
 from mpisim.network.base import model_names
@@ -237,9 +238,16 @@ def load_dict(raw: Any, file: str | None = None, overrides: Iterable[tuple[str, 
         if not isinstance(raw, Mapping):
             raise ConfigError(f"expected a mapping of scenario keys ({', '.join(TOP_LEVEL_KEYS)}), got {_short(raw)}")
         raw = apply_overrides(raw, overrides)
-        scenario = _build(raw, file)
-        if scenario.sweep:
-            _check_sweep_points(raw, scenario, file)
+        # A resolved scenario (mpisim check, --json, results.json) says `units: SI`: its bare
+        # numbers are seconds, bytes and bytes/s. Anywhere else a bare number is an error.
+        units = raw.get("units")
+        if units not in (None, "SI"):
+            raise ConfigError(f"expected SI (bare numbers are SI values, as in a resolved scenario), got {_short(units)}",
+                              "units")
+        with si_numbers() if units == "SI" else contextlib.nullcontext():
+            scenario = _build(raw, file)
+            if scenario.sweep:
+                _check_sweep_points(raw, scenario, file)
     except ConfigError as err:
         if display and not err.file:
             raise err.in_file(display) from None
@@ -524,6 +532,7 @@ def dump(scenario: Scenario) -> dict[str, Any]:
     workload = get_workload(scenario.workload.kind)
     params = {key: value for key, value in workload.dump(scenario.workload.params).items() if key != "kind"}
     out: dict[str, Any] = {
+        "units": "SI",
         "name": scenario.name,
         "description": scenario.description,
         "seed": scenario.seed,

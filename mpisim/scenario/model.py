@@ -77,6 +77,7 @@ TOP_LEVEL_KEYS = (
     "expect",
     "expect_failure",
     "report",
+    "units",
 )
 
 

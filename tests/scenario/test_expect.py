@@ -103,7 +103,7 @@ def test_verified_with_size_only_rows_has_nothing_to_check():
 
 
 def test_where_numbers_compare_to_a_relative_1e9():
-    assert check({"metric": "algorithm", "where": {"time_s": 2.05 * (1 + 1e-12)}, "equals": "rabenseifner"})["passed"]
+    assert check({"metric": "algorithm", "where": {"time_s": f"{2.05 * (1 + 1e-12)} s"}, "equals": "rabenseifner"})["passed"]
 
 
 def test_evaluate_all_keeps_order():

@@ -250,7 +250,7 @@ def test_yaml_merge_keys_may_be_overridden_but_duplicates_are_errors():
     text = (
         "report: {fabric: &star {kind: star, bandwidth: 1 GB/s, latency: 1 us}}\n"
         "topology: {nodes: 2, inter: {<<: *star, latency: 2 us}}\n"
-        "workload: {kind: fake_pingpong, sizes: [1]}\n"
+        "workload: {kind: fake_pingpong, sizes: [1 B]}\n"
     )
     inter = loads(text).topology.inter
     assert (inter.kind, inter.bandwidth, inter.latency) == ("star", 1e9, 2e-6)

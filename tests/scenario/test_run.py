@@ -16,7 +16,7 @@ from mpisim.scenario.run import failure_kind, write_atomic
 from mpisim.testing import assert_close, assert_expectations, assert_tree_close, assert_verified
 
 ALPHA, BW = 1e-6, 1e9
-STAR = {"nodes": 2, "inter": {"kind": "star", "bandwidth": BW, "latency": ALPHA}}
+STAR = {"nodes": 2, "inter": {"kind": "star", "bandwidth": "1 GB/s", "latency": "1 us"}}  # BW, ALPHA
 
 
 def scenario(**raw):
@@ -79,11 +79,11 @@ def test_expectations_are_checked():
 
 def test_unexpected_program_failure_raises_the_mpi_error():
     with pytest.raises(DeadlockError, match="cycle of waits"):
-        run_scenario(scenario(workload={"kind": "fake_pingpong", "sizes": [8], "mode": "deadlock"}))
+        run_scenario(scenario(workload={"kind": "fake_pingpong", "sizes": ["8 B"], "mode": "deadlock"}))
 
 
 def test_expected_failure_is_recorded_and_passes():
-    result = run_scenario(scenario(workload={"kind": "fake_pingpong", "sizes": [8], "mode": "deadlock"},
+    result = run_scenario(scenario(workload={"kind": "fake_pingpong", "sizes": ["8 B"], "mode": "deadlock"},
                                    expect_failure="deadlock"))
     assert result.passed
     assert result.failure["kind"] == "deadlock" and "rank 0" in result.failure["message"]
@@ -99,7 +99,7 @@ def test_expected_failure_that_does_not_happen_fails():
 
 
 def test_any_mpi_error_matches_mpi_error():
-    result = run_scenario(scenario(workload={"kind": "fake_pingpong", "sizes": [8], "mode": "deadlock"},
+    result = run_scenario(scenario(workload={"kind": "fake_pingpong", "sizes": ["8 B"], "mode": "deadlock"},
                                    expect_failure="mpi_error"))
     assert result.passed and result.failure["kind"] == "deadlock"
 
@@ -179,7 +179,7 @@ def test_run_scenario_file_takes_dotted_overrides_as_keywords(tmp_path):
     from mpisim.testing import run_scenario_file
 
     path = tmp_path / "s.yaml"
-    path.write_text(yaml.safe_dump({"topology": STAR, "workload": {"kind": "fake_pingpong", "sizes": [8]}}))
+    path.write_text(yaml.safe_dump({"topology": STAR, "workload": {"kind": "fake_pingpong", "sizes": ["8 B"]}}))
     result = run_scenario_file(path, topology__nodes=3, **{"network.model": "analytic"}, seed=4)
     assert result.rows[0]["ranks"] == 3
     assert result.scenario["network"]["model"] == "analytic" and result.scenario["seed"] == 4

@@ -75,7 +75,7 @@ def test_a_failing_point_in_the_pool_raises_its_mpi_error(tmp_path):
 
 
 def test_config_errors_from_workers_keep_their_path():
-    raw = {"topology": {**STAR, "nodes": 0}, "workload": {"kind": "fake_pingpong", "sizes": [1]}}
+    raw = {"topology": {**STAR, "nodes": 0}, "workload": {"kind": "fake_pingpong", "sizes": ["1 B"]}}
     outcome = _run_task(PointTask(0, {}, raw, "s.yaml", "{}", "h"))
     with pytest.raises(ConfigError) as info:
         _raise_if_error(outcome)

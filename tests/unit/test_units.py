@@ -22,6 +22,7 @@ from mpisim.engine.units import (
     pretty_bandwidth,
     pretty_size,
     pretty_time,
+    si_numbers,
 )
 from mpisim.errors import ConfigError, UnitError
 
@@ -59,11 +60,8 @@ TIMES = [
     ("1e-3 s", 1e-3),
     ("1.5e3 us", 1.5e-3),
     (".5 s", 0.5),
-    ("1e-10", 1e-10),  # YAML 1.1 reads 1e-10 (no dot) as a string
     ("-0 us", 0.0),
-    (2, 2.0),
-    (0.5, 0.5),
-    (0, 0.0),
+    (0, 0.0),  # zero needs no unit
 ]
 
 SIZES = [
@@ -86,9 +84,7 @@ SIZES = [
     ("0.5 KiB", 512),
     ("1.5 MiB", 3 * 2**19),
     ("1e3 B", 1000),
-    ("4096", 4096),
-    (4096, 4096),
-    (8.0, 8),
+    (0, 0),
 ]
 
 BANDWIDTHS = [
@@ -119,10 +115,6 @@ BANDWIDTHS = [
     ("1 MiB/s", 2.0**20),
     ("1 GiB/s", 2.0**30),
     ("1 TiB/s", 2.0**40),
-    # plain numbers are bytes per second
-    ("1e9", 1e9),
-    (1e9, 1e9),
-    (5, 5.0),
 ]
 
 PER_BYTE = [
@@ -133,9 +125,23 @@ PER_BYTE = [
     ("0.1 ns/B", 1e-10),
     ("100 ps/B", 1e-10),
     ("1e-10 s/B", 1e-10),
-    ("1e-10", 1e-10),
-    (1e-10, 1e-10),
     (0, 0.0),
+]
+
+#: Bare numbers: refused where users write them, read as SI values in mpisim's own resolved
+#: scenarios (``units: SI``, see units.si_numbers).
+BARE = [
+    (parse_time, "1e-10", 1e-10),  # YAML 1.1 reads 1e-10 (no dot) as a string
+    (parse_time, 2, 2.0),
+    (parse_time, 0.5, 0.5),
+    (parse_size, "4096", 4096),
+    (parse_size, 4096, 4096),
+    (parse_size, 8.0, 8),
+    (parse_bandwidth, "1e9", 1e9),
+    (parse_bandwidth, 1e9, 1e9),
+    (parse_bandwidth, 5, 5.0),
+    (parse_per_byte, "1e-10", 1e-10),
+    (parse_per_byte, 1e-10, 1e-10),
 ]
 
 COUNTS = [
@@ -183,6 +189,25 @@ def test_every_unit_parses_to_si(parse, text, expected):
 @pytest.mark.parametrize(("parse", "text", "expected"), TABLES, ids=_case_id)
 def test_parsed_values_format_and_parse_back(parse, text, expected):
     assert parse(FORMATTER[parse](parse(text))) == expected
+
+
+@pytest.mark.parametrize(("parse", "value", "expected"), BARE, ids=_case_id)
+def test_a_bare_number_is_refused_with_an_example(parse, value, expected):
+    """``latency: 2`` could be 2 s or 2 us: never guessed (it once made a 1 MiB allreduce take 36 s)."""
+    with pytest.raises(UnitError, match=r"has no unit; write e\.g\. .* \(units are never guessed\)"):
+        parse(value)
+
+
+def test_the_message_names_the_value_and_a_unit():
+    with pytest.raises(UnitError) as info:
+        parse_time(2)
+    assert str(info.value).startswith("2 has no unit; write e.g. 2 us")
+
+
+@pytest.mark.parametrize(("parse", "value", "expected"), BARE, ids=_case_id)
+def test_bare_numbers_are_si_inside_a_resolved_scenario(parse, value, expected):
+    with si_numbers():
+        assert parse(value) == expected
 
 
 def test_parsing_rounds_once_not_per_step():
@@ -341,7 +366,7 @@ def test_infinite_bandwidth_means_no_limit(value):
     [
         (parse_size, "1.5 B", "'1.5 B' is not a whole number of bytes"),
         (parse_size, "0.3 KiB", "'0.3 KiB' is not a whole number of bytes"),
-        (parse_size, 1.5, "1.5 is not a whole number of bytes"),
+        (parse_size, "1.5 B", "'1.5 B' is not a whole number of bytes"),
         (parse_count, "1.5", "'1.5' is not a whole number of items"),
         (parse_count, "1.0001K", "'1.0001K' is not a whole number of items"),
     ],
@@ -371,9 +396,11 @@ def test_values_out_of_range_are_rejected_quickly(parse, value):
 
 def test_numpy_scalars_are_numbers():
     np = pytest.importorskip("numpy")
-    assert parse_size(np.int64(4096)) == 4096
-    assert parse_time(np.float32(0.5)) == 0.5
-    assert parse_bandwidth(np.float64(1e9)) == 1e9
+    assert parse_count(np.int64(4096)) == 4096
+    with si_numbers():
+        assert parse_size(np.int64(4096)) == 4096
+        assert parse_time(np.float32(0.5)) == 0.5
+        assert parse_bandwidth(np.float64(1e9)) == 1e9
 
 
 # --- exact formatting ---------------------------------------------------------------------------

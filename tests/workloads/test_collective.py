@@ -8,6 +8,7 @@ import yaml
 
 from mpisim.cli import main
 from mpisim.collectives import memory, registry
+from mpisim.engine.units import si_numbers
 from mpisim.errors import ConfigError, MPIError, UnitError, UnknownAlgorithm
 from mpisim.workloads import collective
 from mpisim.workloads.collective import busbw_factor, layout, parse
@@ -22,29 +23,29 @@ BETA = 1 / BW
 
 
 def test_sizes_parse_to_bytes_and_ranges_follow_nccl_tests():
-    params = parse({"collective": "allreduce", "sizes": ["1 KiB", "1 MB", 64]})
+    params = parse({"collective": "allreduce", "sizes": ["1 KiB", "1 MB", "64 B"]})
     assert params.sizes == (1024, 10**6, 64)
     assert params.algorithms == ()  # the scenario's default for the collective, else auto
     ranged = parse({"collective": "allreduce", "sizes": {"min": "8 B", "max": "64 B", "factor": 2}})
     assert ranged.sizes == (8, 16, 32, 64)
     # max need not be reached exactly: nccl-tests stops at the last size <= max
-    assert parse({"collective": "allreduce", "sizes": {"min": 8, "max": 100, "factor": 4}}).sizes == (8, 32)
+    assert parse({"collective": "allreduce", "sizes": {"min": "8 B", "max": "100 B", "factor": 4}}).sizes == (8, 32)
 
 
 @pytest.mark.parametrize(("raw", "path", "text"), [
     ({"collective": "allreduce", "sizes": ["1 KiB", "1 KQ"]}, "sizes[1]", "'1 KQ' is not a size (e.g. 64 KiB, 1.2 GB)"),
     ({"collective": "allreduce", "sizes": ["6 B"]}, "sizes[0]", "not a whole number of 4-byte elements"),
     ({"collective": "allreduce", "sizes": {"min": "1 KiB"}}, "sizes.max", "required"),
-    ({"collective": "allreduce", "sizes": {"min": 8, "max": 4}}, "sizes.max", "below min"),
-    ({"collective": "allreduce", "sizes": {"min": 8, "max": 64, "factor": 1}}, "sizes.factor", "at least 2"),
-    ({"collective": "allreduce", "sizes": {"min": 8, "max": 64, "step": 8}}, "sizes.step", "allowed keys: min, max, factor"),
+    ({"collective": "allreduce", "sizes": {"min": "8 B", "max": "4 B"}}, "sizes.max", "below min"),
+    ({"collective": "allreduce", "sizes": {"min": "8 B", "max": "64 B", "factor": 1}}, "sizes.factor", "at least 2"),
+    ({"collective": "allreduce", "sizes": {"min": "8 B", "max": "64 B", "step": 8}}, "sizes.step", "allowed keys: min, max, factor"),
     ({"collective": "allreduce"}, "sizes", "required"),
-    ({"collective": "allreduce", "sizes": [8], "colour": "red"}, "colour", "allowed keys: kind, collective"),
-    ({"collective": "allreduse", "sizes": [8]}, "collective", "known: barrier, bcast"),
-    ({"collective": "allreduce", "sizes": [8], "dtype": "bfloat16"}, "dtype", "no numpy dtype"),
-    ({"collective": "allreduce", "sizes": [8], "dtype": "complex64"}, "dtype", "known: float16"),
-    ({"collective": "allreduce", "sizes": [8], "op": "xor"}, "op", "known: sum, prod, max, min"),
-    ({"collective": "allreduce", "sizes": [8], "iterations": 0}, "iterations", "at least 1"),
+    ({"collective": "allreduce", "sizes": ["8 B"], "colour": "red"}, "colour", "allowed keys: kind, collective"),
+    ({"collective": "allreduse", "sizes": ["8 B"]}, "collective", "known: barrier, bcast"),
+    ({"collective": "allreduce", "sizes": ["8 B"], "dtype": "bfloat16"}, "dtype", "no numpy dtype"),
+    ({"collective": "allreduce", "sizes": ["8 B"], "dtype": "complex64"}, "dtype", "known: float16"),
+    ({"collective": "allreduce", "sizes": ["8 B"], "op": "xor"}, "op", "known: sum, prod, max, min"),
+    ({"collective": "allreduce", "sizes": ["8 B"], "iterations": 0}, "iterations", "at least 1"),
     ({"collective": "barrier", "sizes": ["1 KiB"]}, "sizes", "moves no data"),
 ])
 def test_parse_errors_name_the_field(raw, path, text):
@@ -61,23 +62,24 @@ def test_size_errors_stay_unit_errors():
 
 def test_unknown_algorithm_in_a_list_lists_the_known_names():
     with pytest.raises(UnknownAlgorithm) as info:
-        parse({"collective": "allgather", "algorithm": ["ring", "rign"], "sizes": [8]})
+        parse({"collective": "allgather", "algorithm": ["ring", "rign"], "sizes": ["8 B"]})
     assert info.value.path == "algorithm[1]"
     for algo in registry.available("allgather"):
         assert algo.name in info.value.message
 
 
 @pytest.mark.parametrize("raw", [
-    {"collective": "allreduce", "algorithm": ["ring", "auto"], "sizes": {"min": 8, "max": 1024, "factor": 4}},
+    {"collective": "allreduce", "algorithm": ["ring", "auto"], "sizes": {"min": "8 B", "max": "1024 B", "factor": 4}},
     {"collective": "allgather", "algorithm": "ring", "sizes": ["1 KiB"], "dtype": "int8", "iterations": 3},
-    {"collective": "bcast", "sizes": [64], "dtype": "fp64", "root": 2},
-    {"collective": "reduce", "sizes": [64], "op": "MAX"},
+    {"collective": "bcast", "sizes": ["64 B"], "dtype": "fp64", "root": 2},
+    {"collective": "reduce", "sizes": ["64 B"], "op": "MAX"},
     {"collective": "barrier"},
 ])
 def test_dump_round_trips(raw):
     params = parse(raw)
     dumped = collective.dump(params)
-    assert parse(dumped) == params
+    with si_numbers():  # dump writes SI numbers
+        assert parse(dumped) == params
     assert all(isinstance(size, int) for size in dumped.get("sizes", []))
 
 
@@ -112,14 +114,14 @@ def test_allgather_row_reports_the_rounded_size():
 
 def test_ring_allgather_time_is_the_closed_form():
     p, n = 4, 4096
-    out = collective.run(parse({"collective": "allgather", "algorithm": "ring", "sizes": [n]}),
+    out = collective.run(parse({"collective": "allgather", "algorithm": "ring", "sizes": [f"{n} B"]}),
                          context(p, alpha=ALPHA, bandwidth=BW))
     assert out.rows[0]["time_s"] == pytest.approx((p - 1) * ALPHA + (p - 1) / p * n * BETA, rel=1e-12)
 
 
 def test_ring_allreduce_time_is_the_closed_form():
     p, n = 4, 16384
-    out = collective.run(parse({"collective": "allreduce", "algorithm": "ring", "sizes": [n]}),
+    out = collective.run(parse({"collective": "allreduce", "algorithm": "ring", "sizes": [f"{n} B"]}),
                          context(p, alpha=ALPHA, bandwidth=BW))
     expected = 2 * (p - 1) * ALPHA + 2 * (p - 1) / p * n * BETA
     assert out.rows[0]["time_s"] == pytest.approx(expected, rel=1e-12)
@@ -127,14 +129,14 @@ def test_ring_allreduce_time_is_the_closed_form():
 
 
 def test_iterations_repeat_identical_calls():
-    raw = {"collective": "allgather", "algorithm": "ring", "sizes": [4096]}
+    raw = {"collective": "allgather", "algorithm": "ring", "sizes": ["4096 B"]}
     once = collective.run(parse(raw), context(4)).rows[0]["time_s"]
     thrice = collective.run(parse({**raw, "iterations": 3}), context(4)).rows[0]["time_s"]
     assert thrice == pytest.approx(once, rel=1e-12)
 
 
 def test_size_only_payloads_give_the_same_times_and_no_verdict():
-    raw = {"collective": "allgather", "algorithm": ["ring", "bruck"], "sizes": [96, 4096]}
+    raw = {"collective": "allgather", "algorithm": ["ring", "bruck"], "sizes": ["96 B", "4096 B"]}
     data = collective.run(parse(raw), context(3, model="fairshare")).rows
     size = collective.run(parse(raw), context(3, model="fairshare", payload="size")).rows
     assert [r["time_s"] for r in size] == [r["time_s"] for r in data]
@@ -185,20 +187,20 @@ def test_without_an_algorithm_the_worlds_default_runs():
 
     ctx = context(3)
     ctx.new_world = new_world
-    (row,) = collective.run(parse({"collective": "allgather", "sizes": [96]}), ctx).rows
+    (row,) = collective.run(parse({"collective": "allgather", "sizes": ["96 B"]}), ctx).rows
     assert row["algorithm"] == row["requested"] == "bruck"
-    (row,) = collective.run(parse({"collective": "allgather", "sizes": [96], "algorithm": "ring"}), ctx).rows
+    (row,) = collective.run(parse({"collective": "allgather", "sizes": ["96 B"], "algorithm": "ring"}), ctx).rows
     assert row["algorithm"] == row["requested"] == "ring"
 
 
 def test_power_of_two_algorithm_on_three_ranks_is_an_mpi_error():
-    params = parse({"collective": "allgather", "algorithm": "recursive_doubling", "sizes": [96]})
+    params = parse({"collective": "allgather", "algorithm": "recursive_doubling", "sizes": ["96 B"]})
     with pytest.raises(MPIError, match="power-of-two"):
         collective.run(params, context(3))
 
 
 def test_root_outside_the_world_is_a_config_error():
-    params = parse({"collective": "bcast", "algorithm": "auto", "sizes": [64], "root": 4})
+    params = parse({"collective": "bcast", "algorithm": "auto", "sizes": ["64 B"], "root": 4})
     with pytest.raises(ConfigError) as info:
         collective.run(params, context(4))
     assert info.value.path == "root"
@@ -214,19 +216,19 @@ def test_inputs_are_exact_small_integers():
 
 
 def test_worlds_are_labelled_and_large_sweeps_keep_only_the_largest(monkeypatch):
-    raw = {"collective": "allgather", "algorithm": ["ring", "bruck"], "sizes": [96, 1024]}
+    raw = {"collective": "allgather", "algorithm": ["ring", "bruck"], "sizes": ["96 B", "1024 B"]}
     out = collective.run(parse(raw), context(3))
     assert [label for label, _ in out.worlds] == ["ring 96 B", "ring 1020 B", "bruck 96 B", "bruck 1020 B"]
     monkeypatch.setattr(collective, "MAX_KEPT_MESSAGES", 0)
     out = collective.run(parse(raw), context(3))
     assert [label for label, _ in out.worlds] == ["ring 1020 B", "bruck 1020 B"]
-    auto = collective.run(parse({"collective": "allgather", "sizes": [96]}), context(3))
+    auto = collective.run(parse({"collective": "allgather", "sizes": ["96 B"]}), context(3))
     assert auto.worlds[0][0].endswith("96 B (auto)")
 
 
 def test_points_too_large_for_real_memory_are_refused_before_allocating(monkeypatch):
     """Data mode always means real data: a point that would not fit is refused with its estimate."""
-    raw = {"collective": "allgather", "algorithm": "ring", "sizes": [96, 3072]}
+    raw = {"collective": "allgather", "algorithm": "ring", "sizes": ["96 B", "3072 B"]}
     allocated = []
     real_input = collective.rank_input
     monkeypatch.setattr(collective, "rank_input", lambda *a, **k: allocated.append(a) or real_input(*a, **k))
@@ -247,9 +249,9 @@ def test_the_estimate_follows_the_algorithm_auto_resolves_to(monkeypatch):
     seen = []
     real = memory.estimate_collective
     monkeypatch.setattr(memory, "estimate_collective", lambda *a, **k: seen.append((a, k)) or real(*a, **k))
-    out = collective.run(parse({"collective": "allreduce", "sizes": [64]}), context(4))
+    out = collective.run(parse({"collective": "allreduce", "sizes": ["64 B"]}), context(4))
     assert seen == [(("allreduce", out.rows[0]["algorithm"], 4, 64), {"verify": True})]
-    collective.run(parse({"collective": "barrier", "sizes": [0]}), context(4))
+    collective.run(parse({"collective": "barrier", "sizes": ["0 B"]}), context(4))
     assert len(seen) == 1, "a barrier carries no data"
 
 

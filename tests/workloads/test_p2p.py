@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from mpisim.engine.units import si_numbers
 from mpisim.errors import ConfigError
 from mpisim.workloads import p2p
 from mpisim.workloads.p2p import parse
@@ -16,13 +17,13 @@ LIMIT = 64 * 1024
 
 
 @pytest.mark.parametrize(("raw", "path", "text"), [
-    ({"test": "latnecy", "sizes": [8]}, "test", "known: latency, bandwidth, bibw"),
-    ({"test": ["latency", "bw"], "sizes": [8]}, "test[1]", "unknown test 'bw'"),
+    ({"test": "latnecy", "sizes": ["8 B"]}, "test", "known: latency, bandwidth, bibw"),
+    ({"test": ["latency", "bw"], "sizes": ["8 B"]}, "test[1]", "unknown test 'bw'"),
     ({"test": "latency"}, "sizes", "required"),
-    ({"test": "latency", "sizes": [8, "1 MiBs"]}, "sizes[1]", "not a size"),
-    ({"test": "latency", "sizes": [8], "pair": [1, 1]}, "pair", "must differ"),
-    ({"test": "latency", "sizes": [8], "pair": [0, -1]}, "pair[1]", "negative"),
-    ({"test": "latency", "sizes": [8], "windows": 8}, "windows", "allowed keys: kind, test, sizes"),
+    ({"test": "latency", "sizes": ["8 B", "1 MiBs"]}, "sizes[1]", "not a size"),
+    ({"test": "latency", "sizes": ["8 B"], "pair": [1, 1]}, "pair", "must differ"),
+    ({"test": "latency", "sizes": ["8 B"], "pair": [0, -1]}, "pair[1]", "negative"),
+    ({"test": "latency", "sizes": ["8 B"], "windows": 8}, "windows", "allowed keys: kind, test, sizes"),
 ])
 def test_parse_errors_name_the_field(raw, path, text):
     with pytest.raises(ConfigError) as info:
@@ -33,17 +34,18 @@ def test_parse_errors_name_the_field(raw, path, text):
 
 @pytest.mark.parametrize("raw", [
     {"test": "latency", "sizes": ["0 B", "1 KiB"]},
-    {"test": ["bandwidth", "bibw"], "sizes": {"min": 1, "max": "1 MiB", "factor": 4}, "window": 16,
+    {"test": ["bandwidth", "bibw"], "sizes": {"min": "1 B", "max": "1 MiB", "factor": 4}, "window": 16,
      "pair": [0, 3], "iterations": 2, "warmup": 0},
 ])
 def test_dump_round_trips(raw):
     params = parse(raw)
-    assert parse(p2p.dump(params)) == params
+    with si_numbers():  # dump writes SI numbers
+        assert parse(p2p.dump(params)) == params
 
 
 def test_eager_latency_is_alpha_plus_n_beta():
     sizes = [0, 1000, LIMIT]
-    out = p2p.run(parse({"test": "latency", "sizes": sizes}), context(2, alpha=ALPHA, bandwidth=BW))
+    out = p2p.run(parse({"test": "latency", "sizes": [f"{n} B" for n in sizes]}), context(2, alpha=ALPHA, bandwidth=BW))
     for row, n in zip(out.rows, sizes, strict=True):
         assert row["protocol"] == "eager"
         assert row["latency_s"] == pytest.approx(ALPHA + n * BETA, rel=1e-12)
@@ -51,14 +53,14 @@ def test_eager_latency_is_alpha_plus_n_beta():
 
 def test_rendezvous_latency_is_three_alpha_plus_n_and_two_headers():
     n = LIMIT + 1
-    out = p2p.run(parse({"test": "latency", "sizes": [n], "iterations": 3}), context(2, alpha=ALPHA, bandwidth=BW))
+    out = p2p.run(parse({"test": "latency", "sizes": [f"{n} B"], "iterations": 3}), context(2, alpha=ALPHA, bandwidth=BW))
     (row,) = out.rows
     assert row["protocol"] == "rendezvous"
     assert row["latency_s"] == pytest.approx(3 * ALPHA + (n + 2 * H) * BETA, rel=1e-12)
 
 
 def test_protocol_follows_the_configured_eager_limit():
-    out = p2p.run(parse({"test": "latency", "sizes": [1024, 1025]}), context(2, eager_limit_inter=1024))
+    out = p2p.run(parse({"test": "latency", "sizes": ["1024 B", "1025 B"]}), context(2, eager_limit_inter=1024))
     assert [row["protocol"] for row in out.rows] == ["eager", "rendezvous"]
 
 
@@ -72,7 +74,7 @@ def test_bandwidth_approaches_the_link_under_fair_sharing():
 
 def test_small_message_bandwidth_is_latency_bound():
     n = 8
-    out = p2p.run(parse({"test": "bandwidth", "sizes": [n], "window": 64}),
+    out = p2p.run(parse({"test": "bandwidth", "sizes": [f"{n} B"], "window": 64}),
                   context(2, alpha=ALPHA, bandwidth=BW, model="fairshare"))
     # A window of eager messages (all in flight together) and a 4-byte ack: two latencies.
     elapsed = 64 * n / out.rows[0]["bandwidth_Bps"]
@@ -80,13 +82,13 @@ def test_small_message_bandwidth_is_latency_bound():
 
 
 def test_pair_across_other_ranks_and_idle_ranks():
-    out = p2p.run(parse({"test": "latency", "sizes": [100], "pair": [3, 1]}), context(4, alpha=ALPHA, bandwidth=BW))
+    out = p2p.run(parse({"test": "latency", "sizes": ["100 B"], "pair": [3, 1]}), context(4, alpha=ALPHA, bandwidth=BW))
     assert out.rows[0]["latency_s"] == pytest.approx(ALPHA + 100 * BETA, rel=1e-12)
     assert [label for label, _ in out.worlds] == ["latency 100 B"]
 
 
 def test_one_rank_is_not_enough():
     with pytest.raises(ConfigError) as info:
-        p2p.run(parse({"test": "latency", "sizes": [8]}), context(1))
+        p2p.run(parse({"test": "latency", "sizes": ["8 B"]}), context(1))
     assert info.value.path == "pair"
     assert "1 rank" in info.value.message

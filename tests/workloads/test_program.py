@@ -57,14 +57,14 @@ def test_halo_runs_and_rank_zero_fills_the_row():
 
 
 def test_head_to_head_passes_below_the_eager_limit():
-    params = parse({"program": "head_to_head.py", "args": {"nbytes": LIMIT}})
+    params = parse({"program": "head_to_head.py", "args": {"nbytes": f"{LIMIT} B"}})
     out = program.run(params, context(2, base_dir=PROGRAMS))
     (row,) = out.rows
     assert row["received_from_peer"] is True and row["nbytes"] == LIMIT and row["messages"] == 2
 
 
 def test_head_to_head_deadlocks_above_the_eager_limit():
-    params = parse({"program": "head_to_head.py", "args": {"nbytes": LIMIT + 1}})
+    params = parse({"program": "head_to_head.py", "args": {"nbytes": f"{LIMIT + 1} B"}})
     with pytest.raises(DeadlockError) as info:
         program.run(params, context(2, base_dir=PROGRAMS))
     report = str(info.value)
