@@ -34,6 +34,7 @@ import argparse
 import json
 import math
 import os
+import re
 import sys
 import traceback
 from abc import ABC, abstractmethod
@@ -120,9 +121,17 @@ class RunCommand(Command):
         if out_dir is not None:
             _make_dir(out_dir)
         results_file = default_results_file(scenario, out_dir) if scenario.sweep else None
-        with SweepProgress(err, enabled=bool(scenario.sweep)) as progress:
-            result = run_scenario(scenario, jobs=args.jobs, results_file=results_file, resume=args.resume,
-                                  progress=progress)
+        try:
+            with SweepProgress(err, enabled=bool(scenario.sweep)) as progress:
+                result = run_scenario(scenario, jobs=args.jobs, results_file=results_file, resume=args.resume,
+                                      progress=progress)
+        except MPIError as exc:
+            if not args.json:
+                raise
+            # A pipeline parses stdout whatever happened: the document carries the failure.
+            out.write(json.dumps(failure_document(scenario, exc), indent=2, sort_keys=True) + "\n")
+            err.write(f"the simulated program failed: {type(exc).__name__}\n{exc}\n")
+            return EXIT_FAILED
         if results_file is not None and out_dir is None:
             # The file only served to resume an interrupted run; this one finished.
             results_file.unlink(missing_ok=True)
@@ -137,6 +146,23 @@ class RunCommand(Command):
         for exp in result.failed_expectations:
             err.write(f"FAILED: {exp['detail']}\n")
         return EXIT_OK if result.passed else EXIT_FAILED
+
+
+def failure_document(scenario: Any, exc: MPIError) -> dict[str, Any]:
+    """The ``--json`` document of a run the simulated program failed: no rows, and ``failure``.
+
+    ``failure`` has ``kind`` (deadlock, truncation, ...), ``error``, ``message``, ``ranks``
+    and ``calls`` (the call each of those ranks was in, where known).
+    """
+    from mpisim.report.records import jsonable
+    from mpisim.scenario.load import dump
+    from mpisim.scenario.run import failure_kind
+
+    ranks = list(exc.ranks) or sorted({int(r) for r in re.findall(r"\brank (\d+)", str(exc))})
+    failure = {"kind": failure_kind(exc), "error": type(exc).__name__, "message": str(exc),
+               "ranks": ranks, "calls": list(exc.calls)}
+    return jsonable({"mpisim_version": __version__, "scenario": dump(scenario), "results": [],
+                     "expectations": [], "notes": [], "failure": failure})
 
 
 class CheckCommand(Command):

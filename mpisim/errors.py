@@ -57,7 +57,19 @@ class UnknownAlgorithm(ConfigError):
 
 
 class MPIError(MpisimError):
-    """An error of the simulated MPI program, named as MPI names it."""
+    """An error of the simulated MPI program, named as MPI names it.
+
+    ``ranks`` and ``calls`` say which ranks it concerns and the call each was in, where known
+    (a deadlock fills both); ``--json`` reports them with the message.
+    """
+
+    ranks: list[int]
+    calls: list[str]
+
+    def __init__(self, *args: object) -> None:
+        super().__init__(*args)
+        self.ranks = []
+        self.calls = []
 
 
 class TruncationError(MPIError):

@@ -115,6 +115,20 @@ def test_simulated_program_failure_exits_1_with_the_deadlock_report(tmp_path, ca
     assert not (tmp_path / "out" / "results.json").exists(), "a failed run writes no results"
 
 
+def test_json_on_a_deadlock_is_still_one_document_with_the_failure(tmp_path, capsys):
+    """A pipeline parses stdout whatever happened: kind, ranks and calls of the failure, exit 1."""
+    path = write(tmp_path, workload={"kind": "fake_pingpong", "sizes": ["8 B"], "mode": "deadlock"}, expect=None)
+    code, out, err = run(capsys, "run", path, "--json")
+    assert code == 1
+    doc = json.loads(out)
+    assert doc["results"] == [] and doc["scenario"]["name"] == "cli-test"
+    failure = doc["failure"]
+    assert failure["kind"] == "deadlock" and failure["error"] == "DeadlockError"
+    assert failure["ranks"] == [0, 1] and len(failure["calls"]) == 2
+    assert all(call.startswith("recv(source=") for call in failure["calls"])
+    assert "deadlock: 2 rank(s) blocked" in failure["message"] and "deadlock" in err
+
+
 def test_expected_failure_exits_0_and_prints_the_report(tmp_path, capsys):
     path = write(tmp_path, workload={"kind": "fake_pingpong", "sizes": ["8 B"], "mode": "deadlock"}, expect=None,
                  expect_failure="deadlock")

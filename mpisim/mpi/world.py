@@ -253,7 +253,10 @@ class World:
         blocked = [r for r, st in enumerate(self.states) if not st.finished and st.call]
         if any(p.is_alive for p in self._processes):
             self._close_blocked_spans(blocked)
-            raise DeadlockError(self._deadlock_report(blocked))
+            error = DeadlockError(self._deadlock_report(blocked))
+            error.ranks = blocked
+            error.calls = [self._user_call(rank) for rank in blocked]
+            raise error
         for rank, box in enumerate(self.mailboxes):
             for msg in box.unexpected:
                 self.unmatched.append(f"rank {rank} never received the {msg.describe()}")
@@ -691,6 +694,11 @@ class World:
         if cycle and not any(self.states[r].collective for r in cycle):
             lines.append("  cycle of waits: " + " -> ".join(f"rank {r}" for r in cycle))
         return "\n".join(lines)
+
+    def _user_call(self, rank: int) -> str:
+        """The call *rank* is blocked in, as the user wrote it (a collective, not its internal messages)."""
+        state = self.states[rank]
+        return state.collective[2] if state.collective is not None else state.blocked_call
 
     def where_ranks_are(self) -> list[str]:
         """One line per unfinished rank: the call it is in (for reports of a failed program)."""
