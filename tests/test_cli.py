@@ -289,3 +289,20 @@ def test_a_bare_number_where_a_unit_is_needed_is_bad_input(tmp_path, capsys, fie
     assert code == 2 and out == ""
     assert err.count("\n") == 1
     assert f"{field}: {value} has no unit; write e.g. {unit}" in err
+
+
+def test_check_refuses_an_algorithm_the_rank_count_cannot_run(tmp_path, capsys):
+    """A power-of-two algorithm on 6 ranks is bad input found by check (it used to fail after the run, exit 1)."""
+    raw = {"topology": {"nodes": 6, "inter": STAR["inter"]}, "payload": "size",
+           "workload": {"kind": "collective", "collective": "allgather", "algorithm": ["ring", "recursive_doubling"],
+                        "sizes": ["1 KiB"]}}
+    for command in ("check", "run"):
+        code, _, err = run(capsys, command, write(tmp_path, raw))
+        assert code == 2 and err.count("\n") == 1
+        assert "workload.algorithm[1]: allgather algorithm 'recursive_doubling' needs a power-of-two number of ranks, got 6" in err
+
+
+def test_check_refuses_a_misspelt_expect_metric(tmp_path, capsys):
+    code, _, err = run(capsys, "check", write(tmp_path, expect=[{"metric": "tiem_s", "max": "1 s"}]))
+    assert code == 2 and err.count("\n") == 1
+    assert "expect[0].metric: 'tiem_s' is not a column of fake_pingpong rows; did you mean 'time_s'?" in err

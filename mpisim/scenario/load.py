@@ -38,6 +38,7 @@ from mpisim.collectives import registry
 from mpisim.engine.units import parse_bandwidth, parse_per_byte, parse_size, parse_time, si_numbers
 from mpisim.errors import ConfigError
 from mpisim.mpi.config import MpiConfig
+from mpisim.mpi.ops import get_op
 from mpisim.network.base import model_names
 from mpisim.network.presets import resolve_topology
 from mpisim.network.topology import located
@@ -326,6 +327,8 @@ def _build(raw: Mapping[str, Any], file: str | None) -> Scenario:
     if expect_failure is not None:
         expect_failure = _choice(expect_failure, FAILURE_KINDS, "expect_failure")
     sweep = _parse_sweep(raw.get("sweep"))
+    _check_metrics(expectations, workload, sweep)
+    _check_algorithms_fit(workload, topology.size)
     return Scenario(
         name=name,
         description=description,
@@ -344,6 +347,44 @@ def _build(raw: Mapping[str, Any], file: str | None) -> Scenario:
         raw=copy.deepcopy(dict(raw)),
         file=file,
     )
+
+
+def _check_metrics(expectations: Any, workload: WorkloadSpec, sweep: Mapping[str, Any]) -> None:
+    """Refuse an ``expect`` metric or ``where`` key that no row of this workload has (a typo caught before the run)."""
+    columns = get_workload(workload.kind).columns
+    if columns is None:
+        return
+    known = {*columns, *sweep}
+    for i, exp in enumerate(expectations):
+        keys = [("metric", exp.metric)] if exp.check != "verified" else []
+        keys += [(f"where.{key}", key) for key in exp.where]
+        for path, key in keys:
+            if "." in key and not sweep:
+                continue  # a swept key (dotted); one sweep point's scenario no longer lists the sweep
+            if key not in known:
+                close = difflib.get_close_matches(key, sorted(known), n=1)
+                hint = f"did you mean {close[0]!r}? " if close else ""
+                raise ConfigError(f"{key!r} is not a column of {workload.kind} rows; {hint}"
+                                  f"columns: {', '.join(sorted(known))}", f"expect[{i}].{path}")
+
+
+def _check_algorithms_fit(workload: WorkloadSpec, ranks: int) -> None:
+    """Refuse, before the run, an algorithm whose requirements this many ranks do not meet."""
+    params = workload.params
+    if workload.kind == "collective":
+        collective, names, path = params.collective, params.algorithms, "workload.algorithm"
+        commutative = get_op(params.op).commutative
+    elif workload.kind == "training" and params.sync not in (None, "parameter_server"):
+        collective, names, path, commutative = "allreduce", (params.sync,), "workload.sync", True
+    else:
+        return
+    for i, name in enumerate(names):
+        if name == "auto":
+            continue
+        problem = registry.get(collective, name).why_not(ranks, commutative)
+        if problem:
+            where = f"{path}[{i}]" if len(names) > 1 else path
+            raise ConfigError(f"{problem} (this topology has {ranks} ranks)", where)
 
 
 _MPI_PARSERS = {

@@ -59,16 +59,20 @@ class Workload:
     parse: Callable[[dict[str, Any]], Any]
     dump: Callable[[Any], dict[str, Any]]
     run: Callable[[Any, RunContext], WorkloadOutput]
+    #: The keys of its result rows (besides swept keys), so ``mpisim check`` can catch a
+    #: misspelt ``expect`` metric before a run; None where the rows are open-ended (programs).
+    columns: tuple[str, ...] | None = None
 
 
 _WORKLOADS: dict[str, Workload] = {}
 
 
-def register_workload(kind: str, summary: str, *, parse: Callable, dump: Callable, run: Callable) -> Workload:
-    """Register a workload kind. Raises ValueError on a duplicate kind."""
+def register_workload(kind: str, summary: str, *, parse: Callable, dump: Callable, run: Callable,
+                      columns: tuple[str, ...] | None = None) -> Workload:
+    """Register a workload kind (*columns*: its row keys, None if open-ended). Raises ValueError on a duplicate kind."""
     if kind in _WORKLOADS:
         raise ValueError(f"duplicate workload kind {kind!r}")
-    workload = Workload(kind, summary, parse, dump, run)
+    workload = Workload(kind, summary, parse, dump, run, columns)
     _WORKLOADS[kind] = workload
     return workload
 

@@ -564,4 +564,6 @@ def _worlds_to_keep(measured: list[tuple[str, str, int, World, int]]) -> list[tu
 WORKLOAD = register_workload(
     KIND, "nccl-tests-style sweep of one collective over sizes and algorithms",
     parse=parse, dump=dump, run=run,
+    columns=("collective", "algorithm", "requested", "ranks", "bytes", "count", "dtype", "time_s", "algbw_GBps",
+             "busbw_GBps", "verified", "model_time_s", "model_exact"),
 )

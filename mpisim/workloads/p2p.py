@@ -217,4 +217,5 @@ def run(params: P2PParams, ctx: RunContext) -> WorkloadOutput:
 WORKLOAD = register_workload(
     KIND, "OSU point-to-point micro-benchmarks between two ranks: latency, bandwidth, bibw",
     parse=parse, dump=dump, run=run,
+    columns=("test", "bytes", "protocol", "latency_s", "bandwidth_Bps"),
 )

@@ -530,4 +530,6 @@ def run(params: TrainingParams, ctx: RunContext) -> WorkloadOutput:
 WORKLOAD = register_workload(
     KIND, "data-parallel training iteration: DDP gradient buckets reduced while backward runs",
     parse=parse, dump=dump, run=run,
+    columns=("ranks", "iteration_time_s", "compute_s", "comm_time_s", "exposed_comm_s", "scaling_efficiency",
+             "params", "bytes", "wire_bytes", "buckets", "algorithm", "verified"),
 )
