@@ -100,7 +100,7 @@ class RunCommand(Command):
         parser.add_argument("--resume", action="store_true", help="sweeps: skip points finished by an earlier run")
 
     def run(self, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-        from mpisim.scenario.load import load_file, parse_set
+        from mpisim.scenario.load import load_file, parse_set, read_scenario_file, replaced_sweep_axes
         from mpisim.scenario.run import run_scenario
         from mpisim.scenario.sweep import default_results_file
 
@@ -112,6 +112,8 @@ class RunCommand(Command):
         if args.jobs is not None and args.jobs < 1:
             raise ConfigError(f"--jobs must be at least 1, got {args.jobs}", "--jobs")
         scenario = load_file(args.file, overrides)
+        for line in replaced_sweep_axes(read_scenario_file(args.file), overrides):
+            err.write(f"note: {line}\n")
         out_dir = Path(args.output) if args.output else None
         if out_dir is not None:
             from mpisim.scenario.observe import wants_link_records
@@ -203,14 +205,9 @@ class ListCommand(Command):
         if args.json:
             out.write(json.dumps(items, indent=2, sort_keys=True) + "\n")
             return EXIT_OK
-        from rich.table import Table
-
-        table = Table(title=args.what, title_justify="left")
-        for header, _ in columns:
-            table.add_column(header, overflow="fold")
-        for item in items:
-            table.add_row(*(_cell(getter(item)) for _, getter in columns))
-        _console(out).print(table)
+        cells = [[_cell(getter(item)) for _, getter in columns] for item in items]
+        _print_table(_console(out), _table([header for header, _ in columns], cells, title=args.what,
+                                           title_justify="left"))
         return EXIT_OK
 
 
@@ -323,9 +320,42 @@ COMMANDS: tuple[type[Command], ...] = (RunCommand, CheckCommand, ListCommand, Re
 def _console(out: TextIO) -> Any:
     from rich.console import Console
 
-    # A pipe or a file gets a wide fixed width, so tables are not cut to 80 columns.
-    width = None if out.isatty() else 160
+    # A terminal sets the width (rich reads COLUMNS too). A pipe or a file, such as a CI log,
+    # gets COLUMNS if set, else rows at their full width: a number is never split over lines.
+    width = None
+    if not out.isatty():
+        columns = os.environ.get("COLUMNS", "")
+        width = int(columns) if columns.isdigit() and int(columns) > 0 else 100_000
     return Console(file=out, width=width, highlight=False, soft_wrap=False)
+
+
+def _print_table(console: Any, table: Any) -> None:
+    """Print *table* at its full width, past the console's edge if need be: narrowing it would split numbers."""
+    from rich.measure import Measurement
+
+    needed = Measurement.get(console, console.options.update_width(1_000_000), table).maximum
+    if needed > console.width:
+        from rich.console import Console
+
+        console = Console(file=console.file, width=needed, highlight=False, soft_wrap=False,
+                          color_system=console.color_system)
+    console.print(table, crop=False)
+
+
+def _table(headers: Sequence[str], rows: Sequence[Sequence[str]], justify: str = "left", **options: Any) -> Any:
+    """A rich Table whose cells never wrap: each column is as wide as its header and longest cell.
+
+    Print it with :func:`_print_table`, which never narrows it.
+    """
+    from rich.table import Table
+
+    table = Table(**options)
+    for i, header in enumerate(headers):
+        longest = max([len(header), *(len(row[i]) for row in rows)])
+        table.add_column(header, justify=justify, no_wrap=True, min_width=longest)  # type: ignore[arg-type]
+    for row in rows:
+        table.add_row(*row)
+    return table
 
 
 def _cell(value: Any) -> str:
@@ -409,18 +439,25 @@ def _row_group(row: dict[str, Any]) -> tuple[str, str, list[Column]]:
 
 def print_result(result: Any, out: TextIO) -> None:
     """Print a RunResult for people: a header, result tables, expectations and notes."""
-    from rich.table import Table
 
     console = _console(out)
     scenario = result.scenario
     topology = scenario.get("topology", {})
-    ranks = topology.get("nodes", 0) * topology.get("ranks_per_node", 0)
+    swept = list(scenario.get("sweep", {}))
+    shape = {"ranks": "", "nodes": topology.get("nodes"), "ranks_per_node": topology.get("ranks_per_node")}
+    if result.rows and "ranks" in result.rows[0]:
+        counts = sorted({row["ranks"] for row in result.rows if isinstance(row.get("ranks"), int)})
+        shape["ranks"] = ", ".join(map(str, counts)) if counts else ""
+    if not shape["ranks"]:
+        shape["ranks"] = str(topology.get("nodes", 0) * topology.get("ranks_per_node", 0))
+    if any(axis.startswith("topology.") for axis in swept):
+        where = f"{topology.get('name')}, swept"  # the header's one topology is not what every point runs
+    else:
+        where = f"{topology.get('name')}: {shape['nodes']} nodes x {shape['ranks_per_node']}"
     console.print(
-        f"[bold]{scenario.get('name')}[/bold]: {ranks} ranks ({topology.get('name')}: "
-        f"{topology.get('nodes')} nodes x {topology.get('ranks_per_node')}), "
+        f"[bold]{scenario.get('name')}[/bold]: {shape['ranks']} ranks ({where}), "
         f"network {scenario.get('network', {}).get('model')}, payload {scenario.get('payload')}"
     )
-    swept = list(scenario.get("sweep", {}))
     if swept:
         points = math.prod(len(values) for values in scenario["sweep"].values())
         console.print(f"sweep of {points} points over {', '.join(swept)}")
@@ -436,12 +473,8 @@ def print_result(result: Any, out: TextIO) -> None:
             extras = [key for key in extras if key != "requested"]  # says only what "algorithm" says
         all_columns = [(k, k, _cell) for k in swept] + present + [(k, k, _cell) for k in extras]
         console.print(f"[bold]{title}[/bold]")
-        table = Table()
-        for header, _, _ in all_columns:
-            table.add_column(header, justify="right", overflow="fold")
-        for row in rows:
-            table.add_row(*(fmt(row.get(key)) if key in row else "" for _, key, fmt in all_columns))
-        console.print(table)
+        cells = [[fmt(row.get(key)) if key in row else "" for _, key, fmt in all_columns] for row in rows]
+        _print_table(console, _table([header for header, _, _ in all_columns], cells, justify="right"))
     if result.expectations:
         console.print("[bold]expectations[/bold]")
         for exp in result.expectations:

@@ -306,3 +306,43 @@ def test_check_refuses_a_misspelt_expect_metric(tmp_path, capsys):
     code, _, err = run(capsys, "check", write(tmp_path, expect=[{"metric": "tiem_s", "max": "1 s"}]))
     assert code == 2 and err.count("\n") == 1
     assert "expect[0].metric: 'tiem_s' is not a column of fake_pingpong rows; did you mean 'time_s'?" in err
+
+
+def test_set_of_a_swept_key_replaces_that_axis_and_says_so(tmp_path, capsys):
+    """--set topology.nodes=3 on a scenario sweeping topology.nodes runs 3, not the sweep, and says so."""
+    path = write(tmp_path, sweep={"topology.nodes": [2, 4]}, expect=None)
+    code, out, err = run(capsys, "run", path, "--set", "topology.nodes=3", "--json")
+    assert code == 0
+    doc = json.loads(out)
+    assert "sweep" not in doc["scenario"] and {row["ranks"] for row in doc["results"]} == {3}
+    assert "note: --set topology.nodes=3 replaces the sweep over topology.nodes ([2, 4]): one value runs" in err
+
+
+def test_set_of_a_sweep_axis_takes_the_dotted_key_whole(tmp_path, capsys):
+    path = write(tmp_path, sweep={"topology.nodes": [2, 4]}, expect=None)
+    code, out, _ = run(capsys, "run", path, "--set", "sweep.topology.nodes=[2, 3]", "--json")
+    assert code == 0
+    assert sorted({row["topology.nodes"] for row in json.loads(out)["results"]}) == [2, 3]
+
+
+def test_the_header_shows_the_rank_counts_that_ran(tmp_path, capsys):
+    code, out, _ = run(capsys, "run", write(tmp_path, sweep={"topology.nodes": [2, 4]}, expect=None))
+    assert code == 0
+    assert out.splitlines()[0].startswith("cli-test: 2, 4 ranks (inline, swept)")
+
+
+def test_piped_tables_never_split_a_number(tmp_path, capsys, monkeypatch):
+    """Without a terminal, rows print whole, COLUMNS or not: 14000000000 never becomes 1400000000 + 0."""
+    raw = {**RAW, "payload": "size", "workload": {"kind": "fake_pingpong", "sizes": ["14 GB"]}, "expect": None,
+           # swept keys add long columns: the table is wider than 160 characters
+           "sweep": {"mpi.eager_limit": ["4 KiB"], "mpi.send_overhead": ["0 s"], "mpi.recv_overhead": ["0 s"],
+                     "mpi.copy_bandwidth": ["10 GB/s"], "topology.inter.latency": ["1 us", "2 us"]}}
+    for columns in (None, "40"):
+        if columns is None:
+            monkeypatch.delenv("COLUMNS", raising=False)
+        else:
+            monkeypatch.setenv("COLUMNS", columns)
+        code, out, _ = run(capsys, "run", write(tmp_path, raw))
+        assert code == 0
+        assert any("14000000000" in line for line in out.splitlines())
+        assert not any("…" in line for line in out.splitlines())

@@ -133,6 +133,11 @@ def _read_file(path: Path, file: str) -> Any:
     return read_yaml(text, file)
 
 
+def read_scenario_file(path: str | os.PathLike[str]) -> Any:
+    """Return the raw YAML content of a scenario file, unvalidated. Raises ConfigError if unreadable."""
+    return _read_file(Path(path), os.fspath(path))
+
+
 # --- overrides ----------------------------------------------------------------------------------
 
 
@@ -168,8 +173,29 @@ def apply_overrides(raw: Mapping[str, Any], overrides: Iterable[tuple[str, Any]]
     out = copy.deepcopy(dict(raw))
     items = overrides.items() if isinstance(overrides, Mapping) else overrides
     for key, value in items:
+        sweep = out.get("sweep")
+        if key.startswith("sweep.") and len(key) > len("sweep."):
+            # Sweep axes are dotted keys themselves: sweep.topology.nodes sets the axis "topology.nodes".
+            out["sweep"] = {**(sweep if isinstance(sweep, Mapping) else {}), key[len("sweep."):]: copy.deepcopy(value)}
+            continue
+        if isinstance(sweep, Mapping) and key in sweep:
+            # One value for a swept key replaces that axis (replaced_sweep_axes says so to the user).
+            rest = {axis: values for axis, values in sweep.items() if axis != key}
+            if rest:
+                out["sweep"] = rest
+            else:
+                del out["sweep"]
         _set_dotted(out, key, copy.deepcopy(value))
     return out
+
+
+def replaced_sweep_axes(raw: Mapping[str, Any], overrides: Iterable[tuple[str, Any]]) -> list[str]:
+    """Return a line for each override that replaces one of *raw*'s sweep axes with a single value."""
+    sweep = raw.get("sweep")
+    if not isinstance(sweep, Mapping):
+        return []
+    return [f"--set {key}={value} replaces the sweep over {key} ({sweep[key]}): one value runs"
+            for key, value in overrides if key in sweep]
 
 
 _SHORTHANDS = {"topology": "preset", "network": "model"}
