@@ -46,6 +46,7 @@ _EXPORTS = {
     "ANY_SOURCE": "mpisim.mpi.request",
     "ANY_TAG": "mpisim.mpi.request",
     "PROC_NULL": "mpisim.mpi.request",
+    "UNDEFINED": "mpisim.mpi.request",
     "SUM": "mpisim.mpi.ops",
     "PROD": "mpisim.mpi.ops",
     "MAX": "mpisim.mpi.ops",

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import simpy
 
 if TYPE_CHECKING:
@@ -22,6 +23,8 @@ if TYPE_CHECKING:
 ANY_SOURCE = -1
 ANY_TAG = -1
 PROC_NULL = -2
+#: What ``Status.Get_count`` returns when the message is not a whole number of elements (``MPI_UNDEFINED``).
+UNDEFINED = -32766
 
 
 class Status:
@@ -43,9 +46,17 @@ class Status:
         """Return the message tag."""
         return self.tag
 
-    def Get_count(self) -> int:
-        """Return the number of elements received."""
-        return self.count
+    def Get_count(self, datatype: Any = None) -> int:
+        """Return the size of the message in units of *datatype*: bytes by default, as in mpi4py.
+
+        mpi4py's ``Status.Get_count()`` counts bytes (its default datatype is ``MPI.BYTE``);
+        ``Get_count(np.float64)`` counts float64 elements, like ``Get_count(MPI.DOUBLE)``.
+        The ``count`` attribute holds the elements of the message's own dtype.
+        """
+        if datatype is None:
+            return self.nbytes
+        itemsize = np.dtype(datatype).itemsize
+        return self.nbytes // itemsize if self.nbytes % itemsize == 0 else UNDEFINED
 
     def __repr__(self) -> str:
         return f"Status(source={self.source}, tag={self.tag}, count={self.count})"

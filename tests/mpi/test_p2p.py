@@ -7,6 +7,7 @@ import pytest
 
 from mpisim.errors import DeadlockError, InvalidRankError, InvalidTagError, TruncationError
 from mpisim.mpi import ANY_SOURCE, ANY_TAG, SizePayload, Status
+from mpisim.mpi.request import UNDEFINED
 from tests.conftest import make_world, run_program
 
 ALPHA, BW = 2e-6, 1e9
@@ -443,7 +444,7 @@ def test_uppercase_receives_fill_the_callers_array_as_mpi4py_does():
             part = np.full(4, -1.0)
             req = comm.Irecv(part, source=0, tag=3, status=status)
             yield from comm.wait(req)
-            seen["Irecv"], seen["count"] = part.copy(), status.Get_count()
+            seen["Irecv"], seen["count"] = part.copy(), (status.Get_count(), status.Get_count(np.float64), status.count)
         into = np.zeros(2)
         yield from comm.Sendrecv(np.full(2, comm.rank + 0.5), dest=peer, recvbuf=into, source=peer)
         seen[f"Sendrecv {comm.rank}"] = into.copy()
@@ -453,7 +454,7 @@ def test_uppercase_receives_fill_the_callers_array_as_mpi4py_does():
     np.testing.assert_array_equal(seen["recv"], [0, 10, 20, 30])
     np.testing.assert_array_equal(seen["recv left buf"], [0, 0, 0, 0])
     np.testing.assert_array_equal(seen["Irecv"], [0, 1, 2, -1])
-    assert seen["count"] == 3
+    assert seen["count"] == (24, 3, 3)  # mpi4py: Get_count() in bytes, Get_count(MPI.DOUBLE) in elements
     np.testing.assert_array_equal(seen["Sendrecv 0"], [1.5, 1.5])
     np.testing.assert_array_equal(seen["Sendrecv 1"], [0.5, 0.5])
 
@@ -491,3 +492,11 @@ def test_start_runs_a_blocking_call_concurrently_with_compute():
     sync_time = ends[False] - 1e-3
     assert sync_time > 1e-3  # 2 x 4 MB / 1 GB/s x 1/2: longer than the compute
     assert ends[True] == pytest.approx(sync_time, rel=1e-9)  # the compute hides entirely under the sync
+
+
+def test_status_get_count_counts_bytes_unless_given_a_datatype_as_in_mpi4py():
+    status = Status()
+    status.nbytes, status.count = 20, 5
+    assert status.Get_count() == 20
+    assert status.Get_count(np.int32) == 5
+    assert status.Get_count(np.float64) == UNDEFINED  # 20 B is not a whole number of float64s

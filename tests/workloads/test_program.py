@@ -179,3 +179,16 @@ def test_ranks_that_disagree_on_the_algorithm_are_a_named_mismatch(tmp_path):
     assert code == 1
     assert "CollectiveMismatchError" in err
     assert "algorithm=ring" in err and "algorithm=recursive_doubling" in err
+
+
+def test_started_allreduces_overlap_the_remaining_compute():
+    """scenarios/programs/overlap.py: started syncs hide behind later layers; only the last one shows."""
+    def iteration(layers: int, overlap: bool) -> float:
+        args = {"layers": layers, "params_per_layer": 250_000, "compute": "5 ms", "overlap": overlap}
+        (row,) = program.run(parse({"program": "overlap.py", "args": args}), context(4, payload="size", base_dir=PROGRAMS)).rows
+        return row["iteration_s"]
+
+    sync = iteration(1, False) - 5e-3  # one 1 MB allreduce on its own
+    assert 0 < sync < 5e-3  # shorter than a layer's compute, so it can hide entirely
+    assert iteration(4, False) == pytest.approx(4 * (5e-3 + sync), rel=1e-9)
+    assert iteration(4, True) == pytest.approx(4 * 5e-3 + sync, rel=1e-9)
