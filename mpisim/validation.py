@@ -174,7 +174,7 @@ def _closed_form_scenario(collective: str, names: list[str]) -> dict[str, Any]:
         "topology": {"nodes": CLOSED_FORM_RANKS, "inter": {"kind": "full", "bandwidth": CLOSED_FORM_BANDWIDTH,
                                                            "latency": CLOSED_FORM_ALPHA}},
         "network": {"model": "analytic"},
-        "mpi": {"eager_limit": 2**62, "reduce_cost": CLOSED_FORM_GAMMA},
+        "mpi": {"eager_limit": 10**18, "reduce_cost": CLOSED_FORM_GAMMA},  # every message eager
         "payload": "size",
         "trace": {"messages": False, "spans": False},
         "workload": workload,

@@ -80,6 +80,7 @@ __all__ = [
     "parse_per_byte",
     "parse_size",
     "parse_time",
+    "parse_whole",
     "pretty_bandwidth",
     "pretty_size",
     "pretty_time",
@@ -99,6 +100,10 @@ class _Family:
     units: Mapping[str, Fraction]
     #: The unit a "write e.g." hint suggests for a bare number; "" for unit-less counts.
     suggest: str = ""
+    #: The largest value accepted, in the base unit, and how a message writes it: far above
+    #: any real cluster, low enough that arithmetic on it stays finite.
+    maximum: Fraction = Fraction(10**18)
+    maximum_text: str = "10^18"
 
 
 _DECIMAL_PREFIXES = {"": 0, "k": 3, "K": 3, "M": 6, "G": 9, "T": 12, "P": 15}
@@ -139,17 +144,19 @@ def _count_units() -> dict[str, Fraction]:
     return units
 
 
-_TIME = _Family("time", "1.5 us, 20 ms", {"": Fraction(1), **_TIME_UNITS}, "us")
-_SIZE = _Family("size", "64 KiB, 1.2 GB", _size_units(), "B")
-_BANDWIDTH = _Family("bandwidth", "100 Gbps, 12.5 GB/s", _bandwidth_units(), "B/s")
+_TIME = _Family("time", "1.5 us, 20 ms", {"": Fraction(1), **_TIME_UNITS}, "us", Fraction(10**9), "1e9 s")
+_SIZE = _Family("size", "64 KiB, 1.2 GB", _size_units(), "B", Fraction(10**18), "1 EB")
+_BANDWIDTH = _Family("bandwidth", "100 Gbps, 12.5 GB/s", _bandwidth_units(), "B/s", Fraction(10**18), "1 EB/s")
 _PER_BYTE = _Family(
     "time per byte",
     "0.1 ns/B, 1e-10 s/B",
     {"": Fraction(1), **{f"{unit}/B": scale for unit, scale in _TIME_UNITS.items()}},
     "ns/B",
+    Fraction(1000),
+    "1000 s/B",
 )
 _BIT_SIZES = {f"{prefix}{bit}" for prefix in _DECIMAL_PREFIXES for bit in ("b", "bit", "bits")}
-_COUNT = _Family("count", "300M, 1.5B, 25K", _count_units())
+_COUNT = _Family("count", "300M, 1.5B, 25K", _count_units(), "", Fraction(10**18), "10^18")
 
 
 # --- parsing -----------------------------------------------------------------------------------
@@ -211,6 +218,8 @@ def _magnitude(value: object, family: _Family) -> Fraction:
         raise _not_a(value, family)
     if magnitude < 0:
         raise UnitError(f"a {family.kind} must not be negative, got {_quoted(value)}")
+    if magnitude > family.maximum:
+        raise UnitError(f"{_quoted(value)} is out of range for a {family.kind} (at most {family.maximum_text})")
     if family.suggest and magnitude != 0 and _is_bare_number(value) and not _SI_NUMBERS.get():
         raise UnitError(f"{_plain(value)} has no unit; write e.g. {_plain(value)} {family.suggest} "
                         f"or {family.examples} (units are never guessed)")
@@ -317,6 +326,25 @@ def parse_per_byte(value: object) -> float:
     Raises UnitError if *value* is not a non-negative finite time per byte.
     """
     return _to_float(_magnitude(value, _PER_BYTE), value, _PER_BYTE)
+
+
+def parse_whole(value: object, maximum: int = 10**7) -> int:
+    """Return a plain whole number such as a node or rank count: ``16`` or ``"16"``, nothing else.
+
+    Unlike :func:`parse_count` it takes no suffixes (``"1e400 B"`` is not a node count) and no
+    fractions, and it is at most *maximum*. Raises UnitError.
+    """
+    if isinstance(value, bool) or not (isinstance(value, numbers.Integral)
+                                       or (isinstance(value, str) and value.strip().isdigit() and value.isascii())):
+        raise UnitError(f"expected a whole number such as 16, got {_quoted(value)}")
+    if isinstance(value, str) and len(value.strip()) > 19:
+        raise UnitError(f"{_quoted(value)} is out of range (at most {maximum:,})")
+    number = int(value)
+    if number < 0:
+        raise UnitError(f"must not be negative, got {number}")
+    if number > maximum:
+        raise UnitError(f"{number:,} is out of range (at most {maximum:,})")
+    return number
 
 
 def parse_count(value: object) -> int:

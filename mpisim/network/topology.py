@@ -55,7 +55,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from mpisim.engine.units import parse_bandwidth, parse_count, parse_time
+from mpisim.engine.units import parse_bandwidth, parse_time, parse_whole
 from mpisim.errors import ConfigError, TopologyError
 from mpisim.network.builders import INTER_FABRICS, INTRA_FABRICS, InterFabric, IntraFabric
 from mpisim.network.links import Link, Route
@@ -159,11 +159,11 @@ class FabricSpec:
         if "efficiency" in raw:
             fields["efficiency"] = _parse(_parse_fraction, raw["efficiency"], "efficiency")
         if "nics" in raw:
-            fields["nics"] = _parse(parse_count, raw["nics"], "nics")
+            fields["nics"] = _parse(parse_whole, raw["nics"], "nics")
         if "oversubscription" in raw:
             fields["oversubscription"] = _parse(_parse_ratio, raw["oversubscription"], "oversubscription")
         if "leaf_size" in raw:
-            fields["leaf_size"] = _parse(parse_count, raw["leaf_size"], "leaf_size")
+            fields["leaf_size"] = _parse(parse_whole, raw["leaf_size"], "leaf_size")
         if "hop_latency" in raw:
             fields["hop_latency"] = _parse(parse_time, raw["hop_latency"], "hop_latency")
         if raw.get("protocols") is not None:
@@ -226,10 +226,10 @@ class TopologySpec:
         _check_keys(raw, _TOPOLOGY_KEYS, "")
         fields: dict[str, Any] = {
             "name": _string(raw.get("name", name), "name"),
-            "nodes": _parse(parse_count, _required(raw, "nodes", ""), "nodes"),
+            "nodes": _parse(parse_whole, _required(raw, "nodes", ""), "nodes"),
         }
         if "ranks_per_node" in raw:
-            fields["ranks_per_node"] = _parse(parse_count, raw["ranks_per_node"], "ranks_per_node")
+            fields["ranks_per_node"] = _parse(parse_whole, raw["ranks_per_node"], "ranks_per_node")
         for key in ("placement", "device", "description"):
             if raw.get(key) is not None:
                 fields[key] = _string(raw[key], key)

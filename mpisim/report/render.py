@@ -46,6 +46,7 @@ from matplotlib.figure import Figure
 from mpisim.report import plots
 from mpisim.report.findings import all_findings, closed_form_worlds
 from mpisim.report.markdown import FigureInfo, markdown_report
+from mpisim.report.plot_names import PLOT_NAMES
 from mpisim.report.records import RunResult, WorldRecords
 from mpisim.report.tables import link_table, world_ranks, world_title
 from mpisim.report.trace import chrome_trace
@@ -171,12 +172,6 @@ def _save(fig: Figure, path: Path) -> None:
     fig.savefig(path, format="png", metadata={"Software": None})
 
 
-#: Names a scenario's ``report: {plots: [...]}`` may use, and the figure each one selects.
-PLOT_NAMES = {
-    "timeline": "timeline", "link_utilisation": "links", "link_utilization": "links", "links": "links",
-    "bandwidth": "bandwidth", "p2p": "p2p", "latency": "p2p", "scaling": "scaling", "breakdown": "breakdown",
-    "closed_form": "closed_form",
-}
 
 
 def requested_figures(result: RunResult) -> set[str] | None:

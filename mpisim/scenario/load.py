@@ -25,6 +25,7 @@ import contextlib
 import copy
 import difflib
 import os
+import stat
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, replace
 from pathlib import Path
@@ -42,6 +43,7 @@ from mpisim.mpi.ops import get_op
 from mpisim.network.base import model_names
 from mpisim.network.presets import resolve_topology
 from mpisim.network.topology import located
+from mpisim.report.plot_names import PLOT_NAMES
 from mpisim.scenario import expect as expect_mod
 from mpisim.scenario.model import (
     DEFAULT_MPI,
@@ -111,16 +113,88 @@ def _yaml_error(err: yaml.YAMLError, file: str) -> ConfigError:
     return ConfigError(f"invalid YAML: {' '.join(str(err).split())}", "", file)
 
 
+#: Limits on what a scenario file may hold. A scenario is a page of YAML; these are far above
+#: any real one and far below what would exhaust the machine (a 650-byte alias bomb expands
+#: to 10^10 nodes). The sizes count what the YAML *expands* to, aliases included.
+MAX_FILE_BYTES = 1_000_000
+MAX_DEPTH = 64
+MAX_NODES = 200_000
+MAX_TEXT_CHARS = 2_000_000
+MAX_NUMBER_CHARS = 100
+
+
+def _check_limits(root: yaml.Node) -> None:
+    """Refuse a YAML tree that is too deep, expands too far, holds an absurdly long number or refers to itself.
+
+    Sizes are counted with every alias expanded, memoised per node, so an alias bomb is
+    measured in the time it takes to read, not to expand it. The walk is iterative: a deeply
+    nested file must not exhaust Python's stack either.
+    """
+    expanded: dict[int, tuple[int, int, int]] = {}  # id(node) -> (values, characters, depth) once expanded
+    open_nodes: set[int] = set()
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    while stack:
+        node, children_done = stack.pop()
+        line = f"line {node.start_mark.line + 1}"
+        if isinstance(node, yaml.ScalarNode):
+            if (len(node.value) > MAX_NUMBER_CHARS and node.style is None
+                    and node.tag in ("tag:yaml.org,2002:int", "tag:yaml.org,2002:float")):
+                raise ConfigError(f"a number of {len(node.value)} characters (at most {MAX_NUMBER_CHARS})", line)
+            expanded[id(node)] = (1, len(node.value), 1)
+            continue
+        children = node.value if isinstance(node, yaml.SequenceNode) else [part for pair in node.value for part in pair]
+        if children_done:
+            nodes = 1 + sum(expanded[id(child)][0] for child in children)
+            chars = sum(expanded[id(child)][1] for child in children)
+            depth = 1 + max((expanded[id(child)][2] for child in children), default=0)
+            if depth > MAX_DEPTH:
+                raise ConfigError(f"invalid YAML: nested more than {MAX_DEPTH} levels deep", line)
+            if nodes > MAX_NODES or chars > MAX_TEXT_CHARS:
+                raise ConfigError(
+                    f"invalid YAML: expands to more than {MAX_NODES:,} values or {MAX_TEXT_CHARS:,} characters "
+                    "(aliases repeat what they point to)", line)
+            expanded[id(node)] = (nodes, chars, depth)
+            open_nodes.discard(id(node))
+            continue
+        if id(node) in expanded:
+            continue
+        if id(node) in open_nodes:
+            raise ConfigError("invalid YAML: an alias refers to a value that contains it", line)
+        open_nodes.add(id(node))
+        stack.append((node, True))
+        stack.extend((child, False) for child in children if id(child) not in expanded)
+
+
 def read_yaml(text: str, file: str = "") -> Any:
-    """Parse YAML *text*, rejecting duplicate keys. Raises ConfigError naming the line."""
+    """Parse YAML *text*, rejecting duplicate keys and what exceeds the limits above. Raises ConfigError naming the line."""
+    loader = _StrictLoader(text)
     try:
-        return yaml.load(text, Loader=_StrictLoader)
+        try:
+            node = loader.get_single_node()
+        except RecursionError:
+            raise ConfigError(f"invalid YAML: nested more than {MAX_DEPTH} levels deep", "", file) from None
+        if node is None:
+            return None
+        try:
+            _check_limits(node)
+        except ConfigError as err:
+            raise err.in_file(file) if file else err from None
+        return loader.construct_document(node)
     except yaml.YAMLError as err:
         raise _yaml_error(err, file) from None
+    finally:
+        loader.dispose()
 
 
 def _read_file(path: Path, file: str) -> Any:
     try:
+        info = path.stat()
+        if stat.S_ISDIR(info.st_mode):
+            raise ConfigError("is a directory, not a scenario file", "", file)
+        if not stat.S_ISREG(info.st_mode):
+            raise ConfigError("is not a regular file (a scenario is a YAML file)", "", file)
+        if info.st_size > MAX_FILE_BYTES:
+            raise ConfigError(f"is {info.st_size:,} bytes; a scenario file may have at most {MAX_FILE_BYTES:,}", "", file)
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise ConfigError("no such file", "", file) from None
@@ -342,7 +416,7 @@ def _build(raw: Mapping[str, Any], file: str | None) -> Scenario:
     network = _parse_network(raw.get("network"))
     algorithms = _parse_algorithms(raw.get("algorithms"), topology.size)
     payload = _choice(_get(raw, "payload", DEFAULT_PAYLOAD), PAYLOADS, "payload")
-    report = dict(_mapping(_get(raw, "report", {}), "report", "{plots: [timeline]}"))
+    report = _parse_report(_get(raw, "report", {}))
     trace = _parse_trace(raw.get("trace"), report)
     workload = _parse_workload(raw.get("workload"))
     try:
@@ -488,6 +562,24 @@ def _parse_algorithms(raw: Any, ranks: int) -> AlgorithmDefaults:
                 )
         chosen[collective] = name
     return AlgorithmDefaults(selector, chosen)
+
+
+def _parse_report(raw: Any) -> dict[str, Any]:
+    """Validate ``report: {plots: [timeline, link_utilisation, ...]}``: known keys, known figure names."""
+    report = dict(_mapping(raw, "report", "{plots: [timeline]}"))
+    check_keys(report, ("plots",), "report")
+    plots = report.get("plots")
+    if plots is None:
+        return report
+    if not isinstance(plots, list):
+        raise ConfigError(f"expected a list of figure names, got {_short(plots)}", "report.plots")
+    for i, name in enumerate(plots):
+        if name not in PLOT_NAMES:
+            close = difflib.get_close_matches(str(name), sorted(PLOT_NAMES), n=1)
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            raise ConfigError(f"unknown figure {_short(name)}; {hint}known: {', '.join(sorted(PLOT_NAMES))}",
+                              f"report.plots[{i}]")
+    return report
 
 
 def _parse_trace(raw: Any, report: Mapping[str, Any]) -> TraceSpec:

@@ -248,8 +248,8 @@ def test_yaml_errors_name_the_line():
 
 def test_yaml_merge_keys_may_be_overridden_but_duplicates_are_errors():
     text = (
-        "report: {fabric: &star {kind: star, bandwidth: 1 GB/s, latency: 1 us}}\n"
-        "topology: {nodes: 2, inter: {<<: *star, latency: 2 us}}\n"
+        "topology: {nodes: 2, ranks_per_node: 2, intra: &star {kind: shm, bandwidth: 1 GB/s, latency: 1 us},\n"
+        "           inter: {<<: *star, kind: star, latency: 2 us}}\n"
         "workload: {kind: fake_pingpong, sizes: [1 B]}\n"
     )
     inter = loads(text).topology.inter

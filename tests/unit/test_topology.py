@@ -467,7 +467,7 @@ def test_to_dict_round_trips(raw):
             "not a bandwidth",
         ),
         ({**RAW, "intra": {**RAW["intra"], "latency": "fast"}}, UnitError, "intra.latency", "not a time"),
-        ({**RAW, "nodes": "four"}, UnitError, "nodes", "not a count"),
+        ({**RAW, "nodes": "four"}, UnitError, "nodes", "expected a whole number"),
         (
             {**RAW, "inter": {**RAW["inter"], "efficiency": "high"}},
             ConfigError,

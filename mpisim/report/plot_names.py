@@ -1,0 +1,8 @@
+"""The figure names a scenario's ``report: {plots: [...]}`` may use (kept light: the loader validates with it)."""
+
+#: Name in the scenario -> the figure it selects.
+PLOT_NAMES = {
+    "timeline": "timeline", "link_utilisation": "links", "link_utilization": "links", "links": "links",
+    "bandwidth": "bandwidth", "p2p": "p2p", "latency": "p2p", "scaling": "scaling", "breakdown": "breakdown",
+    "closed_form": "closed_form",
+}
