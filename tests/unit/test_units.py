@@ -632,7 +632,7 @@ def test_pretty_bandwidth(bps, text):
     (parse_per_byte, "1001 s/B"), (parse_count, "2e18"), (parse_size, "1e400 B"),
 ])
 def test_values_beyond_the_stated_range_are_refused(parse, text):
-    with pytest.raises(UnitError, match="is out of range for a .* \\(at most "):
+    with pytest.raises(UnitError, match=r"is out of range for a .* \(at most "):
         parse(text)
 
 
