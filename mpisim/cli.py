@@ -98,6 +98,8 @@ class RunCommand(Command):
             "--jobs", type=int, default=None, metavar="N", help="worker processes for sweeps (default: one per CPU)"
         )
         parser.add_argument("--resume", action="store_true", help="sweeps: skip points finished by an earlier run")
+        parser.add_argument("--allow-program", action="append", default=[], metavar="PATH",
+                            help="run this program file although it lies outside the scenario's folder")
 
     def run(self, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         from mpisim.scenario.load import load_file, parse_set, read_scenario_file, replaced_sweep_axes
@@ -114,6 +116,8 @@ class RunCommand(Command):
         scenario = load_file(args.file, overrides)
         for line in replaced_sweep_axes(read_scenario_file(args.file), overrides):
             err.write(f"note: {line}\n")
+        for program in programs_to_run(scenario, args.allow_program):
+            err.write(f"note: running {program} on every rank (a scenario with program: runs that Python file)\n")
         out_dir = Path(args.output) if args.output else None
         if out_dir is not None:
             from mpisim.scenario.observe import wants_link_records
@@ -148,6 +152,32 @@ class RunCommand(Command):
         for exp in result.failed_expectations:
             err.write(f"FAILED: {exp['detail']}\n")
         return EXIT_OK if result.passed else EXIT_FAILED
+
+
+def programs_to_run(scenario: Any, allowed: Sequence[str]) -> list[Path]:
+    """The Python files a program scenario will run, each checked to lie in the scenario's folder tree.
+
+    A scenario file can come from anyone; like pytest, which collects only under its rootdir,
+    mpisim runs a program outside the scenario's folder only with ``--allow-program PATH``.
+    Raises ConfigError (exit 2) naming the file and the switch.
+    """
+    from mpisim.workloads.program import parse as parse_program
+
+    if scenario.workload.kind != "program":
+        return []
+    specs = [scenario.workload.params]
+    for value in (scenario.sweep or {}).get("workload.program", []):
+        specs.append(parse_program({"program": value}))
+    root = scenario.base_dir.resolve()
+    consented = {Path(p).resolve() for p in allowed}
+    files = []
+    for spec in specs:
+        file = (root / spec.path).resolve()
+        if not file.is_relative_to(root) and file not in consented:
+            raise ConfigError(f"{spec.path} is outside the scenario's folder {root}; running it needs your consent: "
+                              f"--allow-program {file}", "workload.program")
+        files.append(file)
+    return sorted(set(files))
 
 
 def failure_document(scenario: Any, exc: MPIError) -> dict[str, Any]:
@@ -440,6 +470,10 @@ def _row_group(row: dict[str, Any]) -> tuple[str, str, list[Column]]:
 def print_result(result: Any, out: TextIO) -> None:
     """Print a RunResult for people: a header, result tables, expectations and notes."""
 
+    from rich.markup import escape
+
+    from mpisim.report.text import printable
+
     console = _console(out)
     scenario = result.scenario
     topology = scenario.get("topology", {})
@@ -455,7 +489,7 @@ def print_result(result: Any, out: TextIO) -> None:
     else:
         where = f"{topology.get('name')}: {shape['nodes']} nodes x {shape['ranks_per_node']}"
     console.print(
-        f"[bold]{scenario.get('name')}[/bold]: {shape['ranks']} ranks ({where}), "
+        f"[bold]{escape(printable(scenario.get('name')))}[/bold]: {shape['ranks']} ranks ({escape(printable(where))}), "
         f"network {scenario.get('network', {}).get('model')}, payload {scenario.get('payload')}"
     )
     if swept:

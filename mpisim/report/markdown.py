@@ -25,6 +25,7 @@ from mpisim.report.tables import (
     row_kinds,
     sweep_keys,
 )
+from mpisim.report.text import markdown_text
 
 __all__ = ["FigureInfo", "markdown_report", "md_table", "results_tables", "scenario_table"]
 
@@ -110,7 +111,7 @@ def scenario_table(scenario: dict[str, Any]) -> list[tuple[str, str]]:
     rows = [
         ("ranks", f"{nodes * per_node} ({nodes} node{'s' if nodes != 1 else ''} x {per_node} {topo.get('device', 'cpu')} "
                   f"rank{'s' if per_node != 1 else ''}, {topo.get('placement', 'block')} placement)"),
-        ("topology", f"{topo.get('name', '')}" + (f": {topo['description']}" if topo.get("description") else "")),
+        ("topology", markdown_text(f"{topo.get('name', '')}" + (f": {topo['description']}" if topo.get("description") else ""))),
         ("intra-node fabric", _fabric(topo.get("intra"))),
         ("inter-node fabric", _fabric(topo.get("inter"))),
         ("network model", str(scenario.get("network", {}).get("model", ""))),
@@ -238,10 +239,10 @@ def markdown_report(result: RunResult, figures: Sequence[FigureInfo], findings: 
                     files: Sequence[tuple[str, str]]) -> str:
     """Return the text of report.md for *result* with the given figures, findings and files."""
     scenario = result.scenario
-    name = scenario.get("name", "scenario")
+    name = markdown_text(scenario.get("name", "scenario"))
     out = [f"# {name}", ""]
     if scenario.get("description"):
-        out += [str(scenario["description"]).strip(), ""]
+        out += [markdown_text(str(scenario["description"]).strip(), keep_newlines=True), ""]
     version = result.meta.get("mpisim_version", "")
     out += [f"Simulated by mpisim {version}. Everything below is rendered from `results.json`; "
             "`mpisim report DIR` renders it again without re-running the simulation.", ""]

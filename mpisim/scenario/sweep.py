@@ -30,6 +30,7 @@ cut short by a crash is ignored. Extending a sweep's value list keeps the finish
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import importlib
 import json
@@ -166,7 +167,16 @@ class _ResultsLog:
             # Drop the unreadable tail now, so that new lines do not follow half a line.
             lines = [self._line(key, h, result) for (key, h), result in done.items()]
             write_atomic(path, "".join(lines))
-        self.handle = path.open("a" if resume else "w", encoding="utf-8")
+        # O_NOFOLLOW: a symbolic link planted at this name must not redirect the write elsewhere.
+        flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | (os.O_APPEND if resume else os.O_TRUNC)
+        try:
+            fd = os.open(path, flags, 0o644)
+        except OSError as err:
+            if err.errno == errno.ELOOP:
+                raise ConfigError(f"{path} is a symbolic link; mpisim writes the sweep's finished points only "
+                                  "to a regular file (remove the link)", "sweep") from None
+            raise
+        self.handle = os.fdopen(fd, "a" if resume else "w", encoding="utf-8")
 
     @staticmethod
     def _line(key: str, scenario_hash: str, result: PointResult) -> str:

@@ -29,6 +29,7 @@ prints it). Messages nobody received are listed in the notes.
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import importlib.util
 import inspect
@@ -105,6 +106,7 @@ def load_program(params: ProgramParams, base_dir: Path) -> Callable[..., Proc[An
         file = base_dir / file
     if not file.is_file():
         raise ConfigError(f"no program file {str(file)!r}", "program")
+    _check_source(file, params)  # before importing: a wrong program must not run its module code first
     digest = hashlib.sha1(str(file.resolve()).encode()).hexdigest()[:12]
     name = f"mpisim_program_{file.stem}_{digest}"
     spec = importlib.util.spec_from_file_location(name, file)
@@ -147,6 +149,41 @@ def user_frames(exc: BaseException) -> str:
     if not frames:
         return ""
     return "\n" + "".join(traceback.format_list(frames)).rstrip("\n")
+
+
+def _check_source(file: Path, params: ProgramParams) -> None:
+    """Check, from the source alone, that *file* defines the program function with the right shape.
+
+    Importing a module runs its top-level code, so a scenario naming the wrong file or
+    function is refused before that: the function must be defined there with ``def``, be a
+    generator (it ``yield``s), and take ``(comm)`` or, with ``args:``, ``(comm, args)``.
+    """
+    try:
+        tree = ast.parse(file.read_text(encoding="utf-8"), filename=file.name)
+    except (SyntaxError, UnicodeDecodeError, ValueError) as err:
+        raise ConfigError(f"cannot read {file.name} as Python: {err}", "program") from None
+    found = [node for node in tree.body if isinstance(node, ast.FunctionDef) and node.name == params.function]
+    if not found:
+        raise ConfigError(f"{file.name} defines no function {params.function!r} (with def, at top level)", "program")
+    func = found[-1]
+
+    def yields(node: ast.AST) -> bool:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda | ast.ClassDef):
+                continue  # a nested function's yield makes *it* the generator
+            if isinstance(child, ast.Yield | ast.YieldFrom) or yields(child):
+                return True
+        return False
+
+    if not yields(func):
+        raise ConfigError(f"{file.name}:{params.function} must be a generator function (it blocks with "
+                          "'yield from comm.send(...)' and the like)", "program")
+    wanted = 2 if params.args is not None else 1
+    positional = len(func.args.posonlyargs) + len(func.args.args)
+    required = positional - len(func.args.defaults)
+    if required > wanted or (positional < wanted and func.args.vararg is None):
+        how = "(comm, args) because the scenario gives args" if wanted == 2 else "(comm)"
+        raise ConfigError(f"{file.name}:{params.function} must accept {how}", "program")
 
 
 def to_json_value(value: Any) -> Any:

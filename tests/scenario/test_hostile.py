@@ -85,3 +85,27 @@ def test_an_oversized_file_is_refused_before_reading(tmp_path):
     (tmp_path / "big.yaml").write_text(BASE + "#" + "x" * 2_000_000 + "\n")
     code, _, err, _ = run_cli("big.yaml", cwd=tmp_path)
     assert code == 2 and "a scenario file may have at most 1,000,000" in err
+
+
+def test_a_symlink_planted_at_the_sweep_file_is_not_followed(tmp_path):
+    target = tmp_path / "precious.txt"
+    target.write_text("keep me\n")
+    (tmp_path / "s.yaml").write_text(BASE + "payload: size\nsweep: {topology.nodes: [2, 3]}\n")
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "sweep.jsonl").symlink_to(target)
+    code, _, err, _ = run_cli("s.yaml", "-o", "out", cwd=tmp_path)
+    assert code == 2 and "is a symbolic link" in err
+    assert target.read_text() == "keep me\n"
+
+
+def test_names_are_shown_with_control_characters_escaped_and_markup_inert(tmp_path):
+    name = "evil\x1b[2J<img src=x onerror=alert(1)>[x](http://e)"
+    (tmp_path / "s.yaml").write_text(f"name: {name!r}\n".replace("'", '"').replace("\x1b", "\\x1b") + BASE
+                                     + "payload: size\n")
+    code, out, err, _ = run_cli("s.yaml", "-o", "out", cwd=tmp_path)
+    assert code == 0, err
+    assert "\x1b" not in out and out.startswith("evil\\x1b[2J<img")
+    report = (tmp_path / "out" / "report.md").read_text()
+    assert report.startswith("# evil\\\\x1b\\[2J\\<img src=x onerror=alert\\(1\\)\\>\\[x\\]\\(http://e\\)\n")
+    assert "\x1b" not in report

@@ -95,7 +95,9 @@ def test_unreceived_messages_and_reserved_keys_go_to_notes(tmp_path):
     ("def main(comm):\n    return 1\n", {"program": "prog.py"}, "generator function"),
     ("def main(comm):\n    yield\n", {"program": "prog.py", "args": {"n": 1}}, "(comm, args)"),
     ("def main(comm):\n    yield\n", {"program": "prog.py:other"}, "no function 'other'"),
-    ("import no_such_module_here\n", {"program": "prog.py"}, "ModuleNotFoundError"),
+    ("import no_such_module_here\ndef main(comm):\n    yield\n", {"program": "prog.py"}, "ModuleNotFoundError"),
+    ("import no_such_module_here\n", {"program": "prog.py"}, "defines no function 'main'"),
+    ("def main(comm):\n    def inner():\n        yield\n    return inner()\n", {"program": "prog.py"}, "generator function"),
     ("", {"program": "missing.py"}, "no program file"),
 ])
 def test_bad_programs_are_config_errors(tmp_path, source, raw, text):
@@ -192,3 +194,32 @@ def test_started_allreduces_overlap_the_remaining_compute():
     assert 0 < sync < 5e-3  # shorter than a layer's compute, so it can hide entirely
     assert iteration(4, False) == pytest.approx(4 * (5e-3 + sync), rel=1e-9)
     assert iteration(4, True) == pytest.approx(4 * 5e-3 + sync, rel=1e-9)
+
+
+def test_a_wrong_program_is_refused_before_its_module_code_runs(tmp_path):
+    """The signature is read from the source: a file whose function is wrong never executes its top level."""
+    marker = tmp_path / "ran"
+    write(tmp_path, f"open({str(marker)!r}, 'w').close()\ndef main(comm, extra, more):\n    yield\n")
+    with pytest.raises(ConfigError, match="must accept"):
+        program.run(parse({"program": "prog.py"}), context(2, base_dir=tmp_path))
+    assert not marker.exists()
+
+
+def test_a_program_outside_the_scenarios_folder_needs_consent(tmp_path):
+    from mpisim.cli import main
+
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "elsewhere" / "evil.py").write_text("def main(comm):\n    yield from comm.barrier()\n")
+    (tmp_path / "s").mkdir()
+    scenario = tmp_path / "s" / "s.yaml"
+    scenario.write_text("topology: {preset: ib-hdr, nodes: 2}\nworkload: {kind: program, program: ../elsewhere/evil.py}\n")
+    import contextlib
+    import io
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        assert main(["run", str(scenario)]) == 2
+    assert "is outside the scenario's folder" in err.getvalue() and "--allow-program" in err.getvalue()
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        assert main(["run", str(scenario), "--allow-program", str(tmp_path / "elsewhere" / "evil.py")]) == 0
+    assert "note: running" in err.getvalue() and "evil.py on every rank" in err.getvalue()
