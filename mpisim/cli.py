@@ -3,7 +3,7 @@
 ::
 
     mpisim run FILE [--set KEY=VALUE ...] [--json] [-o DIR] [--seed N] [--payload data|size]
-                    [--jobs N] [--resume] [-v]
+                    [--jobs N | --executor local[:N]|dask[:ADDRESS]] [--resume] [-v]
     mpisim check FILE [--set KEY=VALUE ...]
     mpisim list topologies|algorithms|workloads [--json]
     mpisim report DIR
@@ -98,6 +98,9 @@ class RunCommand(Command):
             "--jobs", type=int, default=None, metavar="N", help="worker processes for sweeps (default: one per CPU)"
         )
         parser.add_argument("--resume", action="store_true", help="sweeps: skip points finished by an earlier run")
+        parser.add_argument("--executor", metavar="local[:N]|dask[:ADDRESS]",
+                            help="where sweep points run: a local process pool (N workers) or a Dask cluster "
+                                 "(no address: a LocalCluster)")
 
     def run(self, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         from mpisim.scenario.load import load_file, parse_set, read_scenario_file, replaced_sweep_axes
@@ -111,6 +114,12 @@ class RunCommand(Command):
             overrides.append(("payload", args.payload))
         if args.jobs is not None and args.jobs < 1:
             raise ConfigError(f"--jobs must be at least 1, got {args.jobs}", "--jobs")
+        if args.executor is not None:
+            from mpisim.scenario.executors import parse_executor
+
+            parse_executor(args.executor)  # bad input fails before anything runs
+            if args.jobs is not None:
+                raise ConfigError("give --jobs N or --executor, not both (--jobs N is --executor local:N)", "--executor")
         scenario = load_file(args.file, overrides)
         for line in replaced_sweep_axes(read_scenario_file(args.file), overrides):
             err.write(f"note: {line}\n")
@@ -126,7 +135,7 @@ class RunCommand(Command):
         try:
             with SweepProgress(err, enabled=bool(scenario.sweep)) as progress:
                 result = run_scenario(scenario, jobs=args.jobs, results_file=results_file, resume=args.resume,
-                                      progress=progress)
+                                      progress=progress, executor=args.executor)
         except MPIError as exc:
             if not args.json:
                 raise

@@ -288,6 +288,7 @@ def run_scenario(
     resume: bool = False,
     progress: ProgressFn | None = None,
     log: TextIO | None = None,
+    executor: str | None = None,
 ) -> RunResult:
     """Run *scenario* (every grid point of its sweep, if it has one) and check its expectations.
 
@@ -306,6 +307,9 @@ def run_scenario(
         Sweeps only: called with (points done, points in total) after each point.
     log
         Without a sweep: write the simulation's event log here.
+    executor
+        Sweeps only: ``local[:N]`` (a process pool; overrides *jobs*) or ``dask[:ADDRESS]`` (a
+        Dask cluster; a LocalCluster without an address). See :mod:`mpisim.scenario.executors`.
 
     Raises MPIError when the simulated program fails and the scenario did not expect it, and
     ConfigError for input problems found only while running.
@@ -315,7 +319,8 @@ def run_scenario(
         if scenario.sweep:
             from mpisim.scenario.sweep import run_sweep  # sweep.py builds on this module
 
-            points = run_sweep(scenario, jobs=jobs, results_file=results_file, resume=resume, progress=progress)
+            points = run_sweep(scenario, jobs=jobs, results_file=results_file, resume=resume, progress=progress,
+                               executor=executor)
         else:
             points = [run_point(scenario, log=log)]
     except ConfigError as err:
