@@ -36,6 +36,8 @@ import math
 import os
 import re
 import sys
+import threading
+import time
 import traceback
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
@@ -132,10 +134,12 @@ class RunCommand(Command):
         if out_dir is not None:
             _make_dir(out_dir)
         results_file = default_results_file(scenario, out_dir) if scenario.sweep else None
+        worlds: list[Any] = []
         try:
-            with SweepProgress(err, enabled=bool(scenario.sweep)) as progress:
+            with SweepProgress(err, enabled=bool(scenario.sweep)) as progress, \
+                    RunProgress(err, worlds, enabled=not scenario.sweep and not args.json):
                 result = run_scenario(scenario, jobs=args.jobs, results_file=results_file, resume=args.resume,
-                                      progress=progress, executor=args.executor)
+                                      progress=progress, executor=args.executor, worlds=worlds)
         except MPIError as exc:
             if not args.json:
                 raise
@@ -549,6 +553,70 @@ class SweepProgress:
     def __exit__(self, *exc: object) -> None:
         if self.bar is not None:
             self.bar.stop()
+
+
+class RunProgress:
+    """A progress bar on stderr for a long single run: simulated time, events/s, ranks done.
+
+    The simulation runs on this thread, untouched; a helper thread samples the world being
+    run (its clock, ``env.events_done`` and its ranks' states) four times a second. The bar
+    appears only once the run has taken :attr:`DELAY` seconds, and only on a terminal.
+    """
+
+    DELAY = 2.0
+    PERIOD = 0.25
+
+    def __init__(self, err: TextIO, worlds: list[Any], enabled: bool) -> None:
+        self.enabled = enabled and err.isatty()
+        self.err = err
+        self.worlds = worlds
+        self.stop = threading.Event()
+        self.thread: threading.Thread | None = None
+
+    def __enter__(self) -> RunProgress:
+        if self.enabled:
+            self.thread = threading.Thread(target=self._show, name="mpisim-progress", daemon=True)
+            self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.thread is not None:
+            self.stop.set()
+            self.thread.join()
+
+    def sample(self) -> tuple[float, int, int, int]:
+        """Return (simulated seconds, events so far, ranks done, ranks) of the world being run."""
+        worlds = list(self.worlds)
+        if not worlds:
+            return 0.0, 0, 0, 0
+        world = worlds[-1]
+        events = sum(getattr(w.env, "events_done", 0) for w in worlds)
+        done = sum(1 for state in world.states if state.finished)
+        return world.sim.now, events, done, world.size
+
+    def _show(self) -> None:
+        if self.stop.wait(self.DELAY):
+            return
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        from mpisim.report.tables import fmt_time
+
+        bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("ranks"),
+                       TimeElapsedColumn(), console=Console(file=self.err), transient=True)
+        task = bar.add_task("", total=None)
+        last_t, last_events = time.perf_counter(), self.sample()[1]
+        with bar:
+            while not self.stop.wait(self.PERIOD):
+                now = time.perf_counter()
+                sim_now, events, done, ranks = self.sample()
+                rate = (events - last_events) / (now - last_t) if now > last_t else 0.0
+                if events != last_events:  # between heap events the count stands still
+                    last_t, last_events = now, events
+                    bar.update(task, description=f"simulated {fmt_time(sim_now)}, {rate:,.0f} events/s",
+                               completed=done, total=ranks or None)
+                else:
+                    bar.update(task, completed=done, total=ranks or None)
 
 
 # --- main ---------------------------------------------------------------------------------------
