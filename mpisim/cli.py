@@ -605,18 +605,21 @@ class RunProgress:
         bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("ranks"),
                        TimeElapsedColumn(), console=Console(file=self.err), transient=True)
         task = bar.add_task("", total=None)
-        last_t, last_events = time.perf_counter(), self.sample()[1]
+        last = [time.perf_counter(), self.sample()[1]]  # when the event count last moved, and to what
+
+        def update() -> None:
+            now = time.perf_counter()
+            sim_now, events, done, ranks = self.sample()
+            if events != last[1] or not bar.tasks[0].description:  # the count moves only at heap events
+                rate = (events - last[1]) / (now - last[0]) if now > last[0] else 0.0
+                last[:] = [now, events]
+                bar.update(task, description=f"simulated {fmt_time(sim_now)}, {rate:,.0f} events/s")
+            bar.update(task, completed=done, total=ranks or None)
+
         with bar:
             while not self.stop.wait(self.PERIOD):
-                now = time.perf_counter()
-                sim_now, events, done, ranks = self.sample()
-                rate = (events - last_events) / (now - last_t) if now > last_t else 0.0
-                if events != last_events:  # between heap events the count stands still
-                    last_t, last_events = now, events
-                    bar.update(task, description=f"simulated {fmt_time(sim_now)}, {rate:,.0f} events/s",
-                               completed=done, total=ranks or None)
-                else:
-                    bar.update(task, completed=done, total=ranks or None)
+                update()
+            update()  # the state the run ended in, shown as the bar goes
 
 
 # --- main ---------------------------------------------------------------------------------------

@@ -383,7 +383,7 @@ def test_progress_bar_shows_simulated_time_events_and_ranks_on_a_terminal(monkey
     err, worlds = _Terminal(), []
     with RunProgress(err, worlds, enabled=True) as progress:
         result = run_scenario(load_dict(RING_64), worlds=worlds)
-    assert "events/s" in err.text() and "ranks" in err.text() and "simulated" in err.text()
+    assert "events/s" in err.text() and "64/64" in err.text() and "simulated" in err.text()
     t_end, events, done, ranks = progress.sample()
     assert (done, ranks) == (64, 64)
     assert events == worlds[0].events_processed > 64 * 2 * 63, "every message takes several events"
