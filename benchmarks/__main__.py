@@ -1,8 +1,8 @@
 """Run every benchmark and print each figure, its target, PASS/FAIL and the command to reproduce it.
 
     python -m benchmarks                 # everything (several minutes)
-    python -m benchmarks --only scale    # one module: engine_overhead, scale, realdata, sweeps,
-                                         # training, fairshare_bench
+    python -m benchmarks --only scale    # one module: engine_overhead, scale, scenario_run,
+                                         # realdata, sweeps, training, fairshare_bench
     python -m benchmarks --list          # the modules and their cases
 
 Each case runs in a fresh process (so its peak memory is its own), one after the other (so
@@ -13,9 +13,12 @@ a 2-core machine with 24 GiB:
 2. scale (size-only, fair share): ring allreduce of 1.2 GB over 1024 ranks on a fat tree in
    under 60 s and 2 GiB; dissemination barrier and binomial bcast over 16384 ranks in under
    60 s each; and how wall time grows from 128 to 1024 ranks;
+   and the same ring through ``mpisim run`` with default MPI parameters (scenario_run): 1024
+   ranks in at most 30 s, per message at most 3x a bare SimPy message;
 3. real data: ring allreduce of 300M float32 per rank over 8 ranks in at most 1.5x the inputs'
    memory and 3x numpy's time for the same additions; an oversized run refused up front;
-4. sweeps: a 40-point sweep at least 1.7x faster on 2 cores than on 1;
+4. sweeps: a 40-point sweep at least 1.7x faster on 2 cores than on 1, and a 64-point sweep on a
+   2-worker Dask LocalCluster at least 1.7x faster than on 1 worker, rows identical;
 5. training: one iteration of the 300M-parameter data-parallel scenario on 64 GPUs in < 10 s.
 
 Exit status 0 when every target is met, 1 otherwise.
@@ -28,13 +31,14 @@ import platform
 import sys
 import time
 
-from benchmarks import engine_overhead, fairshare_bench, realdata, scale, sweeps, training
+from benchmarks import engine_overhead, fairshare_bench, realdata, scale, scenario_run, sweeps, training
 from benchmarks.common import Figure, GiB, print_figures, run_isolated
 
 #: (module name, its cases, figures derived from several of its cases), in report order.
 MODULES = [
     ("engine_overhead", engine_overhead.CASES, None),
     ("scale", scale.CASES, scale.growth),
+    ("scenario_run", scenario_run.CASES, None),
     ("realdata", realdata.CASES, None),
     ("sweeps", sweeps.CASES, None),
     ("training", training.CASES, None),

@@ -1,4 +1,4 @@
-"""Sweeps: a 40-point sweep on 2 worker processes against 1.
+"""Sweeps: a 40-point sweep on 2 worker processes against 1; a 64-point sweep on Dask.
 
 A sweep's points are independent simulations, so ``mpisim run`` runs them in a pool of worker
 processes (:mod:`mpisim.scenario.sweep`). The scenario here is a capacity question asked 40
@@ -8,7 +8,12 @@ same, so a perfect split gives 2x on 2 cores; what is lost is starting the worke
 imports mpisim and numpy) and the tail where one worker has finished and the other has not.
 Both runs must give identical rows.
 
-Target: the 40-point sweep at least 1.7x faster with 2 workers than with 1.
+The ``dask-sweep-64`` case runs the same question at 64 points on a Dask ``LocalCluster`` of
+2 single-threaded workers (``--executor dask``, the cluster's start-up included) against 1
+worker (``--executor local:1``); the rows must be identical.
+
+Targets: the 40-point sweep at least 1.7x faster with 2 workers than with 1; the 64-point
+sweep at least 1.7x faster on the 2-worker Dask cluster than on 1 worker.
 """
 
 from __future__ import annotations
@@ -23,11 +28,11 @@ POINTS = 40
 SPEEDUP_TARGET = 1.7
 
 
-def scenario_dict() -> dict:
+def scenario_dict(points: int = POINTS) -> dict:
     """The swept scenario, as a raw mapping (what a YAML file would hold)."""
-    overheads = [f"{0.05 * (i + 1):.2f} us" for i in range(POINTS)]
+    overheads = [f"{0.05 * (i + 1):.2f} us" for i in range(points)]
     return {
-        "name": "bench-sweep-40",
+        "name": f"bench-sweep-{points}",
         "topology": {"preset": "ib-hdr", "nodes": 128, "inter": {"kind": "fat_tree"}},
         "network": {"model": "fairshare"},
         "payload": "size",
@@ -60,7 +65,32 @@ def sweep_2_vs_1() -> list[Figure]:
     ]
 
 
-CASES = {"sweep-40": sweep_2_vs_1}
+DASK_POINTS = 64
+
+
+def dask_sweep_64() -> list[Figure]:
+    """Run the 64-point sweep on 1 local worker and on a 2-worker Dask LocalCluster."""
+    from mpisim.scenario.load import load_dict
+    from mpisim.scenario.run import run_scenario
+
+    cmd = command(MODULE, "dask-sweep-64")
+    scenario = load_dict(scenario_dict(DASK_POINTS))
+    with stopwatch() as one:
+        serial = run_scenario(scenario, executor="local:1")
+    with stopwatch() as two:
+        on_dask = run_scenario(scenario, executor="dask")  # a LocalCluster: one worker per CPU
+    same = serial.rows == on_dask.rows
+    return [
+        info(f"{DASK_POINTS}-point sweep, 1 worker", one["wall"], "s", reproduce=cmd),
+        info(f"{DASK_POINTS}-point sweep, Dask LocalCluster", two["wall"], "s", reproduce=cmd,
+             note=f"{os.cpu_count()} single-threaded workers, cluster start-up included"),
+        target("Dask sweep speed-up, 2 workers / 1", one["wall"] / two["wall"], "x", SPEEDUP_TARGET, at_least=True,
+               reproduce=cmd),
+        Figure("Dask sweep rows identical to 1 worker's", float(same), "", "1", same, cmd),
+    ]
+
+
+CASES = {"sweep-40": sweep_2_vs_1, "dask-sweep-64": dask_sweep_64}
 
 
 def main(argv: list[str] | None = None) -> int:

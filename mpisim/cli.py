@@ -3,7 +3,7 @@
 ::
 
     mpisim run FILE [--set KEY=VALUE ...] [--json] [-o DIR] [--seed N] [--payload data|size]
-                    [--jobs N] [--resume] [-v]
+                    [--jobs N | --executor local[:N]|dask[:ADDRESS]] [--resume] [-v]
     mpisim check FILE [--set KEY=VALUE ...]
     mpisim list topologies|algorithms|workloads [--json]
     mpisim report DIR
@@ -36,6 +36,8 @@ import math
 import os
 import re
 import sys
+import threading
+import time
 import traceback
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
@@ -100,6 +102,9 @@ class RunCommand(Command):
         parser.add_argument("--resume", action="store_true", help="sweeps: skip points finished by an earlier run")
         parser.add_argument("--allow-program", action="append", default=[], metavar="PATH",
                             help="run this program file although it lies outside the scenario's folder")
+        parser.add_argument("--executor", metavar="local[:N]|dask[:ADDRESS]",
+                            help="where sweep points run: a local process pool (N workers) or a Dask cluster "
+                                 "(no address: a LocalCluster)")
 
     def run(self, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         from mpisim.scenario.load import load_file, parse_set, read_scenario_file, replaced_sweep_axes
@@ -113,6 +118,12 @@ class RunCommand(Command):
             overrides.append(("payload", args.payload))
         if args.jobs is not None and args.jobs < 1:
             raise ConfigError(f"--jobs must be at least 1, got {args.jobs}", "--jobs")
+        if args.executor is not None:
+            from mpisim.scenario.executors import parse_executor
+
+            parse_executor(args.executor)  # bad input fails before anything runs
+            if args.jobs is not None:
+                raise ConfigError("give --jobs N or --executor, not both (--jobs N is --executor local:N)", "--executor")
         scenario = load_file(args.file, overrides)
         for line in replaced_sweep_axes(read_scenario_file(args.file), overrides):
             err.write(f"note: {line}\n")
@@ -127,10 +138,12 @@ class RunCommand(Command):
         if out_dir is not None:
             _make_dir(out_dir)
         results_file = default_results_file(scenario, out_dir) if scenario.sweep else None
+        worlds: list[Any] = []
         try:
-            with SweepProgress(err, enabled=bool(scenario.sweep)) as progress:
+            with SweepProgress(err, enabled=bool(scenario.sweep)) as progress, \
+                    RunProgress(err, worlds, enabled=not scenario.sweep and not args.json):
                 result = run_scenario(scenario, jobs=args.jobs, results_file=results_file, resume=args.resume,
-                                      progress=progress)
+                                      progress=progress, executor=args.executor, worlds=worlds)
         except MPIError as exc:
             if not args.json:
                 raise
@@ -574,6 +587,73 @@ class SweepProgress:
     def __exit__(self, *exc: object) -> None:
         if self.bar is not None:
             self.bar.stop()
+
+
+class RunProgress:
+    """A progress bar on stderr for a long single run: simulated time, events/s, ranks done.
+
+    The simulation runs on this thread, untouched; a helper thread samples the world being
+    run (its clock, ``env.events_done`` and its ranks' states) four times a second. The bar
+    appears only once the run has taken :attr:`DELAY` seconds, and only on a terminal.
+    """
+
+    DELAY = 2.0
+    PERIOD = 0.25
+
+    def __init__(self, err: TextIO, worlds: list[Any], enabled: bool) -> None:
+        self.enabled = enabled and err.isatty()
+        self.err = err
+        self.worlds = worlds
+        self.stop = threading.Event()
+        self.thread: threading.Thread | None = None
+
+    def __enter__(self) -> RunProgress:
+        if self.enabled:
+            self.thread = threading.Thread(target=self._show, name="mpisim-progress", daemon=True)
+            self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.thread is not None:
+            self.stop.set()
+            self.thread.join()
+
+    def sample(self) -> tuple[float, int, int, int]:
+        """Return (simulated seconds, events so far, ranks done, ranks) of the world being run."""
+        worlds = list(self.worlds)
+        if not worlds:
+            return 0.0, 0, 0, 0
+        world = worlds[-1]
+        events = sum(getattr(w.env, "events_done", 0) for w in worlds)
+        done = sum(1 for state in world.states if state.finished)
+        return world.sim.now, events, done, world.size
+
+    def _show(self) -> None:
+        if self.stop.wait(self.DELAY):
+            return
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        from mpisim.report.tables import fmt_time
+
+        bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("ranks"),
+                       TimeElapsedColumn(), console=Console(file=self.err), transient=True)
+        task = bar.add_task("", total=None)
+        last = [time.perf_counter(), self.sample()[1]]  # when the event count last moved, and to what
+
+        def update() -> None:
+            now = time.perf_counter()
+            sim_now, events, done, ranks = self.sample()
+            if events != last[1] or not bar.tasks[0].description:  # the count moves only at heap events
+                rate = (events - last[1]) / (now - last[0]) if now > last[0] else 0.0
+                last[:] = [now, events]
+                bar.update(task, description=f"simulated {fmt_time(sim_now)}, {rate:,.0f} events/s")
+            bar.update(task, completed=done, total=ranks or None)
+
+        with bar:
+            while not self.stop.wait(self.PERIOD):
+                update()
+            update()  # the state the run ended in, shown as the bar goes
 
 
 # --- main ---------------------------------------------------------------------------------------

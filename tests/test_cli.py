@@ -346,3 +346,58 @@ def test_piped_tables_never_split_a_number(tmp_path, capsys, monkeypatch):
         assert code == 0
         assert any("14000000000" in line for line in out.splitlines())
         assert not any("…" in line for line in out.splitlines())
+class _Terminal:
+    """A stderr that says it is a terminal and keeps what is written to it."""
+
+    def __init__(self) -> None:
+        self.parts: list[str] = []
+
+    def write(self, text: str) -> int:
+        self.parts.append(text)
+        return len(text)
+
+    def flush(self) -> None:
+        pass
+
+    def isatty(self) -> bool:
+        return True
+
+    def text(self) -> str:
+        return "".join(self.parts)
+
+
+RING_64 = {
+    "topology": {"nodes": 64, "inter": {"kind": "fat_tree", "bandwidth": "25 GB/s", "latency": "1 us"}},
+    "network": "fairshare",
+    "payload": "size",
+    "workload": {"kind": "collective", "collective": "allreduce", "algorithm": "ring", "sizes": ["1 MB"]},
+}
+
+
+def test_progress_bar_shows_simulated_time_events_and_ranks_on_a_terminal(monkeypatch):
+    from mpisim.cli import RunProgress
+    from mpisim.scenario import load_dict, run_scenario
+
+    monkeypatch.setattr(RunProgress, "DELAY", 0.0)
+    monkeypatch.setattr(RunProgress, "PERIOD", 0.02)
+    err, worlds = _Terminal(), []
+    with RunProgress(err, worlds, enabled=True) as progress:
+        result = run_scenario(load_dict(RING_64), worlds=worlds)
+    assert "events/s" in err.text() and "64/64" in err.text() and "simulated" in err.text()
+    t_end, events, done, ranks = progress.sample()
+    assert (done, ranks) == (64, 64)
+    assert events == worlds[0].events_processed > 64 * 2 * 63, "every message takes several events"
+    assert t_end == result.records[0].t_end
+
+
+def test_progress_bar_stays_off_with_json_off_a_terminal_and_for_short_runs(tmp_path, capsys):
+    from mpisim.cli import RunProgress
+
+    assert not RunProgress(_Terminal(), [], enabled=False).enabled, "--json turns it off"
+    err = _Terminal()
+    err.isatty = lambda: False  # type: ignore[method-assign]
+    assert not RunProgress(err, [], enabled=True).enabled
+    err = _Terminal()
+    with RunProgress(err, [], enabled=True):
+        pass  # a run shorter than the delay
+    assert err.text() == ""

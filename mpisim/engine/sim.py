@@ -143,7 +143,8 @@ def run_until_idle(env: simpy.Environment) -> int:
     SimPy's ``step()`` is inlined: the same queue, the same order and the same failure
     handling, without a method call and an exception handler set up per event, which are a
     measurable share of the cost of a cheap event. Falls back to ``env.run()`` (returning -1)
-    on a SimPy whose internals differ.
+    on a SimPy whose internals differ. While it runs, ``env.events_done`` holds the count so
+    far (updated whenever simulated time may move), for progress displays on another thread.
     """
     queue = getattr(env, "_queue", None)
     if not isinstance(queue, list) or not hasattr(env, "_now"):
@@ -179,6 +180,9 @@ def run_until_idle(env: simpy.Environment) -> int:
                 break
             env._now, _, _, event = pop(queue)
             processed += 1
+            # NOTE: published once per heap event (simulated time moves only here), not per
+            # event: a progress display on another thread reads it.
+            env.events_done = processed
             if event.__class__ is Call:
                 event.fn(event.arg)  # what its one callback would do; a Call never fails
                 continue
@@ -189,6 +193,7 @@ def run_until_idle(env: simpy.Environment) -> int:
                 exc = type(event._value)(*event._value.args)
                 exc.__cause__ = event._value
                 raise exc
+    env.events_done = processed
     return processed
 
 

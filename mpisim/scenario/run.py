@@ -106,12 +106,14 @@ class PointResult:
         )
 
 
-def new_world_factory(scenario: Scenario, log: TextIO | None = None) -> tuple[Callable[[], World], list[World]]:
-    """Return a function making fresh worlds for *scenario*, and the list it appends them to.
+def new_world_factory(scenario: Scenario, log: TextIO | None = None,
+                      created: list[World] | None = None) -> tuple[Callable[[], World], list[World]]:
+    """Return a function making fresh worlds for *scenario*, and the list it appends them to
+    (*created*, if given: a caller watching the run's progress reads it).
 
     Each world keeps the records :func:`trace_records` allows for its size.
     """
-    created: list[World] = []
+    created = [] if created is None else created
 
     def new_world() -> World:
         topology = build_topology(scenario.topology)
@@ -197,15 +199,17 @@ def _workload_error(err: ConfigError) -> ConfigError:
     return type(err)(moved.message, moved.path, moved.file)
 
 
-def run_point(scenario: Scenario, point: Mapping[str, Any] | None = None, log: TextIO | None = None) -> PointResult:
+def run_point(scenario: Scenario, point: Mapping[str, Any] | None = None, log: TextIO | None = None,
+              worlds: list[World] | None = None) -> PointResult:
     """Run *scenario*'s workload once (one sweep point, or the whole scenario without a sweep).
 
     *point* holds the sweep overrides that produced *scenario*; every row gets them as extra keys.
+    Each world the workload makes is appended to *worlds*, if given, as it is made.
     Raises the workload's MPIError unless ``scenario.expect_failure`` is set, and ConfigError
     for input problems only found while running (e.g. a program file that does not exist).
     """
     point = dict(point or {})
-    new_world, created = new_world_factory(scenario, log)
+    new_world, created = new_world_factory(scenario, log, worlds)
     ctx = RunContext(new_world=new_world, payload=scenario.payload, seed=scenario.seed, base_dir=scenario.base_dir, log=log)
     failure = None
     try:
@@ -288,6 +292,8 @@ def run_scenario(
     resume: bool = False,
     progress: ProgressFn | None = None,
     log: TextIO | None = None,
+    executor: str | None = None,
+    worlds: list[World] | None = None,
 ) -> RunResult:
     """Run *scenario* (every grid point of its sweep, if it has one) and check its expectations.
 
@@ -306,6 +312,12 @@ def run_scenario(
         Sweeps only: called with (points done, points in total) after each point.
     log
         Without a sweep: write the simulation's event log here.
+    executor
+        Sweeps only: ``local[:N]`` (a process pool; overrides *jobs*) or ``dask[:ADDRESS]`` (a
+        Dask cluster; a LocalCluster without an address). See :mod:`mpisim.scenario.executors`.
+    worlds
+        Without a sweep: each world the run makes is appended here as it is made, so another
+        thread can show the run's progress (its ``sim.now``, ``env.events_done``, ranks done).
 
     Raises MPIError when the simulated program fails and the scenario did not expect it, and
     ConfigError for input problems found only while running.
@@ -315,9 +327,10 @@ def run_scenario(
         if scenario.sweep:
             from mpisim.scenario.sweep import run_sweep  # sweep.py builds on this module
 
-            points = run_sweep(scenario, jobs=jobs, results_file=results_file, resume=resume, progress=progress)
+            points = run_sweep(scenario, jobs=jobs, results_file=results_file, resume=resume, progress=progress,
+                               executor=executor)
         else:
-            points = [run_point(scenario, log=log)]
+            points = [run_point(scenario, log=log, worlds=worlds)]
     except ConfigError as err:
         if scenario.file and not err.file:
             raise err.in_file(scenario.file) from None

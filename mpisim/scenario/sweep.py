@@ -11,7 +11,7 @@ with the point's dotted overrides applied, validated again as a scenario of its 
 are validated when the scenario is loaded, so a bad value fails before anything runs).
 
 **Parallel.** Points are independent, so they run in a pool of worker processes, one per CPU
-by default. A task is plain data -- the raw dict, the file name and the overrides -- so it
+by default, or on a Dask cluster (:mod:`mpisim.scenario.executors`). A task is plain data -- the raw dict, the file name and the overrides -- so it
 pickles cheaply and works with the ``spawn`` start method (used everywhere, so behaviour does
 not depend on the platform's default). Workload kinds registered outside mpisim (a test's or a
 user's plugin) are registered in the workers too, by importing the modules that defined them.
@@ -46,6 +46,7 @@ from typing import IO, Any
 from mpisim import errors
 from mpisim.errors import ConfigError
 from mpisim.report.records import jsonable
+from mpisim.scenario.executors import parse_executor, run_on_dask
 from mpisim.scenario.load import dump, load_dict, point_raw
 from mpisim.scenario.model import Scenario, sweep_points
 from mpisim.scenario.run import PointResult, ProgressFn, run_point, write_atomic
@@ -200,13 +201,18 @@ def run_sweep(
     results_file: str | os.PathLike[str] | None = None,
     resume: bool = False,
     progress: ProgressFn | None = None,
+    executor: str | None = None,
 ) -> list[PointResult]:
     """Run every grid point of *scenario*'s sweep; return the point results in grid order.
 
-    See :func:`mpisim.scenario.run.run_scenario` for the parameters. Raises the first error
+    See :func:`mpisim.scenario.run.run_scenario` for the parameters; *executor*
+    (``local[:N]`` or ``dask[:ADDRESS]``, see :mod:`mpisim.scenario.executors`) replaces *jobs*. Raises the first error
     of any point (ConfigError, MPIError) after stopping the others; points finished before it
     stay in *results_file*.
     """
+    spec = parse_executor(executor) if executor is not None else None
+    if spec is not None and spec.kind == "local":
+        jobs = spec.workers
     tasks = _tasks(scenario)
     path = Path(results_file) if results_file is not None else None
     done, damaged = read_results_file(path) if (resume and path is not None) else ({}, False)
@@ -226,7 +232,11 @@ def run_sweep(
             report(len(results), len(tasks))
 
         workers = min(jobs or os.cpu_count() or 1, len(todo))
-        if workers <= 1:
+        if spec is not None and spec.kind == "dask":
+            if todo:
+                run_on_dask(todo, spec.address, _run_task, lambda task, outcome: finish(task, _raise_if_error(outcome)),
+                            _plugin_modules())
+        elif workers <= 1:
             for task in todo:
                 finish(task, _raise_if_error(_run_task(task)))
         else:

@@ -179,3 +179,66 @@ def test_default_results_file_is_kept_for_resume_only_until_the_sweep_finishes(t
     assert ran(tmp_path) == [], "the finished point was not run again"
     assert not (tmp_path / "grid.sweep.jsonl").exists(), "removed once the sweep finished"
     capsys.readouterr()
+
+
+# --- executors ------------------------------------------------------------------------------------
+
+
+def test_executor_specs_parse_and_bad_ones_name_the_flag():
+    from mpisim.scenario.executors import ExecutorSpec, parse_executor
+
+    assert parse_executor("local") == ExecutorSpec("local")
+    assert parse_executor("local:3") == ExecutorSpec("local", workers=3)
+    assert parse_executor("dask") == parse_executor("dask:") == ExecutorSpec("dask")
+    assert parse_executor("dask:tcp://10.0.0.5:8786") == ExecutorSpec("dask", address="tcp://10.0.0.5:8786")
+    for bad, message in [("local:0", "local:N with N a whole number"), ("local:x", "local:N"),
+                         ("ray", "expected local, local:N, dask or dask:ADDRESS, got 'ray'")]:
+        with pytest.raises(ConfigError, match=message) as info:
+            parse_executor(bad)
+        assert info.value.path == "--executor"
+
+
+def test_cli_refuses_a_bad_executor_and_jobs_with_executor(tmp_path, capsys):
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(raw_scenario(tmp_path, {"seed": [0, 1]})))
+    assert main(["run", str(path), "--executor", "mpi:4"]) == 2
+    assert capsys.readouterr().err == (
+        f"{path}: --executor: expected local, local:N, dask or dask:ADDRESS, got 'mpi:4'\n")
+    assert main(["run", str(path), "--executor", "local:2", "--jobs", "2"]) == 2
+    assert "not both" in capsys.readouterr().err
+    assert ran(tmp_path) == [], "nothing ran"
+
+
+def test_missing_dask_is_one_line_of_bad_input(tmp_path, capsys, monkeypatch):
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(raw_scenario(tmp_path, {"seed": [0, 1]})))
+    monkeypatch.setitem(sys.modules, "distributed", None)  # import distributed -> ImportError
+    assert main(["run", str(path), "--executor", "dask:"]) == 2
+    assert capsys.readouterr().err == (
+        f"{path}: --executor: the dask executor needs Dask distributed: pip install 'mpisim[dask]'\n")
+
+
+def test_dask_local_cluster_gives_the_local_pools_rows_and_resumes_its_file(tmp_path):
+    """A sweep on a 2-worker Dask LocalCluster: same rows as local:1, and --resume across executors."""
+    pytest.importorskip("distributed")
+    s = load_dict(raw_scenario(tmp_path, {"seed": [0, 1, 2], "workload.sizes": [["1 KiB"], ["1 MiB"]]}))
+    local = run_scenario(s, executor="local:1")
+    points = tmp_path / "points.jsonl"
+    (tmp_path / "ran.log").unlink()
+    # Half the points finished earlier on the local pool; Dask runs only the others.
+    half = load_dict(raw_scenario(tmp_path, {"seed": [0, 1, 2], "workload.sizes": [["1 KiB"]]}))
+    run_scenario(half, executor="local:1", results_file=points)
+    (tmp_path / "ran.log").unlink()
+    on_dask = run_scenario(s, executor="dask:", results_file=points, resume=True)
+    assert json.dumps(on_dask.contract("v"), sort_keys=True) == json.dumps(local.contract("v"), sort_keys=True)
+    assert on_dask.to_dict()["records"] == local.to_dict()["records"]
+    assert sorted(ran(tmp_path)) == ["seed=0", "seed=1", "seed=2"], "only the 1 MiB points ran on Dask"
+    done, damaged = read_results_file(points)
+    assert len(done) == 6 and not damaged
+
+
+def test_a_failing_point_on_dask_raises_its_mpi_error(tmp_path):
+    pytest.importorskip("distributed")
+    s = load_dict(raw_scenario(tmp_path, {"workload.mode": ["ok", "deadlock"]}))
+    with pytest.raises(DeadlockError, match="cycle of waits"):
+        run_scenario(s, executor="dask")
