@@ -228,10 +228,9 @@ def parse_set(items: Iterable[str]) -> list[tuple[str, Any]]:
         if not sep or not key or any(not part for part in key.split(".")):
             raise ConfigError(f"expected dotted.key=value, got {item!r}", "--set")
         try:
-            value = yaml.safe_load(text) if text.strip() else None
-        except yaml.YAMLError as err:
-            problem = getattr(err, "problem", None) or " ".join(str(err).split())
-            raise ConfigError(f"cannot read the value {text!r} as YAML: {problem}", f"--set {key}") from None
+            value = read_yaml(text) if text.strip() else None  # the file's limits apply to --set values too
+        except ConfigError as err:
+            raise ConfigError(f"cannot read the value {text[:60]!r} as YAML: {err.message}", f"--set {key}") from None
         pairs.append((key, value))
     return pairs
 

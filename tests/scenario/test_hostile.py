@@ -109,3 +109,11 @@ def test_names_are_shown_with_control_characters_escaped_and_markup_inert(tmp_pa
     report = (tmp_path / "out" / "report.md").read_text()
     assert report.startswith("# evil\\\\x1b\\[2J\\<img src=x onerror=alert\\(1\\)\\>\\[x\\]\\(http://e\\)\n")
     assert "\x1b" not in report
+
+
+def test_an_alias_bomb_given_with_set_is_refused_too(tmp_path):
+    (tmp_path / "s.yaml").write_text("topology: {preset: ib-hdr, nodes: 2}\n"
+                                     "workload: {kind: program, program: p.py:main, args: {}}\n")
+    bomb = "{" + _alias_bomb().replace("\n  ", ", ") + "}"
+    code, _, err, seconds = run_cli("s.yaml", "--set", f"workload.args={bomb}", cwd=tmp_path)
+    assert code == 2 and "--set workload.args" in err and "expands to more than" in err and seconds < 10
