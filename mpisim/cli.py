@@ -476,8 +476,19 @@ def _row_group(row: dict[str, Any]) -> tuple[str, str, list[Column]]:
         return f"p2p/{row['test']}", f"point-to-point {row['test']} (OSU style, ranks 0 and 1)", _P2P_COLUMNS
     if "iteration_time_s" in row:
         return "training", "data-parallel training iteration", _TRAINING_COLUMNS
-    columns = [(key, key, _cell) for key in row]
+    columns = [(key, key, _by_kind(key)) for key in row]
     return "rows/" + ",".join(row), "results", columns
+
+
+def _by_kind(key: str) -> Callable[[Any], str]:
+    """A cell formatter for a column known only by its name: times as times (10.2 us), not 1.0192e-05."""
+    from mpisim.engine.units import pretty_bandwidth, pretty_time
+    from mpisim.scenario.expect import value_kind
+
+    pretty = {"time": pretty_time, "bandwidth": pretty_bandwidth}.get(value_kind(key))
+    if pretty is None:
+        return _cell
+    return lambda x: pretty(x) if isinstance(x, int | float) and not isinstance(x, bool) else _cell(x)
 
 
 def print_result(result: Any, out: TextIO) -> None:
@@ -514,11 +525,11 @@ def print_result(result: Any, out: TextIO) -> None:
         groups.setdefault(key, (title, columns, []))[2].append(row)
     for title, columns, rows in groups.values():
         used = {key for _, key, _ in columns} | set(swept) | _KNOWN_ROW_KEYS
-        present = [c for c in columns if any(c[1] in row for row in rows)]
+        present = [c for c in columns if c[1] not in swept and any(c[1] in row for row in rows)]  # swept: shown first
         extras = [key for key in dict.fromkeys(k for row in rows for k in row) if key not in used]
         if all(row.get("requested", row.get("algorithm")) == row.get("algorithm") for row in rows):
             extras = [key for key in extras if key != "requested"]  # says only what "algorithm" says
-        all_columns = [(k, k, _cell) for k in swept] + present + [(k, k, _cell) for k in extras]
+        all_columns = [(k, k, _cell) for k in swept] + present + [(k, k, _by_kind(k)) for k in extras]
         console.print(f"[bold]{title}[/bold]")
         cells = [[fmt(row.get(key)) if key in row else "" for _, key, fmt in all_columns] for row in rows]
         _print_table(console, _table([header for header, _, _ in all_columns], cells, justify="right"))

@@ -401,3 +401,21 @@ def test_progress_bar_stays_off_with_json_off_a_terminal_and_for_short_runs(tmp_
     with RunProgress(err, [], enabled=True):
         pass  # a run shorter than the delay
     assert err.text() == ""
+
+
+def test_program_tables_write_times_as_times_and_swept_keys_once(tmp_path, capsys):
+    (tmp_path / "p.py").write_text("def main(comm, args):\n    yield from comm.barrier()\n"
+                                   "    return {'elapsed_s': comm.now}\n")
+    raw = {"name": "prog", "topology": STAR, "workload": {"kind": "program", "program": "p.py", "args": {"x": 1}},
+           "sweep": {"workload.args.x": [1, 2]}}
+    code, out, _ = run(capsys, "run", write(tmp_path, raw))
+    assert code == 0
+    header = next(line for line in out.splitlines() if "workload.args.x" in line)
+    assert header.count("workload.args.x") == 1
+    assert "e-0" not in out and " us " in out
+
+
+def test_expectation_messages_write_sizes_exactly():
+    from mpisim.scenario.expect import format_value
+
+    assert format_value("bytes", 12289) == "12289 B" and format_value("bytes", 12288) == "12 KiB"

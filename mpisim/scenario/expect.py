@@ -32,6 +32,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from mpisim.engine.units import (
+    format_size,
     parse_bandwidth,
     parse_count,
     parse_size,
@@ -115,7 +116,8 @@ def format_value(key: str, value: Any) -> str:
     if kind == "time":
         return pretty_time(value)
     if kind == "size":
-        return pretty_size(value)
+        # Exact where rounding would hide the point: 12289 B is not "12.3 KB" next to 12288 B.
+        return format_size(int(value)) if float(value).is_integer() else pretty_size(value)
     if kind == "bandwidth":
         return pretty_bandwidth(value)
     return f"{value:.4g}" if isinstance(value, float) else str(value)
