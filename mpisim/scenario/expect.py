@@ -9,6 +9,8 @@ and a one-sentence ``detail``; ``mpisim run`` exits 1 when any entry fails. Entr
       - {metric: busbw_GBps, where: {bytes: 1 GiB}, min: 180}                 # a lower bound
       - {metric: iteration_time_s, max: 350 ms}                               # an upper bound
       - {metric: algorithm, where: {bytes: 8 B}, equals: recursive_doubling}  # what auto chose
+      - {metric: time_s, baseline: 7.33 ms, max_increase: 2%}                # a one-sided gate
+      - {metric: busbw_GBps, baseline: 180, max_decrease: 5%}                 # ... the other way
       - {verified: true}                   # every row's result matched numpy
       - {verified: true, where: {algorithm: ring}}
 
@@ -23,6 +25,10 @@ times (``2.16 s``, ``350 ms``), ``bytes`` and keys ending in ``_bytes`` are size
 keys ending in ``_GBps`` are plain numbers of GB/s as nccl-tests prints them. Other keys
 (``algorithm``, swept keys such as ``topology.nodes``) compare as written. ``rel`` is a fraction
 (``0.01``) or a percentage (``"1%"``); ``abs`` has the metric's unit.
+
+A gate is one-sided, as CI wants it: ``baseline`` with ``max_increase`` fails only when the
+metric grew by more than that fraction (a faster run passes), and says by how much, signed:
+``got 7.52 ms (+2.59% vs the baseline 7.33 ms; at most +2%)``.
 """
 
 from __future__ import annotations
@@ -45,7 +51,8 @@ from mpisim.errors import ConfigError
 from mpisim.scenario.model import Expectation
 
 CHECKS = ("approx", "max", "min", "equals")
-_METRIC_KEYS = ("metric", "where", *CHECKS, "rel", "abs")
+GATES = ("max_increase", "max_decrease")
+_METRIC_KEYS = ("metric", "where", *CHECKS, "rel", "abs", "baseline", *GATES)
 _VERIFIED_KEYS = ("verified", "where")
 #: Two numbers in a ``where`` are the same value if they agree to this relative tolerance.
 _WHERE_REL = 1e-9
@@ -172,6 +179,9 @@ def parse_expectation(entry: Any) -> Expectation:
         raise ConfigError("this key is required (the row key to check, e.g. time_s)", "metric")
     if not isinstance(metric, str) or not metric:
         raise ConfigError(f"expected a row key such as time_s, got {metric!r}", "metric")
+    gates = [g for g in GATES if g in entry]
+    if gates or "baseline" in entry:
+        return _parse_gate(entry, metric, gates)
     checks = [c for c in CHECKS if c in entry]
     if len(checks) != 1:
         found = f"got {', '.join(checks)}" if checks else "got none"
@@ -200,6 +210,26 @@ def parse_expectation(entry: Any) -> Expectation:
             if tol < 0:
                 raise ConfigError(f"abs must not be negative, got {entry['abs']!r}", "abs")
     return Expectation(check, metric, value, where, rel, tol)
+
+
+def _parse_gate(entry: Mapping[str, Any], metric: str, gates: list[str]) -> Expectation:
+    """``{metric, where, baseline: 7.33 ms, max_increase: 2%}``: the baseline, and the allowed change as ``rel``."""
+    if "baseline" not in entry:
+        raise ConfigError(f"{gates[0]} needs the value it is measured from: baseline (e.g. baseline: 7.33 ms)")
+    if len(gates) != 1:
+        raise ConfigError(f"give one of {', '.join(GATES)} with baseline; got {', '.join(gates) or 'none'}")
+    others = [k for k in (*CHECKS, "rel", "abs") if k in entry]
+    if others:
+        raise ConfigError(f"a gate (baseline + {gates[0]}) takes no {others[0]}", others[0])
+    try:
+        baseline = parse_value(metric, entry["baseline"], numeric=True)
+    except ConfigError as err:
+        raise _at(err, "baseline") from None
+    try:
+        change = _parse_rel(entry[gates[0]])
+    except ConfigError as err:
+        raise _at(err, gates[0]) from None
+    return Expectation(gates[0], metric, baseline, _parse_where(entry.get("where")), change, None)
 
 
 def _parse_rel(value: Any) -> float:
@@ -265,6 +295,9 @@ def _describe_expected(exp: Expectation) -> str:
     metric, shown = exp.metric, format_value(exp.metric, exp.value)
     if exp.check == "verified":
         text = "verified=true"
+    elif exp.check in GATES:
+        sign = "+" if exp.check == "max_increase" else "-"
+        text = f"{metric} at most {sign}{exp.rel * 100:g}% vs the baseline {shown}"
     elif exp.check == "approx":
         tolerances = []
         if exp.rel is not None:
@@ -309,6 +342,10 @@ def _passes(exp: Expectation, got: Any) -> bool:
         return got <= exp.value
     if exp.check == "min":
         return got >= exp.value
+    if exp.check == "max_increase":
+        return got <= exp.value * (1 + exp.rel) * (1 + 1e-12)
+    if exp.check == "max_decrease":
+        return got >= exp.value * (1 - exp.rel) * (1 - 1e-12)
     allowed = max(exp.rel * abs(exp.value) if exp.rel is not None else 0.0, exp.abs or 0.0)
     # The bound is inclusive, and 12 us - 11 us must count as 1 us despite binary rounding.
     return abs(got - exp.value) <= allowed * (1 + 1e-9)
@@ -318,9 +355,9 @@ def _badness(exp: Expectation, got: Any) -> float:
     """How far *got* is from passing (larger is worse), to pick the row a message names."""
     if not isinstance(got, int | float) or isinstance(got, bool):
         return math.inf
-    if exp.check == "max":
+    if exp.check in ("max", "max_increase"):
         return got - exp.value
-    if exp.check == "min":
+    if exp.check in ("min", "max_decrease"):
         return exp.value - got
     if exp.check == "approx":
         return abs(got - exp.value)
@@ -357,7 +394,7 @@ def evaluate(exp: Expectation, rows: Sequence[Mapping[str, Any]]) -> dict[str, A
     result["passed"] = not failing
     worst = max(failing or values, key=lambda v: _badness(exp, v))
     got = format_value(exp.metric, worst)
-    if exp.check == "approx" and isinstance(worst, int | float) and not isinstance(worst, bool):
+    if exp.check in ("approx", *GATES) and isinstance(worst, int | float) and not isinstance(worst, bool):
         got += _deviation(worst, exp.value)
     if len(values) > 1:
         got += f" (worst of {len(values)} rows" + (f", {len(failing)} failing)" if failing else ")")

@@ -677,6 +677,9 @@ def _dump_expectation(exp: Expectation) -> dict[str, Any]:
     out = {"metric": exp.metric}
     if exp.where:
         out["where"] = dict(exp.where)
+    if exp.check in expect_mod.GATES:
+        out.update({"baseline": exp.value, exp.check: exp.rel})
+        return out
     out[exp.check] = exp.value
     if exp.rel is not None:
         out["rel"] = exp.rel

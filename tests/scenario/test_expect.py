@@ -141,3 +141,37 @@ def test_malformed_entries_name_their_path(entry, path, message):
 def test_expect_must_be_a_list():
     with pytest.raises(ConfigError, match="expected a list of expectations"):
         parse_expectations({"verified": True})
+
+
+# --- one-sided gates ---------------------------------------------------------------------------
+
+RING_1_2GB = {"algorithm": "ring", "bytes": "1.2 GB"}
+
+
+@pytest.mark.parametrize(("baseline", "passed", "change"), [
+    ("2.2 s", True, "+0.455%"),    # 2.21 s: a little slower, within 2 %
+    ("2.1 s", False, "+5.24%"),    # 5 % slower: fails, and says by how much
+    ("3 s", True, "-26.3%"),       # much faster: a one-sided gate passes
+])
+def test_max_increase_is_one_sided_and_states_the_signed_change(baseline, passed, change):
+    result = check({"metric": "time_s", "where": RING_1_2GB, "baseline": baseline, "max_increase": "2%"})
+    assert result["passed"] is passed
+    assert f"expected time_s at most +2% vs the baseline {baseline}" in result["detail"]
+    assert f"got 2.21 s ({change})" in result["detail"]
+
+
+def test_max_decrease_guards_the_other_direction():
+    assert check({"metric": "algbw_GBps", "where": RING_1_2GB, "baseline": 0.55, "max_decrease": 0.05})["passed"]
+    result = check({"metric": "algbw_GBps", "where": RING_1_2GB, "baseline": 0.6, "max_decrease": 0.05})
+    assert not result["passed"] and "(-10%)" in result["detail"]
+
+
+@pytest.mark.parametrize(("entry", "text"), [
+    ({"metric": "time_s", "max_increase": "2%"}, "needs the value it is measured from: baseline"),
+    ({"metric": "time_s", "baseline": "1 s"}, "give one of max_increase, max_decrease"),
+    ({"metric": "time_s", "baseline": "1 s", "max_increase": "2%", "rel": 0.1}, "takes no rel"),
+    ({"metric": "time_s", "baseline": "1 s", "max_increase": "two"}, "relative tolerance"),
+])
+def test_gate_errors_say_what_is_missing(entry, text):
+    with pytest.raises(ConfigError, match=text):
+        parse_expectation(entry)
