@@ -349,3 +349,31 @@ def test_ring_allreduce_cuts_blocks_of_ceil_count_over_p():
 def test_auto_counts_elements_with_the_dtypes_size(dtype, count, expected):
     _, world = run_collective("allreduce/auto", [np.ones(count, dtype) for _ in range(8)], 8)
     assert {r.algorithm for r in world.tracer.collectives} == {expected}
+
+
+# --- bfloat16 and fp8 ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float8_e4m3fn", "float8_e5m2"])
+def test_low_precision_sums_round_at_every_step_of_the_algorithms_order(dtype):
+    """As NCCL's kernels do: each pairwise add is rounded to the narrow type, not accumulated in fp32."""
+    import mpisim.mpi.dtypes  # noqa: F401  (registers the ml_dtypes names with numpy)
+
+    rng = np.random.default_rng(3)
+    p = 4
+    xs = [rng.standard_normal(203).astype(np.dtype(dtype)) for _ in range(p)]
+    out, _ = run_collective("allreduce/ring", xs, p)
+    stepwise = ring_order_sum(xs)
+    assert stepwise.dtype == np.dtype(dtype)
+    for rank in range(p):
+        np.testing.assert_array_equal(as_array(out[rank]).view(np.uint8), stepwise.view(np.uint8))
+    once = sum(x.astype(np.float32) for x in xs).astype(np.dtype(dtype))  # fp32 accumulation, rounded once
+    assert not np.array_equal(stepwise.view(np.uint8), once.view(np.uint8))
+
+
+@pytest.mark.parametrize(("name", "itemsize"), [("bf16", 2), ("bfloat16", 2), ("float8_e4m3", 1), ("fp8_e5m2", 1)])
+def test_scenarios_accept_bf16_and_fp8(name, itemsize):
+    from mpisim.workloads.collective import parse
+
+    params = parse({"collective": "allreduce", "sizes": ["1 MiB"], "dtype": name})
+    assert np.dtype(params.dtype).itemsize == itemsize
