@@ -413,7 +413,7 @@ def _build(raw: Mapping[str, Any], file: str | None) -> Scenario:
         raise located(err, "topology") from None
     mpi = _resolve_mpi(preset_mpi, raw.get("mpi"), topology.name)
     network = _parse_network(raw.get("network"))
-    algorithms = _parse_algorithms(raw.get("algorithms"), topology.size)
+    algorithms = _parse_algorithms(raw.get("algorithms"), topology.size, topology.device)
     payload = _choice(_get(raw, "payload", DEFAULT_PAYLOAD), PAYLOADS, "payload")
     report = _parse_report(_get(raw, "report", {}))
     trace = _parse_trace(raw.get("trace"), report)
@@ -536,12 +536,21 @@ def _parse_network(raw: Any) -> NetworkSpec:
     return NetworkSpec(_choice(_get(raw, "model", DEFAULT_NETWORK_MODEL), model_names(), "network.model"))
 
 
-def _parse_algorithms(raw: Any, ranks: int) -> AlgorithmDefaults:
+def default_selector(device: str) -> str:
+    """The ``auto`` rule set when a scenario names none: NCCL's tuning where the ranks are GPUs, MPICH's elsewhere.
+
+    GPU teams run NCCL; a GPU cluster planned with MPICH's CPU rules would, for example, pick
+    Rabenseifner for a 300M-parameter sync on 1024 H100s, which no training job does.
+    """
+    return "nccl" if device == "gpu" else DEFAULT_SELECTOR
+
+
+def _parse_algorithms(raw: Any, ranks: int, device: str = "cpu") -> AlgorithmDefaults:
     if raw is None:
-        return AlgorithmDefaults()
+        return AlgorithmDefaults(selector=default_selector(device))
     raw = _mapping(raw, "algorithms", "{selector: mpich, allreduce: ring}")
     check_keys(raw, ("selector", *registry.COLLECTIVES), "algorithms")
-    selector = _choice(_get(raw, "selector", DEFAULT_SELECTOR), SELECTORS, "algorithms.selector")
+    selector = _choice(_get(raw, "selector", default_selector(device)), SELECTORS, "algorithms.selector")
     chosen = {}
     for collective in registry.COLLECTIVES:  # registry order, so equal inputs give equal dicts
         if collective not in raw:

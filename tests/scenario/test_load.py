@@ -283,3 +283,28 @@ def test_expect_failure_kinds():
     assert scenario(expect_failure="deadlock").expect_failure == "deadlock"
     with pytest.raises(ConfigError, match="expect_failure"):
         scenario(expect_failure="crash")
+
+
+@pytest.mark.parametrize(("topology", "algorithms", "selector"), [
+    ("dgx-a100", None, "nccl"),            # ranks are GPUs: NCCL's tuning
+    ("{preset: dgx-h100, nodes: 2}", None, "nccl"),
+    ("ib-hdr", None, "mpich"),             # CPU ranks: MPICH's rules
+    ("dgx-a100", "{selector: mpich}", "mpich"),  # what the scenario names wins
+    ("dgx-a100", "{allreduce: ring}", "nccl"),
+])
+def test_auto_follows_the_device_unless_the_scenario_names_a_rule_set(topology, algorithms, selector):
+    text = f"topology: {topology}\nworkload: {{kind: collective, collective: allreduce, sizes: [32 KiB]}}\n"
+    if algorithms:
+        text += f"algorithms: {algorithms}\n"
+    assert loads(text).algorithms.selector == selector
+
+
+def test_a_32_kib_allreduce_on_a_dgx_a100_costs_what_nccl_measures():
+    """Row C1: NCCL measures 43.8 us at 32 KiB on one DGX A100; the MPI rules gave 18.8 us."""
+    from mpisim.scenario import run_scenario
+
+    scenario = loads("topology: {preset: dgx-a100, nodes: 1}\npayload: size\n"
+                     "workload: {kind: collective, collective: allreduce, sizes: [32 KiB]}\n")
+    (row,) = run_scenario(scenario).rows
+    assert row["algorithm"].startswith("nccl") or row["algorithm"] == "nvls"
+    assert row["time_s"] == pytest.approx(43.8e-6, rel=0.05)
