@@ -160,6 +160,9 @@ class RunCommand(Command):
             out.write(json.dumps(result.contract(__version__), indent=2, sort_keys=True, allow_nan=False) + "\n")
         else:
             print_result(result, out)
+        trace_notes = [note for note in result.notes if "--set trace." in note]
+        if trace_notes:  # once per run, on stderr too: a report without timelines should not surprise
+            err.write(f"note: {trace_notes[0]}\n")
         if result.failure is not None:
             err.write(f"expected failure ({result.failure['kind']}):\n{result.failure['message']}\n")
         for exp in result.failed_expectations:

@@ -25,7 +25,13 @@ class Tracer:
         links: bool = False,
         log: TextIO | None = None,
         now: Callable[[], float] | None = None,
+        budget: int | None = None,
     ) -> None:
+        #: At most this many message and span records each; past it both stop and are dropped
+        #: (counters stay exact), so memory stays bounded on runs nobody asked to trace in full.
+        self.budget = budget
+        #: True once the budget was exceeded and the records were dropped.
+        self.over_budget = False
         self.record_messages = messages
         self.record_spans = spans
         self.record_links = links
@@ -44,6 +50,8 @@ class Tracer:
         self.message_bytes += record.nbytes
         if self.record_messages:
             self.messages.append(record)
+            if self.budget is not None and len(self.messages) > self.budget:
+                self._drop_records()
 
     def count_message(self, nbytes: int) -> None:
         """Count a finished message whose record is not kept (``record_messages`` is off)."""
@@ -54,6 +62,15 @@ class Tracer:
         """Keep a rank activity span if spans are recorded (zero-length spans are dropped)."""
         if self.record_spans and record.t_end > record.t_start:
             self.spans.append(record)
+            if self.budget is not None and len(self.spans) > self.budget:
+                self._drop_records()
+
+    def _drop_records(self) -> None:
+        """Over budget: stop keeping message and span records and drop those kept (a partial timeline misleads)."""
+        self.over_budget = True
+        self.record_messages = self.record_spans = False
+        self.messages.clear()
+        self.spans.clear()
 
     def collective(self, record: CollectiveRecord) -> None:
         """Keep a collective record (always: they are few and carry the headline times)."""

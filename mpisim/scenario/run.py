@@ -56,6 +56,9 @@ ProgressFn = Callable[[int, int], None]
 
 #: Worlds with more ranks than this keep no message or span records unless the scenario asks.
 LARGE_WORLD_RANKS = 256
+#: Message (and span) records a world keeps by default, about 200 MB of them: beyond, they are
+#: dropped and the run says so (a 1 GiB nccl_ring over 16 DGX nodes makes millions of slices).
+RECORD_BUDGET = 1_000_000
 
 
 def failure_kind(err: MPIError) -> str:
@@ -118,7 +121,9 @@ def new_world_factory(scenario: Scenario, log: TextIO | None = None,
     def new_world() -> World:
         topology = build_topology(scenario.topology)
         messages, spans = trace_records(scenario, topology.size)
-        tracer = Tracer(messages=messages, spans=spans, links=scenario.trace.links, log=log)
+        explicit = _explicit_trace_keys(scenario)
+        budget = None if explicit & {"messages", "spans"} else RECORD_BUDGET
+        tracer = Tracer(messages=messages, spans=spans, links=scenario.trace.links, log=log, budget=budget)
         sim = Simulation(scenario, seed=scenario.seed, tracer=tracer)
         network = make_model(scenario.network.model, sim, topology)
         world = World(
@@ -159,6 +164,9 @@ def trace_records(scenario: Scenario, ranks: int) -> tuple[bool, bool]:
 def _trace_note(scenario: Scenario, worlds: list[World]) -> str | None:
     """Say that large worlds dropped records the scenario did not ask about, and how to keep them."""
     largest = max((world.size for world in worlds), default=0)
+    if any(world.tracer.over_budget for world in worlds):
+        return (f"message and span records dropped where a world made more than {RECORD_BUDGET:,} of them "
+                "(counters stay exact); to keep them all use --set trace.messages=true --set trace.spans=true")
     if largest <= LARGE_WORLD_RANKS:
         return None
     explicit = _explicit_trace_keys(scenario)

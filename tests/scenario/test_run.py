@@ -223,3 +223,18 @@ def test_large_worlds_keep_no_message_or_span_records_unless_asked(monkeypatch):
     monkeypatch.setattr(run_module, "LARGE_WORLD_RANKS", 2)
     small = run_scenario(scenario())
     assert small.records[1].messages and not small.notes, "the threshold is 'more than'"
+
+
+def test_records_past_the_budget_are_dropped_and_the_run_says_so(monkeypatch):
+    """Memory stays bounded on big runs nobody asked to trace: counters exact, records dropped, a note."""
+    import mpisim.scenario.run as run_module
+
+    monkeypatch.setattr(run_module, "RECORD_BUDGET", 3)
+    raw = {"workload": {"kind": "collective", "collective": "allreduce", "algorithm": "ring", "sizes": ["64 KiB"]},
+           "topology": {**STAR, "nodes": 8}, "payload": "size"}
+    result = run_scenario(scenario(**raw))
+    (world,) = result.records
+    assert world.messages == [] and world.message_count == 8 * 2 * 7
+    assert any("records dropped where a world made more than 3" in note for note in result.notes)
+    kept = run_scenario(scenario(**raw, trace={"messages": True, "spans": True}))
+    assert len(kept.records[0].messages) == 8 * 2 * 7  # asked for: kept, budget or not
