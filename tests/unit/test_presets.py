@@ -229,3 +229,15 @@ def test_dgx_nics_follow_the_effective_per_nic_figures():
         route = build_topology(spec).route(3, 8 + 3)  # same rail on two nodes
         assert route.bottleneck == pytest.approx(per_nic, rel=0.001)
         assert spec.inter.nics == spec.ranks_per_node == 8
+
+
+def test_2026_dgx_presets_differ_from_h100_where_the_hardware_does():
+    """H200 keeps H100's NVLink4 and NICs; B200's NVLink5 doubles the per-GPU rate, the NICs stay 400 Gb/s."""
+    def links(name):
+        spec, _ = resolve_topology(name)
+        topology = build_topology(spec)
+        return topology.route(0, 7).bottleneck, topology.route(3, 8 + 3).bottleneck
+
+    h100, h200, b200 = links("dgx-h100"), links("dgx-h200"), links("dgx-b200")
+    assert h200 == h100
+    assert b200[0] == pytest.approx(2 * h100[0]) and b200[1] == h100[1]
