@@ -335,6 +335,9 @@ class ExplainCommand(Command):
                             help="a topology preset (see 'mpisim list topologies') or an inline YAML mapping")
         parser.add_argument("--network", choices=("analytic", "fairshare"), default=None,
                             help="network model (default: explain's teaching network, see 'Network:' in its output)")
+        parser.add_argument("--ports", type=int, default=None, metavar="N",
+                            help="messages a rank may send (and receive) at once; 1 is the textbooks' single-port "
+                                 "network (default: no limit)")
         parser.add_argument("-o", "--output", metavar="DIR", help="also write a diagram PNG to DIR")
 
     def run(self, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
@@ -346,7 +349,7 @@ class ExplainCommand(Command):
 
             topology = read_yaml(topology, "--topology")
         ex = explain(args.collective, args.algorithm, args.ranks, count=args.count, topology=topology,
-                     network=args.network, root=args.root)
+                     network=args.network, root=args.root, ports=args.ports)
         out.write(format_explanation(ex))
         if args.output:
             try:

@@ -57,8 +57,8 @@ def model_names() -> list[str]:
     return sorted(_MODELS)
 
 
-def make_model(name: str, sim: Simulation, topology: Topology) -> NetworkModel:
-    """Instantiate the network model registered as *name*.
+def make_model(name: str, sim: Simulation, topology: Topology, ports: int | None = None) -> NetworkModel:
+    """Instantiate the network model registered as *name*, limited to *ports* messages per rank if given.
 
     Raises ``KeyError`` naming the known models if *name* is not registered.
     """
@@ -67,7 +67,12 @@ def make_model(name: str, sim: Simulation, topology: Topology) -> NetworkModel:
         factory = _MODELS[name]
     except KeyError:
         raise KeyError(f"unknown network model {name!r}; known: {', '.join(sorted(_MODELS))}") from None
-    return factory(sim, topology)
+    model = factory(sim, topology)
+    if ports is None:
+        return model
+    from mpisim.network.ports import PortLimitedNetwork
+
+    return PortLimitedNetwork(model, ports)
 
 
 def _load_builtin_models() -> None:

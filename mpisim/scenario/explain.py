@@ -84,9 +84,13 @@ DEFAULT_TOPOLOGY = {"kind": "full", "bandwidth": "1 GB/s", "latency": "1 us"}
 DEFAULT_NETWORK_MODEL = "analytic"
 
 
-def _network_raw(topology: str | dict[str, Any] | None, network: str | None, p: int) -> dict[str, Any]:
+def _network_raw(topology: str | dict[str, Any] | None, network: str | None, p: int,
+                 ports: int | None = None) -> dict[str, Any]:
     """Return the scenario keys ``topology`` and ``network`` of an explanation on *p* ranks."""
-    return {"topology": _topology_raw(topology, p), "network": {"model": network or DEFAULT_NETWORK_MODEL}}
+    spec: dict[str, Any] = {"model": network or DEFAULT_NETWORK_MODEL}
+    if ports is not None:
+        spec["ports"] = ports
+    return {"topology": _topology_raw(topology, p), "network": spec}
 
 
 @dataclass(frozen=True)
@@ -623,11 +627,12 @@ def _run(world: _ObservedWorld, collective: str, algorithm: str, inputs: list[np
 
 def explain(collective: str, algorithm: str, ranks: int = 4, *, count: int | None = None,
             topology: str | dict[str, Any] | None = None, network: str | None = None, root: int = 0,
-            segment: int | None = None) -> Explanation:
+            segment: int | None = None, ports: int | None = None) -> Explanation:
     """Run *algorithm* of *collective* on *ranks* ranks with small arrays and return the explanation.
 
     *count* is the number of elements each rank passes (default: *ranks*, so a block is one
-    element). *network* defaults to :data:`DEFAULT_NETWORK_MODEL`. A segmented algorithm
+    element). *network* defaults to :data:`DEFAULT_NETWORK_MODEL`; *ports* limits the messages a
+    rank sends (and receives) at once (``1``: the textbooks' single-port network). A segmented algorithm
     (:data:`SEGMENTED`) runs with segments of *segment* bytes, by default a size that cuts the
     buffer into several segments (:func:`chosen_segment`), so the pipeline shows. Raises
     ConfigError for an unknown algorithm, a rank count it cannot run on, or a bad topology.
@@ -652,7 +657,7 @@ def explain(collective: str, algorithm: str, ranks: int = 4, *, count: int | Non
         segment = chosen_segment(collective, algorithm, count)
     raw = {
         "name": f"explain-{collective}-{algorithm}",
-        **_network_raw(topology, network, ranks),
+        **_network_raw(topology, network, ranks, ports),
         "payload": "data",
         "workload": {"kind": "collective", "collective": collective, "algorithm": algorithm},
     }
@@ -665,7 +670,7 @@ def explain(collective: str, algorithm: str, ranks: int = 4, *, count: int | Non
     def new_world() -> _ObservedWorld:
         sim = Simulation(scenario, seed=scenario.seed, tracer=Tracer(messages=True, spans=True))
         topo = build_topology(scenario.topology)
-        return _ObservedWorld(sim, topo, make_model(scenario.network.model, sim, topo), scenario.mpi)
+        return _ObservedWorld(sim, topo, make_model(scenario.network.model, sim, topo, scenario.network.ports), scenario.mpi)
 
     with segment_size(collective, algorithm, segment):
         return _explain(collective, algo, ranks, count, topology, root, scenario, new_world, segment)

@@ -36,7 +36,14 @@ import yaml
 import mpisim.collectives
 import mpisim.workloads  # noqa: F401  (importing registers the workload kinds)
 from mpisim.collectives import registry
-from mpisim.engine.units import parse_bandwidth, parse_per_byte, parse_size, parse_time, si_numbers
+from mpisim.engine.units import (
+    parse_bandwidth,
+    parse_per_byte,
+    parse_size,
+    parse_time,
+    parse_whole,
+    si_numbers,
+)
 from mpisim.errors import ConfigError
 from mpisim.mpi.config import MpiConfig
 from mpisim.mpi.ops import get_op
@@ -532,8 +539,17 @@ def _parse_network(raw: Any) -> NetworkSpec:
     if isinstance(raw, str):  # shorthand: network: analytic
         raw = {"model": raw}
     raw = _mapping(raw, "network", "{model: fairshare}")
-    check_keys(raw, ("model",), "network")
-    return NetworkSpec(_choice(_get(raw, "model", DEFAULT_NETWORK_MODEL), model_names(), "network.model"))
+    check_keys(raw, ("model", "ports"), "network")
+    model = _choice(_get(raw, "model", DEFAULT_NETWORK_MODEL), model_names(), "network.model")
+    ports = raw.get("ports")
+    if ports is not None:
+        try:
+            ports = parse_whole(ports, maximum=1_000_000)
+        except ConfigError as err:
+            raise err.at("network.ports") from None
+        if ports < 1:
+            raise ConfigError(f"at least 1 message at a time, got {ports}", "network.ports")
+    return NetworkSpec(model, ports)
 
 
 def default_selector(device: str) -> str:
@@ -707,7 +723,8 @@ def dump(scenario: Scenario) -> dict[str, Any]:
         "description": scenario.description,
         "seed": scenario.seed,
         "topology": scenario.topology.to_dict(),
-        "network": {"model": scenario.network.model},
+        "network": {"model": scenario.network.model,
+                    **({"ports": scenario.network.ports} if scenario.network.ports is not None else {})},
         "mpi": _dump_mpi(scenario.mpi),
         "algorithms": {"selector": scenario.algorithms.selector, **scenario.algorithms.per_collective},
         "payload": scenario.payload,

@@ -86,6 +86,9 @@ class NetworkSpec:
     """Which network model moves the bytes: ``fairshare`` (contention) or ``analytic`` (none)."""
 
     model: str = DEFAULT_NETWORK_MODEL
+    #: Messages a rank may send (and receive) at once; None: no limit. ``ports: 1`` is the
+    #: textbooks' single-port network (see mpisim.network.ports).
+    ports: int | None = None
 
 
 @dataclass(frozen=True)

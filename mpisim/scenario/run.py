@@ -125,7 +125,7 @@ def new_world_factory(scenario: Scenario, log: TextIO | None = None,
         budget = None if explicit & {"messages", "spans"} else RECORD_BUDGET
         tracer = Tracer(messages=messages, spans=spans, links=scenario.trace.links, log=log, budget=budget)
         sim = Simulation(scenario, seed=scenario.seed, tracer=tracer)
-        network = make_model(scenario.network.model, sim, topology)
+        network = make_model(scenario.network.model, sim, topology, scenario.network.ports)
         world = World(
             sim,
             topology,

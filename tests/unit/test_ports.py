@@ -1,0 +1,56 @@
+"""``network: {ports: 1}``: the textbooks' single-port network, where the closed forms count rounds."""
+
+from __future__ import annotations
+
+import pytest
+
+from mpisim.collectives import registry
+from mpisim.errors import ConfigError
+from mpisim.scenario import load, loads, run_scenario
+from mpisim.scenario.explain import explain
+
+ALPHA, BETA = 1.5e-6, 1e-9
+
+
+def simulate(collective: str, algorithm: str, p: int, nbytes: int, ports: int | None) -> float:
+    network = {"model": "analytic", **({"ports": ports} if ports else {})}
+    raw = {"units": "SI", "topology": {"nodes": p, "inter": {"kind": "full", "bandwidth": 1 / BETA, "latency": ALPHA}},
+           "network": network, "mpi": {"eager_limit": 10**18}, "payload": "size",
+           "workload": {"kind": "collective", "collective": collective, "algorithm": algorithm, "sizes": [nbytes]}}
+    return run_scenario(load(raw)).rows[0]["time_s"]
+
+
+@pytest.mark.parametrize(("collective", "algorithm", "p"), [
+    ("bcast", "linear", 12),              # the root's p-1 sends one after another
+    ("bcast", "binomial", 8),             # lg p rounds
+    ("allreduce", "parameter_server", 6),
+    ("allreduce", "ring", 5),
+    ("alltoall", "pairwise", 6),
+    ("gather", "linear", 7),
+])
+def test_on_one_port_the_simulation_is_the_textbook_formula(collective, algorithm, p):
+    nbytes = p * 2**14 * 4 * (p if collective == "gather" else 1)
+    algo = registry.get(collective, algorithm)
+    assert simulate(collective, algorithm, p, nbytes, ports=1) == pytest.approx(
+        algo.cost(p, nbytes, ALPHA, BETA, 0.0), rel=1e-9)
+
+
+def test_without_the_limit_a_linear_bcast_overlaps_its_sends():
+    one_port = simulate("bcast", "linear", 12, 65536, ports=1)
+    many = simulate("bcast", "linear", 12, 65536, ports=None)
+    assert many < one_port / 5
+    # Two ports: 11 sends in 6 rounds of two (each pair has its own link on this network).
+    assert simulate("bcast", "linear", 12, 65536, ports=2) == pytest.approx(one_port * 6 / 11, rel=1e-9)
+
+
+def test_explain_takes_ports_and_then_equals_the_formula():
+    ex = explain("bcast", "linear", 12, ports=1)
+    assert ex.simulated_s == pytest.approx(ex.model_s, rel=1e-9)
+    assert explain("bcast", "linear", 12).simulated_s < ex.model_s / 5
+
+
+@pytest.mark.parametrize("ports", [0, -1, "one", 1.5])
+def test_ports_must_be_a_positive_whole_number(ports):
+    with pytest.raises(ConfigError, match=r"network\.ports"):
+        loads(f"topology: ib-hdr\nnetwork: {{ports: {ports}}}\n"
+              "workload: {kind: collective, collective: allreduce, sizes: [1 KiB]}\n")
