@@ -21,6 +21,16 @@ waits for the receiver. A message sent through ``comm.with_wire(wire)`` belongs 
 collective library instead: no eager/rendezvous choice, no CPU overheads or copies, but its
 protocol's latency and bandwidth share (:mod:`mpisim.mpi.wire`).
 
+**Connections.** A GPU library's messages from one rank to another on one channel (same
+communicator and tag) travel through one connection, in order: a message's bytes start to
+move only when the previous message's bytes have landed, as on one queue pair or one NVLink
+buffer. The sender does not wait (its send is complete at once), so the next message's
+latency runs while the previous one's bytes are still moving; only the bandwidth phases are
+serial. Without this a sender running ahead of a slow link would have several of its own
+messages share that link at once, each finishing later than first-come order would let it
+(processor sharing), and the ring's steps downstream would jitter with every small change of
+bandwidth.
+
 **Matching** follows the MPI standard: a receive matches a message with the same context
 (communicator), and the same source and tag unless it uses ``ANY_SOURCE``/``ANY_TAG``.
 Messages between one pair of ranks are *non-overtaking*: they are offered to matching in the
@@ -185,6 +195,9 @@ class World:
         self.mailboxes = [Mailbox() for _ in range(self.size)]
         self.states = [RankState() for _ in range(self.size)]
         self._send_seq: dict[tuple[int, int], int] = {}
+        #: GPU-library connections with bytes in flight: (src, dst, context, tag) -> messages
+        #: waiting behind them, each with the instant its latency began (see "Connections").
+        self._connections: dict[tuple[int, int, int, int], list[tuple[Message, float]]] = {}
         self._contexts: dict[tuple, int] = {}
         self._next_context = 2  # 0 and 1 belong to COMM_WORLD (point-to-point, collectives)
         self._collective_calls: dict[tuple[int, int], tuple[str, int, int]] = {}
@@ -200,8 +213,7 @@ class World:
             self.env, "call_soon", self._urgent_call)
         self._world_comms: list[Comm] | None = None
         #: Start a transfer and call ``fn(arg)`` when it has arrived; True if it was over at once.
-        self._post: Callable[[int, int, int, Callable[[Any], None], Any], bool] = getattr(
-            network, "post", self._post_via_transfer)
+        self._post: Callable[..., bool] = getattr(network, "post", self._post_via_transfer)
 
     # ------------------------------------------------------------------ communicators
 
@@ -374,10 +386,31 @@ class World:
             self._arrive(msg)
 
     def _inject_wire(self, msg: Message) -> None:
-        msg.t_data = self.env.now
+        msg.t_data = self.env._now
+        key = (msg.src, msg.dst, msg.context, msg.tag)
+        waiting = self._connections.get(key)
+        if waiting is not None:
+            waiting.append((msg, msg.t_data))  # bytes still moving on this connection: queue
+            return
+        self._connections[key] = []
+        self._post_wire(msg, None)
+
+    def _post_wire(self, msg: Message, latency: float | None) -> None:
         nbytes = msg.wire.wire_bytes(msg.nbytes, self.topology.path_kind(msg.src, msg.dst))  # type: ignore[union-attr]
-        if self._post(msg.src, msg.dst, nbytes, self._arrive, msg):
-            self._arrive(msg)
+        if self._post(msg.src, msg.dst, nbytes, self._wire_landed, msg, latency):
+            self._wire_landed(msg)
+
+    def _wire_landed(self, msg: Message) -> None:
+        key = (msg.src, msg.dst, msg.context, msg.tag)
+        waiting = self._connections[key]
+        if waiting:
+            # The next message's latency began when it was injected; only what is left of it remains.
+            nxt, t_ready = waiting.pop(0)
+            remaining = t_ready + self.topology.route(nxt.src, nxt.dst).latency - self.env._now
+            self._post_wire(nxt, max(0.0, remaining))
+        else:
+            del self._connections[key]
+        self._arrive(msg)
 
     def _rts_arrived(self, msg: Message) -> None:
         if self.tracer.record_spans:
@@ -425,8 +458,9 @@ class World:
         """``call_soon`` on an environment without one: an URGENT event now."""
         Call(self.env, fn, arg, priority=URGENT)
 
-    def _post_via_transfer(self, src: int, dst: int, nbytes: int, fn: Callable[[Any], None] | None, arg: Any) -> bool:
-        """``post`` for a network model that only has the ``transfer`` generator."""
+    def _post_via_transfer(self, src: int, dst: int, nbytes: int, fn: Callable[[Any], None] | None, arg: Any,
+                           latency: float | None = None) -> bool:
+        """``post`` for a network model that only has the ``transfer`` generator (which pays its own latency)."""
         transfer = self.network.transfer(src, dst, nbytes)
         try:
             event = next(transfer)

@@ -64,12 +64,13 @@ class _Delivery:
     _ok = True
     _value = None
 
-    def __init__(self, net: AnalyticNetwork, route: Route, nbytes: int, fn: Callable[[Any], None], arg: Any) -> None:
+    def __init__(self, net: AnalyticNetwork, route: Route, nbytes: int, fn: Callable[[Any], None], arg: Any,
+                 latency: float) -> None:
         env = net.env
         self.callbacks = net._deliver_cbs
         self.route, self.nbytes, self.fn, self.arg = route, nbytes, fn, arg
-        self.t_data = env._now + route.latency
-        heappush(env._queue, (env._now + (route.latency + nbytes / route.bottleneck), NORMAL, next(env._eid), self))
+        self.t_data = env._now + latency
+        heappush(env._queue, (env._now + (latency + nbytes / route.bottleneck), NORMAL, next(env._eid), self))
 
 
 @register_model("analytic")
@@ -105,19 +106,21 @@ class AnalyticNetwork:
         yield self.env.timeout(route.latency + nbytes / route.bottleneck)
         self._arrived(route, nbytes, t_data)
 
-    def post(self, src: int, dst: int, nbytes: int, fn: Callable[[Any], None] | None, arg: Any) -> bool:
+    def post(self, src: int, dst: int, nbytes: int, fn: Callable[[Any], None] | None, arg: Any,
+             latency: float | None = None) -> bool:
         """Start the same transfer as :meth:`transfer` and call ``fn(arg)`` when it has arrived.
 
         Returns True, without calling *fn*, when the transfer is over at once (a rank sending
         to itself); the caller then goes on by itself, as a generator would not have yielded.
         *fn* may be None for a transfer nobody waits for (it still loads the network).
+        *latency*, if given, replaces the route's (what is left of it for a held-back transfer).
         """
         if src == dst:
             return True
         route = self.topology.route(src, dst)
         if not route.links:
             return True
-        _Delivery(self, route, nbytes, fn, arg)
+        _Delivery(self, route, nbytes, fn, arg, route.latency if latency is None else latency)
         return False
 
     def _deliver(self, delivery: _Delivery) -> None:

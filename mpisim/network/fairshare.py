@@ -165,11 +165,12 @@ class _InFlight:
     _ok = True
     _value = None
 
-    def __init__(self, net: FairShareNetwork, route: Route, nbytes: int, fn: Callable[[Any], None], arg: Any) -> None:
+    def __init__(self, net: FairShareNetwork, route: Route, nbytes: int, fn: Callable[[Any], None], arg: Any,
+                 latency: float) -> None:
         self.callbacks = net._latency_over_cbs
         self.route, self.nbytes, self.fn, self.arg = route, nbytes, fn, arg
         env = net.env
-        heappush(env._queue, (env._now + route.latency, NORMAL, next(env._eid), self))
+        heappush(env._queue, (env._now + latency, NORMAL, next(env._eid), self))
 
 
 #: The version field of a heap entry that holds a group of flows finishing together.
@@ -268,10 +269,13 @@ class FairShareNetwork:
         self._start_flow(route, nbytes, done, None, None)
         yield done
 
-    def post(self, src: int, dst: int, nbytes: int, fn: Callable[[Any], None] | None, arg: Any) -> bool:
+    def post(self, src: int, dst: int, nbytes: int, fn: Callable[[Any], None] | None, arg: Any,
+             latency: float | None = None) -> bool:
         """Start the same transfer as :meth:`transfer` and call ``fn(arg)`` when it has arrived.
 
-        *fn* may be None for a transfer nobody waits for (it still shares the links).
+        *fn* may be None for a transfer nobody waits for (it still shares the links). *latency*,
+        if given, replaces the route's: the part of it still to pass for a transfer that was
+        held back after its latency had begun (a connection's queue, see mpisim.mpi.world).
 
         Returns True, without calling *fn*, when the transfer is over at once (a rank sending
         to itself, or a zero-byte transfer on a route without latency); the caller then goes
@@ -282,16 +286,17 @@ class FairShareNetwork:
         route = self._route_cache.get((src, dst)) or self.topology.route(src, dst)
         if not route.links:
             return True
-        if route.latency > 0:
+        if latency is None:
+            latency = route.latency
+        if latency > 0:
             if nbytes <= 0:
-                _InFlight(self, route, nbytes, fn, arg)  # its arrival is what the caller waits for
+                _InFlight(self, route, nbytes, fn, arg, latency)  # its arrival is what the caller waits for
                 return False
             # NOTE: transfers whose first byte arrives at the same instant share one event. Only
             # the order in which they become flows is observable (it numbers them), and that is
             # the order of posting either way.
             # NOTE: the flow is created now and numbered when it starts (_first_bytes_cb).
             env = self.env
-            latency = route.latency
             t_first = env._now + latency
             batch = self._first_bytes.get(t_first)
             if batch is None:

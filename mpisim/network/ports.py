@@ -36,7 +36,7 @@ class PortLimitedNetwork:
         self.topology = inner.topology
         self._sending: dict[int, int] = {}
         self._receiving: dict[int, int] = {}
-        self._waiting: deque[tuple[int, int, int, Callable[[Any], None] | None, Any]] = deque()
+        self._waiting: deque[tuple[int, int, int, Callable[[Any], None] | None, Any, float | None]] = deque()
 
     def __getattr__(self, name: str) -> Any:
         # Statistics and the like (link_stats, transfers) are the wrapped model's.
@@ -45,14 +45,15 @@ class PortLimitedNetwork:
     def _free(self, src: int, dst: int) -> bool:
         return self._sending.get(src, 0) < self.ports and self._receiving.get(dst, 0) < self.ports
 
-    def post(self, src: int, dst: int, nbytes: int, fn: Callable[[Any], None] | None, arg: Any) -> bool:
+    def post(self, src: int, dst: int, nbytes: int, fn: Callable[[Any], None] | None, arg: Any,
+             latency: float | None = None) -> bool:
         """As the wrapped model's ``post``, once a send port at *src* and a receive port at *dst* are free."""
         if src == dst:
-            return self.inner.post(src, dst, nbytes, fn, arg)  # type: ignore[attr-defined]
+            return self.inner.post(src, dst, nbytes, fn, arg, latency)  # type: ignore[attr-defined]
         if not self._free(src, dst) or self._queued_behind(src, dst):
-            self._waiting.append((src, dst, nbytes, fn, arg))
+            self._waiting.append((src, dst, nbytes, fn, arg, latency))
             return False
-        return self._start(src, dst, nbytes, fn, arg)
+        return self._start(src, dst, nbytes, fn, arg, latency)
 
     def _queued_behind(self, src: int, dst: int) -> bool:
         """True if an earlier transfer waits for this one's send or receive port: each port serves in order."""
@@ -64,10 +65,11 @@ class PortLimitedNetwork:
         if not self.post(src, dst, nbytes, lambda _: done.succeed(), None):
             yield done
 
-    def _start(self, src: int, dst: int, nbytes: int, fn: Callable[[Any], None] | None, arg: Any) -> bool:
+    def _start(self, src: int, dst: int, nbytes: int, fn: Callable[[Any], None] | None, arg: Any,
+               latency: float | None) -> bool:
         self._sending[src] = self._sending.get(src, 0) + 1
         self._receiving[dst] = self._receiving.get(dst, 0) + 1
-        if self.inner.post(src, dst, nbytes, self._finished, (src, dst, fn, arg)):  # type: ignore[attr-defined]
+        if self.inner.post(src, dst, nbytes, self._finished, (src, dst, fn, arg), latency):  # type: ignore[attr-defined]
             self._release(src, dst)  # over at once: the ports were never really busy
             return True
         return False
@@ -85,12 +87,12 @@ class PortLimitedNetwork:
 
     def _admit(self) -> None:
         """Start every waiting transfer whose ports are now free, in the order they were posted."""
-        still: deque[tuple[int, int, int, Callable[[Any], None] | None, Any]] = deque()
+        still: deque[tuple[int, int, int, Callable[[Any], None] | None, Any, float | None]] = deque()
         while self._waiting:
-            src, dst, nbytes, fn, arg = self._waiting.popleft()
+            src, dst, nbytes, fn, arg, latency = self._waiting.popleft()
             if not self._free(src, dst) or any(s == src or d == dst for s, d, *_ in still):
-                still.append((src, dst, nbytes, fn, arg))  # its ports are busy, or owed to an earlier one
+                still.append((src, dst, nbytes, fn, arg, latency))  # its ports are busy, or owed to an earlier one
                 continue
-            if self._start(src, dst, nbytes, fn, arg) and fn is not None:
+            if self._start(src, dst, nbytes, fn, arg, latency) and fn is not None:
                 fn(arg)  # over at once, but its poster was told to wait: tell it now
         self._waiting = still
