@@ -360,9 +360,13 @@ def double_binary_tree(p: int, r: int) -> list[tuple[int | None, list[int]]]:
     return [binary_tree(p, r), (None if parent is None else back(parent), [back(c) for c in children])]
 
 
+#: Trees that may run at once between two ranks (NCCL-style channels run two trees each).
+MAX_TREES = 64
+
+
 def _tag(tree: int, phase: int, j: int, is_credit: bool = False) -> int:
     """Tag of segment j's data (or credit) in one tree and phase: distinct for every stream between two ranks."""
-    return ((j * 2 + tree) * 2 + phase) * 2 + is_credit
+    return ((j * MAX_TREES + tree) * 2 + phase) * 2 + is_credit
 
 
 def _send_credited(comm: Comm, seg: Payload, dests: list[int], tree: int, phase: int, j: int,

@@ -32,20 +32,25 @@ the launch.
     node through a different NIC, so all NICs carry traffic at once (NCCL's channels); the
     vector is split between the channels. Ranks of a node are consecutive in every ring.
 ``nccl_tree``
-    NCCL's tree: a chain through the ranks of each node, and a double binary tree
-    (:func:`~mpisim.collectives.allreduce.double_binary_tree`) between the nodes' heads. It
-    crosses the network 2 lg(nodes) times in sequence where the ring does 2(nodes - 1), so it
-    wins for small vectors on many nodes; pipelined in segments.
+    NCCL's tree, on the same channels: in channel c a chain through the ranks of each node
+    from local rank c, and a double binary tree
+    (:func:`~mpisim.collectives.allreduce.double_binary_tree`) between the nodes' heads, so
+    each channel crosses the network through its own NIC. It crosses the network 2 lg(nodes)
+    times in sequence where the ring does 2(nodes - 1), so it wins for small vectors on many
+    nodes; pipelined in segments.
 ``nvls``
-    In-switch reduction: every rank sends block j of its vector to rank j through the switch,
-    which adds the p contributions on the way (NVLS ``multimem.ld_reduce``); each rank then
-    stores its reduced block once and the switch multicasts it to all (``multimem.st``). Each
-    GPU port carries n(p+1)/p bytes each way instead of the ring's 2n(p-1)/p. The messages are
-    the direct exchange (blocks to their owners, results to everyone); on a switch with
+    In-switch reduction: every rank sends block j of its vector to local rank j of its node
+    through the switch, which adds the contributions on the way (NVLS ``multimem.ld_reduce``);
+    each rank then stores its reduced block once and the switch multicasts it to the node
+    (``multimem.st``). Each GPU port carries n(q+1)/q bytes each way instead of the ring's
+    2n(q-1)/q (q ranks per node). The messages are the direct exchange; on a switch with
     ``in_switch_reduction`` they ride the NVLS protocol, whose bandwidth share is scaled by
-    2(p-1)/(p+1) so that each port is charged the in-switch byte count. Without
-    ``in_switch_reduction`` the same messages travel as Simple-protocol messages: the direct
-    exchange, with no switch help (the ``nccl`` selector never picks it there).
+    2(q-1)/(q+1) so that each port is charged the in-switch byte count. Across nodes it is
+    NCCL's NVLS + tree: between the two in-node phases, local rank j of every node allreduces
+    its block over a double binary tree on rail j (Simple protocol), so every NIC carries
+    n/q each way. Without ``in_switch_reduction`` the same direct exchange runs over all
+    ranks as Simple-protocol messages, with no switch help (the ``nccl`` selector never picks
+    it there).
 
 **The tuner.** Each algorithm picks its protocol per call the way NCCL's tuner does: the one
 whose predicted time is least (:func:`tune`). Predictions are closed forms over the same
@@ -141,22 +146,36 @@ def protocols(spec: TopologySpec) -> dict[str, Protocol]:
     return out
 
 
-def in_switch_reduction(comm: Comm) -> bool:
-    """True if all of *comm*'s ranks share one node whose NVSwitch reduces in the switch (NVLS)."""
+def nvls_groups(comm: Comm) -> list[list[int]] | None:
+    """Return *comm*'s ranks by node if every node's NVSwitch can reduce in the switch (NVLS), else None.
+
+    NVLS needs at least two ranks on each node and, across nodes, the same number on each
+    (local rank j of every node joins the others' local rank j over rail j).
+    """
     spec = comm.world.topology.spec
     if spec.intra is None or not spec.intra.in_switch_reduction or comm.size < 2:
-        return False
-    return len({comm.node_of(r) for r in range(comm.size)}) == 1
+        return None
+    nodes = node_members(comm)
+    q = len(nodes[0])
+    if q < 2 or any(len(members) != q for members in nodes):
+        return None
+    return nodes
+
+
+def in_switch_reduction(comm: Comm) -> bool:
+    """True if *comm*'s nodes reduce in the switch, so that ``nvls`` runs as NCCL's NVLS (see nvls_groups)."""
+    return nvls_groups(comm) is not None
 
 
 def nvls_wire(comm: Comm) -> Protocol:
-    """Return the protocol the ``nvls`` algorithm's messages use on *comm* (see the module docstring)."""
+    """Return the protocol of the ``nvls`` algorithm's messages inside a node (see the module docstring)."""
     table = protocols(comm.world.topology.spec)
-    if not in_switch_reduction(comm):
+    groups = nvls_groups(comm)
+    if groups is None:
         return table["Simple"]
-    nvls, p = table["NVLS"], comm.size
-    # The direct exchange puts 2n(p-1)/p bytes through each port; the switch makes it n(p+1)/p.
-    gain = 2 * (p - 1) / (p + 1)
+    nvls, q = table["NVLS"], len(groups[0])
+    # The direct exchange puts 2n(q-1)/q bytes through each port; the switch makes it n(q+1)/q.
+    gain = 2 * (q - 1) / (q + 1)
     wire = Wire("NVLS", nvls.wire.latency_intra, nvls.wire.latency_inter,
                 nvls.wire.efficiency_intra * gain, table["Simple"].wire.efficiency_inter)
     return Protocol("NVLS", nvls.base, wire)
@@ -170,28 +189,46 @@ def node_order(comm: Comm) -> list[int]:
     return sorted(range(comm.size), key=lambda r: (comm.node_of(r), r))
 
 
+def node_members(comm: Comm) -> list[list[int]]:
+    """Return *comm*'s ranks grouped by node, nodes in order, ranks in order within each."""
+    nodes: dict[int, list[int]] = {}
+    for r in node_order(comm):
+        nodes.setdefault(comm.node_of(r), []).append(r)
+    return list(nodes.values())
+
+
+def channel_count(comm: Comm) -> int:
+    """Return how many channels NCCL-style rings and trees use on *comm*: one per NIC across nodes.
+
+    One node, or nodes holding unequal numbers of this communicator's ranks: one channel.
+    Otherwise one channel per NIC of a node, at most one per rank of a node, so that every
+    NIC carries one channel's cross-node traffic (rail-optimized: the channel of NIC c leaves
+    every node from local rank c).
+    """
+    nodes = node_members(comm)
+    q = len(nodes[0])
+    inter = comm.world.topology.spec.inter
+    if len(nodes) == 1 or inter is None or any(len(members) != q for members in nodes):
+        return 1
+    return max(1, min(inter.nics, q))
+
+
 def ring_orders(comm: Comm) -> list[list[int]]:
     """Return one ring (a cyclic order of *comm*'s ranks) per channel.
 
-    One node, or nodes holding unequal numbers of this communicator's ranks: a single ring in
-    :func:`node_order`. Otherwise one channel per NIC (at most one per rank of a node): in
-    channel c every node's ranks are visited starting after local rank c, so the rank that
-    leaves a node -- local rank c, through NIC c -- differs between channels and all NICs
-    carry traffic at once.
+    One channel: a single ring in :func:`node_order`. Otherwise, in channel c every node's
+    ranks are visited starting after local rank c, so the rank that leaves a node -- local
+    rank c, through NIC c -- differs between channels and all NICs carry traffic at once.
     """
-    order = node_order(comm)
-    nodes: dict[int, list[int]] = {}
-    for r in order:
-        nodes.setdefault(comm.node_of(r), []).append(r)
-    q = len(order) // len(nodes)
-    inter = comm.world.topology.spec.inter
-    if len(nodes) == 1 or inter is None or any(len(members) != q for members in nodes.values()):
-        return [order]
-    channels = max(1, min(inter.nics, q))
+    channels = channel_count(comm)
+    if channels == 1:
+        return [node_order(comm)]
+    nodes = node_members(comm)
+    q = len(nodes[0])
     rings = []
     for c in range(channels):
         start = (c + 1) % q
-        rings.append([members[(start + j) % q] for members in nodes.values() for j in range(q)])
+        rings.append([members[(start + j) % q] for members in nodes for j in range(q)])
     return rings
 
 
@@ -252,19 +289,17 @@ def predict_ring(comm: Comm, protocol: Protocol, nbytes: int, collective: str = 
     return protocol.base + steps * (latency + transfer) + reducing * block * comm.world.config.reduce_cost
 
 
-def tree_links(comm: Comm) -> list[list[tuple[int | None, list[int]]]]:
-    """Return ``links[t][r] = (parent, children)`` of comm rank r in NCCL's tree t (t = 0, 1).
+def tree_links(comm: Comm, channel: int = 0) -> list[list[tuple[int | None, list[int]]]]:
+    """Return ``links[t][r] = (parent, children)`` of comm rank r in channel *channel*'s tree t (t = 0, 1).
 
     NCCL's trees (``src/graph/trees.cc``, ``connect.cc``): inside a node the ranks form a chain
     (each rank's parent is the previous one; the first is the node's head); the heads of the
     nodes form the double binary tree of :func:`double_binary_tree`, node by node. A head's
-    children are the next rank of its chain and the heads of its child nodes.
+    children are the next rank of its chain and the heads of its child nodes. In channel c
+    every chain starts at local rank c, so the channel's cross-node traffic leaves and enters
+    every node through NIC c, and the channels together use every rail.
     """
-    order = node_order(comm)
-    nodes: dict[int, list[int]] = {}
-    for r in order:
-        nodes.setdefault(comm.node_of(r), []).append(r)
-    chains = list(nodes.values())
+    chains = [members[channel:] + members[:channel] for members in node_members(comm)]
     m = len(chains)
     links: list[list[tuple[int | None, list[int]]]] = [[(None, [])] * comm.size for _ in range(2)]
     for i, chain in enumerate(chains):
@@ -282,32 +317,38 @@ def tree_links(comm: Comm) -> list[list[tuple[int | None, list[int]]]]:
 
 
 def predict_tree(comm: Comm, protocol: Protocol, nbytes: int) -> float:
-    """Predicted time of ``nccl_tree``: the first segment up and down the deepest path, then k-1 rounds.
+    """Predicted time of ``nccl_tree``: base + the pipelined trees of every channel (see _tree_time).
 
-    Each tree carries half the vector in k segments of s bytes (at most DBT_SEGMENT). The first
+    Each of the 2 x channels trees carries its share of the vector, n / (2 x channels) bytes.
+    """
+    if comm.size == 1:
+        return 0.0
+    channels = channel_count(comm)
+    links = [tree for c in range(channels) for tree in tree_links(comm, c)]
+    return protocol.base + _tree_time(comm, links, nbytes / (2 * channels), protocol.wire)
+
+
+def _tree_time(comm: Comm, links: list[list[tuple[int | None, list[int]]]], share: float, wire: Wire) -> float:
+    """Time of pipelined tree allreduces running at once, each over *share* bytes in segments.
+
+    Each tree carries *share* bytes in k segments of s bytes (at most DBT_SEGMENT). The first
     segment climbs from the deepest leaf to the root (reduced at every level) and comes back
-    down the same path (bandwidth shared by the edges of both trees going the same way); every
+    down the same path (bandwidth shared by the edges of all trees going the same way); every
     later one follows a round behind. A round on an edge is the segment's transfer plus the
     credit's latency back (2 x latency + s x seconds per byte), each link's bandwidth shared by
     all the tree edges that cross it, up and down.
     """
-    p = comm.size
-    if p == 1:
-        return 0.0
-    links = tree_links(comm)
     ups = [(r, parent) for tree in links for r, (parent, _) in enumerate(tree) if parent is not None]
     downs = [(parent, r) for r, parent in ups]
-    wire = protocol.wire
-    # The first segment goes up both trees at once, then down both; later rounds load every edge.
+    # The first segment goes up all trees at once, then down all; later rounds load every edge.
     up_cost = dict(zip(ups, _hop_costs(comm, ups, wire), strict=True))
     down_cost = dict(zip(downs, _hop_costs(comm, downs, wire), strict=True))
-    half = nbytes / 2
-    s = min(DBT_SEGMENT, half)
-    k = max(1, math.ceil(half / DBT_SEGMENT))
+    s = min(DBT_SEGMENT, share)
+    k = max(1, math.ceil(share / DBT_SEGMENT))
     gamma = comm.world.config.reduce_cost
     first = 0.0
     for tree in links:
-        for leaf in range(p):
+        for leaf in range(len(tree)):
             path, r = 0.0, leaf
             while tree[r][0] is not None:
                 parent = tree[r][0]
@@ -316,9 +357,9 @@ def predict_tree(comm: Comm, protocol: Protocol, nbytes: int) -> float:
                 r = parent  # type: ignore[assignment]
             first = max(first, path)
     if k == 1:
-        return protocol.base + first
+        return first
     rounds = max(2 * lat + s * per_byte for lat, per_byte in _hop_costs(comm, ups + downs, wire))
-    return protocol.base + first + (k - 1) * rounds
+    return first + (k - 1) * rounds
 
 
 def _hop_costs_unshared(comm: Comm, hops: list[tuple[int, int]], wire: Wire) -> list[tuple[float, float]]:
@@ -334,19 +375,40 @@ def _hop_costs_unshared(comm: Comm, hops: list[tuple[int, int]], wire: Wire) -> 
 
 
 def predict_nvls(comm: Comm, protocol: Protocol, nbytes: int) -> float:
-    """Predicted time of ``nvls``: base + two exchanges of p-1 blocks of n/p bytes, plus p-1 reductions.
+    """Predicted time of ``nvls``: the in-node exchanges, and between nodes a pipelined tree per rail.
 
-    On the ``fairshare`` network a rank's port carries its p-1 blocks at once; on the analytic
-    one every block has the whole port.
+    In a node of q ranks: two exchanges of q-1 blocks of n/q bytes (on the ``fairshare``
+    network a rank's port carries its q-1 blocks at once; on the analytic one every block has
+    the whole port) and q-1 reductions. Across m nodes, each rank's reduced block of n/q bytes
+    is allreduced with its counterparts on the other nodes over a double binary tree (see
+    :func:`predict_tree`, whose closed form it shares).
     """
     p = comm.size
     if p == 1:
         return 0.0
-    block = nbytes / p
-    costs = _hop_costs_unshared(comm, [(0, j) for j in range(1, p)], protocol.wire)
-    flows = 1 if isinstance(comm.world.network, AnalyticNetwork) else p - 1
+    groups = nvls_groups(comm) or [list(range(p))]
+    members = groups[0]
+    q = len(members)
+    block = nbytes / q
+    costs = _hop_costs_unshared(comm, [(members[0], j) for j in members[1:]], protocol.wire)
+    flows = 1 if isinstance(comm.world.network, AnalyticNetwork) else q - 1
     phase = max(lat + flows * block * per_byte for lat, per_byte in costs)
-    return protocol.base + 2 * phase + (p - 1) * block * comm.world.config.reduce_cost
+    intra = protocol.base + 2 * phase + (q - 1) * block * comm.world.config.reduce_cost
+    if len(groups) == 1:
+        return intra
+    simple = protocols(comm.world.topology.spec)["Simple"]
+    links = [tree for j in range(q) for tree in _rail_trees(groups, j, comm.size)]
+    return intra + _tree_time(comm, links, block / 2, simple.wire)
+
+
+def _rail_trees(groups: list[list[int]], j: int, size: int) -> list[list[tuple[int | None, list[int]]]]:
+    """Return the double binary trees joining local rank *j* of every node, as ``links[t][r]`` (see tree_links)."""
+    rail = [members[j] for members in groups]
+    links: list[list[tuple[int | None, list[int]]]] = [[(None, [])] * size for _ in range(2)]
+    for i, r in enumerate(rail):
+        for t, (parent, children) in enumerate(double_binary_tree(len(rail), i)):
+            links[t][r] = (None if parent is None else rail[parent], [rail[c] for c in children])
+    return links
 
 
 _PREDICTORS = {"nccl_ring": predict_ring, "nccl_tree": predict_tree, "nvls": predict_nvls}
@@ -469,8 +531,10 @@ def nccl_ring_allreduce(comm: Comm, buf: Payload, op: Op) -> Proc[Payload]:
 def nccl_tree_allreduce(comm: Comm, buf: Payload, op: Op) -> Proc[Payload]:
     """NCCL tree allreduce: chains inside nodes, a double binary tree between nodes, the tuner's protocol.
 
-    Inside each node the ranks form a chain ending at the node's head; the heads form NCCL's
-    double binary tree (see tree_links). Each of the two trees reduces half of the vector up to
+    The vector is split between the channels (one per NIC across nodes, see channel_count).
+    In each channel, inside each node the ranks form a chain from the node's head (local rank
+    c in channel c, so each channel crosses the network through its own NIC); the heads form
+    NCCL's double binary tree (see tree_links). Each of the two trees reduces half of the vector up to
     its root and broadcasts it back down, in pipelined segments (as double_binary_tree
     allreduce does), and every message rides the chosen protocol. On many nodes it crosses
     the network 2 lg(nodes) times in sequence where the ring does 2(nodes - 1).
@@ -484,11 +548,15 @@ def nccl_tree_allreduce(comm: Comm, buf: Payload, op: Op) -> Proc[Payload]:
     choice = tune(comm, "nccl_tree", buf.nbytes)
     yield from _launch(comm, choice)
     wired = comm.with_wire(choice.protocol.wire)
-    trees = [tree[comm.rank] for tree in tree_links(comm)]
-    halves = buf.split(2)
-    streams = [comm.env.process(tree_allreduce(wired, halves[t], op, *trees[t], t)) for t in (0, 1)]
+    channels = channel_count(comm)
+    parts = buf.split(channels)
+    streams = []
+    for c in range(channels):
+        trees = [tree[comm.rank] for tree in tree_links(comm, c)]
+        halves = parts[c].split(2)
+        streams += [comm.env.process(tree_allreduce(wired, halves[t], op, *trees[t], 2 * c + t)) for t in (0, 1)]
     yield comm.env.all_of(streams)
-    return type(buf).concat([s.value for s in streams])
+    return type(buf).concat([stream.value for stream in streams])
 
 
 @algorithm("allreduce", "nvls", requires={"commutative"},
@@ -505,28 +573,39 @@ def nvls_allreduce(comm: Comm, buf: Payload, op: Op) -> Proc[Payload]:
     Cost: base + 2(h + α + (p-1)(n/p)β/e) + ((p-1)/p)nγ on a switch whose ports the p-1 blocks
     share (see predict_nvls).
     """
-    p, r = comm.size, comm.rank
+    p = comm.size
     if p == 1:
         return buf
     choice = tune(comm, "nvls", buf.nbytes)
     yield from _launch(comm, choice)
     wired = comm.with_wire(choice.protocol.wire)
-    blocks = buf.split(p)
-    peers = [j for j in range(p) if j != r]
-    # Reduce-scatter through the switch: block j of every rank goes to rank j.
-    sends = [wired.isend(blocks[j], dest=j, tag=0) for j in peers]
-    incoming = yield from wired.waitall([wired.irecv(source=j, tag=0) for j in peers])
-    mine = blocks[r]
+    groups = nvls_groups(comm) or [list(range(p))]
+    members = next(group for group in groups if comm.rank in group)
+    j = members.index(comm.rank)
+    blocks = buf.split(len(members))
+    peers = [(i, r) for i, r in enumerate(members) if r != comm.rank]
+    # Reduce-scatter through the switch: block i of every rank of the node goes to its rank i.
+    sends = [wired.isend(blocks[i], dest=r, tag=0) for i, r in peers]
+    incoming = yield from wired.waitall([wired.irecv(source=r, tag=0) for _, r in peers])
+    mine = blocks[j]
     for part in incoming:
         mine = yield from comm.reduce_local(op, part, mine)
     yield from wired.waitall(sends)
-    # Multicast: the reduced block r reaches every rank.
-    sends = [wired.isend(mine, dest=j, tag=1) for j in peers]
-    received = yield from wired.waitall([wired.irecv(source=j, tag=1) for j in peers])
+    if len(groups) > 1:
+        # Between nodes: local rank j of every node allreduces block j over rail j (NVLS + tree).
+        simple = comm.with_wire(protocols(comm.world.topology.spec)["Simple"].wire)
+        trees = [tree[comm.rank] for tree in _rail_trees(groups, j, p)]
+        halves = mine.split(2)
+        streams = [comm.env.process(tree_allreduce(simple, halves[t], op, *trees[t], t)) for t in (0, 1)]
+        yield comm.env.all_of(streams)
+        mine = type(buf).concat([stream.value for stream in streams])
+    # Multicast: the reduced block j reaches every rank of the node.
+    sends = [wired.isend(mine, dest=r, tag=1) for _, r in peers]
+    received = yield from wired.waitall([wired.irecv(source=r, tag=1) for _, r in peers])
     yield from wired.waitall(sends)
-    for j, block in zip(peers, received, strict=True):
-        blocks[j] = block
-    blocks[r] = mine
+    for (i, _), block in zip(peers, received, strict=True):
+        blocks[i] = block
+    blocks[j] = mine
     return type(buf).concat(blocks)
 
 
