@@ -449,6 +449,9 @@ _COLLECTIVE_COLUMNS: list[Column] = [
     ("count", "count", _cell),
     ("type", "dtype", _cell),
     ("algorithm", "algorithm", _cell),
+    ("protocol", "protocol", _cell),  # NCCL-style rows only (a column appears when a row has it)
+    ("channels", "channels", _cell),
+    ("chunk (B)", "chunk_bytes", _cell),
     ("time (us)", "time_s", _us),
     ("algbw (GB/s)", "algbw_GBps", _fixed),
     ("busbw (GB/s)", "busbw_GBps", _fixed),

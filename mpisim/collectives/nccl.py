@@ -469,6 +469,27 @@ def best(comm: Comm, nbytes: int, collective: str = "allreduce") -> Choice:
     return min(timed, key=lambda c: (c.predicted, ALGORITHMS.index(c.algorithm)))
 
 
+def call_shape(comm: Comm, algorithm: str, nbytes: int, collective: str = "allreduce") -> dict[str, object]:
+    """Return how a call of *algorithm* moves *nbytes* (nccl-tests' size) on *comm*: protocol, channels, chunk.
+
+    ``chunk_bytes`` is the payload of one message: a ring step's block per channel, a tree's
+    segment, or NVLS's per-rank block inside a node. These are the numbers a user needs to see
+    why a time is what it is (a protocol switch, a channel count, a pipeline's segment).
+    """
+    choice = tune(comm, algorithm, nbytes, collective)
+    p = comm.size
+    if algorithm == "nvls":
+        groups = nvls_groups(comm) or [list(range(p))]
+        channels, chunk = len(groups[0]) if len(groups) > 1 else 1, nbytes // len(groups[0])
+    elif algorithm == "nccl_tree":
+        channels = channel_count(comm)
+        chunk = min(DBT_SEGMENT, nbytes // (2 * channels))
+    else:
+        channels = len(ring_orders(comm))
+        chunk = nbytes // (channels * p)
+    return {"protocol": choice.protocol.name, "channels": channels, "chunk_bytes": chunk}
+
+
 # ---------------------------------------------------------------------------------------- algorithms
 
 

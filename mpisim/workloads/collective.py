@@ -66,7 +66,7 @@ from typing import Any
 import numpy as np
 
 import mpisim.collectives  # noqa: F401  (registers the algorithms that names are checked against)
-from mpisim.collectives import dispatch, memory, registry
+from mpisim.collectives import dispatch, memory, nccl, registry
 from mpisim.collectives.select import network_parameters
 from mpisim.engine.sim import Proc
 from mpisim.engine.units import format_size, parse_count, parse_size
@@ -502,6 +502,9 @@ def run(params: CollectiveParams, ctx: RunContext) -> WorkloadOutput:
                 "model_time_s": closed_form_time(world, params.collective, chosen[0], nbytes),
                 "model_exact": registry.get(params.collective, chosen[0]).exact(p),
             })
+            if chosen[0] in nccl.ALGORITHMS and p > 1:
+                # Which protocol, how many channels, what chunk: why an NCCL-style time is what it is.
+                out.rows[-1].update(nccl.call_shape(world.comm_world(0).coll, chosen[0], nbytes, params.collective))
             label = f"{chosen[0]} {format_size(nbytes)}" + (" (auto)" if requested == "auto" else "")
             measured.append((label, requested, nbytes, world, world.tracer.message_count))
             out.notes.extend(world.unmatched)
@@ -563,5 +566,5 @@ WORKLOAD = register_workload(
     KIND, "nccl-tests-style sweep of one collective over sizes and algorithms",
     parse=parse, dump=dump, run=run,
     columns=("collective", "algorithm", "requested", "ranks", "bytes", "count", "dtype", "time_s", "algbw_GBps",
-             "busbw_GBps", "verified", "model_time_s", "model_exact"),
+             "busbw_GBps", "verified", "model_time_s", "model_exact", "protocol", "channels", "chunk_bytes"),
 )
