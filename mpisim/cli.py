@@ -336,8 +336,8 @@ class ExplainCommand(Command):
         parser.add_argument("--network", choices=("analytic", "fairshare"), default=None,
                             help="network model (default: explain's teaching network, see 'Network:' in its output)")
         parser.add_argument("--ports", type=int, default=None, metavar="N",
-                            help="messages a rank may send (and receive) at once; 1 is the textbooks' single-port "
-                                 "network (default: no limit)")
+                            help="messages a rank may send (and receive) at once (default 1: the textbooks' "
+                                 "single-port network, on which the formulas count rounds; 0: no limit)")
         parser.add_argument("-o", "--output", metavar="DIR", help="also write a diagram PNG to DIR")
 
     def run(self, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:

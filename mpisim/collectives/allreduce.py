@@ -133,9 +133,10 @@ def parameter_server_allreduce(comm: Comm, buf: Payload, op: Op) -> Proc[Payload
     Vectors travel in segments of PS_SEGMENT bytes. The server waits for segment j from every
     worker, reduces it in rank order (x0 op x1 op ... -- any associative op works) and sends
     the result back at once, so results flow out while the next segments flow in. Flow
-    control: as soon as segment j has arrived from every worker, the server grants each a
-    zero-byte credit for segment j+1, and a worker sends segment j+1 only once it holds that
-    credit. (A burst of all segments would share the links -- or, on the contention-free
+    control: as soon as segment j has arrived from a worker (and from the workers before it), the
+    server grants that worker a zero-byte credit for segment j+1, and a worker sends segment
+    j+1 only once it holds that credit; the credit travels while the other workers' segments
+    arrive, so the server's link never waits for it. (A burst of all segments would share the links -- or, on the contention-free
     network, cross them all at once -- and arrive together, with nothing left to overlap.)
 
     Cost: (k+1)(p-1)(α + sβ) + (p-1)nγ (see parameter_server_cost), the single-port
@@ -157,9 +158,12 @@ def parameter_server_allreduce(comm: Comm, buf: Payload, op: Op) -> Proc[Payload
         return type(buf).concat((yield from comm.waitall(results)))
     sends = []
     for j in range(k):
-        incoming = yield from comm.waitall([comm.irecv(source=w, tag=2 * j) for w in range(1, p)])
-        if j + 1 < k:
-            sends.extend(comm.isend(credit(), dest=w, tag=2 * j + 3) for w in range(1, p))
+        requests = [comm.irecv(source=w, tag=2 * j) for w in range(1, p)]
+        incoming = []
+        for w, request in enumerate(requests, start=1):
+            incoming.append((yield from comm.wait(request)))
+            if j + 1 < k:  # worker w may send its next segment while the others' arrive
+                sends.append(comm.isend(credit(), dest=w, tag=2 * j + 3))
         # segs[j] = x0 op x1 op ... op x(w-1) before worker w's segment is folded in.
         for x in incoming:
             segs[j] = yield from comm.reduce_local(op, segs[j], x)

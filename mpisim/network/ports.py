@@ -9,8 +9,13 @@ broadcast's p-1 sends one after another, a binomial tree's ⌈lg p⌉ rounds) as
 
 :class:`PortLimitedNetwork` wraps any model: a transfer starts only when its sender has a
 free send port and its receiver a free receive port, holds both until its last byte has
-arrived, and otherwise waits in first-come order. What the wrapped model does with the bytes
-(latency, bandwidth, sharing) is unchanged.
+arrived, and otherwise waits. When a port frees, the waiting transfers are examined in the
+order they were posted and every one whose two ports are free starts (greedy list
+scheduling): a port never idles behind a transfer that cannot start yet, as the textbooks'
+rounds assume, and messages between the same two ranks keep their order. Zero-byte messages
+(credits, barrier tokens) take no port: the textbooks' algorithms have no flow control, and
+their rounds count data messages. What the wrapped
+model does with the bytes (latency, bandwidth, sharing) is unchanged.
 """
 
 from __future__ import annotations
@@ -48,7 +53,9 @@ class PortLimitedNetwork:
     def post(self, src: int, dst: int, nbytes: int, fn: Callable[[Any], None] | None, arg: Any,
              latency: float | None = None) -> bool:
         """As the wrapped model's ``post``, once a send port at *src* and a receive port at *dst* are free."""
-        if src == dst:
+        if src == dst or nbytes == 0:
+            # A zero-byte message (a pipeline credit, a barrier token) is a flag, not a transfer:
+            # the formulas' rounds count the data messages, so flags hold no port.
             return self.inner.post(src, dst, nbytes, fn, arg, latency)  # type: ignore[attr-defined]
         if not self._free(src, dst) or self._queued_behind(src, dst):
             self._waiting.append((src, dst, nbytes, fn, arg, latency))
@@ -56,8 +63,8 @@ class PortLimitedNetwork:
         return self._start(src, dst, nbytes, fn, arg, latency)
 
     def _queued_behind(self, src: int, dst: int) -> bool:
-        """True if an earlier transfer waits for this one's send or receive port: each port serves in order."""
-        return any(w_src == src or w_dst == dst for w_src, w_dst, *_ in self._waiting)
+        """True if an earlier transfer between the same two ranks waits: those keep their order."""
+        return any(w_src == src and w_dst == dst for w_src, w_dst, *_ in self._waiting)
 
     def transfer(self, src: int, dst: int, nbytes: int) -> Proc[None]:
         """The generator form of :meth:`post`."""
@@ -90,8 +97,8 @@ class PortLimitedNetwork:
         still: deque[tuple[int, int, int, Callable[[Any], None] | None, Any, float | None]] = deque()
         while self._waiting:
             src, dst, nbytes, fn, arg, latency = self._waiting.popleft()
-            if not self._free(src, dst) or any(s == src or d == dst for s, d, *_ in still):
-                still.append((src, dst, nbytes, fn, arg, latency))  # its ports are busy, or owed to an earlier one
+            if not self._free(src, dst) or any(s == src and d == dst for s, d, *_ in still):
+                still.append((src, dst, nbytes, fn, arg, latency))  # its ports are busy, or its pair's turn is not yet
                 continue
             if self._start(src, dst, nbytes, fn, arg, latency) and fn is not None:
                 fn(arg)  # over at once, but its poster was told to wait: tell it now

@@ -82,13 +82,17 @@ DEFAULT_TOPOLOGY = {"kind": "full", "bandwidth": "1 GB/s", "latency": "1 us"}
 #: The network every explanation runs on unless --topology / --network say otherwise: the one
 #: place to change when a different teaching network becomes the default.
 DEFAULT_NETWORK_MODEL = "analytic"
+#: Messages a rank sends (and receives) at once in an explanation, unless --ports says otherwise:
+#: one, the textbooks' single-port network, on which the closed forms count the rounds drawn.
+DEFAULT_PORTS = 1
 
 
 def _network_raw(topology: str | dict[str, Any] | None, network: str | None, p: int,
                  ports: int | None = None) -> dict[str, Any]:
     """Return the scenario keys ``topology`` and ``network`` of an explanation on *p* ranks."""
     spec: dict[str, Any] = {"model": network or DEFAULT_NETWORK_MODEL}
-    if ports is not None:
+    ports = DEFAULT_PORTS if ports is None else ports
+    if ports:  # 0: no limit, every message of a rank may be in flight at once
         spec["ports"] = ports
     return {"topology": _topology_raw(topology, p), "network": spec}
 
@@ -632,7 +636,8 @@ def explain(collective: str, algorithm: str, ranks: int = 4, *, count: int | Non
 
     *count* is the number of elements each rank passes (default: *ranks*, so a block is one
     element). *network* defaults to :data:`DEFAULT_NETWORK_MODEL`; *ports* limits the messages a
-    rank sends (and receives) at once (``1``: the textbooks' single-port network). A segmented algorithm
+    rank sends (and receives) at once: by default :data:`DEFAULT_PORTS` (1, the textbooks'
+    single-port network), 0 for no limit. A segmented algorithm
     (:data:`SEGMENTED`) runs with segments of *segment* bytes, by default a size that cuts the
     buffer into several segments (:func:`chosen_segment`), so the pipeline shows. Raises
     ConfigError for an unknown algorithm, a rank count it cannot run on, or a bad topology.
@@ -676,6 +681,16 @@ def explain(collective: str, algorithm: str, ranks: int = 4, *, count: int | Non
         return _explain(collective, algo, ranks, count, topology, root, scenario, new_world, segment)
 
 
+def _network_name(network: Any) -> str:
+    """Name the explanation's network model and its port limit, e.g. ``analytic model, single-port (...)``."""
+    if network.ports == 1:
+        return (f"{network.model} model, single-port (each rank sends one message and receives one at a "
+                "time, as the formulas assume; --ports 0 lifts the limit)")
+    if network.ports:
+        return f"{network.model} model, {network.ports} ports per rank"
+    return f"{network.model} model, multi-port (all of a rank's messages in flight at once)"
+
+
 def _explain(collective: str, algo: registry.Algorithm, ranks: int, count: int, topology: Any, root: int,
              scenario: Any, new_world: Any, segment: int | None) -> Explanation:
     """Run the explanation proper (see :func:`explain`), segment size already in place."""
@@ -716,7 +731,7 @@ def _explain(collective: str, algo: registry.Algorithm, ranks: int, count: int, 
     if seg is not None:
         values["k"], values["s"] = seg.k_and_s(nbytes, getattr(seg.module, seg.constant))
     formula = applicable_formula(algo, values, model) if model is not None else None
-    return Explanation(collective, algo, ranks, count, root, base, topo_name, scenario.network.model, alpha, beta,
+    return Explanation(collective, algo, ranks, count, root, base, topo_name, _network_name(scenario.network), alpha, beta,
                        gamma, nbytes, inputs, messages, outputs, reference(collective, inputs, root), simulated,
                        model, decoded, notes, segment=segment if seg is not None else None, formula=formula,
                        values=values)
@@ -832,7 +847,7 @@ def format_explanation(ex: Explanation) -> str:
         out += [*textwrap.wrap(text, 96, initial_indent="  ", subsequent_indent="  "), ""]
     if algo.reference:
         out += [f"  Reference: {algo.reference}", ""]
-    out.append(f"Network: {ex.network} model on a {ex.topology}; α = {_t(ex.alpha)} per message, "
+    out.append(f"Network: {ex.network}, on a {ex.topology}; α = {_t(ex.alpha)} per message, "
                f"β = {ex.beta * 1e9:.4g} ns per byte, γ = {ex.gamma * 1e9:.4g} ns per byte reduced.")
     if ex.collective != "barrier":
         out.append(f"Inputs: {ex.count} int64 elements per rank; rank r holds x_r[i] = r*{ex.base} + i.")
