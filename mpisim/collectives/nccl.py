@@ -83,6 +83,8 @@ if TYPE_CHECKING:
 
 US = 1e-6
 
+#: NCCL's MAXCHANNELS: at most this many channels, whatever the NICs (an NVL72 rack has 72).
+MAX_CHANNELS = 32
 #: Protocols of the ring and tree algorithms, in NCCL's order (ties go to the first).
 PROTOCOLS = ("LL", "LL128", "Simple")
 #: Algorithms the ``nccl`` rule set chooses between, in order of preference on a tie.
@@ -201,8 +203,8 @@ def channel_count(comm: Comm) -> int:
     """Return how many channels NCCL-style rings and trees use on *comm*: one per NIC across nodes.
 
     One node, or nodes holding unequal numbers of this communicator's ranks: one channel.
-    Otherwise one channel per NIC of a node, at most one per rank of a node, so that every
-    NIC carries one channel's cross-node traffic (rail-optimized: the channel of NIC c leaves
+    Otherwise one channel per NIC of a node, at most one per rank of a node and at most
+    :data:`MAX_CHANNELS`, so that every NIC carries one channel's cross-node traffic (rail-optimized: the channel of NIC c leaves
     every node from local rank c).
     """
     nodes = node_members(comm)
@@ -210,7 +212,7 @@ def channel_count(comm: Comm) -> int:
     inter = comm.world.topology.spec.inter
     if len(nodes) == 1 or inter is None or any(len(members) != q for members in nodes):
         return 1
-    return max(1, min(inter.nics, q))
+    return max(1, min(inter.nics, q, MAX_CHANNELS))
 
 
 def ring_orders(comm: Comm) -> list[list[int]]:
