@@ -76,15 +76,23 @@ def run_sweeps(log: Any = None) -> dict[str, Any]:
     return out
 
 
+#: A reversal smaller than this is not counted against monotonicity: max-min fair sharing is not
+#: monotone in general, and where NVLink and the NICs are within a few percent of each other
+#: the ring's time wobbles by up to 0.15 % (the property tests allow 0.5 %, see
+#: tests/validation/test_metamorphic.py).
+MONOTONE_SLACK = 5e-3
+
+
 def steps(inputs: Sequence[float], times: Sequence[float], rising: bool) -> tuple[bool, float]:
     """Return (monotone, largest |relative time change| per unit of relative input change) of a series.
 
-    *rising*: time must grow with the input (size), else fall (bandwidth).
+    *rising*: time must grow with the input (size), else fall (bandwidth); a reversal within
+    :data:`MONOTONE_SLACK` does not count.
     """
     monotone, worst = True, 0.0
     for (x0, t0), (x1, t1) in zip(zip(inputs, times, strict=True), zip(inputs[1:], times[1:], strict=True), strict=False):
         dt = (t1 - t0) / t0
-        if (dt < 0) if rising else (dt > 0):
+        if (dt < -MONOTONE_SLACK) if rising else (dt > MONOTONE_SLACK):
             monotone = False
         worst = max(worst, abs(dt) / abs((x1 - x0) / x0))
     return monotone, worst
@@ -92,8 +100,8 @@ def steps(inputs: Sequence[float], times: Sequence[float], rising: bool) -> tupl
 
 def table(document: Mapping[str, Any]) -> list[str]:
     """Return the Markdown table of the sweeps: monotone or not, and the largest step per input step."""
-    lines = ["| series | bandwidth sweep monotone | max time change per 1 % of bandwidth | "
-             "size sweep monotone | max time change per 1 % of size |",
+    lines = ["| series | bandwidth sweep monotone* | max time change per 1 % of bandwidth | "
+             "size sweep monotone* | max time change per 1 % of size |",
              "| :--- | :---: | ---: | :---: | ---: |"]
     for s in document["series"]:
         bw_ok, bw_step = steps(s["bandwidth_gbps"], s["time_by_bandwidth_s"], rising=False)

@@ -539,7 +539,10 @@ def nccl_ring_allreduce(comm: Comm, buf: Payload, op: Op) -> Proc[Payload]:
         return buf
     choice = tune(comm, "nccl_ring", buf.nbytes)
     yield from _launch(comm, choice)
-    wired = comm.with_wire(choice.protocol.wire)
+    # The channels' blocks to one neighbour share its link in first-come order (see World,
+    # "Connections"): whole-block steps would otherwise fall into phase and expose latencies
+    # that NCCL's chunk pipeline hides.
+    wired = comm.with_wire(choice.protocol.wire, shared=True)
     rings = ring_orders(comm)
     if len(rings) == 1:
         return (yield from ring_allreduce_on(wired, buf, op, rings[0], 0))
@@ -667,7 +670,7 @@ def nccl_ring_allgather(comm: Comm, buf: Payload) -> Proc[Payload]:
         return buf
     choice = tune(comm, "nccl_ring", buf.nbytes * p, "allgather")
     yield from _launch(comm, choice)
-    wired = comm.with_wire(choice.protocol.wire)
+    wired = comm.with_wire(choice.protocol.wire, shared=True)
     rings = ring_orders(comm)
     mine = buf.split(len(rings))
     procs = []
@@ -709,7 +712,7 @@ def nccl_ring_reduce_scatter(comm: Comm, buf: Payload, op: Op) -> Proc[Payload]:
         return buf
     choice = tune(comm, "nccl_ring", buf.nbytes, "reduce_scatter")
     yield from _launch(comm, choice)
-    wired = comm.with_wire(choice.protocol.wire)
+    wired = comm.with_wire(choice.protocol.wire, shared=True)
     rings = ring_orders(comm)
     parts = _channel_parts(buf.split(p), len(rings))
     procs = [comm.env.process(_ring_reduce_scatter_on(wired, list(parts[c]), op, ring, c))

@@ -49,6 +49,9 @@ class Comm:
     #: The GPU collective protocol this handle's messages travel with (:meth:`with_wire`);
     #: None for MPI's eager and rendezvous protocols.
     wire: Wire | None = None
+    #: With a wire: True if all of this handle's messages to one peer share one connection,
+    #: in order, whatever their tags (:meth:`with_wire`); False: one connection per tag.
+    wire_shared: bool = False
 
     def __init__(self, world: World, group: tuple[int, ...], rank: int, context: int,
                  *, parent: Comm | None = None) -> None:
@@ -403,16 +406,19 @@ class Comm:
         """sendrecv on the collective context, so the exchange never matches user messages."""
         return (yield from self.coll.sendrecv(payload, dest, tag, None, source, tag))
 
-    def with_wire(self, wire: Wire | None) -> Comm:
+    def with_wire(self, wire: Wire | None, *, shared: bool = False) -> Comm:
         """Return a handle on the same communicator and context whose messages use GPU protocol *wire*.
 
         Messages sent through it skip MPI's eager/rendezvous protocols and CPU overheads and pay
         the protocol's latency and bandwidth share instead (:mod:`mpisim.mpi.wire`); matching is
-        unchanged, so they meet receives posted through any handle of the communicator.
+        unchanged, so they meet receives posted through any handle of the communicator. Each
+        (peer, tag) is a connection whose messages move in order; with *shared*, all of this
+        handle's messages to one peer share one connection (see World, "Connections").
         """
         view = Comm(self.world, self.group, self._rank, self.context, parent=self._parent or self)
         view.coll_context = self.coll_context
         view.wire = wire
+        view.wire_shared = shared
         return view
 
     @property

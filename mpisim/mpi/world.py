@@ -21,15 +21,20 @@ waits for the receiver. A message sent through ``comm.with_wire(wire)`` belongs 
 collective library instead: no eager/rendezvous choice, no CPU overheads or copies, but its
 protocol's latency and bandwidth share (:mod:`mpisim.mpi.wire`).
 
-**Connections.** A GPU library's messages from one rank to another on one channel (same
-communicator and tag) travel through one connection, in order: a message's bytes start to
-move only when the previous message's bytes have landed, as on one queue pair or one NVLink
-buffer. The sender does not wait (its send is complete at once), so the next message's
-latency runs while the previous one's bytes are still moving; only the bandwidth phases are
-serial. Without this a sender running ahead of a slow link would have several of its own
-messages share that link at once, each finishing later than first-come order would let it
-(processor sharing), and the ring's steps downstream would jitter with every small change of
-bandwidth.
+**Connections.** A GPU library's messages from one rank to another with one tag travel
+through one connection, in order: a message's bytes start to move only when the previous
+message's bytes have landed, as chunks go back to back through one queue pair or one NVLink
+buffer. An algorithm may ask for one connection per peer whatever the tags
+(``comm.with_wire(wire, shared=True)``): the ring's channels do, standing in for NCCL's chunk
+pipeline (below). The sender does not wait (its send is
+complete at once), so the next message's latency runs while the previous one's bytes are
+still moving; only the bandwidth phases are serial, and the pair's link stays busy. Flags
+(zero-byte messages: a pipeline's credits) do not queue behind chunks. Without
+this, messages of one pair would share the link at once (processor sharing): each finishes
+later than first-come order lets it, a sender running ahead of a slow NIC slows its own
+earlier messages, and channels that fall into phase stop hiding each other's latency, so a
+ring's time jumps with small changes of bandwidth (faster NICs could even make it slower).
+Deep chunk pipelines such as NCCL's behave like the connection.
 
 **Matching** follows the MPI standard: a receive matches a message with the same context
 (communicator), and the same source and tag unless it uses ``ANY_SOURCE``/``ANY_TAG``.
@@ -78,7 +83,7 @@ class Message:
     """A message in flight: its envelope (context, source, tag), payload and protocol state."""
 
     __slots__ = (
-        "context", "dst", "nbytes", "payload", "protocol", "recv_req", "send_req", "seq", "src",
+        "connection", "context", "dst", "nbytes", "payload", "protocol", "recv_req", "send_req", "seq", "src",
         "src_rank", "t_data", "t_match", "t_phase", "t_post", "tag", "unexpected", "user", "wire",
     )
 
@@ -195,9 +200,9 @@ class World:
         self.mailboxes = [Mailbox() for _ in range(self.size)]
         self.states = [RankState() for _ in range(self.size)]
         self._send_seq: dict[tuple[int, int], int] = {}
-        #: GPU-library connections with bytes in flight: (src, dst, context, tag) -> messages
+        #: GPU-library connections with bytes in flight: (src, dst, context[, tag]) -> messages
         #: waiting behind them, each with the instant its latency began (see "Connections").
-        self._connections: dict[tuple[int, int, int, int], list[tuple[Message, float]]] = {}
+        self._connections: dict[tuple[int, ...], list[tuple[Message, float]]] = {}
         self._contexts: dict[tuple, int] = {}
         self._next_context = 2  # 0 and 1 belong to COMM_WORLD (point-to-point, collectives)
         self._collective_calls: dict[tuple[int, int], tuple[str, int, int]] = {}
@@ -335,6 +340,7 @@ class World:
             # No CPU overhead and no copy: the send is complete at once, the protocol's latency
             # passes, then its bytes go on the wire (mpisim.mpi.wire).
             msg.wire = wire
+            msg.connection = (src, dst, comm.context) if comm.wire_shared else (src, dst, comm.context, tag)
             req.succeed()
             Call(self.env, self._inject_wire, msg, wire.latency(self.topology.path_kind(src, dst)), URGENT)
         elif protocol == "eager" and cfg.send_overhead == 0.0 and cfg.copy_time(nbytes) == 0.0:
@@ -387,7 +393,11 @@ class World:
 
     def _inject_wire(self, msg: Message) -> None:
         msg.t_data = self.env._now
-        key = (msg.src, msg.dst, msg.context, msg.tag)
+        if msg.nbytes == 0:  # a flag (a pipeline credit): no chunk to queue behind
+            if self._post(msg.src, msg.dst, 0, self._arrive, msg):
+                self._arrive(msg)
+            return
+        key = msg.connection
         waiting = self._connections.get(key)
         if waiting is not None:
             waiting.append((msg, msg.t_data))  # bytes still moving on this connection: queue
@@ -401,7 +411,7 @@ class World:
             self._wire_landed(msg)
 
     def _wire_landed(self, msg: Message) -> None:
-        key = (msg.src, msg.dst, msg.context, msg.tag)
+        key = msg.connection
         waiting = self._connections[key]
         if waiting:
             # The next message's latency began when it was injected; only what is left of it remains.
