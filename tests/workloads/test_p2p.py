@@ -92,3 +92,38 @@ def test_one_rank_is_not_enough():
         p2p.run(parse({"test": "latency", "sizes": ["8 B"]}), context(1))
     assert info.value.path == "pair"
     assert "1 rank" in info.value.message
+
+
+def _run_rows(topology, workload):
+    from mpisim.scenario.load import load_dict
+    from mpisim.scenario.run import run_scenario
+    return run_scenario(load_dict({"topology": topology, "workload": workload, "payload": "size"})).rows
+
+
+def test_mbw_mr_pairs_share_the_nic_and_report_the_aggregate():
+    # Two pairs across two nodes: both senders share one NIC, so the aggregate is the NIC's
+    # achievable rate (C2: osu_mbw_mr 23477 MB/s on HDR), while one pair alone gets the same
+    # figure (the NIC, not the sender, is the limit at 8 MiB).
+    topology = {"preset": "ib-hdr", "ranks_per_node": 2}
+    two = _run_rows(topology, {"kind": "p2p", "test": "mbw_mr", "pairs": 2, "sizes": ["8 MiB"]})[0]
+    nic = 25e9 * 0.94
+    assert 0.99 * nic < two["bandwidth_Bps"] < nic
+    one = _run_rows("ib-hdr", {"kind": "p2p", "test": "mbw_mr", "sizes": ["8 MiB"]})[0]
+    bw = _run_rows("ib-hdr", {"kind": "p2p", "test": "bandwidth", "sizes": ["8 MiB"]})[0]
+    assert one["bandwidth_Bps"] == bw["bandwidth_Bps"]  # one pair is osu_bw
+
+
+def test_mbw_mr_needs_twice_the_pairs_in_ranks():
+    with pytest.raises(ConfigError, match="needs 4 ranks"):
+        _run_rows("ib-hdr", {"kind": "p2p", "test": "mbw_mr", "pairs": 2, "sizes": ["8 B"]})
+
+
+def test_host_bandwidth_caps_send_and_receive_together():
+    # C4b: with the guest's TCP stack as the limit, bibw gets what bw gets, not twice it.
+    capped = {"preset": "cloud-100g-tcp", "inter": {"host_bandwidth": "5 GB/s"}}
+    rows = _run_rows(capped, {"kind": "p2p", "test": ["bandwidth", "bibw"], "sizes": ["4 MiB"]})
+    bw, bibw = (row["bandwidth_Bps"] for row in rows)
+    assert 0.97 * 5e9 < bibw < 5e9
+    free = _run_rows("cloud-100g-tcp", {"kind": "p2p", "test": ["bandwidth", "bibw"], "sizes": ["4 MiB"]})
+    assert free[1]["bandwidth_Bps"] > 1.9 * free[0]["bandwidth_Bps"]  # full duplex without the cap
+    assert 0.97 * 5e9 < bw < 5e9  # one direction alone (5.8 GB/s on the wire) is capped as well
