@@ -378,7 +378,7 @@ def _identifiable(candidates: Sequence[Param], sensitivity: np.ndarray) -> tuple
         if float(np.linalg.norm(rest)) < COLLINEAR * length:
             like = [candidates[j].name for j in taken
                     if abs(float(column @ sensitivity[:, j])) > 0.3 * length * float(np.linalg.norm(sensitivity[:, j]))]
-            reasons[k] = f"the data moves with it as with {', '.join(like) or 'the fitted parameters'}"
+            reasons[k] = f"these points cannot tell it from {', '.join(like) or 'the fitted parameters'}"
             continue
         basis.append(rest / float(np.linalg.norm(rest)))
         taken.append(k)
