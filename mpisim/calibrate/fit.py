@@ -33,6 +33,7 @@ import copy
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -40,8 +41,21 @@ from scipy.optimize import least_squares
 
 from mpisim.calibrate.measurements import Point, Series
 from mpisim.calibrate.model import (
-    CPU_PARAMS, EAGER_KEYS, GPU_PARAMS, NOT_MODELLED, Param, Shape, get, path_kind, predict, present, put,
-    shape_of, si_value, unit_text, with_values,
+    CPU_PARAMS,
+    EAGER_KEYS,
+    GPU_PARAMS,
+    NOT_MODELLED,
+    Param,
+    Shape,
+    get,
+    path_kind,
+    predict,
+    present,
+    put,
+    shape_of,
+    si_value,
+    unit_text,
+    with_values,
 )
 
 #: Relative step of the sensitivity check (5 %).
@@ -119,9 +133,10 @@ class FitResult:
 
 
 def point_name(series: Series, point: Point) -> str:
+    """``osu_latency.txt:7 (latency 1 MiB)``: the file's name (not its folder), line, test, size."""
     from mpisim.engine.units import format_size
 
-    return f"{series.file}:{point.line} ({series.test} {format_size(point.nbytes)})"
+    return f"{Path(series.file).name}:{point.line} ({series.test} {format_size(point.nbytes)})"
 
 
 class Problem:
@@ -323,6 +338,13 @@ def _result(problem: Problem, mask: Sequence[Sequence[bool]], base: Mapping[str,
         if k in best.free:
             column = np.abs(sensitivity[:, k])
             order = [i for i in np.argsort(-column, kind="stable")[:3] if column[i] > 0.1 * column.max()]
+            if float(column.max(initial=0.0)) < INSENSITIVE:
+                # Fitted, but at the fitted values a tighter limit binds (a link's efficiency above a
+                # host cap): the data says only that it is at least this.
+                fitted_params.append(FittedParam(param, base_value, float(np.exp(best.x[k])), True,
+                                                 determined_by=["no point at the fitted values (a tighter limit "
+                                                                "binds): any value from this one up fits"]))
+                continue
             fitted_params.append(FittedParam(param, base_value, float(np.exp(best.x[k])), True,
                                              determined_by=[point_name(*training[i]) for i in order]))
         else:
@@ -370,7 +392,7 @@ def _identifiable(candidates: Sequence[Param], sensitivity: np.ndarray) -> tuple
     basis: list[np.ndarray] = []
     taken: list[int] = []
     reasons: dict[int, str] = {}
-    for k, param in enumerate(candidates):
+    for k in range(len(candidates)):
         column = sensitivity[:, k]
         length = float(np.linalg.norm(column))
         if float(np.max(np.abs(column), initial=0.0)) < INSENSITIVE:

@@ -18,7 +18,7 @@ from typing import Any
 
 import yaml
 
-from mpisim.calibrate.fit import FitResult, FittedParam, PointFit, point_name
+from mpisim.calibrate.fit import FitResult, FittedParam, PointFit
 from mpisim.calibrate.measurements import Series
 from mpisim.calibrate.model import get, put, si_value
 from mpisim.report.tables import fmt_bandwidth, fmt_bytes, fmt_time
@@ -45,16 +45,22 @@ def _show(kind: str, value: float | None) -> str:
     return str(shown)
 
 
+def _sources(fp: FittedParam, quote: str = "") -> str:
+    """``from osu_latency.txt:4, osu_bw.txt:3``, or what bounds it when no point determines it."""
+    if fp.determined_by and fp.determined_by[0].startswith("no point"):
+        return f"but {fp.determined_by[0]}"
+    return "from " + ", ".join(f"{quote}{_short(p)}{quote}" for p in fp.determined_by)
+
+
 def _param_comment(fp: FittedParam, base_name: str) -> str:
     if fp.fitted:
-        was = _show(fp.param.kind, fp.base)
-        return f"fitted (base {base_name}: {was}) from {', '.join(_short(p) for p in fp.determined_by)}"
+        return f"fitted (base {base_name}: {_show(fp.param.kind, fp.base)}) {_sources(fp)}"
     return f"{base_name}'s value, kept: {fp.reason}"
 
 
 def _short(name: str) -> str:
-    """``dir/osu_latency.txt:4 (latency 0 B)`` -> ``osu_latency.txt:4``."""
-    return Path(name.split(" (")[0]).name
+    """``osu_latency.txt:4 (latency 0 B)`` -> ``osu_latency.txt:4``; other text as it is."""
+    return name.split(" (")[0] if name.endswith(")") and ":" in name.split(" (")[0] else name
 
 
 def preset_text(result: FitResult, files: Sequence[str], name: str = "THIS_FILE.yaml") -> str:
@@ -76,7 +82,7 @@ def preset_text(result: FitResult, files: Sequence[str], name: str = "THIS_FILE.
     names = [Path(f).name for f in files]
     preset["description"] = f"Fitted by mpisim calibrate to {', '.join(names)} (base preset {result.base_name})"
     header = [
-        f"# A preset fitted by `mpisim calibrate` to measurements of the user's cluster, starting from",
+        "# A preset fitted by `mpisim calibrate` to measurements of the user's cluster, starting from",
         f"# the preset {result.base_name}. Measurements: {', '.join(names)}.",
         "# Each fitted number says which measured points (file:line) determine it; numbers the data",
         f"# cannot identify keep {result.base_name}'s value, and say why. Numbers without a comment",
@@ -130,7 +136,7 @@ def summary(result: FitResult) -> str:
     for fp in result.params:
         if fp.fitted:
             lines.append(f"  {fp.param.name}: {_show(fp.param.kind, fp.base)} -> {_show(fp.param.kind, fp.value)} "
-                         f"(fitted from {', '.join(_short(p) for p in fp.determined_by)})")
+                         f"(fitted {_sources(fp)})")
         else:
             lines.append(f"  {fp.param.name}: {_show(fp.param.kind, fp.base)} kept ({fp.reason})")
     for eager in result.eager:
@@ -160,7 +166,7 @@ def report_markdown(result: FitResult, files: Sequence[str], figure: str | None)
                 "predicted; their error says how far predictions for unmeasured sizes can be trusted.", ""]
     out += ["## Parameters", "", "| parameter | what it is | base | fitted | how |", "|---|---|---|---|---|"]
     for fp in result.params:
-        how = ("fitted from " + ", ".join(f"`{_short(p)}`" for p in fp.determined_by)) if fp.fitted else f"kept: {fp.reason}"
+        how = f"fitted {_sources(fp, '`')}" if fp.fitted else f"kept: {fp.reason}"
         value = _show(fp.param.kind, fp.value) if fp.fitted else "(base)"
         out.append(f"| `{fp.param.name}` | {fp.param.meaning} | {_show(fp.param.kind, fp.base)} | {value} | {how} |")
     for eager in result.eager:
@@ -186,6 +192,11 @@ def residual_figure(result: FitResult) -> Any:
 
     fig = Figure(figsize=(7.5, 4.2))
     ax = fig.add_subplot()
+    clip = 30.0  # percent: a base preset 100 % off would squash the fitted points into a line
+
+    def shown(error: float) -> float:
+        return max(-clip, min(clip, 100 * error))
+
     labels = []
     for p in result.points:
         if p.series.label not in labels:
@@ -195,9 +206,9 @@ def residual_figure(result: FitResult) -> Any:
         xs = [max(p.point.nbytes, 1) for p in pts]
         colour = f"C{i % 10}"
         name = f"{Path(pts[0].series.file).name} ({pts[0].series.test})"
-        ax.plot(xs, [100 * p.base_error for p in pts], "o", mfc="none", color=colour, alpha=0.6)
-        ax.plot(xs, [100 * p.error for p in pts], "o-", color=colour, label=name)
-        held = [(x, 100 * p.error) for x, p in zip(xs, pts, strict=True) if p.held_out]
+        ax.plot(xs, [shown(p.base_error) for p in pts], "o", mfc="none", color=colour, alpha=0.6)
+        ax.plot(xs, [shown(p.error) for p in pts], "o-", color=colour, label=name)
+        held = [(x, shown(p.error)) for x, p in zip(xs, pts, strict=True) if p.held_out]
         if held:
             ax.plot(*zip(*held, strict=True), "s", mfc="none", ms=11, color=colour)
     ax.axhline(0, color="black", lw=0.8)
@@ -205,7 +216,8 @@ def residual_figure(result: FitResult) -> Any:
     ax.set_xscale("log", base=2)
     ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _p: fmt_bytes(round(v)) if v >= 1 else "0 B"))
     ax.set_xlabel("message size (0 B drawn at 1 B)")
-    ax.set_ylabel("predicted / measured - 1 (%)")
+    ax.set_ylabel(f"predicted / measured - 1 (%, clipped at +-{clip:.0f})")
+    ax.set_ylim(-clip - 2, clip + 2)
     ax.set_title("Residuals: fitted (filled), base preset (hollow), held out (squared); band: 5 %", fontsize=9)
     ax.legend(fontsize=7)
     fig.tight_layout()
