@@ -12,6 +12,7 @@ and the warnings where the model cannot follow the data.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -65,7 +66,7 @@ def _short(name: str) -> str:
 
 def preset_text(result: FitResult, files: Sequence[str], name: str = "THIS_FILE.yaml") -> str:
     """The fitted preset as YAML, with comments citing where each fitted number comes from."""
-    preset = {k: v for k, v in result.preset.items()}
+    preset = copy.deepcopy(result.preset)  # put() writes into nested mappings
     comments: dict[str, str] = {}
     for fp in result.params:
         if fp.value == 0 and not fp.fitted:

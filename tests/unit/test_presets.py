@@ -252,5 +252,5 @@ def test_a_preset_file_path_is_a_preset(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     spec, mpi = resolve_topology("mycluster.yaml")
     assert spec.name == "mycluster" and spec.inter.latency == 2e-6 and mpi["eager_limit_inter"] == "12 KiB"
-    with pytest.raises(ConfigError, match="no topology preset file 'missing.yaml'"):
+    with pytest.raises(ConfigError, match=r"no topology preset file 'missing\.yaml'"):
         resolve_topology("missing.yaml")
