@@ -45,6 +45,9 @@ class Series:
         does not say, and the caller's ``--nodes`` / ``--ranks-per-node`` apply.
     pairs
         ``osu_mbw_mr``: sender/receiver pairs.
+    dtype
+        Collectives: the element type the benchmark used (OSU's ``# Datatype:`` line, or its
+        default; nccl-tests' ``type`` column).
     """
 
     file: str
@@ -56,6 +59,8 @@ class Series:
     nodes: int | None = None
     pairs: int = 1
     notes: tuple[str, ...] = field(default=())
+    #: Element type of collectives (numpy name): the MPI library picks algorithms by count.
+    dtype: str = "float32"
 
     @property
     def label(self) -> str:

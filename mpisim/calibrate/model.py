@@ -151,13 +151,8 @@ def scenario(series: Series, preset: Mapping[str, Any], shape: Shape) -> dict[st
         if series.test == "mbw_mr":
             workload["pairs"] = series.pairs
     else:
-        reduces = series.test in ("allreduce", "reduce_scatter")
-        ranks = shape.nodes * shape.ranks_per_node
-        item = 4 if reduces and all(p.nbytes % 4 == 0 for p in series.points) else 1
-        if any(p.nbytes % ((ranks if series.test in ("allgather", "reduce_scatter") else 1) * item) for p in series.points):
-            item = 1
         workload = {"kind": "collective", "collective": series.test, "algorithm": "auto", "sizes": sizes,
-                    "dtype": "float32" if item == 4 else "uint8"}
+                    "dtype": series.dtype}
     return {
         "name": "calibrate", "topology": topology, "mpi": copy.deepcopy(dict(preset.get("mpi") or {})),
         "payload": "size", "workload": workload, "trace": {"messages": False, "spans": False, "links": False},

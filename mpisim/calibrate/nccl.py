@@ -43,6 +43,10 @@ BINARIES = {
 }
 _RANK = re.compile(r"^#\s*Rank\s+(\d+)\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s+(\S+)\s+device", re.IGNORECASE)
 _SETTINGS = re.compile(r"^#\s*nThread\s+(\d+)\s+nGpus\s+(\d+)", re.IGNORECASE)
+#: nccl-tests' ``type`` column -> numpy dtype names mpisim takes.
+NCCL_TYPES = {"int8": "int8", "char": "int8", "uint8": "uint8", "int32": "int32", "int": "int32", "uint32": "uint32",
+              "int64": "int64", "uint64": "uint64", "half": "float16", "float16": "float16", "float": "float32",
+              "float32": "float32", "double": "float64", "float64": "float64", "bfloat16": "bfloat16"}
 #: The two halves of the table.
 PLACEMENTS = ("out-of-place", "in-place")
 
@@ -80,6 +84,8 @@ def parse(text: str, file: str, placement: str = "out-of-place") -> Series:
     hosts: dict[int, str] = {}
     settings: tuple[int, int] | None = None
     time_columns: list[int] = []
+    type_column: int | None = None
+    dtype = "float32"
     width = 0
     points: list[Point] = []
     for i, line in enumerate(lines):
@@ -95,6 +101,7 @@ def parse(text: str, file: str, placement: str = "out-of-place") -> Series:
                 fields = raw.lstrip("#").split()
                 width = len(fields)
                 time_columns = [k for k, f in enumerate(fields) if f == "time"]
+                type_column = fields.index("type") if "type" in fields else None
             continue
         if not width:
             continue  # before the table: the launcher's and NCCL's own lines
@@ -110,6 +117,8 @@ def parse(text: str, file: str, placement: str = "out-of-place") -> Series:
         if value.upper() == "N/A":
             continue
         size = whole_bytes(file, number, fields[0])
+        if type_column is not None:
+            dtype = NCCL_TYPES.get(fields[type_column], dtype)
         points.append(Point(size, positive_number(file, number, value, f"{placement} time (us)") * 1e-6, number))
     if not width:
         raise ConfigError("no nccl-tests table found: expected a header '#  size  count  type ... time  algbw  busbw'",
@@ -118,4 +127,4 @@ def parse(text: str, file: str, placement: str = "out-of-place") -> Series:
     ranks = len(hosts) or (settings[0] * settings[1] if settings else None)
     nodes = len(set(hosts.values())) if hosts else None
     notes = () if hosts else ("no '# Rank N ... on HOST' lines: the rank and node counts come from the command line",)
-    return Series(file, "nccl-tests", test, "time_s", series_points, ranks=ranks, nodes=nodes, notes=notes)
+    return Series(file, "nccl-tests", test, "time_s", series_points, ranks=ranks, nodes=nodes, notes=notes, dtype=dtype)

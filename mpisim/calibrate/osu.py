@@ -41,6 +41,9 @@ TITLES = (
 )
 _TITLE = re.compile(r"^#\s*OSU\s+MPI\S*\s+(?P<name>.+?)\s+Test(?:\s+v?(?P<version>[\d.]+))?\s*$", re.IGNORECASE)
 _PAIRS = re.compile(r"pairs:\s*(\d+)", re.IGNORECASE)
+_DATATYPE = re.compile(r"^Datatype:\s*(MPI_\w+)", re.IGNORECASE)
+#: OSU 7's ``-T`` datatypes; OSU 5 and 6 print no datatype line and use MPI_FLOAT for reductions.
+DATATYPES = {"MPI_CHAR": "uint8", "MPI_INT": "int32", "MPI_FLOAT": "float32", "MPI_DOUBLE": "float64"}
 KNOWN = "osu_latency, osu_bw, osu_bibw, osu_mbw_mr, osu_allreduce, osu_bcast, osu_allgather, osu_alltoall"
 
 
@@ -89,6 +92,7 @@ def parse(text: str, file: str, ranks: int | None = None) -> Series:
     column: int | None = None
     width = 0
     pairs = 1
+    dtype = "float32" if test == "allreduce" else "uint8"
     points: list[Point] = []
     for i in range(title_at + 1, len(lines)):
         number, raw = i + 1, lines[i].strip()
@@ -101,6 +105,11 @@ def parse(text: str, file: str, ranks: int | None = None) -> Series:
                 column, width = _value_column(file, number, columns, metric), len(columns)
             elif match := _PAIRS.search(body):
                 pairs = int(match.group(1))
+            elif match := _DATATYPE.match(body):
+                if match.group(1).upper() not in DATATYPES:
+                    raise damaged(file, number, f"datatype {match.group(1)} is not one calibrate reads; "
+                                                f"known: {', '.join(DATATYPES)}")
+                dtype = DATATYPES[match.group(1).upper()]
             elif _TITLE.match(raw):
                 raise damaged(file, number, "a second OSU title: give each benchmark's output its own file")
             continue
@@ -113,7 +122,7 @@ def parse(text: str, file: str, ranks: int | None = None) -> Series:
         value = positive_number(file, number, fields[column], "latency" if metric != "bandwidth_Bps" else "bandwidth")
         points.append(Point(_mpisim_size(test, size, ranks, file, number), _si(metric, value), number))
     return Series(file, "osu", test, metric, check_points(file, points, "rows of '# Size ...' below the title"),
-                  pairs=pairs)
+                  pairs=pairs, dtype=dtype)
 
 
 def _si(metric: str, value: float) -> float:

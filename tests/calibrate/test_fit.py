@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import pytest
@@ -20,22 +21,28 @@ def files(prefix: str) -> list[str]:
     return sorted(str(p) for p in DATA.glob(f"{prefix}*.txt"))
 
 
+@functools.cache
+def published(prefix: str, base: str, nodes: int | None = None):
+    """The fit of a published row's files (each is fitted once per test session)."""
+    return calibrate(files(prefix), base, nodes=nodes)
+
+
 def params(result):
     return {fp.param.name: fp for fp in result.params}
 
 
 @pytest.fixture(scope="module")
 def c4():
-    return calibrate(files("c4"), "cloud-100g-tcp")
+    return published("c4", "cloud-100g-tcp")
 
 
-@pytest.mark.parametrize(("prefix", "base", "shape", "tolerance"), [
-    ("c2", "ib-hdr", {}, 0.05),
-    ("c3", "roce-100g", {}, 0.05),
-    ("c1", "dgx-a100", {"nodes": 1}, 0.10),
+@pytest.mark.parametrize(("prefix", "base", "nodes", "tolerance"), [
+    ("c2", "ib-hdr", None, 0.05),
+    ("c3", "roce-100g", None, 0.05),
+    ("c1", "dgx-a100", 1, 0.10),
 ])
-def test_published_rows_are_reproduced(prefix, base, shape, tolerance):
-    result = calibrate(files(prefix), base, **shape)
+def test_published_rows_are_reproduced(prefix, base, nodes, tolerance):
+    result = published(prefix, base, nodes)
     assert len(result.points) == {"c1": 5, "c2": 3, "c3": 2}[prefix]
     for point in result.points:
         assert abs(point.error) <= tolerance, (point.point, point.error)
@@ -45,7 +52,7 @@ def test_published_rows_are_reproduced(prefix, base, shape, tolerance):
 def test_c2_reports_what_its_points_cannot_identify():
     # Two eager ping-pongs see the wire latency and the overheads only as a sum: the overheads
     # keep ib-hdr's value and say why; the NVLink-free shared-memory fabric is not touched.
-    got = params(calibrate(files("c2"), "ib-hdr"))
+    got = params(published("c2", "ib-hdr"))
     overheads = got["mpi.send_overhead + mpi.recv_overhead"]
     assert not overheads.fitted and "cannot tell it from inter.latency" in overheads.reason
     assert got["inter.efficiency"].fitted
@@ -54,7 +61,7 @@ def test_c2_reports_what_its_points_cannot_identify():
 
 
 def test_c1_fits_nvlink_and_ll_and_keeps_the_rest():
-    got = params(calibrate(files("c1"), "dgx-a100", nodes=1))
+    got = params(published("c1", "dgx-a100", 1))
     assert got["intra.efficiency"].fitted and got["intra.protocols.LL.latency"].fitted
     assert not got["base_latency.LL"].fitted  # one rank count: a per-call cost moves as the per-hop one does
     assert 0.75 < got["intra.efficiency"].value < 0.82  # C1: 234.89 GB/s busbw of 300 GB/s NVLink3
@@ -146,6 +153,30 @@ def test_round_trip_nccl_allreduce_on_one_dgx():
     _check_round_trip(result, truth, "dgx-a100", {
         "intra.efficiency": "fraction", "intra.protocols.LL.latency": "time", "intra.protocols.LL.efficiency": "fraction",
         "intra.protocols.Simple.latency": "time"})
+
+
+def test_round_trip_osu_collectives_on_eight_nodes():
+    # osu_allreduce (MPI_FLOAT), osu_allgather and osu_alltoall (per-rank sizes), osu_bcast: MPICH's
+    # algorithms over the star, fitted back to the wire latency and efficiency that made them.
+    truth = _truth("ib-hdr", {"inter.latency": "2.5 us", "inter.efficiency": 0.8})
+    titles = {"allreduce": "Allreduce", "allgather": "Allgather", "bcast": "Broadcast",
+              "alltoall": "All-to-All Personalized Exchange"}
+    series = []
+    for coll, title in titles.items():
+        per_rank = [4 * 4**i for i in range(9)]
+        scale = 8 if coll in ("allgather", "alltoall") else 1
+        dtype = "float32" if coll == "allreduce" else "uint8"
+        rows = mpisim_rows(truth, {"kind": "collective", "collective": coll, "algorithm": "auto", "dtype": dtype,
+                                   "sizes": [f"{s * scale} B" for s in per_rank]}, 8, 1)
+        datatype = "MPI_FLOAT" if dtype == "float32" else "MPI_CHAR"
+        text = (f"# OSU MPI {title} Latency Test v7.3\n# Datatype: {datatype}.\n# Size       Avg Latency(us)\n"
+                + "".join(f"{s:<10d}{r['time_s'] * 1e6:>14.2f}\n" for s, r in zip(per_rank, rows, strict=True)))
+        series.append(osu.parse(text, f"osu_{coll}.txt", ranks=8))
+    result = fit(series, load_preset("ib-hdr"), "ib-hdr", nodes=8, ranks_per_node=1)
+    fitted = params(result)
+    assert fitted["inter.latency"].value == pytest.approx(2.5e-6, rel=0.01)
+    assert fitted["inter.efficiency"].value == pytest.approx(0.8, rel=0.01)
+    assert max(result.errors(False)) < 0.005
 
 
 def test_holdout_predicts_the_points_it_left_out():
