@@ -33,9 +33,10 @@ class MpiConfig:
         moves; 0 (the default) for none. A byte-stream transport (Open MPI's TCP BTL: one socket
         per pair of ranks) carries one message at a time in order, and each large message's
         protocol work (the pipeline's first fragment, the handshake's bookkeeping) sits on
-        that socket. With it, messages between one pair go one after another, each paying it:
-        a window of ``osu_bw`` sends gets ``n / (overhead + n / bandwidth)``, no more than a
-        ping-pong's rate (published.md C4: 5.94 GB/s streaming vs a 6.9 GB/s ping-pong slope).
+        that socket. With it, messages between one pair go one after another, each holding the
+        socket from its overhead until its data has arrived: a window of ``osu_bw`` sends gets
+        about ``n / (overhead + latency + n / bandwidth)``, no more than a ping-pong's rate
+        (published.md C4: 5.94 GB/s streaming against a 6.9 GB/s ping-pong slope).
     """
 
     eager_limit_intra: int = 64 * 1024

@@ -438,8 +438,8 @@ class World:
         if len(queue) == 1:  # the connection is free: this message's protocol work starts now
             Call(self.env, self._send_data, msg, overhead)
 
-    def _release_connection(self, msg: Message) -> None:
-        """The data of *msg* has arrived: the next rendezvous message on its connection may go."""
+    def _release_socket(self, msg: Message) -> None:
+        """The data of *msg* has arrived: the next rendezvous message on its socket may go."""
         queue = self._sockets[(msg.src, msg.dst)]
         queue.popleft()
         if queue:
@@ -461,7 +461,7 @@ class World:
         _succeed(self.env, msg.send_req, None)
         self._complete_recv(msg, self.config.recv_overhead)
         if self.config.rendezvous_overhead and self._node_of[msg.src] != self._node_of[msg.dst]:
-            self._release_connection(msg)
+            self._release_socket(msg)
         self._call_soon(self._start_fin, msg)
 
     def _start_fin(self, msg: Message) -> None:
