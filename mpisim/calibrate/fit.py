@@ -57,6 +57,7 @@ from mpisim.calibrate.model import (
     unit_text,
     with_values,
 )
+from mpisim.errors import ConfigError
 
 #: Relative step of the sensitivity check (5 %).
 PROBE = math.log(1.05)
@@ -150,7 +151,9 @@ class Problem:
                 self.notes.append(f"{s.label}: read but left out of the fit ({NOT_MODELLED[s.test]})")
             else:
                 kept.append(s)
-            self.notes.extend(f"{s.file}: {note}" for note in s.notes)
+            self.notes.extend(f"{Path(s.file).name}: {note}" for note in s.notes)
+        if not kept:
+            raise ConfigError("nothing to fit: " + "; ".join(self.notes), "", series[0].file if series else "")
         self.series = kept
         self.shapes: list[Shape] = [shape_of(s, nodes, ranks_per_node) for s in kept]
         self.base = dict(base)

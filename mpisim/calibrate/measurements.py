@@ -13,6 +13,7 @@ others the buffer each rank holds), so ``nbytes`` is always what the mpisim work
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from mpisim.errors import ConfigError
 
@@ -64,8 +65,8 @@ class Series:
 
     @property
     def label(self) -> str:
-        """How reports name the series: ``osu_latency.txt (latency)``."""
-        return f"{self.file} ({self.test})"
+        """How reports name the series: ``osu_latency.txt (latency)``, without the file's folder."""
+        return f"{Path(self.file).name} ({self.test})"
 
 
 def damaged(file: str, line: int, message: str) -> ConfigError:

@@ -67,3 +67,12 @@ def test_damaged_file_names_file_and_line(tmp_path, capsys):
     bad.write_text("# OSU MPI Bandwidth Test v7.1\n# Size      Bandwidth (MB/s)\n1  3.4\n2  x\n")
     assert main(["calibrate", str(bad), "--base", "ib-hdr"]) == 2
     assert capsys.readouterr().err == f"{bad}: line 4: expected a number for bandwidth, got 'x'\n"
+
+
+def test_sendrecv_is_read_but_not_fitted(tmp_path, capsys):
+    from tests.calibrate.test_parsers import NCCL_MPI
+
+    path = tmp_path / "sendrecv_perf.txt"
+    path.write_text(NCCL_MPI)
+    assert main(["calibrate", str(path), "--base", "dgx-a100"]) == 2
+    assert "nothing to fit: sendrecv_perf.txt (sendrecv): read but left out of the fit" in capsys.readouterr().err
