@@ -124,11 +124,15 @@ def _value(series: Series, value: float) -> str:
 
 def _errors_line(result: FitResult) -> str:
     fit = result.errors(False)
-    line = f"fitted points: largest error {max(fit):.2%}, mean {sum(fit) / len(fit):.2%} ({len(fit)} points)"
+    line = f"fitted points: largest error {max(fit):.2%}, mean {sum(fit) / len(fit):.2%} ({_count(len(fit))})"
     held = result.errors(True)
     if held:
-        line += f"; held-out points: largest {max(held):.2%}, mean {sum(held) / len(held):.2%} ({len(held)} points)"
+        line += f"; held-out points: largest {max(held):.2%}, mean {sum(held) / len(held):.2%} ({_count(len(held))})"
     return line
+
+
+def _count(n: int) -> str:
+    return f"{n} point{'s' if n != 1 else ''}"
 
 
 def summary(result: FitResult) -> str:
