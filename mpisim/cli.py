@@ -360,7 +360,52 @@ class ExplainCommand(Command):
         return EXIT_OK if ex.correct else EXIT_FAILED
 
 
-COMMANDS: tuple[type[Command], ...] = (RunCommand, CheckCommand, ListCommand, ReportCommand, ExplainCommand)
+class CalibrateCommand(Command):
+    """Fit a preset to OSU and nccl-tests output from your own cluster.
+
+    Each file is read (OSU micro-benchmarks v5-7, nccl-tests), every point is predicted by an
+    mpisim run on the base preset, and the preset's physically meaningful parameters that the
+    data can identify are fitted by least squares on relative error; the others keep the base's
+    values. Example: mpisim calibrate osu_latency.txt osu_bw.txt --base ib-hdr -o mycluster.yaml
+    then: mpisim run my-scenario.yaml --set topology=mycluster.yaml
+    """
+
+    name = "calibrate"
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("files", nargs="+", metavar="FILE", help="OSU or nccl-tests output, one run per file")
+        parser.add_argument("--base", required=True, metavar="PRESET", help="the preset to start from, e.g. ib-hdr")
+        parser.add_argument("--nodes", type=int, default=None, help="nodes of the runs whose output does not say")
+        parser.add_argument("--ranks-per-node", type=int, default=None, help="ranks per node of those runs")
+        parser.add_argument("--holdout", default="0%", metavar="SHARE",
+                            help="leave this share of the points out of the fit and report their error, e.g. 20%%")
+        parser.add_argument("--in-place", action="store_true", help="nccl-tests: fit the in-place times")
+        parser.add_argument("-o", "--output", metavar="PRESET.yaml", help="write the fitted preset here")
+        parser.add_argument("--report", metavar="DIR", help="write report.md and residuals.png to DIR")
+
+    def run(self, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+        from mpisim.calibrate.output import preset_text, summary, write_report
+        from mpisim.calibrate.run import calibrate, parse_share
+        from mpisim.scenario.run import write_atomic
+
+        if args.output and not args.output.endswith((".yaml", ".yml")):
+            raise ConfigError(f"a preset file name ends in .yaml, got {args.output!r}", "-o")
+        result = calibrate(args.files, args.base, nodes=args.nodes, ranks_per_node=args.ranks_per_node,
+                           holdout=parse_share(args.holdout), placement="in-place" if args.in_place else "out-of-place")
+        out.write(summary(result))
+        try:
+            if args.output:
+                write_atomic(args.output, preset_text(result, args.files, args.output))
+                out.write(f"preset written to {args.output}\n")
+            if args.report:
+                out.write(f"report written to {write_report(result, args.files, Path(args.report))}\n")
+        except OSError as exc:
+            raise ConfigError(f"cannot write it: {exc.strerror or exc}", "", args.output or args.report) from None
+        return EXIT_OK
+
+
+COMMANDS: tuple[type[Command], ...] = (RunCommand, CheckCommand, ListCommand, ReportCommand, ExplainCommand,
+                                       CalibrateCommand)
 
 
 # --- output -------------------------------------------------------------------------------------

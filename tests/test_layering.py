@@ -19,6 +19,8 @@ ALLOWED = {
     # Reports are rendered from result records alone, so they can be re-made from results.json.
     "report": BASE | {"engine", "report"},
     "scenario": BASE | {"engine", "network", "mpi", "collectives", "workloads", "report", "scenario"},
+    # Beside scenario: it runs the simulator through scenarios, and nothing below knows of it.
+    "calibrate": BASE | {"engine", "network", "mpi", "collectives", "workloads", "report", "scenario", "calibrate"},
 }
 
 

@@ -28,6 +28,15 @@ class MpiConfig:
         eager message copied out of the unexpected queue; ``inf`` makes copies free.
     reduce_cost
         Seconds per byte of a local reduction (the ``gamma`` of alpha-beta-gamma models).
+    rendezvous_overhead
+        Seconds a rendezvous message between nodes holds its *connection* after the CTS, before its data
+        moves; 0 (the default) for none. A byte-stream transport (Open MPI's TCP BTL: one socket
+        per pair of ranks) carries one message at a time in order, and each large message's
+        protocol work (the pipeline's first fragment, the handshake's bookkeeping) sits on
+        that socket. With it, messages between one pair go one after another, each holding the
+        socket from its overhead until its data has arrived: a window of ``osu_bw`` sends gets
+        about ``n / (overhead + latency + n / bandwidth)``, no more than a ping-pong's rate
+        (published.md C4: 5.94 GB/s streaming against a 6.9 GB/s ping-pong slope).
     """
 
     eager_limit_intra: int = 64 * 1024
@@ -37,6 +46,7 @@ class MpiConfig:
     recv_overhead: float = 0.0
     copy_bandwidth: float = math.inf
     reduce_cost: float = 0.0
+    rendezvous_overhead: float = 0.0
 
     def eager_limit(self, path_kind: str) -> int:
         """Return the eager limit for a path of kind ``self``, ``intra`` or ``inter``."""

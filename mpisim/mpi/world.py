@@ -49,6 +49,7 @@ blocked rank, the call it is blocked in and the cycle of waits between ranks.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -203,6 +204,9 @@ class World:
         #: GPU-library connections with bytes in flight: (src, dst, context[, tag]) -> messages
         #: waiting behind them, each with the instant its latency began (see "Connections").
         self._connections: dict[tuple[int, ...], list[tuple[Message, float]]] = {}
+        # With a rendezvous overhead: per (src, dst) MPI socket between nodes, the rendezvous
+        # messages whose CTS has arrived, in order; the first holds it until its data has arrived.
+        self._sockets: dict[tuple[int, int], deque[Message]] = {}
         self._contexts: dict[tuple, int] = {}
         self._next_context = 2  # 0 and 1 belong to COMM_WORLD (point-to-point, collectives)
         self._collective_calls: dict[tuple[int, int], tuple[str, int, int]] = {}
@@ -435,7 +439,21 @@ class World:
     def _cts_arrived(self, msg: Message) -> None:
         if self.tracer.record_spans:
             self._span(msg.dst, "cts", msg.t_phase, "CTS", msg.src, self.config.header_bytes)
-        Call(self.env, self._send_data, msg)  # the sender learns of the CTS
+        overhead = self.config.rendezvous_overhead
+        if not overhead or self._node_of[msg.src] == self._node_of[msg.dst]:
+            Call(self.env, self._send_data, msg)  # the sender learns of the CTS
+            return
+        queue = self._sockets.setdefault((msg.src, msg.dst), deque())
+        queue.append(msg)
+        if len(queue) == 1:  # the connection is free: this message's protocol work starts now
+            Call(self.env, self._send_data, msg, overhead)
+
+    def _release_socket(self, msg: Message) -> None:
+        """The data of *msg* has arrived: the next rendezvous message on its socket may go."""
+        queue = self._sockets[(msg.src, msg.dst)]
+        queue.popleft()
+        if queue:
+            Call(self.env, self._send_data, queue[0], self.config.rendezvous_overhead)
 
     def _send_data(self, msg: Message) -> None:
         msg.t_data = self.env._now
@@ -452,6 +470,8 @@ class World:
             self._span(msg.src, "data", msg.t_data, "data", msg.dst, msg.nbytes)
         _succeed(self.env, msg.send_req, None)
         self._complete_recv(msg, self.config.recv_overhead)
+        if self.config.rendezvous_overhead and self._node_of[msg.src] != self._node_of[msg.dst]:
+            self._release_socket(msg)
         self._call_soon(self._start_fin, msg)
 
     def _start_fin(self, msg: Message) -> None:

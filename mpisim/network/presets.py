@@ -53,16 +53,33 @@ def preset_names() -> list[str]:
     return sorted(path.stem for path in directory.glob("*.yaml"))
 
 
+def is_preset_file(name: str) -> bool:
+    """Return True if *name* names a preset file (``mycluster.yaml``) rather than a built-in preset."""
+    return name.endswith((".yaml", ".yml"))
+
+
+def preset_stem(name: str) -> str:
+    """Return the preset's name as results show it: ``mycluster`` for ``path/to/mycluster.yaml``."""
+    return Path(name).stem if is_preset_file(name) else name
+
+
 def load_preset(name: str) -> dict[str, Any]:
     """Return preset *name* as its raw mapping (unit strings, ``description``, ``mpi``).
 
-    Each call returns a fresh copy, so callers may modify it.
+    *name* is a built-in preset (``ib-hdr``) or the path of a preset file of the same form
+    ending in ``.yaml`` (``mycluster.yaml``, as ``mpisim calibrate`` writes), relative to the
+    working directory. Each call returns a fresh copy, so callers may modify it.
     Raises ConfigError if there is no such preset or its file is not a YAML mapping.
     """
-    names = preset_names()
-    if name not in names:
-        raise ConfigError(f"unknown topology preset {name!r}; known: {', '.join(names) or '(none)'}")
-    path = preset_dir() / f"{name}.yaml"  # type: ignore[operator]  # preset_names() found it
+    if is_preset_file(name):
+        path = Path(name)
+        if not path.is_file():
+            raise ConfigError(f"no topology preset file {name!r} (a path ending in .yaml names a file)")
+    else:
+        names = preset_names()
+        if name not in names:
+            raise ConfigError(f"unknown topology preset {name!r}; known: {', '.join(names) or '(none)'}")
+        path = preset_dir() / f"{name}.yaml"  # type: ignore[operator]  # preset_names() found it
     try:
         raw = yaml.safe_load(path.read_text(encoding="utf-8"))
     except yaml.YAMLError as err:
@@ -119,7 +136,7 @@ def resolve_topology(raw: str | Mapping[str, Any]) -> tuple[TopologySpec, dict[s
     mpi = merged.pop("mpi", None) or {}
     if not isinstance(mpi, Mapping):
         raise ConfigError(f"expected a mapping of MPI settings, got {mpi!r}", "mpi")
-    return TopologySpec.from_dict(merged, name=name), dict(mpi)
+    return TopologySpec.from_dict(merged, name=preset_stem(name)), dict(mpi)
 
 
 def deep_merge(base: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:

@@ -67,7 +67,7 @@ DEVICES = ("cpu", "gpu")
 GPU_PROTOCOLS = ("LL", "LL128", "Simple", "NVLS")
 
 _FABRIC_KEYS = ("kind", "bandwidth", "latency", "efficiency", "protocols")
-_INTER_ONLY_KEYS = ("nics", "oversubscription", "leaf_size", "hop_latency")
+_INTER_ONLY_KEYS = ("nics", "oversubscription", "leaf_size", "hop_latency", "host_bandwidth")
 _INTRA_ONLY_KEYS = ("in_switch_reduction",)
 _PROTOCOL_KEYS = ("latency", "efficiency")
 _TOPOLOGY_KEYS = (
@@ -119,6 +119,12 @@ class FabricSpec:
         ones not listed take the library's defaults.
     in_switch_reduction
         Intra-node ``nvswitch`` only: the switch reduces and multicasts (NVLink SHARP, NVLS).
+    host_bandwidth
+        Inter-node only: bytes/s the host's network stack moves through one NIC, *sent and
+        received together* (0: no such cap). The cable is full duplex, but a kernel TCP stack
+        in a VM handles both directions on the same cores, so ``osu_bibw`` reaches what
+        ``osu_bw`` does and no more (published.md C4b). Every message leaving or entering the
+        NIC crosses this one shared resource.
     """
 
     kind: str
@@ -131,6 +137,7 @@ class FabricSpec:
     hop_latency: float = 0.0
     protocols: tuple[ProtocolSpec, ...] = ()
     in_switch_reduction: bool = False
+    host_bandwidth: float = 0.0
 
     def protocol(self, name: str) -> ProtocolSpec | None:
         """Return the protocol *name* as this fabric gives it, or None if it is not listed."""
@@ -166,6 +173,8 @@ class FabricSpec:
             fields["leaf_size"] = _parse(parse_whole, raw["leaf_size"], "leaf_size")
         if "hop_latency" in raw:
             fields["hop_latency"] = _parse(parse_time, raw["hop_latency"], "hop_latency")
+        if raw.get("host_bandwidth") is not None:
+            fields["host_bandwidth"] = _parse(parse_bandwidth, raw["host_bandwidth"], "host_bandwidth")
         if raw.get("protocols") is not None:
             fields["protocols"] = _parse_protocols(raw["protocols"])
         if "in_switch_reduction" in raw:
@@ -189,6 +198,8 @@ class FabricSpec:
                 leaf_size=self.leaf_size,
                 hop_latency=self.hop_latency,
             )
+            if self.host_bandwidth:
+                out["host_bandwidth"] = self.host_bandwidth
         elif self.in_switch_reduction:
             out["in_switch_reduction"] = True
         if self.protocols:
@@ -355,6 +366,11 @@ def _validate_fabric(fabric: FabricSpec, where: str, known: Mapping[str, object]
         raise TopologyError(
             f"hop_latency must be zero or positive, got {fabric.hop_latency!r}", f"{where}.hop_latency"
         )
+    if not (_is_number(fabric.host_bandwidth) and 0 <= fabric.host_bandwidth < math.inf):
+        raise TopologyError(
+            f"host_bandwidth must be positive and finite (0: no cap), got {fabric.host_bandwidth!r}",
+            f"{where}.host_bandwidth",
+        )
     for protocol in fabric.protocols:
         at = f"{where}.protocols.{protocol.name}"
         if protocol.name not in GPU_PROTOCOLS:
@@ -505,6 +521,13 @@ class Topology:
             self.intra = INTRA_FABRICS[spec.intra.kind](spec.intra, self)
         if spec.inter is not None and spec.nodes > 1:
             self.inter = INTER_FABRICS[spec.inter.kind](spec.inter, self)
+        # One host-stack resource per NIC, shared by the bytes it sends and receives (see
+        # FabricSpec.host_bandwidth); not directional, so it is named after the NIC alone.
+        self._stacks: list[Link] = []
+        if self.inter is not None and spec.inter is not None and spec.inter.host_bandwidth > 0:
+            for node in range(self.nodes):
+                for nic in range(self._nics):
+                    self._stacks.append(self.add_link(f"node{node}.nic{nic}.stack", 0.0, spec.inter.host_bandwidth, 1.0, "net"))
 
     # -- placement ------------------------------------------------------------------------
 
@@ -558,7 +581,11 @@ class Topology:
             return self.intra.route(src, dst)
         assert self.inter is not None  # validate() requires it when nodes > 1
         nics = self._nics
-        return self.inter.route(src_node, self.local_rank(src) % nics, dst_node, self.local_rank(dst) % nics)
+        src_nic, dst_nic = self.local_rank(src) % nics, self.local_rank(dst) % nics
+        links = self.inter.route(src_node, src_nic, dst_node, dst_nic)
+        if self._stacks:
+            links = [self._stacks[src_node * nics + src_nic], *links, self._stacks[dst_node * nics + dst_nic]]
+        return links
 
     def path_kind(self, src: int, dst: int) -> str:
         """Return ``"self"``, ``"intra"`` (same node) or ``"inter"`` (different nodes)."""

@@ -9,6 +9,9 @@ findings, new numbers); it rewrites, in DIR (default ``reports``):
   allreduce on one DGX A100, nccl-tests style (``scenarios/nccl-allreduce-dgx-a100.yaml``);
 * ``teaching/`` -- a walk-through: ``mpisim explain`` of ring and recursive-doubling allreduce
   on 4 ranks, with their diagrams;
+* ``calibration-cloud-tcp/`` -- a preset fitted by ``mpisim calibrate`` to the published cloud
+  TCP measurements kept in its ``measurements/`` folder (run as a command: calibration sits
+  beside this layer, not below it);
 * ``README.md`` -- the index of the above.
 
 Each scenario report is exactly what ``mpisim run FILE -o DIR`` writes, except that, to keep
@@ -113,6 +116,27 @@ def write_teaching(out: Path) -> Path:
     return target
 
 
+CALIBRATION = "calibration-cloud-tcp"
+
+
+def calibration_command(out: Path) -> list[str]:
+    """``python -m mpisim calibrate ...`` for the calibration example, writing into *out*."""
+    inputs = Path("reports") / CALIBRATION / "measurements"
+    target = out / CALIBRATION
+    return [sys.executable, "-m", "mpisim", "calibrate",
+            *(str(inputs / f"{name}.txt") for name in ("osu_bibw", "osu_bw", "osu_latency")),  # as the shell lists *.txt
+            "--base", "cloud-100g-tcp", "-o", str(target / "cloud-tcp.yaml"), "--report", str(target)]
+
+
+def write_calibration(out: Path) -> Path:
+    """Run the calibration example's command (a subprocess: calibrate sits beside this layer)."""
+    import subprocess
+
+    (out / CALIBRATION).mkdir(parents=True, exist_ok=True)
+    subprocess.run(calibration_command(out), check=True, stdout=subprocess.DEVNULL)
+    return out / CALIBRATION
+
+
 def write_index(out: Path) -> None:
     """Write ``out/README.md``: what each example shows and the command that regenerates them all."""
     lines = [
@@ -133,6 +157,9 @@ def write_index(out: Path) -> None:
     walk = " ".join(f"`mpisim explain {c} {a} --ranks {p} -o reports/teaching`;" for c, a, p in TEACHING).rstrip(";")
     lines.append(f"| [teaching](teaching/README.md) | Teaching walk-through: ring and recursive-doubling allreduce "
                  f"on 4 ranks, step by step, with diagrams. | {walk} |")
+    lines.append(f"| [{CALIBRATION}]({CALIBRATION}/report.md) | Calibration: the published cloud TCP measurements (C4, "
+                 "C4b) fitted from `cloud-100g-tcp`; every point against both presets, residuals, the fitted preset. | "
+                 f"`{' '.join(calibration_command(Path('reports'))[2:])}` |")
     lines += [
         "",
         "Each scenario report directory holds `report.md` (start there), `figures/`, `results.json` (from which "
@@ -153,6 +180,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for example in EXAMPLES:
         print(f"{example.name}: {write_example(example, out)}", flush=True)
     print(f"teaching: {write_teaching(out)}", flush=True)
+    print(f"{CALIBRATION}: {write_calibration(out)}", flush=True)
     write_index(out)
     return 0
 

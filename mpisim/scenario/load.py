@@ -502,6 +502,7 @@ _MPI_PARSERS = {
     "recv_overhead": parse_time,
     "copy_bandwidth": parse_bandwidth,
     "reduce_cost": parse_per_byte,
+    "rendezvous_overhead": parse_time,
 }
 
 
@@ -690,6 +691,8 @@ def _dump_mpi(mpi: MpiConfig) -> dict[str, Any]:
         del values["eager_limit_inter"]
     if values["copy_bandwidth"] == float("inf"):
         values["copy_bandwidth"] = "inf"
+    if not values["rendezvous_overhead"]:
+        del values["rendezvous_overhead"]  # absent means none: resolved scenarios stay as they were
     return values
 
 

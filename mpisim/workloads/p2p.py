@@ -14,6 +14,11 @@ ranks ``pair`` (0 and 1 by default) exactly as the C programs do it:
 ``bibw``
     Both ranks post a window of receives and a window of sends at once, then wait for all.
     bandwidth = 2 x n x window x iterations / elapsed (both directions together).
+``mbw_mr``
+    ``osu_mbw_mr``: ``pairs`` senders (ranks 0 .. pairs-1) each run the ``bandwidth`` loop
+    towards rank ``i + pairs`` at once, so on a block placement with ``pairs`` ranks per node
+    they share the node's NIC. bandwidth = pairs x n x window x iterations / (the senders'
+    mean elapsed time), the aggregate figure OSU prints.
 
 Each (test, size) point runs on a fresh world; the first ``warmup`` iterations are not timed
 (OSU's ``skip``). The simulation is deterministic, so one warm-up and one timed iteration
@@ -29,6 +34,7 @@ YAML::
       test: latency           # latency | bandwidth | bibw, or a list of them
       sizes: {min: 1 B, max: 4 MiB, factor: 2}
       pair: [0, 1]            # the two ranks ([0, 8] crosses nodes when each node holds 8 ranks)
+      pairs: 1                # mbw_mr only: sender/receiver pairs (ranks i and i + pairs)
       window: 64
       iterations: 1
       warmup: 1
@@ -51,11 +57,11 @@ from mpisim.workloads.base import RunContext, WorkloadOutput, register_workload
 from mpisim.workloads.collective import check_keys, parse_positive_int, parse_sizes
 
 KIND = "p2p"
-TESTS = ("latency", "bandwidth", "bibw")
+TESTS = ("latency", "bandwidth", "bibw", "mbw_mr")
 DATA_TAG, ACK_TAG = 1, 2
 ACK_BYTES = 4  # OSU's osu_bw acknowledges a window with a 4-byte message
 
-_KEYS = ("kind", "test", "sizes", "pair", "window", "iterations", "warmup")
+_KEYS = ("kind", "test", "sizes", "pair", "window", "iterations", "warmup", "pairs")
 
 
 @dataclass(frozen=True)
@@ -69,6 +75,7 @@ class P2PParams:
     iterations: int = 1
     warmup: int = 1
     listed: bool = False  # ``test`` was given as a list
+    pairs: int = 1  # mbw_mr: ranks i and i + pairs, for i < pairs
 
 
 def parse(raw: Any) -> P2PParams:
@@ -94,12 +101,13 @@ def parse(raw: Any) -> P2PParams:
     window = parse_positive_int(raw.get("window", 64), "window")
     iterations = parse_positive_int(raw.get("iterations", 1), "iterations")
     warmup = parse_positive_int(raw.get("warmup", 1), "warmup", minimum=0)
-    return P2PParams(tuple(tests), sizes, pair, window, iterations, warmup, listed)
+    pairs = parse_positive_int(raw.get("pairs", 1), "pairs")
+    return P2PParams(tuple(tests), sizes, pair, window, iterations, warmup, listed, pairs)
 
 
 def dump(params: P2PParams) -> dict[str, Any]:
     """Return the resolved workload (sizes in bytes) in a form :func:`parse` reads back."""
-    return {
+    out: dict[str, Any] = {
         "kind": KIND,
         "test": list(params.tests) if params.listed else params.tests[0],
         "sizes": list(params.sizes),
@@ -108,6 +116,9 @@ def dump(params: P2PParams) -> dict[str, Any]:
         "iterations": params.iterations,
         "warmup": params.warmup,
     }
+    if "mbw_mr" in params.tests or params.pairs != 1:
+        out["pairs"] = params.pairs
+    return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -160,17 +171,25 @@ def osu_bibw(comm: Comm, a: int, b: int, buf: Any, iterations: int, warmup: int,
         clock.append(comm.now)
 
 
-def _rank_program(comm: Comm, test: str, params: P2PParams, nbytes: int, data: bool, clock: list[float]) -> Proc[None]:
-    # Every rank takes part in the synchronised start; only the pair goes on.
+def _rank_program(comm: Comm, test: str, params: P2PParams, nbytes: int, data: bool,
+                  clocks: dict[int, list[float]]) -> Proc[None]:
+    # Every rank takes part in the synchronised start; only the pair (or the pairs) goes on.
     yield from comm.world.synchronize(comm.world_rank)
-    a, b = params.pair
-    if comm.rank not in (a, b):
-        return
+    if test == "mbw_mr":
+        if comm.rank >= 2 * params.pairs:
+            return
+        a = comm.rank % params.pairs
+        b = a + params.pairs
+    else:
+        a, b = params.pair
+        if comm.rank not in (a, b):
+            return
+    clock = clocks.setdefault(a, [])  # both ranks of a pair share it; only rank a writes
     fill = np.arange(nbytes, dtype=np.uint8) if data else None  # arange wraps mod 256: recognisable bytes
     buf = make_payload(nbytes, np.uint8, data=data, fill=fill)
     if test == "latency":
         yield from osu_latency(comm, a, b, buf, params.iterations, params.warmup, clock)
-    elif test == "bandwidth":
+    elif test in ("bandwidth", "mbw_mr"):
         yield from osu_bw(comm, a, b, buf, params.iterations, params.warmup, params.window, clock)
     else:
         yield from osu_bibw(comm, a, b, buf, params.iterations, params.warmup, params.window, clock)
@@ -192,19 +211,25 @@ def run(params: P2PParams, ctx: RunContext) -> WorkloadOutput:
     for test in params.tests:
         for nbytes in params.sizes:
             world = ctx.new_world()
-            if max(params.pair) >= world.size:
+            if test == "mbw_mr" and 2 * params.pairs > world.size:
+                raise ConfigError(
+                    f"mbw_mr with {params.pairs} pairs needs {2 * params.pairs} ranks, "
+                    f"but the topology has {world.size}", "pairs")
+            if test != "mbw_mr" and max(params.pair) >= world.size:
                 raise ConfigError(
                     f"the p2p test runs between ranks {params.pair[0]} and {params.pair[1]}, "
                     f"but the topology has {world.size} rank(s)", "pair")
-            clock: list[float] = []
-            world.launch(_rank_program, test, params, nbytes, ctx.data, clock)
+            clocks: dict[int, list[float]] = {}
+            world.launch(_rank_program, test, params, nbytes, ctx.data, clocks)
             world.run()
-            elapsed = clock[1] - clock[0]
-            row: dict[str, Any] = {"test": test, "bytes": nbytes, "protocol": _protocol(world, params.pair, nbytes)}
+            # OSU's mbw_mr averages the senders' times; the other tests have one timed rank.
+            elapsed = sum(c[1] - c[0] for c in clocks.values()) / len(clocks)
+            pair = (0, params.pairs) if test == "mbw_mr" else params.pair
+            row: dict[str, Any] = {"test": test, "bytes": nbytes, "protocol": _protocol(world, pair, nbytes)}
             if test == "latency":
                 row["latency_s"] = elapsed / (2 * params.iterations)
             else:
-                directions = 2 if test == "bibw" else 1
+                directions = 2 if test == "bibw" else params.pairs if test == "mbw_mr" else 1
                 moved = directions * nbytes * params.window * params.iterations
                 row["bandwidth_Bps"] = moved / elapsed if elapsed > 0 else None
             out.rows.append(row)

@@ -7,6 +7,7 @@ import random
 import re
 
 import pytest
+import yaml
 
 from mpisim.engine.units import parse_time
 from mpisim.errors import ConfigError, TopologyError, UnitError
@@ -241,3 +242,15 @@ def test_2026_dgx_presets_differ_from_h100_where_the_hardware_does():
     h100, h200, b200 = links("dgx-h100"), links("dgx-h200"), links("dgx-b200")
     assert h200 == h100
     assert b200[0] == pytest.approx(2 * h100[0]) and b200[1] == h100[1]
+
+
+def test_a_preset_file_path_is_a_preset(tmp_path, monkeypatch):
+    from mpisim.network.presets import load_preset
+    raw = load_preset("ib-hdr")
+    raw["inter"]["latency"] = "2 us"
+    (tmp_path / "mycluster.yaml").write_text(yaml.safe_dump(raw), encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    spec, mpi = resolve_topology("mycluster.yaml")
+    assert spec.name == "mycluster" and spec.inter.latency == 2e-6 and mpi["eager_limit_inter"] == "12 KiB"
+    with pytest.raises(ConfigError, match=r"no topology preset file 'missing\.yaml'"):
+        resolve_topology("missing.yaml")

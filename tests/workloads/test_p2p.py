@@ -92,3 +92,62 @@ def test_one_rank_is_not_enough():
         p2p.run(parse({"test": "latency", "sizes": ["8 B"]}), context(1))
     assert info.value.path == "pair"
     assert "1 rank" in info.value.message
+
+
+def _run_rows(topology, workload):
+    from mpisim.scenario.load import load_dict
+    from mpisim.scenario.run import run_scenario
+    return run_scenario(load_dict({"topology": topology, "workload": workload, "payload": "size"})).rows
+
+
+def test_mbw_mr_pairs_share_the_nic_and_report_the_aggregate():
+    # Two pairs across two nodes: both senders share one NIC, so the aggregate is the NIC's
+    # achievable rate (C2: osu_mbw_mr 23477 MB/s on HDR), while one pair alone gets the same
+    # figure (the NIC, not the sender, is the limit at 8 MiB).
+    topology = {"preset": "ib-hdr", "ranks_per_node": 2}
+    two = _run_rows(topology, {"kind": "p2p", "test": "mbw_mr", "pairs": 2, "sizes": ["8 MiB"]})[0]
+    nic = 25e9 * 0.94
+    assert 0.99 * nic < two["bandwidth_Bps"] < nic
+    one = _run_rows("ib-hdr", {"kind": "p2p", "test": "mbw_mr", "sizes": ["8 MiB"]})[0]
+    bw = _run_rows("ib-hdr", {"kind": "p2p", "test": "bandwidth", "sizes": ["8 MiB"]})[0]
+    assert one["bandwidth_Bps"] == bw["bandwidth_Bps"]  # one pair is osu_bw
+
+
+def test_mbw_mr_needs_twice_the_pairs_in_ranks():
+    with pytest.raises(ConfigError, match="needs 4 ranks"):
+        _run_rows("ib-hdr", {"kind": "p2p", "test": "mbw_mr", "pairs": 2, "sizes": ["8 B"]})
+
+
+def test_host_bandwidth_caps_send_and_receive_together():
+    # C4b: with the guest's TCP stack as the limit, bibw gets what bw gets, not twice it.
+    capped = {"preset": "cloud-100g-tcp", "inter": {"host_bandwidth": "5 GB/s"}}
+    rows = _run_rows(capped, {"kind": "p2p", "test": ["bandwidth", "bibw"], "sizes": ["4 MiB"]})
+    bw, bibw = (row["bandwidth_Bps"] for row in rows)
+    assert 0.97 * 5e9 < bibw < 5e9
+    free = _run_rows("cloud-100g-tcp", {"kind": "p2p", "test": ["bandwidth", "bibw"], "sizes": ["4 MiB"]})
+    assert free[1]["bandwidth_Bps"] > 1.9 * free[0]["bandwidth_Bps"]  # full duplex without the cap
+    assert 0.97 * 5e9 < bw < 5e9  # one direction alone (5.8 GB/s on the wire) is capped as well
+
+
+def test_rendezvous_overhead_serialises_large_messages_on_their_socket():
+    # mpi.rendezvous_overhead X: after its CTS, a large message between nodes holds its socket
+    # for X, then its data goes; the next message on the socket waits until that data arrived.
+    # A ping-pong pays X once per message; a window of w sends pays it w times in a row:
+    # elapsed = RTS + CTS + ack (3 L) + w (X + L + n / B), the analytic model's closed form.
+    L, B, X, n, w = 10e-6, 1e9, 50e-6, 2**20, 8
+    topology = {"nodes": 2, "inter": {"kind": "star", "bandwidth": "1 GB/s", "latency": "10 us"}}
+
+    def rows(overhead):
+        from mpisim.scenario.load import load_dict
+        from mpisim.scenario.run import run_scenario
+        raw = {"topology": topology, "network": "analytic", "payload": "size",
+               "mpi": {"eager_limit": "4 KiB", "rendezvous_overhead": overhead},
+               "workload": {"kind": "p2p", "test": ["latency", "bandwidth"], "sizes": ["1 MiB"], "window": w}}
+        return run_scenario(load_dict(raw)).rows
+
+    (lat0, _), (lat, bw) = rows("0 s"), rows("50 us")
+    assert lat["latency_s"] - lat0["latency_s"] == pytest.approx(X, rel=1e-9)
+    assert bw["bandwidth_Bps"] == pytest.approx(w * n / (3 * L + w * (X + L + n / B)), rel=1e-3)
+    intra = {"nodes": 1, "ranks_per_node": 2, "intra": {"kind": "shm", "bandwidth": "1 GB/s", "latency": "10 us"}}
+    topology = intra  # inside a node (shared memory, no socket) it costs nothing
+    assert rows("50 us")[0]["latency_s"] == rows("0 s")[0]["latency_s"]
