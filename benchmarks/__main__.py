@@ -2,7 +2,7 @@
 
     python -m benchmarks                 # everything (several minutes)
     python -m benchmarks --only scale    # one module: engine_overhead, scale, scenario_run,
-                                         # realdata, sweeps, training, fairshare_bench
+                                         # realdata, sweeps, training, gpu, fairshare_bench
     python -m benchmarks --list          # the modules and their cases
 
 Each case runs in a fresh process (so its peak memory is its own), one after the other (so
@@ -19,7 +19,9 @@ a 2-core machine with 24 GiB:
    memory and 3x numpy's time for the same additions; an oversized run refused up front;
 4. sweeps: a 40-point sweep at least 1.7x faster on 2 cores than on 1, and a 64-point sweep on a
    2-worker Dask LocalCluster at least 1.7x faster than on 1 worker, rows identical;
-5. training: one iteration of the 300M-parameter data-parallel scenario on 64 GPUs in < 10 s.
+5. training: one iteration of the 300M-parameter data-parallel scenario on 64 GPUs in < 10 s;
+6. gpu: nccl_ring 256 MiB on 512 GPUs in <= 5 s and a 7B bf16 data-parallel iteration on 128
+   GPUs in <= 10 s (fidelity: collective); nccl_tree and nvls at 1 GiB on 16 nodes reported.
 
 Exit status 0 when every target is met, 1 otherwise.
 """
@@ -31,7 +33,7 @@ import platform
 import sys
 import time
 
-from benchmarks import engine_overhead, fairshare_bench, realdata, scale, scenario_run, sweeps, training
+from benchmarks import engine_overhead, fairshare_bench, gpu, realdata, scale, scenario_run, sweeps, training
 from benchmarks.common import Figure, GiB, print_figures, run_isolated
 
 #: (module name, its cases, figures derived from several of its cases), in report order.
@@ -42,6 +44,7 @@ MODULES = [
     ("realdata", realdata.CASES, None),
     ("sweeps", sweeps.CASES, None),
     ("training", training.CASES, None),
+    ("gpu", gpu.CASES, None),
     ("fairshare_bench", {"cost-per-event": fairshare_bench.cost_per_event}, None),
 ]
 

@@ -30,6 +30,11 @@ DTYPES: dict[str, np.dtype] = {
 }
 
 
+def is_floating(dtype: np.dtype) -> bool:
+    """True for floating-point element types: numpy's (kind ``f``) and ml_dtypes' bfloat16 and fp8."""
+    return dtype.kind == "f" or dtype in (DTYPES["bfloat16"], DTYPES["float8_e4m3"], DTYPES["float8_e5m2"])
+
+
 def exact_integer_limit(dtype: np.dtype) -> int:
     """The largest N such that every integer in [-N, N] is exact in *dtype* (``2^(mantissa bits + 1)``)."""
     if dtype.kind in "iu":

@@ -186,7 +186,7 @@ class World:
 
     def __init__(self, sim: Simulation, topology: Topology, network: NetworkModel,
                  config: MpiConfig | None = None, *, algorithms: dict[str, Any] | None = None,
-                 selector: str = "mpich") -> None:
+                 selector: str = "mpich", fidelity: str = "message") -> None:
         self.sim = sim
         self.env = sim.env
         self.tracer = sim.tracer
@@ -198,6 +198,9 @@ class World:
         self.algorithms: dict[str, Any] = dict(algorithms or {})
         #: Rule set used by ``auto``: ``mpich`` or ``model``.
         self.selector = selector
+        #: ``message``: every message simulated; ``collective``: algorithms that can run as
+        #: pipelined flows do (see mpisim.collectives.nccl, "Collective fidelity").
+        self.fidelity = fidelity
         self.mailboxes = [Mailbox() for _ in range(self.size)]
         self.states = [RankState() for _ in range(self.size)]
         self._send_seq: dict[tuple[int, int], int] = {}

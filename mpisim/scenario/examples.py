@@ -5,6 +5,8 @@ findings, new numbers); it rewrites, in DIR (default ``reports``):
 
 * ``capacity-plan-300m/`` -- a capacity plan: a 300M-parameter model trained data-parallel on 1
   to 64 nodes over three interconnects (``scenarios/capacity-plan-300m.yaml``);
+* ``capacity-plan-7b-h100/`` -- a 2026 capacity plan: a 7B-parameter bf16 model data-parallel on
+  32 to 512 H100s with 200 or 400 Gb/s rails (``scenarios/capacity-plan-7b-h100.yaml``);
 * ``nccl-allreduce-dgx-a100/`` -- an algorithm comparison: ring against double binary tree
   allreduce on one DGX A100, nccl-tests style (``scenarios/nccl-allreduce-dgx-a100.yaml``);
 * ``teaching/`` -- a walk-through: ``mpisim explain`` of ring and recursive-doubling allreduce
@@ -60,6 +62,9 @@ EXAMPLES = (
             (("trace.spans", True),),
             "Capacity plan: iteration time, scaling efficiency and exposed communication of a 300M-parameter "
             "model on 1 to 64 nodes, over 25 GbE TCP, RoCE 100G and InfiniBand HDR."),
+    Example("capacity-plan-7b-h100", "scenarios/capacity-plan-7b-h100.yaml", (),
+            "Capacity plan, 2026: a 7B-parameter bf16 model data-parallel on 32 to 512 H100s (dgx-h100 nodes), "
+            "200 vs 400 Gb/s rails: communication per iteration, exposed time and scaling efficiency."),
     Example("nccl-allreduce-dgx-a100", "scenarios/nccl-allreduce-dgx-a100.yaml", (),
             "Algorithm comparison: ring vs double binary tree allreduce on one DGX A100, from 8 B to 1 GiB "
             "(the nccl-tests view), with timelines and NVSwitch link use."),

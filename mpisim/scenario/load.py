@@ -53,6 +53,7 @@ from mpisim.network.topology import located
 from mpisim.report.plot_names import PLOT_NAMES
 from mpisim.scenario import expect as expect_mod
 from mpisim.scenario.model import (
+    DEFAULT_FIDELITY,
     DEFAULT_MPI,
     DEFAULT_NAME,
     DEFAULT_NETWORK_MODEL,
@@ -60,6 +61,7 @@ from mpisim.scenario.model import (
     DEFAULT_SEED,
     DEFAULT_SELECTOR,
     FAILURE_KINDS,
+    FIDELITIES,
     LINK_PLOTS,
     PAYLOADS,
     SELECTORS,
@@ -422,6 +424,7 @@ def _build(raw: Mapping[str, Any], file: str | None) -> Scenario:
     network = _parse_network(raw.get("network"))
     algorithms = _parse_algorithms(raw.get("algorithms"), topology.size, topology.device)
     payload = _choice(_get(raw, "payload", DEFAULT_PAYLOAD), PAYLOADS, "payload")
+    fidelity = _choice(_get(raw, "fidelity", DEFAULT_FIDELITY), FIDELITIES, "fidelity")
     report = _parse_report(_get(raw, "report", {}))
     trace = _parse_trace(raw.get("trace"), report)
     workload = _parse_workload(raw.get("workload"))
@@ -444,6 +447,7 @@ def _build(raw: Mapping[str, Any], file: str | None) -> Scenario:
         mpi=mpi,
         algorithms=algorithms,
         payload=payload,
+        fidelity=fidelity,
         trace=trace,
         workload=workload,
         sweep=sweep,
@@ -731,6 +735,7 @@ def dump(scenario: Scenario) -> dict[str, Any]:
         "mpi": _dump_mpi(scenario.mpi),
         "algorithms": {"selector": scenario.algorithms.selector, **scenario.algorithms.per_collective},
         "payload": scenario.payload,
+        **({"fidelity": scenario.fidelity} if scenario.fidelity != DEFAULT_FIDELITY else {}),
         "trace": asdict(scenario.trace),
         "workload": {"kind": scenario.workload.kind, **params},
     }

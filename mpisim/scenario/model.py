@@ -45,6 +45,10 @@ DEFAULT_MPI = MpiConfig()
 DEFAULT_NAME = "scenario"
 
 PAYLOADS = ("data", "size")
+#: How finely collectives are timed: every message (``message``), or NCCL-style rings as one
+#: pipelined flow per hop (``collective``; see mpisim.collectives.nccl, "Collective fidelity").
+FIDELITIES = ("message", "collective")
+DEFAULT_FIDELITY = "message"
 SELECTORS = ("mpich", "model", "nccl")  # rule sets of mpisim.collectives.select
 
 #: The plot that needs link records; asking for it turns link tracing on.
@@ -70,6 +74,7 @@ TOP_LEVEL_KEYS = (
     "network",
     "mpi",
     "algorithms",
+    "fidelity",
     "payload",
     "trace",
     "workload",
@@ -154,6 +159,7 @@ class Scenario:
     mpi: MpiConfig = DEFAULT_MPI
     algorithms: AlgorithmDefaults = field(default_factory=AlgorithmDefaults)
     payload: str = DEFAULT_PAYLOAD
+    fidelity: str = DEFAULT_FIDELITY
     trace: TraceSpec = field(default_factory=TraceSpec)
     sweep: dict[str, list[Any]] = field(default_factory=dict)
     expect: tuple[Expectation, ...] = ()

@@ -133,6 +133,7 @@ def new_world_factory(scenario: Scenario, log: TextIO | None = None,
             scenario.mpi,
             algorithms=dict(scenario.algorithms.per_collective),
             selector=scenario.algorithms.selector,
+            fidelity=scenario.fidelity,
         )
         created.append(world)
         return world

@@ -78,6 +78,7 @@ from mpisim.engine.sim import Proc
 from mpisim.engine.units import parse_size, parse_time
 from mpisim.errors import ConfigError, UnitError
 from mpisim.mpi.comm import Comm
+from mpisim.mpi.dtypes import is_floating
 from mpisim.mpi.ops import SUM
 from mpisim.mpi.payload import DataPayload, Payload, SizePayload
 from mpisim.workloads.base import RunContext, WorkloadOutput, register_workload
@@ -141,7 +142,7 @@ def parse(raw: Any) -> TrainingParams:
     else:
         layers, params = (), parse_positive_int(raw["params"], "params")
     dtype = parse_dtype(raw.get("dtype", "float32"))
-    if dtype.kind != "f":
+    if not is_floating(dtype):
         raise ConfigError(f"gradients are floating point; got {dtype.name}", "dtype")
     if "compute" not in raw:
         raise ConfigError("this key is required: a time per iteration (300 ms) or "
