@@ -3,7 +3,7 @@
 ::
 
     mpisim run FILE [--set KEY=VALUE ...] [--json] [-o DIR] [--seed N] [--payload data|size]
-                    [--jobs N | --executor local[:N]|dask[:ADDRESS]] [--resume] [-v]
+                    [--jobs N | --executor local[:N]|dask[:ADDRESS]] [--resume] [--update-expect] [-v]
     mpisim check FILE [--set KEY=VALUE ...]
     mpisim list topologies|algorithms|workloads [--json]
     mpisim report DIR
@@ -105,12 +105,18 @@ class RunCommand(Command):
         parser.add_argument("--executor", metavar="local[:N]|dask[:ADDRESS]",
                             help="where sweep points run: a local process pool (N workers) or a Dask cluster "
                                  "(no address: a LocalCluster)")
+        parser.add_argument("--update-expect", action="store_true",
+                            help="write this run's values into the file's expect: block (gate baselines always, "
+                                 "other values where they fail), keeping comments and layout; show the diff")
 
     def run(self, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         from mpisim.scenario.load import load_file, parse_set, read_scenario_file, replaced_sweep_axes
         from mpisim.scenario.run import run_scenario
         from mpisim.scenario.sweep import default_results_file
 
+        if args.update_expect and (args.set or args.seed is not None or args.payload is not None):
+            raise ConfigError("records the file's own values: run it without --set, --seed or --payload",
+                              "--update-expect")
         overrides = parse_set(args.set)
         if args.seed is not None:
             overrides.append(("seed", args.seed))
@@ -160,6 +166,8 @@ class RunCommand(Command):
             out.write(json.dumps(result.contract(__version__), indent=2, sort_keys=True, allow_nan=False) + "\n")
         else:
             print_result(result, out)
+        if args.update_expect:
+            return self._update_expect(args.file, result, out if not args.json else err, err)
         trace_notes = [note for note in result.notes if "--set trace." in note]
         if trace_notes:  # once per run, on stderr too: a report without timelines should not surprise
             err.write(f"note: {trace_notes[0]}\n")
@@ -168,6 +176,25 @@ class RunCommand(Command):
         for exp in result.failed_expectations:
             err.write(f"FAILED: {exp['detail']}\n")
         return EXIT_OK if result.passed else EXIT_FAILED
+
+    @staticmethod
+    def _update_expect(file: str, result: Any, out: TextIO, err: TextIO) -> int:
+        """Rewrite the file's expectations from *result*, show the diff, and check the file again."""
+        from mpisim.scenario.baseline import still_failing, update_expect
+
+        update = update_expect(file, result)
+        if update.changed:
+            out.write(update.diff())
+        else:
+            out.write(f"{file}: expectations unchanged (every value still holds as written)\n")
+        if update.baseline_written is not None:
+            out.write(f"wrote {update.baseline_written} (the inputs these baselines come from)\n")
+        for line in update.skipped:
+            err.write(f"note: {line}\n")
+        failing = still_failing(file, result.rows)
+        for exp in failing:
+            err.write(f"FAILED: {exp['detail']}\n")
+        return EXIT_FAILED if failing else EXIT_OK
 
 
 def programs_to_run(scenario: Any, allowed: Sequence[str]) -> list[Path]:
@@ -209,8 +236,11 @@ def failure_document(scenario: Any, exc: MPIError) -> dict[str, Any]:
     ranks = list(exc.ranks) or sorted({int(r) for r in re.findall(r"\brank (\d+)", str(exc))})
     failure = {"kind": failure_kind(exc), "error": type(exc).__name__, "message": str(exc),
                "ranks": ranks, "calls": list(exc.calls)}
-    return jsonable({"mpisim_version": __version__, "scenario": dump(scenario), "results": [],
-                     "expectations": [], "notes": [], "failure": failure})
+    from mpisim.scenario.fingerprint import fingerprint
+
+    resolved = jsonable(dump(scenario))
+    return jsonable({"mpisim_version": __version__, "scenario": resolved, "fingerprint": fingerprint(resolved),
+                     "results": [], "expectations": [], "notes": [], "failure": failure})
 
 
 class CheckCommand(Command):

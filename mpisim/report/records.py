@@ -15,6 +15,8 @@ config next to the results in the same way). It holds:
   for each independent measurement): the engine's message, span, collective and link records;
 * ``failure`` -- how the simulated program failed, when the scenario expected it to
   (``expect_failure: deadlock``), else ``None``;
+* ``fingerprint`` -- what besides the scenario the numbers depend on: mpisim's version and
+  code, the preset files read, the algorithm registry (see ``mpisim.scenario.fingerprint``);
 * ``meta`` -- version and wall-clock time: the only part that differs between two runs of the
   same scenario and seed, and the part golden tests ignore.
 
@@ -182,6 +184,7 @@ class RunResult:
     records: list[WorldRecords] = field(default_factory=list)
     failure: dict[str, Any] | None = None
     meta: dict[str, Any] = field(default_factory=dict)
+    fingerprint: dict[str, Any] = field(default_factory=dict)
 
     @property
     def passed(self) -> bool:
@@ -213,10 +216,11 @@ class RunResult:
 
     def contract(self, version: str) -> dict[str, Any]:
         """Return the ``--json`` document: ``mpisim_version, scenario, results, expectations``
-        (plus ``notes`` and, for an expected failure, ``failure``). Deterministic: no times."""
+        (plus ``notes``, ``fingerprint`` and, for an expected failure, ``failure``). Deterministic: no times."""
         out: dict[str, Any] = {
             "mpisim_version": version,
             "scenario": self.scenario,
+            "fingerprint": self.fingerprint,
             "results": self.rows,
             "expectations": self.expectations,
             "notes": self.notes,
@@ -236,6 +240,7 @@ class RunResult:
                 "failure": self.failure,
                 "summary": self.summary,
                 "meta": self.meta,
+                "fingerprint": self.fingerprint,
             }
         )
         out["records"] = [world.to_dict() for world in self.records]  # already JSON-ready
@@ -256,6 +261,7 @@ class RunResult:
             records=[WorldRecords.from_dict(world) for world in data.get("records") or []],
             failure=data.get("failure"),
             meta=dict(data.get("meta") or {}),
+            fingerprint=dict(data.get("fingerprint") or {}),
         )
 
     @classmethod

@@ -42,7 +42,9 @@ from mpisim.mpi.world import World
 from mpisim.network.base import make_model
 from mpisim.network.topology import build_topology
 from mpisim.report.records import RunResult, WorldRecords, jsonable
+from mpisim.scenario.baseline import explain_failed_gates
 from mpisim.scenario.expect import describe_where, evaluate_all
+from mpisim.scenario.fingerprint import fingerprint
 from mpisim.scenario.load import dump
 from mpisim.scenario.model import FAILURE_KINDS, TOP_LEVEL_KEYS, Scenario
 from mpisim.scenario.observe import link_totals, network_summary
@@ -282,15 +284,19 @@ def assemble(scenario: Scenario, points: list[PointResult], wall_time: float = 0
     if scenario.expect_failure:
         expectations.append(_failure_expectation(scenario.expect_failure, points))
     failure = next((p.failure for p in points if p.failure), None)
-    return RunResult(
-        scenario=jsonable(dump(scenario)),
+    resolved = jsonable(dump(scenario))
+    result = RunResult(
+        scenario=resolved,
         rows=rows,
         expectations=jsonable(expectations),
         notes=[note for p in points for note in p.notes],
         records=[world for p in points for world in p.records],
         failure=failure,
         meta={"mpisim_version": __version__, "wall_time_s": wall_time},
+        fingerprint=fingerprint(resolved),
     )
+    explain_failed_gates(result, scenario.file)
+    return result
 
 
 def run_scenario(
