@@ -14,6 +14,11 @@ from a test and turn failed expectations into readable assertion errors::
 
 Numbers in rows are SI (seconds, bytes, bytes per second) except the ``*_GBps`` columns,
 which are GB/s as nccl-tests prints them.
+
+In a pytest suite the ``mpisim_run`` fixture of :mod:`mpisim.pytest_plugin` (installed with
+mpisim) runs scenarios too, puts their modelled times into the JUnit report and refreshes
+baselines with ``pytest --mpisim-update``; a failed gate's message names the inputs that differ
+from its baseline's (``topology.inter.bandwidth: 50 GB/s -> 45 GB/s (-10%)``).
 """
 
 from __future__ import annotations

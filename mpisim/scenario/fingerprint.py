@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from mpisim.engine.units import pretty_bandwidth, pretty_size, pretty_time
-from mpisim.network.presets import preset_dir, preset_names
+from mpisim.network import presets as preset_files
 
 __all__ = ["IGNORED_KEYS", "algorithm_digests", "fingerprint", "flatten", "input_changes"]
 
@@ -76,7 +76,7 @@ def _presets_read(scenario: Mapping[str, Any]) -> list[str]:
     for key, values in (scenario.get("sweep") or {}).items():
         if key in ("topology", "topology.preset"):
             names.update(v if isinstance(v, str) else (v or {}).get("preset") for v in values)
-    known = set(preset_names())
+    known = set(preset_files.preset_names())
     return sorted(name for name in names if isinstance(name, str) and name in known)
 
 
@@ -85,7 +85,7 @@ def fingerprint(scenario: Mapping[str, Any]) -> dict[str, Any]:
     its numbers depend on (see the module docstring)."""
     from mpisim import __version__  # the package root
 
-    directory = preset_dir()
+    directory = preset_files.preset_dir()  # read through the module: the directory the loader reads
     presets = {name: _digest((directory / f"{name}.yaml").read_bytes())  # type: ignore[operator]
                for name in _presets_read(scenario)}
     registry = "\n".join(f"{key} {value}" for key, value in sorted(algorithm_digests().items()))
