@@ -3,7 +3,8 @@
 ::
 
     mpisim run FILE [--set KEY=VALUE ...] [--json] [-o DIR] [--seed N] [--payload data|size]
-                    [--jobs N | --executor local[:N]|dask[:ADDRESS]] [--resume] [--update-expect] [-v]
+                    [--jobs N | --executor local[:N]|dask[:ADDRESS]] [--resume] [--update-expect]
+                    [--limit simulated_time|events|wall_time=VALUE ...] [-v]
     mpisim check FILE [--set KEY=VALUE ...]
     mpisim list topologies|algorithms|workloads [--json]
     mpisim report DIR
@@ -11,8 +12,8 @@
 
 Each subcommand is a small class whose docstring is its ``--help`` text.
 
-Exit codes: 0 success; 1 an expectation failed or the simulated program failed (deadlock,
-MPI error: the full MPI report goes to stderr); 2 bad input (YAML, schema, units, unknown
+Exit codes: 0 success; 1 an expectation failed, the simulated program failed (deadlock,
+MPI error: the full MPI report goes to stderr) or a run limit stopped it (``--limit``); 2 bad input (YAML, schema, units, unknown
 algorithm, impossible topology, missing file), reported as one line
 ``<file>: <path>: <message>`` on stderr. Tracebacks appear only with ``-v``; an unexpected
 internal error prints one ``internal error: ...`` line (exit 1).
@@ -45,7 +46,7 @@ from pathlib import Path
 from typing import Any, ClassVar, TextIO
 
 from mpisim import __version__
-from mpisim.errors import ConfigError, MPIError
+from mpisim.errors import ConfigError, LimitReached, MPIError
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
 
@@ -105,6 +106,10 @@ class RunCommand(Command):
         parser.add_argument("--executor", metavar="local[:N]|dask[:ADDRESS]",
                             help="where sweep points run: a local process pool (N workers) or a Dask cluster "
                                  "(no address: a LocalCluster)")
+        parser.add_argument("--limit", action="append", default=[], metavar="KEY=VALUE",
+                            help="stop the run (exit 1, with where every rank was) at simulated_time=10s, "
+                                 "events=50000000 or wall_time=300s; the scenario's limits: block, from the "
+                                 "command line (repeatable)")
         parser.add_argument("--update-expect", action="store_true",
                             help="write this run's values into the file's expect: block (gate baselines always, "
                                  "other values where they fail), keeping comments and layout; show the diff")
@@ -117,7 +122,7 @@ class RunCommand(Command):
         if args.update_expect and (args.set or args.seed is not None or args.payload is not None):
             raise ConfigError("records the file's own values: run it without --set, --seed or --payload",
                               "--update-expect")
-        overrides = parse_set(args.set)
+        overrides = parse_set(args.set) + parse_limits(args.limit)
         if args.seed is not None:
             overrides.append(("seed", args.seed))
         if args.payload is not None:
@@ -155,7 +160,7 @@ class RunCommand(Command):
                 raise
             # A pipeline parses stdout whatever happened: the document carries the failure.
             out.write(json.dumps(failure_document(scenario, exc), indent=2, sort_keys=True) + "\n")
-            err.write(f"the simulated program failed: {type(exc).__name__}\n{exc}\n")
+            err.write(_failure_text(exc))
             return EXIT_FAILED
         if results_file is not None and out_dir is None:
             # The file only served to resume an interrupted run; this one finished.
@@ -195,6 +200,22 @@ class RunCommand(Command):
         for exp in failing:
             err.write(f"FAILED: {exp['detail']}\n")
         return EXIT_FAILED if failing else EXIT_OK
+
+
+LIMIT_KEYS = ("simulated_time", "events", "wall_time")
+
+
+def parse_limits(items: Sequence[str]) -> list[tuple[str, Any]]:
+    """``--limit wall_time=300s`` -> ``("limits.wall_time", "300s")``; the scenario layer validates the value."""
+    from mpisim.scenario.load import parse_set
+
+    pairs = []
+    for item in items:
+        key = item.partition("=")[0].strip()
+        if key not in LIMIT_KEYS:
+            raise ConfigError(f"expected KEY=VALUE with KEY one of {', '.join(LIMIT_KEYS)}, got {item!r}", "--limit")
+        pairs.extend(parse_set([f"limits.{item.strip()}"]))
+    return pairs
 
 
 def programs_to_run(scenario: Any, allowed: Sequence[str]) -> list[Path]:
@@ -774,6 +795,13 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _failure_text(exc: MPIError) -> str:
+    """What stderr says when the simulated program failed, or a run limit stopped it."""
+    if isinstance(exc, LimitReached):
+        return f"{exc}\n"
+    return f"the simulated program failed: {type(exc).__name__}\n{exc}\n"
+
+
 def _one_line(text: str) -> str:
     return " ".join(part.strip() for part in text.splitlines() if part.strip())
 
@@ -798,7 +826,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except MPIError as exc:
         if verbose:
             traceback.print_exc(file=err)
-        err.write(f"the simulated program failed: {type(exc).__name__}\n{exc}\n")
+        err.write(_failure_text(exc))
         return EXIT_FAILED
     except KeyboardInterrupt:
         err.write("interrupted" + (" (finished sweep points are kept; rerun with --resume)" if args.command == "run" else "") + "\n")

@@ -92,5 +92,15 @@ class DeadlockError(MPIError):
     """Ranks are still blocked and no event can make progress."""
 
 
+class LimitReached(MPIError):
+    """A run reached one of its limits (``limits: {simulated_time, events, wall_time}``) and was stopped.
+
+    ``limit`` names the key; the message says where the run was and, from the MPI layer, where
+    every unfinished rank was.
+    """
+
+    limit: str = ""
+
+
 class ProgramError(MPIError):
     """A user's program raised an exception on one rank; the message shows that rank's frames in the user's files."""

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import gc
 import heapq
+import math
 from collections import deque
 from collections.abc import Callable, Generator, Iterator
 from contextlib import contextmanager
@@ -154,6 +155,10 @@ def run_until_idle(env: simpy.Environment) -> int:
     soon = getattr(env, "_soon", ())  # NOTE: not `or ()`: an empty deque is falsy
     lane = getattr(env, "_lane", ())
     processed = 0
+    # Run limits (mpisim.engine.limits), consulted at heap events only: where time moves.
+    budget = getattr(env, "budget", None)
+    time_limit = budget.time_limit if budget is not None else math.inf
+    check_at = budget.next_check(0) if budget is not None else 1 << 62
     with gc_paused():
         while True:
             # NOTE: Environment.step() and simpy.Environment.step(), inlined for performance.
@@ -178,11 +183,15 @@ def run_until_idle(env: simpy.Environment) -> int:
                     continue
             if not queue:
                 break
+            if queue[0][0] > time_limit:
+                raise budget.reached_time(queue[0][0], processed, env._now)
             env._now, _, _, event = pop(queue)
             processed += 1
             # NOTE: published once per heap event (simulated time moves only here), not per
             # event: a progress display on another thread reads it.
             env.events_done = processed
+            if processed >= check_at:
+                check_at = budget.check(processed, env._now)
             if event.__class__ is Call:
                 event.fn(event.arg)  # what its one callback would do; a Call never fails
                 continue
@@ -194,6 +203,8 @@ def run_until_idle(env: simpy.Environment) -> int:
                 exc.__cause__ = event._value
                 raise exc
     env.events_done = processed
+    if budget is not None:
+        budget.events_done += processed
     return processed
 
 

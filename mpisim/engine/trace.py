@@ -27,14 +27,16 @@ class Tracer:
         now: Callable[[], float] | None = None,
         budget: int | None = None,
     ) -> None:
-        #: At most this many message and span records each; past it both stop and are dropped
-        #: (counters stay exact), so memory stays bounded on runs nobody asked to trace in full.
+        #: At most this many records of each kind; past it every kind stops and is dropped
+        #: (counters stay exact), so memory stays flat on runs nobody asked to trace in full --
+        #: a program calling MPI for ever included.
         self.budget = budget
         #: True once the budget was exceeded and the records were dropped.
         self.over_budget = False
         self.record_messages = messages
         self.record_spans = spans
         self.record_links = links
+        self.record_collectives = True
         self.messages: list[MessageRecord] = []
         self.spans: list[SpanRecord] = []
         self.collectives: list[CollectiveRecord] = []
@@ -66,20 +68,27 @@ class Tracer:
                 self._drop_records()
 
     def _drop_records(self) -> None:
-        """Over budget: stop keeping message and span records and drop those kept (a partial timeline misleads)."""
+        """Over budget: stop keeping records of every kind and drop those kept (a partial timeline misleads)."""
         self.over_budget = True
-        self.record_messages = self.record_spans = False
+        self.record_messages = self.record_spans = self.record_links = self.record_collectives = False
         self.messages.clear()
         self.spans.clear()
+        self.collectives.clear()
+        self.links.clear()
 
     def collective(self, record: CollectiveRecord) -> None:
-        """Keep a collective record (always: they are few and carry the headline times)."""
-        self.collectives.append(record)
+        """Keep a collective record (until the budget: a program may call collectives for ever)."""
+        if self.record_collectives:
+            self.collectives.append(record)
+            if self.budget is not None and len(self.collectives) > self.budget:
+                self._drop_records()
 
     def link(self, record: LinkRecord) -> None:
         """Keep a link activity record if link activity is recorded."""
         if self.record_links:
             self.links.append(record)
+            if self.budget is not None and len(self.links) > self.budget:
+                self._drop_records()
 
     @property
     def logging(self) -> bool:

@@ -65,6 +65,7 @@ from mpisim.errors import (
     DeadlockError,
     InvalidRankError,
     InvalidTagError,
+    LimitReached,
     TruncationError,
 )
 from mpisim.mpi.config import MpiConfig
@@ -273,7 +274,18 @@ class World:
 
         Messages still in an unexpected queue at the end are listed in :attr:`unmatched`.
         """
-        self.events_processed += run_until_idle(self.env)
+        try:
+            self.events_processed += run_until_idle(self.env)
+        except LimitReached as error:
+            # Say where every rank was when the run stopped, as a deadlock report does.
+            unfinished = [r for r, st in enumerate(self.states) if not st.finished]
+            lines = self.where_ranks_are()
+            shown = lines[:32] + ([f"  ... and {len(lines) - 32} more ranks"] if len(lines) > 32 else [])
+            finished = self.size - len(unfinished)
+            error.args = ("\n".join([str(error), f"  {finished} of {self.size} ranks had finished", *shown]),)
+            error.ranks = unfinished
+            error.calls = [self._user_call(rank) or "running" for rank in unfinished]
+            raise
         blocked = [r for r, st in enumerate(self.states) if not st.finished and st.call]
         if any(p.is_alive for p in self._processes):
             self._close_blocked_spans(blocked)

@@ -36,8 +36,10 @@ import yaml
 import mpisim.collectives
 import mpisim.workloads  # noqa: F401  (importing registers the workload kinds)
 from mpisim.collectives import registry
+from mpisim.engine.limits import Limits
 from mpisim.engine.units import (
     parse_bandwidth,
+    parse_count,
     parse_per_byte,
     parse_size,
     parse_time,
@@ -427,6 +429,7 @@ def _build(raw: Mapping[str, Any], file: str | None) -> Scenario:
     fidelity = _choice(_get(raw, "fidelity", DEFAULT_FIDELITY), FIDELITIES, "fidelity")
     report = _parse_report(_get(raw, "report", {}))
     trace = _parse_trace(raw.get("trace"), report)
+    limits = _parse_limits(raw.get("limits"))
     workload = _parse_workload(raw.get("workload"))
     try:
         expectations = expect_mod.parse_expectations(raw.get("expect"))
@@ -454,6 +457,7 @@ def _build(raw: Mapping[str, Any], file: str | None) -> Scenario:
         expect=expectations,
         expect_failure=expect_failure,
         report=report,
+        limits=limits,
         raw=copy.deepcopy(dict(raw)),
         file=file,
     )
@@ -627,6 +631,26 @@ def _parse_trace(raw: Any, report: Mapping[str, Any]) -> TraceSpec:
     return TraceSpec(**values)
 
 
+def _parse_limits(raw: Any) -> Limits:
+    """``limits: {simulated_time: 10 s, events: 50000000, wall_time: 300 s}``, each optional."""
+    if raw is None:
+        return Limits()
+    raw = _mapping(raw, "limits", "{simulated_time: 10 s, events: 50000000, wall_time: 300 s}")
+    check_keys(raw, ("simulated_time", "events", "wall_time"), "limits")
+    values: dict[str, Any] = {}
+    for key, value in raw.items():
+        if value is None:
+            continue
+        try:
+            parsed = parse_count(value) if key == "events" else parse_time(value)
+        except ConfigError as err:
+            raise located(err, f"limits.{key}") from None
+        if not parsed > 0:
+            raise ConfigError(f"expected a limit greater than 0, got {_short(value)}", f"limits.{key}")
+        values[key] = parsed
+    return Limits(**values)
+
+
 def _parse_workload(raw: Any) -> WorkloadSpec:
     if raw is None:
         raise ConfigError(f"this key is required, e.g. {_WORKLOAD_EXAMPLE}", "workload")
@@ -746,4 +770,6 @@ def dump(scenario: Scenario) -> dict[str, Any]:
     if scenario.expect_failure:
         out["expect_failure"] = scenario.expect_failure
     out["report"] = copy.deepcopy(scenario.report)
+    if scenario.limits.any:
+        out["limits"] = {key: value for key, value in asdict(scenario.limits).items() if value is not None}
     return out

@@ -25,6 +25,7 @@ payload         ``data`` (real numpy buffers; ``size`` moves byte counts only)
 trace           ``{messages: true, spans: true, links: false}``; links turn on by themselves
                 when ``report.plots`` asks for ``link_utilisation``
 sweep           none; expect: none; report: ``{}``; description: ``""``; expect_failure: none
+limits          none (``{simulated_time, events, wall_time}``: see :mod:`mpisim.engine.limits`)
 ==============  =============================================================================
 """
 
@@ -34,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mpisim.engine.limits import Limits
 from mpisim.mpi.config import MpiConfig
 from mpisim.network.topology import TopologySpec
 
@@ -62,6 +64,7 @@ FAILURE_KINDS = (
     "invalid_tag",
     "collective_mismatch",
     "algorithm_requirement",
+    "limit_reached",  # a run limit stopped it (limits:)
     "mpi_error",  # any MPI error at all
 )
 
@@ -77,6 +80,7 @@ TOP_LEVEL_KEYS = (
     "fidelity",
     "payload",
     "trace",
+    "limits",
     "workload",
     "sweep",
     "expect",
@@ -165,6 +169,7 @@ class Scenario:
     expect: tuple[Expectation, ...] = ()
     expect_failure: str | None = None
     report: dict[str, Any] = field(default_factory=dict)
+    limits: Limits = field(default_factory=Limits)
     raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
     file: str | None = field(default=None, compare=False, repr=False)
 

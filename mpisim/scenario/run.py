@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from mpisim.engine.limits import Budget
 from mpisim.engine.sim import Simulation
 from mpisim.engine.trace import Tracer
 from mpisim.errors import ConfigError, MPIError
@@ -119,6 +120,8 @@ def new_world_factory(scenario: Scenario, log: TextIO | None = None,
     Each world keeps the records :func:`trace_records` allows for its size.
     """
     created = [] if created is None else created
+    # One budget for every world of this run (point): events and wall time add up across them.
+    run_budget = Budget(scenario.limits) if scenario.limits.any else None
 
     def new_world() -> World:
         topology = build_topology(scenario.topology)
@@ -127,6 +130,8 @@ def new_world_factory(scenario: Scenario, log: TextIO | None = None,
         budget = None if explicit & {"messages", "spans"} else RECORD_BUDGET
         tracer = Tracer(messages=messages, spans=spans, links=scenario.trace.links, log=log, budget=budget)
         sim = Simulation(scenario, seed=scenario.seed, tracer=tracer)
+        if run_budget is not None:
+            sim.env.budget = run_budget
         network = make_model(scenario.network.model, sim, topology, scenario.network.ports)
         world = World(
             sim,
@@ -168,8 +173,8 @@ def _trace_note(scenario: Scenario, worlds: list[World]) -> str | None:
     """Say that large worlds dropped records the scenario did not ask about, and how to keep them."""
     largest = max((world.size for world in worlds), default=0)
     if any(world.tracer.over_budget for world in worlds):
-        return (f"message and span records dropped where a world made more than {RECORD_BUDGET:,} of them "
-                "(counters stay exact); to keep them all use --set trace.messages=true --set trace.spans=true")
+        return (f"records dropped where a world made more than {RECORD_BUDGET:,} of one kind (messages, spans, "
+                "collectives, links; counters stay exact); to keep them all use --set trace.messages=true --set trace.spans=true")
     if largest <= LARGE_WORLD_RANKS:
         return None
     explicit = _explicit_trace_keys(scenario)
