@@ -146,6 +146,12 @@ class RunCommand(Command):
 
             if wants_link_records(scenario):  # small enough: record link activity for the report's heat map
                 scenario = load_file(args.file, [*overrides, ("trace.links", True)])
+        from mpisim.scenario.estimate import LONG_RUN_S, run_estimate
+
+        estimated = run_estimate(scenario)  # exit 2 here, before any work, for what cannot fit in memory
+        if estimated.wall_s > LONG_RUN_S:
+            err.write(f"note: estimate before the run: {estimated.describe()} ({estimated.detail}); "
+                      "--limit wall_time=... stops it early\n")
         if out_dir is not None:
             _make_dir(out_dir)
         results_file = default_results_file(scenario, out_dir) if scenario.sweep else None
@@ -802,6 +808,22 @@ def _failure_text(exc: MPIError) -> str:
     return f"the simulated program failed: {type(exc).__name__}\n{exc}\n"
 
 
+def _out_of_memory(exc: BaseException) -> bool:
+    """Whether *exc* is, or was caused while handling, a MemoryError.
+
+    Running out of memory inside a simulated rank can surface as another error: SimPy's
+    process machinery fails on the traceback-less MemoryError Python preallocates
+    (``'NoneType' object has no attribute 'tb_next'``). The chain still holds the MemoryError.
+    """
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, MemoryError):
+            return True
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__  # type: ignore[assignment]
+    return False
+
+
 def _one_line(text: str) -> str:
     return " ".join(part.strip() for part in text.splitlines() if part.strip())
 
@@ -839,6 +861,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:
         if verbose:
             traceback.print_exc(file=err)
+        if _out_of_memory(exc):
+            err.write("out of memory: the run needed more memory than this machine could give; use payload: size, "
+                      "fewer ranks (topology.nodes) or limits: (see mpisim run --help)\n")
+            return EXIT_FAILED
+        if verbose:
             err.write(f"internal error: {type(exc).__name__}: {_one_line(str(exc))}\n")
         else:
             err.write(f"internal error: {type(exc).__name__}: {_one_line(str(exc))} (run with -v for the traceback)\n")

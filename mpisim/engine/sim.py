@@ -155,12 +155,14 @@ def run_until_idle(env: simpy.Environment) -> int:
     soon = getattr(env, "_soon", ())  # NOTE: not `or ()`: an empty deque is falsy
     lane = getattr(env, "_lane", ())
     processed = 0
-    # Run limits (mpisim.engine.limits), consulted at heap events only: where time moves.
+    # Run limits (mpisim.engine.limits); the simulated-time limit is checked where time moves.
     budget = getattr(env, "budget", None)
     time_limit = budget.time_limit if budget is not None else math.inf
     check_at = budget.next_check(0) if budget is not None else 1 << 62
     with gc_paused():
         while True:
+            if processed >= check_at:  # the event and wall-time limits: one comparison per event
+                check_at = budget.check(processed, env._now)
             # NOTE: Environment.step() and simpy.Environment.step(), inlined for performance.
             if soon:
                 eid, fn, arg = soon[0]
@@ -190,8 +192,6 @@ def run_until_idle(env: simpy.Environment) -> int:
             # NOTE: published once per heap event (simulated time moves only here), not per
             # event: a progress display on another thread reads it.
             env.events_done = processed
-            if processed >= check_at:
-                check_at = budget.check(processed, env._now)
             if event.__class__ is Call:
                 event.fn(event.arg)  # what its one callback would do; a Call never fails
                 continue

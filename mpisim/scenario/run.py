@@ -44,6 +44,7 @@ from mpisim.network.base import make_model
 from mpisim.network.topology import build_topology
 from mpisim.report.records import RunResult, WorldRecords, jsonable
 from mpisim.scenario.baseline import explain_failed_gates
+from mpisim.scenario.estimate import run_estimate
 from mpisim.scenario.expect import describe_where, evaluate_all
 from mpisim.scenario.fingerprint import fingerprint
 from mpisim.scenario.load import dump
@@ -344,6 +345,7 @@ def run_scenario(
     """
     t_start = time.perf_counter()
     try:
+        run_estimate(scenario)  # refuses, before anything is allocated, what cannot fit in memory
         if scenario.sweep:
             from mpisim.scenario.sweep import run_sweep  # sweep.py builds on this module
 

@@ -1,0 +1,224 @@
+"""What a run will cost before it starts: events, memory and wall time, from ranks, algorithm and sizes.
+
+A scenario can ask for far more than a machine can give: 100,000 ranks running a ring
+allreduce hold 100,000 block views each (10^10 objects), and the run would grow until the
+machine's memory is gone. :func:`estimate` adds up, per world a run makes:
+
+* **messages**: the closed form's latency term counts the steps on the critical path
+  (``predict(alpha=1, beta=0)``: 2(p-1) for the ring, 2 log2 p for recursive doubling); every
+  rank sends about one message per step, so p times that, and about
+  :data:`EVENTS_PER_MESSAGE` simulation events each (measured: 4.0 for a 256-rank ring, 5.3
+  for recursive doubling);
+* **memory**: the simulator's own objects -- :data:`RANK_BYTES` per rank (its process,
+  mailbox and requests) and :data:`VIEW_BYTES` per block view an algorithm keeps (a rank of a
+  ring allreduce cuts its buffer into p views, so p^2 of them in all: measured 54-56 B each at
+  1000 to 4000 ranks) -- plus message and span records (at most
+  :data:`~mpisim.scenario.run.RECORD_BUDGET` of each, about :data:`RECORD_BYTES` apiece) and,
+  with real data, the payload arrays (:mod:`mpisim.collectives.memory`);
+* **wall time**: events times :data:`SECONDS_PER_EVENT` (a 1024-rank ring, 8.4 million events,
+  takes 54 s).
+
+These are estimates to within a factor of about two, meant to tell a 10 s run from a 10 day
+one and a run that fits from one that cannot. :func:`check_fits` refuses (a ConfigError, exit 2)
+a run whose memory estimate exceeds what the machine has available, naming what to change.
+A user program's messages cannot be known before it runs: only its ranks are counted.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from mpisim.collectives import costmodel, memory, registry
+from mpisim.errors import ConfigError
+from mpisim.scenario.model import Scenario
+
+__all__ = ["Estimate", "check_fits", "estimate", "run_estimate"]
+
+EVENTS_PER_MESSAGE = 5
+SECONDS_PER_EVENT = 7e-6
+RANK_BYTES = 4096
+VIEW_BYTES = 56
+RECORD_BYTES = 200
+#: The interpreter, numpy and mpisim before any world exists.
+BASE_BYTES = 80 * 2**20
+#: A run whose estimate is longer than this is announced before it starts.
+LONG_RUN_S = 10.0
+
+#: Collectives whose every rank holds one block view per rank (results of p parts, or p parts to send).
+_P_VIEW_COLLECTIVES = frozenset({"allgather", "alltoall", "reduce_scatter", "gather", "scatter"})
+#: Algorithms that cut every rank's buffer into p blocks (ring and scatter-allgather schemes).
+_P_VIEW_ALGORITHMS = frozenset({"ring", "rabenseifner", "nccl_ring", "scatter_ring_allgather",
+                                "scatter_recursive_doubling_allgather"})
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """The cost of a run (or of one world: :func:`call_estimate`)."""
+
+    events: int
+    memory: int  # peak bytes
+    wall_s: float
+    #: What dominates the memory, for messages: ``"64 ranks x ring allreduce: ..."``.
+    detail: str = ""
+    #: Whether the number of events is known (a user program's is not).
+    events_known: bool = True
+
+    def describe(self) -> str:
+        """``~2.1e+10 events, ~560 GB of memory, ~1.7 days``."""
+        events = f"~{self.events:.2g} events" if self.events_known else "events unknown (a user program)"
+        return f"{events}, ~{_bytes(self.memory)} of memory, ~{_duration(self.wall_s)}"
+
+
+def _steps(collective: str, algorithm: str | None, p: int, nbytes: int) -> float:
+    """Latency steps on the critical path (the closed form's alpha coefficient)."""
+    if p <= 1:
+        return 0.0
+    if algorithm not in (None, "auto"):
+        try:
+            return max(1.0, costmodel.predict(collective, algorithm, p, nbytes, 1.0, 0.0, 0.0))
+        except (ValueError, KeyError, ZeroDivisionError, ConfigError):
+            pass
+    return 2.0 * math.ceil(math.log2(p))  # what auto picks at scale: logarithmic schemes
+
+
+def _views(collective: str, algorithm: str | None, p: int) -> int:
+    if collective in _P_VIEW_COLLECTIVES or algorithm in _P_VIEW_ALGORITHMS:
+        return p
+    return math.ceil(math.log2(max(p, 2))) + 2
+
+
+def call_estimate(collective: str, algorithm: str | None, p: int, nbytes: int, *, data: bool = False,
+                  records: bool = True, calls: int = 1) -> Estimate:
+    """The cost of one world running *calls* of one collective on *p* ranks with *nbytes* each."""
+    messages = int(_steps(collective, algorithm, p, nbytes) * p * calls)
+    events = messages * EVENTS_PER_MESSAGE
+    views = _views(collective, algorithm, p)
+    view_bytes = p * views * VIEW_BYTES
+    kept = min(messages, _record_budget()) * 2 * RECORD_BYTES if records else 0
+    payload = 0
+    if data:
+        try:
+            payload = memory.estimate_collective(collective, algorithm or "auto", p, nbytes, data=True).total
+        except KeyError:
+            payload = 0
+    total = BASE_BYTES + p * RANK_BYTES + view_bytes + kept + payload
+    name = algorithm or "auto"
+    detail = f"{p} ranks x {name} {collective}: ranks {_bytes(p * RANK_BYTES)}"
+    if views == p:
+        detail += f", {views} block views per rank {_bytes(view_bytes)}"
+    if kept:
+        detail += f", records {_bytes(kept)}"
+    if payload:
+        detail += f", payloads {_bytes(payload)}"
+    return Estimate(events, total, events * SECONDS_PER_EVENT, detail)
+
+
+def _record_budget() -> int:
+    from mpisim.scenario.run import RECORD_BUDGET  # run.py imports this module's callers
+
+    return RECORD_BUDGET
+
+
+def estimate(scenario: Scenario) -> Estimate:
+    """Estimate the run of *scenario* (one sweep point: the scenario as resolved, without its sweep)."""
+    from mpisim.scenario.run import trace_records
+
+    p = scenario.ranks
+    records = any(trace_records(scenario, p))
+    data = scenario.payload == "data"
+    kind, params = scenario.workload.kind, scenario.workload.params
+    worlds: list[Estimate] = []
+    if kind == "collective":
+        default = scenario.algorithms.per_collective.get(params.collective)
+        for algorithm in params.algorithms or (default,):
+            for size in params.sizes:
+                worlds.append(call_estimate(params.collective, algorithm, p, size, data=data, records=records,
+                                            calls=max(1, params.iterations)))
+    elif kind == "training":
+        nbytes = params.params * _itemsize(params.dtype)
+        buckets = 1 + math.ceil(max(0, nbytes - params.first_bucket) / params.bucket_cap)
+        bucket = min(nbytes, max(params.bucket_cap, params.first_bucket))
+        sync = params.sync or scenario.algorithms.per_collective.get("allreduce")
+        sync = "ring" if sync == "parameter_server" else sync  # p-1 transfers each way: a ring's count
+        per_bucket = call_estimate("allreduce", sync, p, bucket, data=False, records=records)
+        calls = buckets * max(1, params.iterations)
+        worlds.append(Estimate(per_bucket.events * calls, per_bucket.memory, per_bucket.wall_s * calls,
+                               per_bucket.detail.replace("allreduce", f"allreduce ({buckets} buckets)", 1)))
+    else:
+        known = kind != "program"
+        worlds.append(Estimate(0, BASE_BYTES + p * RANK_BYTES, 0.0, f"{p} ranks", events_known=known))
+    events = sum(w.events for w in worlds)
+    wall = sum(w.wall_s for w in worlds)
+    largest = max(worlds, key=lambda w: w.memory)
+    return Estimate(events, largest.memory, wall, largest.detail, events_known=largest.events_known)
+
+
+def _itemsize(dtype: str) -> int:
+    import numpy as np
+
+    import mpisim.mpi.dtypes  # noqa: F401  (registers bfloat16 and the fp8 types with numpy)
+
+    try:
+        return np.dtype(dtype).itemsize
+    except TypeError:
+        return 4
+
+
+def check_fits(scenario: Scenario, available: int | None = None, *, headroom: float = 0.9) -> Estimate:
+    """Estimate *scenario* and refuse it (ConfigError, exit 2) when its memory would not fit.
+
+    *available* defaults to what the machine can give (MemAvailable); unknown, nothing is refused.
+    The message names the estimate, what dominates it and what to change.
+    """
+    est = estimate(scenario)
+    if available is None:
+        available = memory.available_memory()
+    if available is None or est.memory <= headroom * available:
+        return est
+    advice = ["fewer ranks (topology.nodes)"]
+    if "block views" in est.detail:
+        advice.append("an algorithm that does not cut the buffer into one block per rank "
+                      "(workload.algorithm: recursive_doubling)")
+    if "payloads" in est.detail:
+        advice.insert(0, "payload: size (same timings, no payload memory)")
+    raise memory.MemoryLimitError(
+        f"this run would need about {_bytes(est.memory)} of memory ({est.detail}) but {_bytes(available)} "
+        f"is available; use {' or '.join(advice)}", "topology")
+
+
+def run_estimate(scenario: Scenario, available: int | None = None) -> Estimate:
+    """:func:`check_fits` for every point of *scenario*'s sweep (or the scenario itself): events and
+    wall time add up over the points, memory is the largest point's (points run one at a time
+    per process). Raises ConfigError naming the sweep point that would not fit."""
+    from mpisim.scenario.load import load_dict, point_raw
+    from mpisim.scenario.model import sweep_points
+
+    if not scenario.sweep:
+        return check_fits(scenario, available)
+    if available is None:
+        available = memory.available_memory()
+    found = []
+    for point in sweep_points(scenario.sweep):
+        try:
+            found.append(check_fits(load_dict(point_raw(scenario, point), scenario.file), available))
+        except memory.MemoryLimitError as err:
+            where = ", ".join(f"{key}={value}" for key, value in point.items())
+            raise memory.MemoryLimitError(f"{err.message} (sweep point {where})", err.path) from None
+    largest = max(found, key=lambda e: e.memory)
+    return Estimate(sum(e.events for e in found), largest.memory, sum(e.wall_s for e in found), largest.detail,
+                    all(e.events_known for e in found))
+
+
+def _bytes(n: float) -> str:
+    for unit, scale in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= scale:
+            return f"{n / scale:.3g} {unit}"
+    return f"{n:.0f} B"
+
+
+def _duration(seconds: float) -> str:
+    for unit, scale in (("days", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= scale:
+            return f"{seconds / scale:.2g} {unit}"
+    return f"{seconds:.2g} s"

@@ -1,0 +1,122 @@
+"""Estimates before work: events, memory and wall time from ranks, algorithm and sizes; a run that
+cannot fit in memory is refused with one line before anything is allocated, and running out of
+memory anyway is reported as such, never as an internal error."""
+
+from __future__ import annotations
+
+import os
+import resource
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from mpisim.collectives.memory import MemoryLimitError
+from mpisim.scenario import load_dict
+from mpisim.scenario.estimate import check_fits, estimate, run_estimate
+from mpisim.scenario.run import run_point
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def ring(nodes: int, size: str = "1 KiB", algorithm: str = "ring", **more) -> dict:
+    return {"topology": {"nodes": nodes, "inter": {"kind": "star", "bandwidth": "100 Gbps", "latency": "1 us"}},
+            "payload": "size",
+            "workload": {"kind": "collective", "collective": "allreduce", "algorithm": algorithm, "sizes": [size]},
+            **more}
+
+
+@pytest.mark.parametrize(("algorithm", "nodes"), [("ring", 96), ("recursive_doubling", 128), ("rabenseifner", 100)])
+def test_event_estimate_is_within_a_factor_of_two(algorithm, nodes):
+    scenario = load_dict(ring(nodes, "64 KiB", algorithm))
+    worlds = []
+    started = time.perf_counter()
+    run_point(scenario, worlds=worlds)
+    wall = time.perf_counter() - started
+    predicted = estimate(scenario)
+    measured = worlds[0].env.events_done
+    assert 0.5 <= predicted.events / measured <= 2, (predicted.events, measured)
+    assert predicted.wall_s / wall < 20 and wall / predicted.wall_s < 20  # machines differ; orders of magnitude not
+
+
+def test_memory_estimate_counts_the_ring_block_views():
+    """Each rank of a ring allreduce holds p block views: p^2 objects, the term that dominates at scale."""
+    probe = textwrap.dedent("""
+        import resource, sys
+        from mpisim.errors import LimitReached
+        from mpisim.scenario import load_dict
+        from mpisim.scenario.estimate import estimate
+        from mpisim.scenario.run import run_scenario
+        raw = {"topology": {"nodes": int(sys.argv[1]), "inter": {"kind": "star", "bandwidth": "100 Gbps",
+               "latency": "1 us"}}, "payload": "size", "limits": {"simulated_time": "1 ns"},
+               "workload": {"kind": "collective", "collective": "allreduce", "algorithm": "ring", "sizes": ["1 KiB"]}}
+        scenario = load_dict(raw)
+        try:
+            run_scenario(scenario)
+        except LimitReached:
+            pass
+        print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, estimate(scenario).memory)
+    """)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    (small_rss, small_est), (big_rss, big_est) = [
+        map(int, subprocess.run([sys.executable, "-c", probe, str(p)], capture_output=True, text=True, check=True,
+                                env=env).stdout.split()) for p in (200, 1600)]
+    growth, predicted = big_rss - small_rss, big_est - small_est
+    assert 0.5 <= predicted / growth <= 2, (growth, predicted)
+
+
+def test_a_run_that_cannot_fit_is_refused_naming_what_to_change():
+    scenario = load_dict(ring(100_000))
+    with pytest.raises(MemoryLimitError) as info:
+        check_fits(scenario, available=16 * 10**9)
+    text = str(info.value)
+    assert text.startswith("topology: this run would need about 560 GB of memory (100000 ranks x ring allreduce")
+    assert "100000 block views per rank" in text and "but 16 GB is available" in text
+    assert "fewer ranks (topology.nodes)" in text and "workload.algorithm: recursive_doubling" in text
+    assert check_fits(load_dict(ring(100_000, algorithm="recursive_doubling")), available=16 * 10**9)
+
+
+def test_a_sweep_names_the_point_that_cannot_fit():
+    scenario = load_dict(ring(4, sweep={"topology.nodes": [4, 100_000]}))
+    with pytest.raises(MemoryLimitError, match=r"\(sweep point topology.nodes=100000\)"):
+        run_estimate(scenario, available=16 * 10**9)
+
+
+def test_real_data_payloads_count_and_the_advice_says_size():
+    scenario = load_dict({**ring(8, "1 GB"), "payload": "data"})
+    with pytest.raises(MemoryLimitError, match=r"use payload: size \(same timings, no payload memory\)"):
+        check_fits(scenario, available=4 * 10**9)
+
+
+def _cap_memory(limit: int) -> None:
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+
+def _cli(tmp_path: Path, raw: dict, limit: int, *args: str):
+    import yaml
+
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump(raw))
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, "-m", "mpisim", "run", "s.yaml", *args], capture_output=True, text=True,
+                          timeout=60, cwd=tmp_path, env=env, preexec_fn=lambda: _cap_memory(limit))
+    return done.returncode, done.stderr, time.monotonic() - started
+
+
+def test_the_100000_rank_ring_is_refused_at_once(tmp_path):
+    code, err, seconds = _cli(tmp_path, ring(100_000), 2 * 1024**3)
+    assert code == 2 and seconds < 10
+    assert err.count("\n") == 1 and err.startswith("s.yaml: topology: this run would need about 560 GB")
+
+
+def test_running_out_of_memory_is_reported_as_such(tmp_path):
+    """A run the machine could hold, in a process capped below it: out of memory, one line, exit 1."""
+    code, err, seconds = _cli(tmp_path, ring(6000), 900 * 1024**2)
+    assert code == 1, err
+    note, last = err.splitlines()  # a long run is announced first, with its estimate
+    assert note.startswith("note: estimate before the run: ~3.6e+08 events, ~2.12 GB of memory")
+    assert last.startswith("out of memory: the run needed more memory than this machine could give")
+    assert "internal error" not in err and "Traceback" not in err
