@@ -29,7 +29,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from mpisim.collectives import costmodel, memory, registry
+from mpisim.collectives import costmodel, memory
 from mpisim.errors import ConfigError
 from mpisim.scenario.model import Scenario
 

@@ -114,7 +114,7 @@ def test_the_100000_rank_ring_is_refused_at_once(tmp_path):
 
 def test_running_out_of_memory_is_reported_as_such(tmp_path):
     """A run the machine could hold, in a process capped below it: out of memory, one line, exit 1."""
-    code, err, seconds = _cli(tmp_path, ring(6000), 900 * 1024**2)
+    code, err, _ = _cli(tmp_path, ring(6000), 900 * 1024**2)
     assert code == 1, err
     note, last = err.splitlines()  # a long run is announced first, with its estimate
     assert note.startswith("note: estimate before the run: ~3.6e+08 events, ~2.12 GB of memory")

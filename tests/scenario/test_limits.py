@@ -56,7 +56,7 @@ def test_simulated_time_limit_stops_a_program_that_never_ends(forever):
 
 
 def test_event_limit_from_the_command_line(forever):
-    code, out, err = _cli("run", forever, "--limit", "events=20000")
+    code, _, err = _cli("run", forever, "--limit", "events=20000")
     assert code == 1
     assert err.splitlines()[1].startswith("stopped at the limit of 20,000 events (limits.events)")
     events = int(err.split(" events,")[0].rsplit(", ", 1)[1].replace(",", ""))
