@@ -43,7 +43,10 @@ def test_event_estimate_is_within_a_factor_of_two(algorithm, nodes):
 
 
 def test_memory_estimate_counts_the_ring_block_views():
-    """Each rank of a ring allreduce holds p block views: p^2 objects, the term that dominates at scale."""
+    """Each rank of a ring allreduce holds p block views: p^2 objects, the term that dominates at scale.
+
+    The runs stop (limits.events) once every rank has entered the ring and cut its buffer.
+    """
     probe = textwrap.dedent("""
         import resource, sys
         from mpisim.errors import LimitReached
@@ -51,7 +54,7 @@ def test_memory_estimate_counts_the_ring_block_views():
         from mpisim.scenario.estimate import estimate
         from mpisim.scenario.run import run_scenario
         raw = {"topology": {"nodes": int(sys.argv[1]), "inter": {"kind": "star", "bandwidth": "100 Gbps",
-               "latency": "1 us"}}, "payload": "size", "limits": {"simulated_time": "1 ns"},
+               "latency": "1 us"}}, "payload": "size", "limits": {"events": 30 * int(sys.argv[1])},
                "workload": {"kind": "collective", "collective": "allreduce", "algorithm": "ring", "sizes": ["1 KiB"]}}
         scenario = load_dict(raw)
         try:
