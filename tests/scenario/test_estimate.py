@@ -8,16 +8,17 @@ import os
 import resource
 import subprocess
 import sys
-import textwrap
 import time
+import tracemalloc
 from pathlib import Path
 
 import pytest
 
 from mpisim.collectives.memory import MemoryLimitError
+from mpisim.errors import LimitReached
 from mpisim.scenario import load_dict
 from mpisim.scenario.estimate import check_fits, estimate, run_estimate
-from mpisim.scenario.run import run_point
+from mpisim.scenario.run import run_point, run_scenario
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -45,29 +46,24 @@ def test_event_estimate_is_within_a_factor_of_two(algorithm, nodes):
 def test_memory_estimate_counts_the_ring_block_views():
     """Each rank of a ring allreduce holds p block views: p^2 objects, the term that dominates at scale.
 
-    The runs stop (limits.events) once every rank has entered the ring and cut its buffer.
+    Measured as the peak of Python's allocations (tracemalloc: resident memory would move with
+    the machine's other load); the runs stop (limits.events) once every rank has cut its buffer.
     """
-    probe = textwrap.dedent("""
-        import resource, sys
-        from mpisim.errors import LimitReached
-        from mpisim.scenario import load_dict
-        from mpisim.scenario.estimate import estimate
-        from mpisim.scenario.run import run_scenario
-        raw = {"topology": {"nodes": int(sys.argv[1]), "inter": {"kind": "star", "bandwidth": "100 Gbps",
-               "latency": "1 us"}}, "payload": "size", "limits": {"events": 30 * int(sys.argv[1])},
-               "workload": {"kind": "collective", "collective": "allreduce", "algorithm": "ring", "sizes": ["1 KiB"]}}
-        scenario = load_dict(raw)
+    def peak_and_estimate(p: int) -> tuple[int, int]:
+        scenario = load_dict(ring(p, limits={"events": 30 * p}))
+        tracemalloc.start()
         try:
             run_scenario(scenario)
         except LimitReached:
             pass
-        print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, estimate(scenario).memory)
-    """)
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    (small_rss, small_est), (big_rss, big_est) = [
-        map(int, subprocess.run([sys.executable, "-c", probe, str(p)], capture_output=True, text=True, check=True,
-                                env=env).stdout.split()) for p in (200, 1600)]
-    growth, predicted = big_rss - small_rss, big_est - small_est
+        finally:
+            peak = tracemalloc.get_traced_memory()[1]
+            tracemalloc.stop()
+        return peak, estimate(scenario).memory
+
+    (small, small_est), (big, big_est) = peak_and_estimate(100), peak_and_estimate(900)
+    growth, predicted = big - small, big_est - small_est
+    print(f"growth {growth / 1e6:.1f} MB, predicted {predicted / 1e6:.1f} MB")
     assert 0.5 <= predicted / growth <= 2, (growth, predicted)
 
 
