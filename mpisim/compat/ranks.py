@@ -56,7 +56,7 @@ from typing import Any, TextIO
 
 from greenlet import GreenletExit, getcurrent, greenlet
 
-from mpisim.errors import MPIError
+from mpisim.errors import MPIError, ProgramError
 
 COMPUTE_MODES = ("none", "measured", "explicit")
 
@@ -353,8 +353,6 @@ class Runner:
 
         if isinstance(exc, MPIError):
             raise type(exc)(f"{exc}{user_traceback(exc, self.folder)}") from exc
-        from mpisim.errors import ProgramError
-
         raise ProgramError(f"rank {ctx.rank} raised {type(exc).__name__}: {exc}{user_traceback(exc, self.folder)}") \
             from exc
 
@@ -381,7 +379,14 @@ class Runner:
         self.world.locate = self.where
         try:
             self.world.launch(self._drive)
-            self.world.run()
+            try:
+                self.world.run()
+            except ProgramError as exc:  # say what the others were doing while they still are
+                elsewhere = self.world.where_ranks_are()
+                if elsewhere:
+                    raise ProgramError(f"{exc}\nthe other ranks at that moment:\n" + "\n".join(elsewhere)) \
+                        from exc.__cause__
+                raise
         finally:
             self._kill_suspended()
             self.current = None

@@ -32,8 +32,8 @@ run on every rank as ``mpiexec -n P python file.py ARGS`` would run it (see
 the Python code between two MPI calls costs: ``explicit`` (default: only what the program
 declares with ``mpisim.compute(seconds)``), ``none``, or ``measured`` (its wall time times
 ``speed``; not deterministic). ``tag_output: true`` prefixes each output line with
-``[rank] ``. The row adds ``exit_code`` and ``mpi_time_max_s`` (the most simulated time a rank
-spent in blocking MPI calls).
+``[rank] ``. The row adds ``exit_code`` and ``mpi_time_s`` (per rank, the simulated time spent in
+blocking MPI calls).
 
 Errors of the simulated program are not caught: a deadlock raises
 :class:`~mpisim.errors.DeadlockError` with the report of blocked ranks (the CLI exits 1 and
