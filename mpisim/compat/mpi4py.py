@@ -283,6 +283,7 @@ class Request:
         sim = self._sim
         done, value = sim.test()
         if not done:
+            ctx.poll()
             return False, None
         _copy_status(status, sim.status)
         return True, self._done(value)
@@ -366,21 +367,27 @@ class Request:
 
     @classmethod
     def testall(cls, requests: Sequence[Request], statuses: list[Status] | None = None) -> tuple[bool, list[Any] | None]:
-        _here("Request.Testall").enter()
+        ctx = _here("Request.Testall")
+        ctx.enter()
         if all(r is None or r._sim is None or r._sim.triggered for r in requests):
             return True, cls._wait_many(requests, statuses)
+        ctx.poll()
         return False, None
 
     @classmethod
     def Testany(cls, requests: Sequence[Request], status: Status | None = None) -> tuple[int, bool]:
         """``(index, flag)``: a completed request's index, if any."""
-        _here("Request.Testany").enter()
+        ctx = _here("Request.Testany")
+        ctx.enter()
         for i, req in enumerate(requests):
             if req is not None and req._sim is not None and req._sim.triggered:
                 _copy_status(status, req._sim.status)
                 req._done(req._sim.outcome())
                 return i, True
-        return UNDEFINED, not any(r is not None and r._sim is not None for r in requests)
+        idle = not any(r is not None and r._sim is not None for r in requests)
+        if not idle:
+            ctx.poll()
+        return UNDEFINED, idle
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__"):
@@ -643,8 +650,12 @@ class Comm:
 
     def iprobe(self, source: int = ANY_SOURCE, tag: int = ANY_TAG, status: Status | None = None) -> bool:
         """True if a matching message has arrived."""
-        _here("Comm.iprobe").enter()
-        return self._c.iprobe(source, tag, status)
+        ctx = _here("Comm.iprobe")
+        ctx.enter()
+        found = self._c.iprobe(source, tag, status)
+        if not found:
+            ctx.poll()
+        return found
 
     Iprobe = iprobe
 

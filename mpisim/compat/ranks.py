@@ -59,6 +59,8 @@ from greenlet import GreenletExit, getcurrent, greenlet
 from mpisim.errors import MPIError, ProgramError
 
 COMPUTE_MODES = ("none", "measured", "explicit")
+#: Simulated time an unsuccessful ``Test``/``Iprobe`` costs (about one poll of a NIC's queue).
+POLL_TIME = 1e-6
 
 
 class ProgramExit(MPIError):
@@ -146,6 +148,21 @@ class RankContext:
         if self.runner.measure:
             self._charge_measured()
             self.resumed = time.perf_counter()
+
+    def poll(self) -> None:
+        """A test that found nothing done (``Test``, ``Iprobe``): let simulated time move on.
+
+        A program that loops on ``req.Test()`` waits for the simulation to progress, which only
+        happens when the rank yields to the engine. Each unsuccessful poll therefore costs
+        :data:`POLL_TIME` of simulated time, as SMPI charges one (its ``smpi/test`` option).
+        """
+        gen = self.comm.compute(POLL_TIME, "poll")
+        event = gen.send(None)
+        t0 = self.env._now
+        try:
+            self.greenlet.parent.switch(("call", gen, event))
+        finally:
+            self.mpi_time += self.env._now - t0
 
     def _charge_measured(self) -> None:
         elapsed = (time.perf_counter() - self.resumed) * self.runner.speed
