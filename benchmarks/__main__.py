@@ -31,7 +31,7 @@ import platform
 import sys
 import time
 
-from benchmarks import engine_overhead, fairshare_bench, realdata, scale, scenario_run, sweeps, training
+from benchmarks import engine_overhead, exec_pingpong, fairshare_bench, realdata, scale, scenario_run, sweeps, training
 from benchmarks.common import Figure, GiB, print_figures, run_isolated
 
 #: (module name, its cases, figures derived from several of its cases), in report order.
@@ -43,6 +43,7 @@ MODULES = [
     ("sweeps", sweeps.CASES, None),
     ("training", training.CASES, None),
     ("fairshare_bench", {"cost-per-event": fairshare_bench.cost_per_event}, None),
+    ("exec_pingpong", exec_pingpong.CASES, None),
 ]
 
 
