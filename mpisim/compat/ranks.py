@@ -343,10 +343,15 @@ class Runner:
                 while True:
                     try:
                         value = yield event
+                    except GeneratorExit:  # the driver itself is being closed (collected after a failure)
+                        raise
                     except BaseException as exc:  # a failed event (truncation, ...): the call raises it
                         event = gen.throw(exc)
                     else:
                         event = gen.send(value)
+            except GeneratorExit:
+                gen.close()
+                return None
             except StopIteration as stop:
                 self._enter(ctx)
                 out = g.switch(stop.value)

@@ -221,3 +221,15 @@ def test_osu_bw_script_gives_the_p2p_workloads_bandwidths_within_1_percent():
         "kind": "p2p", "test": "bandwidth", "sizes": [f"{s} B" for s in sizes]}})).rows
     for size, row in zip(sizes, rows, strict=True):
         assert script[size] == pytest.approx(row["bandwidth_Bps"] / 1e6, rel=0.01), size
+
+
+def test_a_failed_run_leaves_the_interpreter_as_it_was():
+    """A deadlocked program's suspended ranks, once collected, touch neither __main__ nor sys.argv."""
+    import gc
+    import sys
+
+    main_before, argv_before = sys.modules["__main__"], list(sys.argv)
+    code, _, _ = run_exec("-n", "2", "--topology", "ib-hdr", str(CORPUS / "head_to_head.py"))
+    assert code == 1
+    gc.collect()
+    assert sys.modules["__main__"] is main_before and sys.argv == argv_before
