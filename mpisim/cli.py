@@ -33,6 +33,7 @@ failed point, ``--resume`` (same command line) skips the points that file alread
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -141,8 +142,10 @@ class RunCommand(Command):
             _make_dir(out_dir)
         results_file = default_results_file(scenario, out_dir) if scenario.sweep else None
         worlds: list[Any] = []
+        # An mpi4py program prints; with --json its output must not mix with the document.
+        quiet_stdout = contextlib.redirect_stdout(err) if args.json else contextlib.nullcontext()
         try:
-            with SweepProgress(err, enabled=bool(scenario.sweep)) as progress, \
+            with quiet_stdout, SweepProgress(err, enabled=bool(scenario.sweep)) as progress, \
                     RunProgress(err, worlds, enabled=not scenario.sweep and not args.json):
                 result = run_scenario(scenario, jobs=args.jobs, results_file=results_file, resume=args.resume,
                                       progress=progress, executor=args.executor, worlds=worlds)
@@ -398,8 +401,6 @@ class ExecCommand(Command):
         parser.add_argument("args", nargs=argparse.REMAINDER, help="the program's arguments")
 
     def run(self, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-        import contextlib
-
         from mpisim.compat.ranks import ProgramExit
         from mpisim.scenario.load import load_dict, parse_set
         from mpisim.scenario.run import run_scenario

@@ -32,10 +32,12 @@ call resolves it to the calling rank's communicator. A name mpisim does not simu
 from __future__ import annotations
 
 import operator
+import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
+from greenlet import getcurrent
 
 from mpisim.compat import buffers as _buffers
 from mpisim.compat import collectives as _coll
@@ -86,7 +88,12 @@ DATATYPE_NULL = Datatype("MPI_DATATYPE_NULL", np.uint8)
 
 
 def _here(call: str) -> RankContext:
-    return require(f"MPI.{call}")
+    """The calling rank's context; remembers the caller's frame, the line its messages were sent from."""
+    ctx = getattr(getcurrent(), "ctx", None)
+    if ctx is None:
+        return require(f"MPI.{call}")
+    ctx.runner.site = sys._getframe(2)
+    return ctx
 
 
 def _unsupported(name: str) -> UnsupportedCall:
@@ -413,7 +420,17 @@ def _spec(buf: Any, call: str, **kw: Any) -> _buffers.Spec:
         raise TypeError(f"rank {ctx.rank if ctx else '?'}: {call}: {err}") from None
 
 
+def _array(buf: Any, call: str) -> np.ndarray:
+    """The elements of a (non-vector) buffer spec; a contiguous numpy array is taken as it is."""
+    # NOTE: the common case first, without building a Spec: this runs for every Send.
+    if buf.__class__ is np.ndarray and buf.flags.c_contiguous:
+        return buf if buf.ndim == 1 else buf.reshape(-1)
+    return _spec(buf, call).array
+
+
 def _recv_array(buf: Any, call: str, **kw: Any) -> np.ndarray:
+    if buf.__class__ is np.ndarray and buf.flags.c_contiguous and buf.flags.writeable and not kw:
+        return buf if buf.ndim == 1 else buf.reshape(-1)
     spec = _spec(buf, call, **kw)
     try:
         return _buffers.writable(spec, call)
@@ -462,6 +479,13 @@ class Comm:
                 mine = ctx.cache["self"] = ctx.comm.sub([ctx.comm.rank], label="COMM_SELF")
             return mine
         raise MPIError(f"rank {ctx.rank}: invalid communicator (MPI.COMM_NULL)")
+
+    def _on(self, ctx: RankContext) -> Any:
+        """:attr:`_c` for a caller that already holds its rank's context (the hot paths)."""
+        fixed = self._fixed
+        if fixed is not None:
+            return fixed
+        return ctx.comm if self._which == "world" else self._c
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Comm):
@@ -601,7 +625,8 @@ class Comm:
 
     def send(self, obj: Any, dest: int, tag: int = 0) -> None:
         """Send a picklable object (``MPI_Send`` of its pickle)."""
-        _here("Comm.send").block(self._c.send(_coll.dumps(obj), dest, tag))
+        ctx = _here("Comm.send")
+        ctx.block(self._on(ctx).send(_coll.dumps(obj), dest, tag))
 
     def ssend(self, obj: Any, dest: int, tag: int = 0) -> None:
         """Synchronous send: returns once the receive has matched."""
@@ -625,7 +650,7 @@ class Comm:
     def recv(self, buf: Any = None, source: int = ANY_SOURCE, tag: int = ANY_TAG, status: Status | None = None) -> Any:
         """Receive and return an object."""
         ctx = _here("Comm.recv")
-        value = ctx.block(self._c.recv(None, source, tag, status))
+        value = ctx.block(self._on(ctx).recv(None, source, tag, status))
         return None if source == PROC_NULL else _obj(value)
 
     def irecv(self, buf: Any = None, source: int = ANY_SOURCE, tag: int = ANY_TAG) -> Request:
@@ -663,43 +688,45 @@ class Comm:
 
     def Send(self, buf: Any, dest: int, tag: int = 0) -> None:
         """Send a buffer (``MPI_Send``)."""
-        _here("Comm.Send").block(self._c.send(_spec(buf, "Send").array, dest, tag))
+        ctx = _here("Comm.Send")
+        ctx.block(self._on(ctx).send(_array(buf, "Send"), dest, tag))
 
     Bsend = Rsend = Send
 
     def Ssend(self, buf: Any, dest: int, tag: int = 0) -> None:
         """Synchronous send of a buffer (``MPI_Ssend``)."""
-        _here("Comm.Ssend").block(self._c.ssend(_spec(buf, "Ssend").array, dest, tag))
+        _here("Comm.Ssend").block(self._c.ssend(_array(buf, "Ssend"), dest, tag))
 
     def Isend(self, buf: Any, dest: int, tag: int = 0) -> Request:
         """Start sending a buffer (``MPI_Isend``)."""
         ctx = _here("Comm.Isend")
         ctx.enter()
-        return Request(self._c.isend(_spec(buf, "Isend").array, dest, tag))
+        return Request(self._on(ctx).isend(_array(buf, "Isend"), dest, tag))
 
     Ibsend = Irsend = Isend
 
     def Issend(self, buf: Any, dest: int, tag: int = 0) -> Request:
         ctx = _here("Comm.Issend")
         ctx.enter()
-        return Request(self._c.issend(_spec(buf, "Issend").array, dest, tag))
+        return Request(self._c.issend(_array(buf, "Issend"), dest, tag))
 
     def Recv(self, buf: Any, source: int = ANY_SOURCE, tag: int = ANY_TAG, status: Status | None = None) -> None:
         """Receive into the program's buffer (``MPI_Recv``)."""
         ctx = _here("Comm.Recv")
-        ctx.block(self._c.recv(in_place(_recv_array(buf, "Recv")), source, tag, status))
+        ctx.block(self._on(ctx).recv(DataPayload(_recv_array(buf, "Recv"), writable=True), source, tag, status))
 
     def Irecv(self, buf: Any, source: int = ANY_SOURCE, tag: int = ANY_TAG) -> Request:
         """Start receiving into the program's buffer (``MPI_Irecv``)."""
         ctx = _here("Comm.Irecv")
         ctx.enter()
-        return Request(self._c.irecv(in_place(_recv_array(buf, "Irecv")), source, tag, Status()))
+        return Request(self._on(ctx).irecv(DataPayload(_recv_array(buf, "Irecv"), writable=True), source, tag,
+                                           Status()))
 
     def Sendrecv(self, sendbuf: Any, dest: int, sendtag: int = 0, recvbuf: Any = None, source: int = ANY_SOURCE,
                  recvtag: int = ANY_TAG, status: Status | None = None) -> None:
         """Send a buffer and receive into another at once (``MPI_Sendrecv``)."""
         ctx = _here("Comm.Sendrecv")
-        ctx.block(self._c.sendrecv(_spec(sendbuf, "Sendrecv").array, dest, sendtag,
+        ctx.block(self._c.sendrecv(_array(sendbuf, "Sendrecv"), dest, sendtag,
                                    in_place(_recv_array(recvbuf, "Sendrecv")), source, recvtag, status))
 
     def Sendrecv_replace(self, buf: Any, dest: int, sendtag: int = 0, source: int = ANY_SOURCE,
@@ -763,7 +790,7 @@ class Comm:
         if sendbuf is IN_PLACE:
             ctx.block(c.reduce(in_place(_recv_array(recvbuf, "Reduce")), op_, root))
             return
-        result = ctx.block(c.reduce(_spec(sendbuf, "Reduce").array, op_, root))
+        result = ctx.block(c.reduce(_array(sendbuf, "Reduce"), op_, root))
         if c.rank == root:
             _fill(_recv_array(recvbuf, "Reduce"), result)
 
@@ -775,7 +802,7 @@ class Comm:
         if sendbuf is IN_PLACE:
             ctx.block(c.allreduce(in_place(into), op_))
             return
-        _fill(into, ctx.block(c.allreduce(_spec(sendbuf, "Allreduce").array, op_)))
+        _fill(into, ctx.block(c.allreduce(_array(sendbuf, "Allreduce"), op_)))
 
     def Reduce_scatter_block(self, sendbuf: Any, recvbuf: Any, op: Op = SUM) -> None:
         """Reduce, then rank r keeps block r (equal blocks; ``MPI_Reduce_scatter_block``)."""
@@ -785,7 +812,7 @@ class Comm:
             whole = _recv_array(recvbuf, "Reduce_scatter_block")
             send, into = whole.copy(), whole[:whole.size // c.size]
         else:
-            send, into = _spec(sendbuf, "Reduce_scatter_block").array, _recv_array(recvbuf, "Reduce_scatter_block")
+            send, into = _array(sendbuf, "Reduce_scatter_block"), _recv_array(recvbuf, "Reduce_scatter_block")
         if send.size % c.size:
             raise MPIError(f"rank {ctx.rank}: Reduce_scatter_block: {send.size} elements do not split into "
                            f"{c.size} equal blocks")
@@ -803,7 +830,7 @@ class Comm:
             whole = _recv_array(recvbuf, "Reduce_scatter")
             send = whole.copy()
         else:
-            send = _spec(sendbuf, "Reduce_scatter").array
+            send = _array(sendbuf, "Reduce_scatter")
             whole = None
         counts = [int(x) for x in recvcounts] if recvcounts is not None else split_counts(send.size, c.size)
         into = whole[:counts[c.rank]] if whole is not None else _recv_array(recvbuf, "Reduce_scatter")
@@ -825,7 +852,7 @@ class Comm:
             n = into.size // c.size  # type: ignore[union-attr]
             send = into[c.rank * n:(c.rank + 1) * n].copy()  # type: ignore[index]
         else:
-            send = _spec(sendbuf, "Gather").array
+            send = _array(sendbuf, "Gather")
         result = ctx.block(c.gather(send, root))
         if into is not None:
             _fill(into, result)
@@ -837,7 +864,7 @@ class Comm:
         in_place_root = recvbuf is IN_PLACE
         into = None if in_place_root else _recv_array(recvbuf, "Scatter")
         if c.rank == root:
-            send = _spec(sendbuf, "Scatter").array
+            send = _array(sendbuf, "Scatter")
         else:  # only the root's data travels; the others name the size of the whole
             send = SizePayload(into.size * c.size, into.dtype)  # type: ignore[union-attr]
         result = ctx.block(c.scatter(send, root))
@@ -853,7 +880,7 @@ class Comm:
             n = into.size // c.size
             send = into[c.rank * n:(c.rank + 1) * n].copy()
         else:
-            send = _spec(sendbuf, "Allgather").array
+            send = _array(sendbuf, "Allgather")
         _fill(into, ctx.block(c.allgather(send)))
 
     def Alltoall(self, sendbuf: Any, recvbuf: Any) -> None:
@@ -861,7 +888,7 @@ class Comm:
         ctx = _here("Comm.Alltoall")
         c = self._c
         into = _recv_array(recvbuf, "Alltoall")
-        send = into.copy() if sendbuf is IN_PLACE else _spec(sendbuf, "Alltoall").array
+        send = into.copy() if sendbuf is IN_PLACE else _array(sendbuf, "Alltoall")
         _fill(into, ctx.block(c.alltoall(send)))
 
     def Gatherv(self, sendbuf: Any, recvbuf: Any, root: int = 0) -> None:
@@ -874,7 +901,7 @@ class Comm:
         if sendbuf is IN_PLACE:
             send = None
         else:
-            send = _spec(sendbuf, "Gatherv").array
+            send = _array(sendbuf, "Gatherv")
         nbytes = send.nbytes if send is not None else 0
         ctx.block(_coll.collective(c, "gatherv", f"gatherv(root={root})", nbytes, _coll.gatherv(
             c, send, recv.array if recv else None, recv.counts if recv else None, recv.displs if recv else None, root)))
@@ -898,7 +925,7 @@ class Comm:
         recv = _spec(recvbuf, "Allgatherv", vector=True)
         if recv.counts is None:
             raise TypeError(f"rank {ctx.rank}: Allgatherv: recvbuf needs counts: [buf, counts, displs, type]")
-        send = None if sendbuf is IN_PLACE else _spec(sendbuf, "Allgatherv").array
+        send = None if sendbuf is IN_PLACE else _array(sendbuf, "Allgatherv")
         ctx.block(_coll.collective(c, "allgatherv", "allgatherv()", recv.array.nbytes,
                                    _coll.allgatherv(c, send, recv.array, recv.counts, recv.displs)))
 

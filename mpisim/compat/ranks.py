@@ -306,6 +306,9 @@ class Runner:
         self.private_names: set[str] = {"__main__"}
         self.current: RankContext | None = None
         self.closed = False
+        self._user_files: dict[str, bool] = {}
+        #: The frame that made the MPI call in progress (set by the MPI module on every call).
+        self.site: types.FrameType | None = None
         self.contexts = [RankContext(self, world.comm_world(rank)) for rank in range(world.size)]
 
     # ------------------------------------------------------------------ switching ranks
@@ -387,6 +390,26 @@ class Runner:
         g = self.contexts[rank].greenlet
         return suspended_at(g.gr_frame, self.folder) if g else ""
 
+    def origin(self) -> tuple[str, int] | None:
+        """``(file, line)`` of the program's MPI call in progress (:attr:`site`), for the message it sends.
+
+        The MPI module records the caller's frame on entry to every call (cheap); the file and
+        line are read only here, once per send, while that call is still on its line.
+        """
+        from mpisim.compat.tracebacks import is_user_file
+
+        frame = self.site
+        known = self._user_files
+        while frame is not None:
+            name = frame.f_code.co_filename
+            mine = known.get(name)
+            if mine is None:
+                mine = known[name] = is_user_file(name, self.folder)
+            if mine:
+                return name, frame.f_lineno
+            frame = frame.f_back
+        return None
+
     def run(self) -> None:
         """Run the program on every rank to the end (see the class docstring)."""
         saved_modules = {name: sys.modules.get(name) for name in ("__main__", "mpi4py", "mpi4py.MPI")}
@@ -399,6 +422,7 @@ class Runner:
         sys.meta_path.insert(0, finder)
         sys.stdout, sys.stderr, sys.stdin = out, err, _Input(self, sys.stdin)
         self.world.locate = self.where
+        self.world.origin = self.origin
         try:
             self.world.launch(self._drive)
             try:
@@ -411,7 +435,7 @@ class Runner:
                 raise
         finally:
             self._kill_suspended()
-            self.current = None
+            self.current = self.site = None
             out.finish()
             err.finish()
             sys.meta_path.remove(finder)

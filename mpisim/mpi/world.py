@@ -44,6 +44,7 @@ blocked rank, the call it is blocked in and the cycle of waits between ranks.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -215,6 +216,9 @@ class World:
         #: Optional ``locate(rank) -> str``: where in the user's source a rank is (``ring.py:14: ...``),
         #: set by runners of unchanged programs so reports can name the line.
         self.locate: Callable[[int], str] | None = None
+        #: Optional ``origin() -> (file, line)``: the line of the user's source that is sending now,
+        #: kept on the send request so a message nobody received can be listed with it.
+        self.origin: Callable[[], tuple[str, int] | None] | None = None
         #: Start a transfer and call ``fn(arg)`` when it has arrived; True if it was over at once.
         self._post: Callable[..., bool] = getattr(network, "post", self._post_via_transfer)
 
@@ -274,7 +278,9 @@ class World:
             raise error
         for rank, box in enumerate(self.mailboxes):
             for msg in box.unexpected:
-                self.unmatched.append(f"rank {rank} never received the {msg.describe()}")
+                origin = msg.send_req.origin
+                sent_at = f", sent at {os.path.basename(origin[0])}:{origin[1]}" if origin else ""
+                self.unmatched.append(f"rank {rank} never received the {msg.describe()}{sent_at}")
 
     def synchronize(self, rank: int) -> Proc[None]:
         """Release all ranks at the same instant, at no simulated cost (a measurement aid, not MPI).
@@ -329,6 +335,8 @@ class World:
             payload = user = payload.copy()
         env = self.env
         req = Request(env, "send", comm, dest, tag, nbytes, protocol)
+        if self.origin is not None:
+            req.origin = self.origin()
         msg = Message(src, dst, rank, comm.context, tag, payload, user, protocol, req, env._now)
         pair = (src, dst)
         msg.seq = self._send_seq.get(pair, 0)
