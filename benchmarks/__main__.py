@@ -31,7 +31,16 @@ import platform
 import sys
 import time
 
-from benchmarks import engine_overhead, exec_pingpong, fairshare_bench, realdata, scale, scenario_run, sweeps, training
+from benchmarks import (
+    engine_overhead,
+    exec_pingpong,
+    fairshare_bench,
+    realdata,
+    scale,
+    scenario_run,
+    sweeps,
+    training,
+)
 from benchmarks.common import Figure, GiB, print_figures, run_isolated
 
 #: (module name, its cases, figures derived from several of its cases), in report order.

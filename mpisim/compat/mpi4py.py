@@ -70,7 +70,7 @@ BSEND_OVERHEAD = 96
 MAX_PROCESSOR_NAME = 128
 
 #: MPI's errors are mpisim's: ``except MPI.Exception`` catches truncation, invalid ranks, ...
-Exception = MPIError  # noqa: A001 - mpi4py's name
+Exception = MPIError
 
 
 class _InPlace:
@@ -428,6 +428,11 @@ def _array(buf: Any, call: str) -> np.ndarray:
     return _spec(buf, call).array
 
 
+def _bytes(buf: Any, call: str) -> np.ndarray:
+    """A point-to-point buffer as its bytes: MPI matches messages by bytes, whatever the types on each side."""
+    return _array(buf, call).view(np.uint8)
+
+
 def _recv_array(buf: Any, call: str, **kw: Any) -> np.ndarray:
     if buf.__class__ is np.ndarray and buf.flags.c_contiguous and buf.flags.writeable and not kw:
         return buf if buf.ndim == 1 else buf.reshape(-1)
@@ -490,7 +495,7 @@ class Comm:
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Comm):
             return NotImplemented
-        if self._fixed is None and self._which is None or other._fixed is None and other._which is None:
+        if (self._fixed is None and self._which is None) or (other._fixed is None and other._which is None):
             return (self._fixed is None and self._which is None) and (other._fixed is None and other._which is None)
         a, b = self._c, other._c
         return a.context == b.context and a.group == b.group
@@ -689,52 +694,53 @@ class Comm:
     def Send(self, buf: Any, dest: int, tag: int = 0) -> None:
         """Send a buffer (``MPI_Send``)."""
         ctx = _here("Comm.Send")
-        ctx.block(self._on(ctx).send(_array(buf, "Send"), dest, tag))
+        ctx.block(self._on(ctx).send(_bytes(buf, "Send"), dest, tag))
 
     Bsend = Rsend = Send
 
     def Ssend(self, buf: Any, dest: int, tag: int = 0) -> None:
         """Synchronous send of a buffer (``MPI_Ssend``)."""
-        _here("Comm.Ssend").block(self._c.ssend(_array(buf, "Ssend"), dest, tag))
+        _here("Comm.Ssend").block(self._c.ssend(_bytes(buf, "Ssend"), dest, tag))
 
     def Isend(self, buf: Any, dest: int, tag: int = 0) -> Request:
         """Start sending a buffer (``MPI_Isend``)."""
         ctx = _here("Comm.Isend")
         ctx.enter()
-        return Request(self._on(ctx).isend(_array(buf, "Isend"), dest, tag))
+        return Request(self._on(ctx).isend(_bytes(buf, "Isend"), dest, tag))
 
     Ibsend = Irsend = Isend
 
     def Issend(self, buf: Any, dest: int, tag: int = 0) -> Request:
         ctx = _here("Comm.Issend")
         ctx.enter()
-        return Request(self._c.issend(_array(buf, "Issend"), dest, tag))
+        return Request(self._c.issend(_bytes(buf, "Issend"), dest, tag))
 
     def Recv(self, buf: Any, source: int = ANY_SOURCE, tag: int = ANY_TAG, status: Status | None = None) -> None:
         """Receive into the program's buffer (``MPI_Recv``)."""
         ctx = _here("Comm.Recv")
-        ctx.block(self._on(ctx).recv(DataPayload(_recv_array(buf, "Recv"), writable=True), source, tag, status))
+        ctx.block(self._on(ctx).recv(DataPayload(_recv_array(buf, "Recv").view(np.uint8), writable=True), source, tag, status))
 
     def Irecv(self, buf: Any, source: int = ANY_SOURCE, tag: int = ANY_TAG) -> Request:
         """Start receiving into the program's buffer (``MPI_Irecv``)."""
         ctx = _here("Comm.Irecv")
         ctx.enter()
-        return Request(self._on(ctx).irecv(DataPayload(_recv_array(buf, "Irecv"), writable=True), source, tag,
+        return Request(self._on(ctx).irecv(DataPayload(_recv_array(buf, "Irecv").view(np.uint8), writable=True), source, tag,
                                            Status()))
 
     def Sendrecv(self, sendbuf: Any, dest: int, sendtag: int = 0, recvbuf: Any = None, source: int = ANY_SOURCE,
                  recvtag: int = ANY_TAG, status: Status | None = None) -> None:
         """Send a buffer and receive into another at once (``MPI_Sendrecv``)."""
         ctx = _here("Comm.Sendrecv")
-        ctx.block(self._c.sendrecv(_array(sendbuf, "Sendrecv"), dest, sendtag,
-                                   in_place(_recv_array(recvbuf, "Sendrecv")), source, recvtag, status))
+        ctx.block(self._c.sendrecv(_bytes(sendbuf, "Sendrecv"), dest, sendtag,
+                                   DataPayload(_recv_array(recvbuf, "Sendrecv").view(np.uint8), writable=True), source, recvtag, status))
 
     def Sendrecv_replace(self, buf: Any, dest: int, sendtag: int = 0, source: int = ANY_SOURCE,
                          recvtag: int = ANY_TAG, status: Status | None = None) -> None:
         """Send a buffer and receive into the same buffer (``MPI_Sendrecv_replace``)."""
         ctx = _here("Comm.Sendrecv_replace")
-        array = _recv_array(buf, "Sendrecv_replace")
-        ctx.block(self._c.sendrecv(array.copy(), dest, sendtag, in_place(array), source, recvtag, status))
+        array = _recv_array(buf, "Sendrecv_replace").view(np.uint8)
+        ctx.block(self._c.sendrecv(array.copy(), dest, sendtag, DataPayload(array, writable=True), source, recvtag,
+                                   status))
 
     # ---- collectives, objects
 

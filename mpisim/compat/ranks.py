@@ -44,6 +44,7 @@ times ``speed`` (SMPI's approach), and is not deterministic.
 from __future__ import annotations
 
 import builtins
+import contextlib
 import importlib.abc
 import importlib.machinery
 import io
@@ -455,10 +456,8 @@ class Runner:
             if g and not g.dead:
                 self._enter(ctx)
                 self.closed = True
-                try:
+                with contextlib.suppress(GreenletExit):
                     g.throw(GreenletExit)
-                except GreenletExit:
-                    pass
         self.closed = True
 
     def mpi_times(self) -> list[float]:

@@ -62,8 +62,8 @@ out.append(f"Scatterv {sv.tolist()}")
 scounts = [1] * size
 rcounts = [1] * size
 a2av = np.zeros(size, dtype="i")
-comm.Alltoallv([np.arange(size, dtype="i") + 10 * rank, scounts, [j for j in range(size)], MPI.INT],
-               [a2av, rcounts, [j for j in range(size)], MPI.INT])
+comm.Alltoallv([np.arange(size, dtype="i") + 10 * rank, scounts, list(range(size)), MPI.INT],
+               [a2av, rcounts, list(range(size)), MPI.INT])
 out.append(f"Alltoallv {a2av.tolist()}")
 
 block = np.zeros(2, dtype="i")
