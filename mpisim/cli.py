@@ -648,7 +648,13 @@ def _by_kind(key: str) -> Callable[[Any], str]:
     pretty = {"time": pretty_time, "bandwidth": pretty_bandwidth}.get(value_kind(key))
     if pretty is None:
         return _cell
-    return lambda x: pretty(x) if isinstance(x, int | float) and not isinstance(x, bool) else _cell(x)
+
+    def cell(x: Any) -> str:
+        if isinstance(x, list) and all(isinstance(v, int | float) and not isinstance(v, bool) for v in x):
+            return ", ".join(pretty(v) for v in x)  # per rank (an mpi4py program's mpi_time_s)
+        return pretty(x) if isinstance(x, int | float) and not isinstance(x, bool) else _cell(x)
+
+    return cell
 
 
 def print_result(result: Any, out: TextIO) -> None:
