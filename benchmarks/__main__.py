@@ -33,7 +33,17 @@ import platform
 import sys
 import time
 
-from benchmarks import engine_overhead, fairshare_bench, gpu, realdata, scale, scenario_run, sweeps, training
+from benchmarks import (
+    engine_overhead,
+    exec_pingpong,
+    fairshare_bench,
+    gpu,
+    realdata,
+    scale,
+    scenario_run,
+    sweeps,
+    training,
+)
 from benchmarks.common import Figure, GiB, print_figures, run_isolated
 
 #: (module name, its cases, figures derived from several of its cases), in report order.
@@ -46,6 +56,7 @@ MODULES = [
     ("training", training.CASES, None),
     ("gpu", gpu.CASES, None),
     ("fairshare_bench", {"cost-per-event": fairshare_bench.cost_per_event}, None),
+    ("exec_pingpong", exec_pingpong.CASES, None),
 ]
 
 

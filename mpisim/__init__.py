@@ -52,6 +52,8 @@ _EXPORTS = {
     "MAX": "mpisim.mpi.ops",
     "MIN": "mpisim.mpi.ops",
     "Op": "mpisim.mpi.ops",
+    # what unchanged mpi4py programs may call (a no-op under a real MPI)
+    "compute": "mpisim.compat.ranks",
 }
 
 __all__ = ["__version__", *sorted(_EXPORTS)]

@@ -9,6 +9,8 @@
     mpisim list topologies|algorithms|workloads [--json]
     mpisim report DIR
     mpisim explain COLLECTIVE ALGORITHM [--ranks P] [--count N] [--topology PRESET] [-o DIR]
+    mpisim exec -n N [--topology PRESET|FILE] [--set KEY=VALUE ...] [-o DIR] [--json] [--tag-output]
+                [--compute none|measured|explicit] [--speed X] program.py [ARGS ...]
 
 Each subcommand is a small class whose docstring is its ``--help`` text.
 
@@ -32,6 +34,7 @@ failed point, ``--resume`` (same command line) skips the points that file alread
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -156,8 +159,10 @@ class RunCommand(Command):
             _make_dir(out_dir)
         results_file = default_results_file(scenario, out_dir) if scenario.sweep else None
         worlds: list[Any] = []
+        # An mpi4py program prints; with --json its output must not mix with the document.
+        quiet_stdout = contextlib.redirect_stdout(err) if args.json else contextlib.nullcontext()
         try:
-            with SweepProgress(err, enabled=bool(scenario.sweep)) as progress, \
+            with quiet_stdout, SweepProgress(err, enabled=bool(scenario.sweep)) as progress, \
                     RunProgress(err, worlds, enabled=not scenario.sweep and not args.json):
                 result = run_scenario(scenario, jobs=args.jobs, results_file=results_file, resume=args.resume,
                                       progress=progress, executor=args.executor, worlds=worlds)
@@ -461,8 +466,153 @@ class CalibrateCommand(Command):
         return EXIT_OK
 
 
+class ExecCommand(Command):
+    """Run an unchanged mpi4py program on N simulated ranks, like mpiexec -n N python program.py ARGS.
+
+    Every rank's stdout and stderr are forwarded (--tag-output prefixes each line with
+    "[rank] "), stdin goes to rank 0, and the exit code is the program's: 0, the status a rank
+    passed to sys.exit or MPI.COMM_WORLD.Abort, or 1 on a deadlock, an MPI error or an
+    exception (with the report: each blocked rank, its call and its line in the program).
+    A summary (simulated time, messages, bytes, time per rank in MPI calls) follows on stderr.
+
+    --topology takes a preset name (default laptop-shm), a preset with overrides in YAML
+    ("{preset: ib-hdr, ranks_per_node: 4}") or a scenario file, whose topology, network and
+    mpi settings are used. -n sets the number of nodes to N / ranks_per_node (a one-node
+    preset gets N ranks on its node).
+    """
+
+    name = "exec"
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("-n", "-np", dest="ranks", type=int, required=True, metavar="N", help="number of ranks")
+        parser.add_argument("--topology", default="laptop-shm", metavar="PRESET|FILE",
+                            help="a preset, a YAML mapping {preset: NAME, ...} or a scenario file (default laptop-shm)")
+        _add_set(parser)
+        parser.add_argument("--json", action="store_true",
+                            help="print one JSON document on stdout (the program's stdout goes to stderr)")
+        parser.add_argument("-o", "--output", metavar="DIR",
+                            help="write results.json, CSV tables, report.md with figures and trace.json to DIR")
+        parser.add_argument("--tag-output", action="store_true", help="prefix every output line with [rank]")
+        parser.add_argument("--compute", choices=("explicit", "none", "measured"), default="explicit",
+                            help="what the Python code between MPI calls costs: explicit (only mpisim.compute(s) "
+                                 "calls; default), none, or measured (its wall time x --speed; not deterministic)")
+        parser.add_argument("--speed", type=float, default=None, metavar="X",
+                            help="with --compute measured: simulated seconds per measured second")
+        parser.add_argument("program", help="the mpi4py program (a .py file)")
+        parser.add_argument("args", nargs=argparse.REMAINDER, help="the program's arguments")
+
+    def run(self, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+        from mpisim.compat.ranks import ProgramExit
+        from mpisim.scenario.load import load_dict, parse_set
+        from mpisim.scenario.run import run_scenario
+
+        program = Path(args.program)
+        if not program.is_file():
+            raise ConfigError(f"no program file {args.program!r}", "program", "mpisim exec")
+        if args.ranks < 1:
+            raise ConfigError(f"-n must be at least 1, got {args.ranks}", "-n", "mpisim exec")
+        workload: dict[str, Any] = {"kind": "program", "program": str(program.resolve()), "api": "mpi4py",
+                                    "args": list(args.args), "compute": args.compute}
+        if args.speed is not None:
+            workload["speed"] = args.speed
+        if args.tag_output:
+            workload["tag_output"] = True
+        raw = exec_scenario(args.topology, program.stem, workload)
+        overrides = parse_set(args.set)
+        shape = load_dict(raw, None, overrides).topology
+        raw = apply_rank_count(raw, shape.nodes, shape.ranks_per_node, args.ranks, overrides)
+        scenario = load_dict(raw, None, overrides)
+        out_dir = Path(args.output) if args.output else None
+        if out_dir is not None:
+            _make_dir(out_dir)
+        redirect = contextlib.redirect_stdout(err) if args.json else contextlib.nullcontext()
+        try:
+            with redirect:
+                result = run_scenario(scenario)
+        except ProgramExit as exc:
+            err.write(f"mpisim exec: {exc}\n")
+            return exc.code
+        except MPIError as exc:
+            if not args.json:
+                raise
+            out.write(json.dumps(failure_document(scenario, exc), indent=2, sort_keys=True) + "\n")
+            err.write(f"the simulated program failed: {type(exc).__name__}\n{exc}\n")
+            return EXIT_FAILED
+        if out_dir is not None:
+            write_outputs(result, out_dir)
+        if args.json:
+            out.write(json.dumps(result.contract(__version__), indent=2, sort_keys=True, allow_nan=False) + "\n")
+        else:
+            err.write(exec_summary(result))
+        return EXIT_OK
+
+
+def exec_scenario(topology: str, name: str, workload: dict[str, Any]) -> dict[str, Any]:
+    """The scenario ``mpisim exec`` runs: *topology* (preset, YAML mapping or scenario file) and the program."""
+    from mpisim.scenario.load import read_scenario_file, read_yaml
+
+    path = Path(topology)
+    if path.suffix in (".yaml", ".yml") and path.is_file():
+        raw = read_scenario_file(path)
+        if not isinstance(raw, dict):
+            raise ConfigError("expected a scenario or topology mapping", "--topology", str(path))
+        if "topology" in raw:  # a scenario file: its cluster and MPI settings, not its workload
+            base = {k: v for k, v in raw.items() if k in ("topology", "network", "mpi", "algorithms", "payload",
+                                                            "seed", "fidelity", "trace", "limits")}
+        else:  # a topology file
+            base = {"topology": raw}
+    else:
+        value = read_yaml(topology, "--topology")
+        if not isinstance(value, str | dict):
+            raise ConfigError(f"expected a preset name, a mapping or a scenario file, got {topology!r}", "--topology")
+        base = {"topology": value}
+    return {"name": name, **base, "workload": workload}
+
+
+def apply_rank_count(raw: dict[str, Any], nodes: int, per_node: int, ranks: int,
+                     overrides: Sequence[tuple[str, Any]]) -> dict[str, Any]:
+    """Size the topology for *ranks*: N / ranks_per_node nodes, or N ranks on a one-node machine."""
+    topology = raw["topology"]
+    topology = {"preset": topology} if isinstance(topology, str) else dict(topology)
+    given = {key for key, _ in overrides}
+    if nodes == 1 and "topology.ranks_per_node" not in given:
+        topology["ranks_per_node"] = ranks
+    elif ranks % per_node == 0:
+        topology["nodes"] = ranks // per_node
+    elif ranks < per_node and "topology.ranks_per_node" not in given:
+        topology.update(nodes=1, ranks_per_node=ranks)
+    else:
+        raise ConfigError(f"-n {ranks} does not fill nodes of {per_node} ranks; give a multiple of {per_node} "
+                          "or --set topology.ranks_per_node=K", "-n", "mpisim exec")
+    if "topology.nodes" in given and nodes * per_node != ranks:
+        raise ConfigError(f"-n {ranks} disagrees with --set topology.nodes ({nodes} nodes x {per_node})", "-n",
+                          "mpisim exec")
+    return {**raw, "topology": topology}
+
+
+def exec_summary(result: Any) -> str:
+    """What ``mpisim exec`` prints after the program: simulated time, traffic, time per rank in MPI calls."""
+    from mpisim.engine.units import format_size, format_time
+
+    def _t4(seconds: float) -> str:  # four significant digits are what a person reads
+        return format_time(float(f"{seconds:.4g}"))
+
+    row = result.rows[0]
+    topology = result.scenario.get("topology", {})
+    times = row.get("mpi_time_s", [])
+    lines = [f"mpisim exec: {row['ranks']} ranks on {topology.get('name')} ({topology.get('nodes')} nodes x "
+             f"{topology.get('ranks_per_node')}), compute {result.scenario['workload'].get('compute')}",
+             f"  simulated time {_t4(row['time_s'])}, {row['messages']} messages, {format_size(row['bytes'])}"]
+    if times:
+        shown = ", ".join(f"{r}: {_t4(t)}" for r, t in enumerate(times[:16]))
+        more = f", ... (max {_t4(max(times))})" if len(times) > 16 else ""
+        lines.append(f"  time in MPI calls per rank: {shown}{more}")
+    lines.extend(f"  note: {note}" for note in result.notes)
+    return "\n".join(lines) + "\n"
+
+
 COMMANDS: tuple[type[Command], ...] = (RunCommand, CheckCommand, ListCommand, ReportCommand, ExplainCommand,
-                                       CalibrateCommand)
+                                       CalibrateCommand, ExecCommand)
 
 
 # --- output -------------------------------------------------------------------------------------
@@ -599,7 +749,13 @@ def _by_kind(key: str) -> Callable[[Any], str]:
     pretty = {"time": pretty_time, "bandwidth": pretty_bandwidth}.get(value_kind(key))
     if pretty is None:
         return _cell
-    return lambda x: pretty(x) if isinstance(x, int | float) and not isinstance(x, bool) else _cell(x)
+
+    def cell(x: Any) -> str:
+        if isinstance(x, list) and all(isinstance(v, int | float) and not isinstance(v, bool) for v in x):
+            return ", ".join(pretty(v) for v in x)  # per rank (an mpi4py program's mpi_time_s)
+        return pretty(x) if isinstance(x, int | float) and not isinstance(x, bool) else _cell(x)
+
+    return cell
 
 
 def print_result(result: Any, out: TextIO) -> None:

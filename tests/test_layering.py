@@ -15,12 +15,15 @@ ALLOWED = {
     "network": BASE | {"engine", "network"},
     "mpi": BASE | {"engine", "network", "mpi"},
     "collectives": BASE | {"engine", "network", "mpi", "collectives"},
-    "workloads": BASE | {"engine", "network", "mpi", "collectives", "workloads"},
+    # mpi4py's API over the simulated MPI, for unchanged programs (mpisim exec).
+    "compat": BASE | {"engine", "network", "mpi", "collectives", "compat"},
+    "workloads": BASE | {"engine", "network", "mpi", "collectives", "compat", "workloads"},
     # Reports are rendered from result records alone, so they can be re-made from results.json.
     "report": BASE | {"engine", "report"},
-    "scenario": BASE | {"engine", "network", "mpi", "collectives", "workloads", "report", "scenario"},
+    "scenario": BASE | {"engine", "network", "mpi", "collectives", "compat", "workloads", "report", "scenario"},
     # Beside scenario: it runs the simulator through scenarios, and nothing below knows of it.
-    "calibrate": BASE | {"engine", "network", "mpi", "collectives", "workloads", "report", "scenario", "calibrate"},
+    "calibrate": BASE | {"engine", "network", "mpi", "collectives", "compat", "workloads", "report", "scenario",
+                         "calibrate"},
 }
 
 

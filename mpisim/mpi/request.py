@@ -69,6 +69,9 @@ class Request(simpy.Event):
     size, protocol), which is what a deadlock report prints.
     """
 
+    #: Where in the user's program the send was made, ``(file, line)``, when a runner records it.
+    origin: tuple[str, int] | None = None
+
     def __init__(
         self,
         env: simpy.Environment,

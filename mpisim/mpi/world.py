@@ -49,6 +49,7 @@ blocked rank, the call it is blocked in and the cycle of waits between ranks.
 
 from __future__ import annotations
 
+import os
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -225,6 +226,12 @@ class World:
         self._call_soon: Callable[[Callable[[Any], None], Any], None] = getattr(
             self.env, "call_soon", self._urgent_call)
         self._world_comms: list[Comm] | None = None
+        #: Optional ``locate(rank) -> str``: where in the user's source a rank is (``ring.py:14: ...``),
+        #: set by runners of unchanged programs so reports can name the line.
+        self.locate: Callable[[int], str] | None = None
+        #: Optional ``origin() -> (file, line)``: the line of the user's source that is sending now,
+        #: kept on the send request so a message nobody received can be listed with it.
+        self.origin: Callable[[], tuple[str, int] | None] | None = None
         #: Start a transfer and call ``fn(arg)`` when it has arrived; True if it was over at once.
         self._post: Callable[..., bool] = getattr(network, "post", self._post_via_transfer)
 
@@ -295,7 +302,9 @@ class World:
             raise error
         for rank, box in enumerate(self.mailboxes):
             for msg in box.unexpected:
-                self.unmatched.append(f"rank {rank} never received the {msg.describe()}")
+                origin = msg.send_req.origin
+                sent_at = f", sent at {os.path.basename(origin[0])}:{origin[1]}" if origin else ""
+                self.unmatched.append(f"rank {rank} never received the {msg.describe()}{sent_at}")
 
     def synchronize(self, rank: int) -> Proc[None]:
         """Release all ranks at the same instant, at no simulated cost (a measurement aid, not MPI).
@@ -350,6 +359,8 @@ class World:
             payload = user = payload.copy()
         env = self.env
         req = Request(env, "send", comm, dest, tag, nbytes, protocol)
+        if self.origin is not None:
+            req.origin = self.origin()
         msg = Message(src, dst, rank, comm.context, tag, payload, user, protocol, req, env._now)
         pair = (src, dst)
         msg.seq = self._send_seq.get(pair, 0)
@@ -764,15 +775,21 @@ class World:
         for rank in blocked:
             state = self.states[rank]
             if state.collective is not None:
-                lines.append(f"  rank {rank}: blocked in {self._collective_story(rank)}")
+                lines.append(f"  rank {rank}: blocked in {self._collective_story(rank)}{self._at(rank)}")
                 continue
             pending = [req for req in state.waiting_on if not req.triggered]
             detail = "; ".join(self._why(req) for req in pending) if pending else ""
-            lines.append(f"  rank {rank}: blocked in {state.blocked_call}" + (f" -- {detail}" if detail else ""))
+            lines.append(f"  rank {rank}: blocked in {state.blocked_call}" + (f" -- {detail}" if detail else "")
+                         + self._at(rank))
         cycle = self._find_cycle(blocked)
         if cycle and not any(self.states[r].collective for r in cycle):
             lines.append("  cycle of waits: " + " -> ".join(f"rank {r}" for r in cycle))
         return "\n".join(lines)
+
+    def _at(self, rank: int) -> str:
+        """``\\n      at ring.py:14: comm.send(...)`` when a runner can say where the rank is in its source."""
+        where = self.locate(rank) if self.locate is not None else ""
+        return f"\n      at {where}" if where else ""
 
     def _user_call(self, rank: int) -> str:
         """The call *rank* is blocked in, as the user wrote it (a collective, not its internal messages)."""
@@ -786,11 +803,11 @@ class World:
             if state.finished:
                 continue
             if state.collective is not None:
-                lines.append(f"  rank {rank}: in {state.collective[2]}")
+                lines.append(f"  rank {rank}: in {state.collective[2]}{self._at(rank)}")
             elif state.call:
-                lines.append(f"  rank {rank}: blocked in {state.blocked_call}")
+                lines.append(f"  rank {rank}: blocked in {state.blocked_call}{self._at(rank)}")
             else:
-                lines.append(f"  rank {rank}: running")
+                lines.append(f"  rank {rank}: running{self._at(rank)}")
         return lines
 
     def _collective_story(self, rank: int) -> str:

@@ -22,6 +22,19 @@ returns a mapping, its entries are merged into the row, converted to plain JSON 
 scalars and arrays become numbers and lists); an entry that would overwrite one of the four
 columns above is left out and mentioned in the notes.
 
+**Unchanged mpi4py programs** (``api: mpi4py``): the file is a script written for mpi4py,
+run on every rank as ``mpiexec -n P python file.py ARGS`` would run it (see
+:mod:`mpisim.compat`)::
+
+    workload: {kind: program, program: programs/mpi4py/ring.py, api: mpi4py, args: ["--n", "4"]}
+
+``args`` is then the list of command-line arguments (``sys.argv[1:]``); ``compute`` says what
+the Python code between two MPI calls costs: ``explicit`` (default: only what the program
+declares with ``mpisim.compute(seconds)``), ``none``, or ``measured`` (its wall time times
+``speed``; not deterministic). ``tag_output: true`` prefixes each output line with
+``[rank] ``. The row adds ``exit_code`` and ``mpi_time_s`` (per rank, the simulated time spent in
+blocking MPI calls).
+
 Errors of the simulated program are not caught: a deadlock raises
 :class:`~mpisim.errors.DeadlockError` with the report of blocked ranks (the CLI exits 1 and
 prints it). Messages nobody received are listed in the notes.
@@ -51,16 +64,25 @@ from mpisim.workloads.collective import check_keys
 KIND = "program"
 RESERVED = ("ranks", "time_s", "messages", "bytes")
 
-_KEYS = ("kind", "program", "args")
+_KEYS = ("kind", "program", "args", "api", "compute", "speed", "tag_output")
+APIS = ("generator", "mpi4py")
 
 
 @dataclass(frozen=True)
 class ProgramParams:
-    """A validated ``program`` workload: the file (as written), the function name and its args."""
+    """A validated ``program`` workload: the file (as written), the function name and its args.
+
+    For ``api: mpi4py`` *args* is the program's command line (a list of strings) and
+    *function* is unused.
+    """
 
     path: str
     function: str = "main"
-    args: dict[str, Any] | None = field(default=None, compare=True, hash=False)
+    args: Any = field(default=None, compare=True, hash=False)
+    api: str = "generator"
+    compute: str = "explicit"
+    speed: float = 1.0
+    tag_output: bool = False
 
 
 def parse(raw: Any) -> ProgramParams:
@@ -71,6 +93,14 @@ def parse(raw: Any) -> ProgramParams:
     raw = check_keys(raw, _KEYS, KIND)
     if "program" not in raw:
         raise ConfigError("this key is required, e.g. programs/halo.py:main", "program")
+    api = raw.get("api", "generator")
+    if api not in APIS:
+        raise ConfigError(f"expected one of {', '.join(APIS)}, got {api!r}", "api")
+    if api == "mpi4py":
+        return _parse_mpi4py(raw)
+    for key in ("compute", "speed", "tag_output"):
+        if key in raw:
+            raise ConfigError(f"{key} applies to api: mpi4py programs only", key)
     spec = raw["program"]
     if not isinstance(spec, str) or not spec.strip():
         raise ConfigError(f"expected FILE.py or FILE.py:FUNCTION, got {spec!r}", "program")
@@ -87,8 +117,40 @@ def parse(raw: Any) -> ProgramParams:
     return ProgramParams(path, function, dict(args) if args is not None else None)
 
 
+def _parse_mpi4py(raw: Mapping[str, Any]) -> ProgramParams:
+    from mpisim.compat.ranks import COMPUTE_MODES
+
+    spec = raw["program"]
+    if not isinstance(spec, str) or not spec.strip().endswith(".py"):
+        raise ConfigError(f"expected the program's file FILE.py, got {spec!r}", "program")
+    args = raw.get("args", [])
+    if not isinstance(args, list) or not all(isinstance(a, str | int | float) and not isinstance(a, bool) for a in args):
+        raise ConfigError(f"expected the program's command-line arguments as a list of strings, got {args!r}", "args")
+    compute = raw.get("compute", "explicit")
+    if compute not in COMPUTE_MODES:
+        raise ConfigError(f"expected one of {', '.join(COMPUTE_MODES)}, got {compute!r}", "compute")
+    speed = raw.get("speed", 1.0)
+    if isinstance(speed, bool) or not isinstance(speed, int | float) or not 0 < speed < 1e6:
+        raise ConfigError(f"expected a positive factor (the simulated machine's time per second of this one's), "
+                          f"got {speed!r}", "speed")
+    if "speed" in raw and compute != "measured":
+        raise ConfigError("speed scales measured compute; it needs compute: measured", "speed")
+    tag = raw.get("tag_output", False)
+    if not isinstance(tag, bool):
+        raise ConfigError(f"expected true or false, got {tag!r}", "tag_output")
+    return ProgramParams(spec.strip(), "", [str(a) for a in args], "mpi4py", compute, float(speed), tag)
+
+
 def dump(params: ProgramParams) -> dict[str, Any]:
     """Return the workload in a form :func:`parse` reads back."""
+    if params.api == "mpi4py":
+        out = {"kind": KIND, "program": params.path, "api": "mpi4py", "args": list(params.args),
+               "compute": params.compute}
+        if params.compute == "measured":
+            out["speed"] = params.speed
+        if params.tag_output:
+            out["tag_output"] = True
+        return out
     out: dict[str, Any] = {"kind": KIND, "program": f"{params.path}:{params.function}"}
     if params.args is not None:
         out["args"] = dict(params.args)
@@ -201,6 +263,10 @@ def to_json_value(value: Any) -> Any:
 
 def run(params: ProgramParams, ctx: RunContext) -> WorkloadOutput:
     """Run the program once on a fresh world; return one row (see the module docstring)."""
+    if params.api == "mpi4py":
+        from mpisim.workloads.mpi4py_program import run_mpi4py
+
+        return run_mpi4py(params, ctx)
     function = load_program(params, ctx.base_dir)
     world = ctx.new_world()
     args = () if params.args is None else (dict(params.args),)

@@ -1,0 +1,246 @@
+"""mpi4py's buffer arguments, read as numpy views of the caller's own memory.
+
+mpi4py's uppercase calls take a *buffer specification*: any object with the buffer protocol
+(a numpy array, ``bytearray``, ``array.array``, ``mmap``, ``bytes`` to send), optionally in a
+list with a count, a displacement and a datatype::
+
+    comm.Send(a, dest=1)                          # the whole array, datatype from a.dtype
+    comm.Send([a, MPI.DOUBLE], dest=1)            # ... named explicitly
+    comm.Recv([b, 10, MPI.BYTE], source=0)        # the first 10 bytes of b
+    comm.Scatterv([a, counts, displs, MPI.INT], b, root=0)
+
+Every form becomes a one-dimensional numpy array that *is* the caller's memory (a view,
+never a copy), typed by the datatype, so a receive writes straight into the program's buffer
+and a send reads from it, as MPI does. Objects exposing ``__cuda_array_interface__`` or DLPack
+(CuPy, PyTorch) are read through ``numpy.from_dlpack`` when they live in host memory.
+
+:class:`Datatype` is MPI's named type: a numpy dtype with MPI's name and size.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+
+class Datatype:
+    """A named MPI datatype (``MPI.DOUBLE``): MPI's name over a numpy dtype."""
+
+    __slots__ = ("dtype", "name")
+
+    def __init__(self, name: str, dtype: Any) -> None:
+        self.name = name
+        self.dtype = np.dtype(dtype)
+
+    # mpi4py's methods, as programs call them
+    def Get_size(self) -> int:
+        """Size of one element in bytes (``MPI_Type_size``)."""
+        return self.dtype.itemsize
+
+    @property
+    def size(self) -> int:
+        """Size of one element in bytes."""
+        return self.dtype.itemsize
+
+    def Get_extent(self) -> tuple[int, int]:
+        """``(lower bound, extent)``: a named type is contiguous, so ``(0, size)``."""
+        return 0, self.dtype.itemsize
+
+    @property
+    def extent(self) -> int:
+        """Extent in bytes (equal to the size for these contiguous types)."""
+        return self.dtype.itemsize
+
+    def Get_name(self) -> str:
+        """MPI's name for the type, e.g. ``MPI_DOUBLE``."""
+        return self.name
+
+    def Create_contiguous(self, count: int) -> Datatype:
+        """*count* consecutive elements as one element (``MPI_Type_contiguous``)."""
+        return Datatype(f"{self.name}x{count}", np.dtype((self.dtype, (int(count),))) if count != 1 else self.dtype)
+
+    def Commit(self) -> Datatype:
+        """Return the type itself: nothing to commit in a simulation."""
+        return self
+
+    def Free(self) -> None:
+        """Nothing to free."""
+
+    def Dup(self) -> Datatype:
+        """Return a copy of the type."""
+        return Datatype(self.name, self.dtype)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Datatype) and other.dtype == self.dtype and other.name == self.name
+
+    def __hash__(self) -> int:
+        return hash((self.name, self.dtype))
+
+    def __repr__(self) -> str:
+        return f"<mpi4py.MPI.Datatype {self.name}>"
+
+
+def _pair(value: str) -> np.dtype:
+    """``struct {value; int}``, laid out as C lays it out (MAXLOC/MINLOC pair types)."""
+    return np.dtype([("value", value), ("index", "i4")], align=True)
+
+
+#: MPI's named datatypes, by mpi4py's attribute name.
+DATATYPES: dict[str, Datatype] = {
+    name: Datatype(f"MPI_{name}", dtype) for name, dtype in {
+        "BYTE": np.uint8, "PACKED": np.uint8, "CHAR": np.int8, "SIGNED_CHAR": np.int8,
+        "UNSIGNED_CHAR": np.uint8, "WCHAR": np.uint32, "SHORT": np.int16, "UNSIGNED_SHORT": np.uint16,
+        "INT": np.int32, "UNSIGNED": np.uint32, "UNSIGNED_INT": np.uint32, "LONG": np.int64,
+        "UNSIGNED_LONG": np.uint64, "LONG_LONG": np.int64, "UNSIGNED_LONG_LONG": np.uint64,
+        "FLOAT": np.float32, "DOUBLE": np.float64, "LONG_DOUBLE": np.longdouble, "BOOL": np.bool_,
+        "C_BOOL": np.bool_, "INT8_T": np.int8, "INT16_T": np.int16, "INT32_T": np.int32,
+        "INT64_T": np.int64, "UINT8_T": np.uint8, "UINT16_T": np.uint16, "UINT32_T": np.uint32,
+        "UINT64_T": np.uint64, "C_FLOAT_COMPLEX": np.complex64, "C_DOUBLE_COMPLEX": np.complex128,
+        "COMPLEX": np.complex64, "DOUBLE_COMPLEX": np.complex128, "C_COMPLEX": np.complex64,
+        "AINT": np.int64, "OFFSET": np.int64, "COUNT": np.int64,
+        "TWOINT": _pair("i4"), "SHORT_INT": _pair("i2"), "LONG_INT": _pair("i8"),
+        "FLOAT_INT": _pair("f4"), "DOUBLE_INT": _pair("f8"), "LONG_DOUBLE_INT": _pair("g"),
+    }.items()
+}
+DATATYPES["INT_INT"] = DATATYPES["TWOINT"]
+
+#: ``MPI._typedict``: numpy's one-letter type codes to MPI datatypes (mpi4py has it too).
+TYPEDICT: dict[str, Datatype] = {
+    "?": DATATYPES["C_BOOL"], "c": DATATYPES["CHAR"], "b": DATATYPES["SIGNED_CHAR"],
+    "B": DATATYPES["UNSIGNED_CHAR"], "h": DATATYPES["SHORT"], "H": DATATYPES["UNSIGNED_SHORT"],
+    "i": DATATYPES["INT"], "I": DATATYPES["UNSIGNED"], "l": DATATYPES["LONG"], "L": DATATYPES["UNSIGNED_LONG"],
+    "q": DATATYPES["LONG_LONG"], "Q": DATATYPES["UNSIGNED_LONG_LONG"], "f": DATATYPES["FLOAT"],
+    "d": DATATYPES["DOUBLE"], "g": DATATYPES["LONG_DOUBLE"], "F": DATATYPES["C_FLOAT_COMPLEX"],
+    "D": DATATYPES["C_DOUBLE_COMPLEX"],
+}
+
+
+def datatype_of(dtype: np.dtype) -> Datatype:
+    """The MPI datatype of numpy *dtype* (an unnamed one for dtypes MPI has no name for)."""
+    found = TYPEDICT.get(dtype.char)
+    if found is not None and found.dtype == dtype:
+        return found
+    for named in DATATYPES.values():
+        if named.dtype == dtype:
+            return named
+    return Datatype(f"numpy {dtype}", dtype)
+
+
+class BufferError(TypeError):
+    """A buffer argument mpi4py would refuse (not a buffer, wrong datatype size, too short)."""
+
+
+@dataclass
+class Spec:
+    """A resolved buffer specification: the elements as a numpy view, and per-rank counts for v-calls."""
+
+    array: np.ndarray
+    datatype: Datatype
+    counts: list[int] | None = None
+    displs: list[int] | None = None
+
+
+def _memory(obj: Any) -> np.ndarray:
+    """*obj*'s memory as a one-dimensional numpy array of its own element type (a view)."""
+    if isinstance(obj, np.ndarray):
+        if not (obj.flags.c_contiguous or obj.flags.f_contiguous):
+            raise BufferError("the array is not contiguous (MPI needs one block of memory; pass a copy)")
+        return obj.reshape(-1, order="A")
+    if hasattr(obj, "__dlpack__") and not isinstance(obj, bytes | bytearray | memoryview):
+        try:
+            return _memory(np.from_dlpack(obj))
+        except (TypeError, RuntimeError, BufferError, ValueError):
+            pass  # a device array numpy cannot read in place: fall back to its buffer, if any
+    try:
+        view = memoryview(obj)
+    except TypeError:
+        raise BufferError(f"expected a buffer (numpy array, bytearray, array.array, mmap), got {type(obj).__name__}") \
+            from None
+    if view.format in ("B", "b", "c") or view.itemsize == 1:
+        return np.frombuffer(view, dtype=np.uint8) if view.nbytes else np.zeros(0, np.uint8)
+    return np.frombuffer(view, dtype=np.dtype(view.format)).reshape(-1) if view.nbytes else np.zeros(0)
+
+
+def _retype(array: np.ndarray, datatype: Datatype) -> np.ndarray:
+    """View *array*'s bytes as elements of *datatype* (the memory is reinterpreted, as MPI does)."""
+    if array.dtype == datatype.dtype:
+        return array
+    if array.nbytes % datatype.dtype.itemsize:
+        raise BufferError(f"a buffer of {array.nbytes} B does not hold whole elements of {datatype.name} "
+                          f"({datatype.dtype.itemsize} B each)")
+    return array.view(np.uint8).view(datatype.dtype)
+
+
+def _datatype(value: Any) -> Datatype | None:
+    if isinstance(value, Datatype):
+        return value
+    if isinstance(value, str) and value in TYPEDICT:
+        return TYPEDICT[value]
+    return None
+
+
+def parse(spec: Any, *, vector: bool = False) -> Spec:
+    """Resolve a buffer specification to a :class:`Spec` (see the module docstring).
+
+    With *vector* (the v-collectives), the list form is ``[buf, counts, displs, datatype]``,
+    ``[buf, (counts, displs), datatype]``, ``[buf, counts, datatype]`` or ``[buf, counts]``.
+    """
+    if not isinstance(spec, list | tuple):
+        array = _memory(spec)
+        return Spec(array, datatype_of(array.dtype))
+    if not spec:
+        raise BufferError("an empty buffer specification")
+    items = list(spec)
+    obj, rest = items[0], items[1:]
+    datatype = None
+    if rest and _datatype(rest[-1]) is not None:
+        datatype = _datatype(rest.pop())
+    memory = _memory(obj)
+    array = _retype(memory, datatype) if datatype is not None else memory
+    datatype = datatype or datatype_of(array.dtype)
+    if vector:
+        counts: Any = None
+        displs: Any = None
+        if len(rest) == 1 and isinstance(rest[0], tuple) and len(rest[0]) == 2 and not np.isscalar(rest[0][0]):
+            counts, displs = rest[0]
+        elif len(rest) >= 1:
+            counts = rest[0]
+            displs = rest[1] if len(rest) > 1 else None
+        if counts is None:
+            return Spec(array, datatype)
+        if np.isscalar(counts):
+            raise BufferError("a v-call needs a count per rank, got a single count")
+        counts = [int(c) for c in counts]
+        if displs is None:
+            displs = list(np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(int)) if counts else []
+        displs = [int(d) for d in displs]
+        end = max((d + c for d, c in zip(displs, counts, strict=False)), default=0)
+        if end > array.size:
+            raise BufferError(f"counts and displacements reach element {end}, but the buffer holds {array.size}")
+        return Spec(array, datatype, counts, displs)
+    count, displ = None, 0
+    if len(rest) == 1:
+        count = rest[0]
+        if isinstance(count, tuple):
+            count, displ = count
+    elif len(rest) == 2:
+        count, displ = rest
+    elif rest:
+        raise BufferError(f"expected [buf, count, datatype], got a list of {len(items)} items")
+    if count is None:
+        count = array.size - displ
+    count, displ = int(count), int(displ)
+    if displ + count > array.size:
+        raise BufferError(f"count {count} (from element {displ}) is more than the buffer's {array.size} elements "
+                          f"of {datatype.name}")
+    return Spec(array[displ:displ + count], datatype)
+
+
+def writable(spec: Spec, call: str) -> np.ndarray:
+    """The spec's elements, checked writeable (a receive writes into them)."""
+    if not spec.array.flags.writeable:
+        raise BufferError(f"{call}: the receive buffer is read-only (bytes or a read-only array); "
+                          "pass a bytearray or a writeable numpy array")
+    return spec.array

@@ -1,0 +1,254 @@
+"""The collectives mpi4py has beyond the algorithm registry: per-rank counts and Python objects.
+
+The registry's algorithms (:mod:`mpisim.collectives`) move equal blocks of one numpy array.
+mpi4py adds two families, built here from the same simulated point-to-point messages on the
+communicator's collective context, the way MPICH and mpi4py build them:
+
+* **v-collectives** (``Gatherv, Scatterv, Allgatherv, Alltoallv``): each rank's block has its
+  own count. ``gatherv``/``scatterv`` are MPICH's linear algorithms (the root posts one
+  receive, or one send, per rank and waits for all: ``(p-1)(alpha) + n beta`` at the root);
+  ``allgatherv`` is MPICH's ring (``p-1`` steps, each rank forwarding the block it got last
+  step: ``(p-1) alpha + (n - n_r) beta``); ``alltoallv`` is MPICH's "scattered" algorithm
+  (every receive and send posted at once, then one wait).
+* **pickled objects** (lowercase ``bcast, gather, scatter, allgather, alltoall, reduce,
+  allreduce``): each object is pickled (protocol 5, as mpi4py does) and travels as bytes, so
+  the simulated message is exactly as long as mpi4py's. The byte counts are exchanged first
+  with the registry's collective of fixed size, then the bytes with the matching v-collective,
+  which is how mpi4py's ``PyMPI_gather`` and friends work. ``reduce`` is mpi4py's binomial tree
+  (``PyMPI_reduce_p2p``): each inner node receives its children's partial results and applies
+  the op in rank order, so a non-commutative op sees ``x0 op x1 op ... op x(p-1)``;
+  ``allreduce`` is that reduce followed by ``bcast``, as in mpi4py.
+
+Each call is registered as a collective of its communicator (signature checked across the
+members, named in deadlock reports) and recorded in the trace.
+"""
+
+from __future__ import annotations
+
+import pickle
+from collections.abc import Callable, Generator
+from typing import Any
+
+import numpy as np
+
+from mpisim.engine.records import CollectiveRecord
+from mpisim.mpi.comm import Comm
+from mpisim.mpi.payload import DataPayload, in_place
+
+Proc = Generator[Any, Any, Any]
+
+#: Tags on the collective context, apart from the ones algorithms use.
+TAG_GATHERV, TAG_SCATTERV, TAG_ALLGATHERV, TAG_ALLTOALLV, TAG_REDUCE = 9101, 9102, 9103, 9104, 9105
+
+PICKLE_PROTOCOL = pickle.HIGHEST_PROTOCOL
+
+
+def dumps(obj: Any) -> np.ndarray:
+    """*obj* pickled, as the uint8 array that travels."""
+    return np.frombuffer(pickle.dumps(obj, PICKLE_PROTOCOL), dtype=np.uint8)
+
+
+def loads(data: Any) -> Any:
+    """The object a received message holds (*data*: a uint8 array or payload)."""
+    array = data.array if isinstance(data, DataPayload) else data
+    return pickle.loads(memoryview(np.ascontiguousarray(array)))
+
+
+def collective(comm: Comm, name: str, signature: str, nbytes: int, body: Proc) -> Proc:
+    """Run *body* as one collective call of *comm*: checked, named in reports, recorded."""
+    call = comm.next_collective(signature)
+    state = comm.world.states[comm.world_rank]
+    outer, state.collective = state.collective, (comm, call, signature)
+    t_enter = comm.now
+    result = yield from body
+    state.collective = outer
+    comm.world.tracer.collective(CollectiveRecord(name, "mpi4py", comm.world_rank, nbytes, t_enter, comm.now, call))
+    return result
+
+
+# ---------------------------------------------------------------- v-collectives
+
+
+def _blocks(array: np.ndarray, counts: list[int], displs: list[int]) -> list[np.ndarray]:
+    return [array[d:d + c] for c, d in zip(counts, displs, strict=True)]
+
+
+def gatherv(comm: Comm, send: np.ndarray, recv: np.ndarray | None, counts: list[int] | None,
+            displs: list[int] | None, root: int) -> Proc:
+    """Linear gatherv: block *r* of the root's *recv* gets rank r's *send*."""
+    c, r = comm.coll, comm.rank
+    if r != root:
+        if send.size:
+            yield from c.send(DataPayload(send), root, TAG_GATHERV)
+        return
+    blocks = _blocks(recv, counts, displs)  # type: ignore[arg-type]
+    reqs = [c.irecv(in_place(blocks[i]), i, TAG_GATHERV) for i in range(comm.size) if i != root and blocks[i].size]
+    if send is not None and blocks[root].size and not np.shares_memory(send, blocks[root]):
+        blocks[root][...] = send.reshape(-1)[:blocks[root].size]
+    if reqs:
+        yield from c.waitall(reqs)
+
+
+def scatterv(comm: Comm, send: np.ndarray | None, counts: list[int] | None, displs: list[int] | None,
+             recv: np.ndarray | None, root: int) -> Proc:
+    """Linear scatterv: rank r's *recv* gets block *r* of the root's *send*."""
+    c, r = comm.coll, comm.rank
+    if r != root:
+        if recv is not None and recv.size:
+            yield from c.recv(in_place(recv), root, TAG_SCATTERV)
+        return
+    blocks = _blocks(send, counts, displs)  # type: ignore[arg-type]
+    reqs = [c.isend(DataPayload(blocks[i]), i, TAG_SCATTERV) for i in range(comm.size) if i != root and blocks[i].size]
+    if recv is not None and blocks[root].size and not np.shares_memory(recv, blocks[root]):
+        recv[:blocks[root].size] = blocks[root]
+    if reqs:
+        yield from c.waitall(reqs)
+
+
+def allgatherv(comm: Comm, send: np.ndarray | None, recv: np.ndarray, counts: list[int], displs: list[int]) -> Proc:
+    """Ring allgatherv: at step s rank r forwards block (r - s) mod p to its right neighbour."""
+    c, p, r = comm.coll, comm.size, comm.rank
+    blocks = _blocks(recv, counts, displs)
+    if send is not None and not np.shares_memory(send, blocks[r]):
+        blocks[r][...] = send.reshape(-1)[:blocks[r].size]
+    right, left = (r + 1) % p, (r - 1) % p
+    for step in range(p - 1):
+        out, into = (r - step) % p, (r - step - 1) % p
+        yield from c.sendrecv(DataPayload(blocks[out]), right, TAG_ALLGATHERV, in_place(blocks[into]), left,
+                              TAG_ALLGATHERV)
+
+
+def alltoallv(comm: Comm, send: np.ndarray, scounts: list[int], sdispls: list[int], recv: np.ndarray,
+              rcounts: list[int], rdispls: list[int]) -> Proc:
+    """Scattered alltoallv: every receive and send posted at once (peers in the order r+1, r+2, ...)."""
+    c, p, r = comm.coll, comm.size, comm.rank
+    sblocks, rblocks = _blocks(send, scounts, sdispls), _blocks(recv, rcounts, rdispls)
+    rblocks[r][...] = sblocks[r]
+    order = [(r + i) % p for i in range(1, p)]
+    reqs = [c.irecv(in_place(rblocks[i]), i, TAG_ALLTOALLV) for i in order if rblocks[i].size]
+    reqs += [c.isend(DataPayload(sblocks[i].copy()), i, TAG_ALLTOALLV) for i in order if sblocks[i].size]
+    if reqs:
+        yield from c.waitall(reqs)
+
+
+def offsets(counts: list[int]) -> list[int]:
+    """Displacements of blocks laid end to end."""
+    return [int(x) for x in np.concatenate([[0], np.cumsum(counts, dtype=np.int64)[:-1]])] if counts else []
+
+
+# ---------------------------------------------------------------- pickled objects
+
+
+def bcast_obj(comm: Comm, obj: Any, root: int) -> Proc:
+    """mpi4py's ``bcast``: the length, then the pickle, each with the registry's bcast."""
+    data = dumps(obj) if comm.rank == root else None
+    length = np.array([data.size if data is not None else 0], dtype=np.int64)
+    length = yield from comm.bcast(in_place(length), root)
+    n = int(length.array[0])
+    buf = data.copy() if data is not None else np.empty(n, dtype=np.uint8)
+    yield from comm.bcast(in_place(buf), root)
+    return obj if comm.rank == root else loads(buf)
+
+
+def gather_obj(comm: Comm, obj: Any, root: int) -> Proc:
+    """mpi4py's ``gather``: gather the lengths, then gatherv the pickles."""
+    data = dumps(obj)
+    lengths = yield from comm.gather(np.array([data.size], dtype=np.int64), root)
+    if comm.rank != root:
+        yield from collective(comm, "gatherv", f"gatherv(root={root})", data.nbytes,
+                              gatherv(comm, data, None, None, None, root))
+        return None
+    counts = [int(x) for x in lengths]
+    recv = np.empty(sum(counts), dtype=np.uint8)
+    displs = offsets(counts)
+    yield from collective(comm, "gatherv", f"gatherv(root={root})", recv.nbytes,
+                          gatherv(comm, data, recv, counts, displs, root))
+    return [loads(recv[d:d + n]) for n, d in zip(counts, displs, strict=True)]
+
+
+def scatter_obj(comm: Comm, objs: Any, root: int) -> Proc:
+    """mpi4py's ``scatter``: scatter the lengths, then scatterv the pickles."""
+    p = comm.size
+    if comm.rank == root:
+        items = list(objs) if objs is not None else []
+        if len(items) != p:
+            raise ValueError(f"rank {comm.world_rank}: scatter needs a sequence of {p} objects at the root, "
+                             f"got {len(items)}")
+        pickles = [dumps(item) for item in items]
+        lengths = np.array([x.size for x in pickles], dtype=np.int64)
+    else:
+        pickles, lengths = [], np.zeros(p, dtype=np.int64)
+    mine = yield from comm.scatter(lengths, root)
+    recv = np.empty(int(np.asarray(mine).reshape(-1)[0]), dtype=np.uint8)
+    if comm.rank == root:
+        counts = [int(x) for x in lengths]
+        send = np.concatenate(pickles) if pickles else np.zeros(0, np.uint8)
+        yield from collective(comm, "scatterv", f"scatterv(root={root})", send.nbytes,
+                              scatterv(comm, send, counts, offsets(counts), recv, root))
+        return items[root]
+    yield from collective(comm, "scatterv", f"scatterv(root={root})", recv.nbytes,
+                          scatterv(comm, None, None, None, recv, root))
+    return loads(recv)
+
+
+def allgather_obj(comm: Comm, obj: Any) -> Proc:
+    """mpi4py's ``allgather``: allgather the lengths, then allgatherv the pickles."""
+    data = dumps(obj)
+    lengths = yield from comm.allgather(np.array([data.size], dtype=np.int64))
+    counts = [int(x) for x in lengths]
+    displs = offsets(counts)
+    recv = np.empty(sum(counts), dtype=np.uint8)
+    yield from collective(comm, "allgatherv", "allgatherv()", recv.nbytes,
+                          allgatherv(comm, data, recv, counts, displs))
+    return [obj if i == comm.rank else loads(recv[d:d + n]) for i, (n, d) in enumerate(zip(counts, displs, strict=True))]
+
+
+def alltoall_obj(comm: Comm, objs: Any) -> Proc:
+    """mpi4py's ``alltoall``: alltoall the lengths, then alltoallv the pickles."""
+    items = list(objs)
+    if len(items) != comm.size:
+        raise ValueError(f"rank {comm.world_rank}: alltoall needs a sequence of {comm.size} objects, got {len(items)}")
+    pickles = [dumps(item) for item in items]
+    scounts = [x.size for x in pickles]
+    rlengths = yield from comm.alltoall(np.array(scounts, dtype=np.int64))
+    rcounts = [int(x) for x in rlengths]
+    send = np.concatenate(pickles)
+    recv = np.empty(sum(rcounts), dtype=np.uint8)
+    rdispls = offsets(rcounts)
+    yield from collective(comm, "alltoallv", "alltoallv()", send.nbytes,
+                          alltoallv(comm, send, scounts, offsets(scounts), recv, rcounts, rdispls))
+    return [items[i] if i == comm.rank else loads(recv[d:d + n])
+            for i, (n, d) in enumerate(zip(rcounts, rdispls, strict=True))]
+
+
+def reduce_obj(comm: Comm, obj: Any, op: Callable[[Any, Any], Any], commute: bool, root: int) -> Proc:
+    """mpi4py's binomial-tree ``reduce`` of Python objects (see the module docstring)."""
+    signature = f"reduce(object, root={root})"
+    return (yield from collective(comm, "reduce", signature, 0, _reduce_tree(comm, obj, op, commute, root)))
+
+
+def _reduce_tree(comm: Comm, obj: Any, op: Callable[[Any, Any], Any], commute: bool, root: int) -> Proc:
+    c, p = comm.coll, comm.size
+    # A commutative op may take the tree rooted at root; otherwise reduce in rank order to 0 and
+    # hand the result to root, so the operands stay in order x0, x1, ..., x(p-1).
+    top = root if commute else 0
+    vrank = (comm.rank - top) % p
+    result = obj
+    mask = 1
+    while mask < p:
+        if vrank & mask:
+            yield from c.send(DataPayload(dumps(result)), (vrank - mask + top) % p, TAG_REDUCE)
+            result = None
+            break
+        child = vrank | mask
+        if child < p:
+            got = yield from c.recv(None, (child + top) % p, TAG_REDUCE)
+            result = op(result, loads(got))  # the child's ranks follow ours: ours on the left
+        mask <<= 1
+    if top != root:
+        if comm.rank == top:
+            yield from c.send(DataPayload(dumps(result)), root, TAG_REDUCE)
+            result = None
+        elif comm.rank == root:
+            result = loads((yield from c.recv(None, top, TAG_REDUCE)))
+    return result if comm.rank == root else None
