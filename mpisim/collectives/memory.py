@@ -100,7 +100,18 @@ def estimate_collective(collective: str, algorithm: str, ranks: int, nbytes: int
 
 
 def available_memory() -> int | None:
-    """Return the bytes this machine can still give a process (MemAvailable), or None if unknown."""
+    """Return the bytes this process can still take, or None if unknown.
+
+    The machine's free memory (MemAvailable) is not the whole answer: a container's cgroup
+    (``memory.max``) and the process's own address-space limit (``ulimit -v``) can both be
+    smaller, and a run that passes the check against MemAvailable would then die half-way.
+    The answer is the smallest of the three, each less what is already in use.
+    """
+    bounds = [b for b in (_machine_available(), _cgroup_available(), _address_space_available()) if b is not None]
+    return max(0, min(bounds)) if bounds else None
+
+
+def _machine_available() -> int | None:
     try:
         with open("/proc/meminfo") as f:
             for line in f:
@@ -112,6 +123,37 @@ def available_memory() -> int | None:
         return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")
     except (ValueError, OSError, AttributeError):
         return None
+
+
+def _read_int(path: str) -> int | None:
+    try:
+        with open(path) as f:
+            text = f.read().strip()
+    except OSError:
+        return None
+    return int(text) if text.isdigit() else None  # "max" is no limit
+
+
+def _cgroup_available() -> int | None:
+    """The cgroup v2 memory limit less the group's usage (None without a limit)."""
+    limit = _read_int("/sys/fs/cgroup/memory.max")
+    used = _read_int("/sys/fs/cgroup/memory.current")
+    return None if limit is None or used is None else limit - used
+
+
+def _address_space_available() -> int | None:
+    """RLIMIT_AS less this process's virtual size (None without a limit)."""
+    try:
+        import resource
+
+        limit = resource.getrlimit(resource.RLIMIT_AS)[0]
+        if limit == resource.RLIM_INFINITY:
+            return None
+        with open("/proc/self/statm") as f:
+            virtual = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    except (ImportError, OSError, ValueError, IndexError):
+        return None
+    return limit - virtual
 
 
 def check_memory(estimate: MemoryEstimate, available: int | None = None, *, headroom: float = 0.9,

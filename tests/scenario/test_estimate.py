@@ -5,6 +5,7 @@ memory anyway is reported as such, never as an internal error."""
 from __future__ import annotations
 
 import os
+import re
 import resource
 import subprocess
 import sys
@@ -112,11 +113,46 @@ def test_the_100000_rank_ring_is_refused_at_once(tmp_path):
     assert err.count("\n") == 1 and err.startswith("s.yaml: topology: this run would need about 560 GB")
 
 
-def test_running_out_of_memory_is_reported_as_such(tmp_path):
-    """A run the machine could hold, in a process capped below it: out of memory, one line, exit 1."""
-    code, err, _ = _cli(tmp_path, ring(6000), 900 * 1024**2)
+def test_a_process_memory_limit_counts_as_what_is_available(tmp_path):
+    """MemAvailable is the machine's; ``ulimit -v`` (or a container's cgroup) can be far smaller."""
+    code, err, seconds = _cli(tmp_path, ring(6000), 900 * 1024**2)
+    assert code == 2 and seconds < 10, err
+    assert err.count("\n") == 1 and err.startswith("s.yaml: topology: this run would need about 2.1")
+    assert "MB is available" in err
+
+
+def test_a_program_that_cannot_get_its_memory_names_rank_and_line(tmp_path):
+    """A rank of the user's program runs out: the program failed, at this line, exit 1, no traceback."""
+    (tmp_path / "hungry.py").write_text(
+        "import numpy as np\n\n\ndef main(comm):\n"
+        "    yield from comm.barrier()\n"
+        "    grads = np.ones(64 * 1024**3, dtype=np.uint8)  # 64 GiB in a process capped at 900 MiB\n"
+        "    yield from comm.allreduce(grads)\n")
+    raw = {"topology": {"nodes": 2, "inter": {"kind": "star", "bandwidth": "100 Gbps", "latency": "1 us"}},
+           "workload": {"kind": "program", "program": "hungry.py:main"}}
+    code, err, _ = _cli(tmp_path, raw, 900 * 1024**2)
     assert code == 1, err
-    note, last = err.splitlines()  # a long run is announced first, with its estimate
-    assert note.startswith("note: estimate before the run: ~3.6e+08 events, ~2.12 GB of memory")
-    assert last.startswith("out of memory: the run needed more memory than this machine could give")
+    assert "the simulated program failed: ProgramError" in err and re.search(r"rank \d raised MemoryError", err)
+    assert "hungry.py\", line 6, in main" in err
     assert "internal error" not in err and "Traceback" not in err
+
+
+def test_the_simulator_running_out_of_memory_is_reported_as_such(tmp_path, monkeypatch, capsys):
+    """Out of memory inside the simulator (as SimPy surfaces it: another error whose context is
+    the MemoryError) is one line, exit 1, never an internal error."""
+    import mpisim.scenario.run as run_module
+    from mpisim.cli import main
+
+    def exhausted(*args, **kwargs):
+        try:
+            raise MemoryError
+        except MemoryError:
+            raise AttributeError("'NoneType' object has no attribute 'tb_next'") from None
+
+    monkeypatch.setattr(run_module, "run_scenario", exhausted)
+    import yaml
+
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump(ring(4)))
+    assert main(["run", str(tmp_path / "s.yaml")]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("out of memory: the run needed more memory than this machine"), err
