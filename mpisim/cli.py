@@ -725,7 +725,29 @@ _TRAINING_COLUMNS: list[Column] = [
     ("exposed comm (ms)", "exposed_comm_s", _ms),
     ("scaling efficiency (%)", "scaling_efficiency", _percent),
 ]
-_KNOWN_ROW_KEYS = {"collective", "ranks", "test", "model_exact"}
+# Hybrid-parallel training rows (a model split tp x pp x dp): where the iteration's time goes.
+_HYBRID_COLUMNS: list[Column] = [
+    ("ranks", "ranks", _cell),
+    ("tp", "tp", _cell),
+    ("pp", "pp", _cell),
+    ("dp", "dp", _cell),
+    ("ep", "ep", _cell),
+    ("micro-batches", "micro_batches", _cell),
+    ("iteration (ms)", "iteration_time_s", _ms),
+    ("tokens/s", "tokens_per_s", lambda x: f"{x:,.0f}" if isinstance(x, int | float) else _cell(x)),
+    ("TFLOP/s per GPU", "tflops_per_gpu", lambda x: f"{x:.1f}" if isinstance(x, int | float) else _cell(x)),
+    ("MFU (%)", "mfu", _percent),
+    ("compute (ms)", "compute_s", _ms),
+    ("bubble (ms)", "bubble_s", _ms),
+    ("tp comm (ms)", "tp_comm_s", _ms),
+    ("pp comm (ms)", "pp_comm_s", _ms),
+    ("ep comm (ms)", "ep_comm_s", _ms),
+    ("dp comm (ms)", "dp_comm_s", _ms),
+    ("exposed comm (ms)", "exposed_comm_s", _ms),
+    ("memory per GPU (GB)", "memory_per_gpu_bytes", lambda x: f"{x / 1e9:.1f}" if isinstance(x, int) else _cell(x)),
+    ("fits", "fits", _cell),
+]
+_KNOWN_ROW_KEYS = {"collective", "ranks", "test", "model_exact", "schedule", "zero", "params", "simulated_ranks"}
 
 
 def _row_group(row: dict[str, Any]) -> tuple[str, str, list[Column]]:
@@ -735,6 +757,8 @@ def _row_group(row: dict[str, Any]) -> tuple[str, str, list[Column]]:
         return f"collective/{row['collective']}/{row.get('ranks')}", title, _COLLECTIVE_COLUMNS
     if "test" in row:
         return f"p2p/{row['test']}", f"point-to-point {row['test']} (OSU style, ranks 0 and 1)", _P2P_COLUMNS
+    if "iteration_time_s" in row and "tp" in row:
+        return "hybrid", f"training iteration ({row.get('schedule')}, ZeRO {row.get('zero')})", _HYBRID_COLUMNS
     if "iteration_time_s" in row:
         return "training", "data-parallel training iteration", _TRAINING_COLUMNS
     columns = [(key, key, _by_kind(key)) for key in row]

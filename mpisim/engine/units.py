@@ -77,6 +77,7 @@ __all__ = [
     "format_time",
     "parse_bandwidth",
     "parse_count",
+    "parse_flops",
     "parse_per_byte",
     "parse_size",
     "parse_time",
@@ -564,3 +565,29 @@ def pretty_size(nbytes: float) -> str:
                 return _signed(nbytes, f"{text} {prefix}B")
             break
     return _signed(nbytes, _three_digits(magnitude, _PRETTY_DECIMAL_SIZE))
+
+
+_FLOPS = re.compile(r"(?P<number>[0-9.]+(?:[eE][+-]?[0-9]+)?)\s*(?P<prefix>[kKMGTPE]?)\s*(?P<unit>(?i:flop)[sS]?(/s)?)?")
+_FLOP_PREFIXES = {"": 1.0, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18}
+
+
+def parse_flops(value: object) -> float:
+    """Return a FLOP count or rate: ``312e12``, ``"312 T"``, ``"312 TFLOPS"``, ``"1.8 PFLOP"``.
+
+    Raises UnitError if *value* is not a positive finite number with an optional SI prefix.
+    """
+    if isinstance(value, bool):
+        raise UnitError(f"{value!r} is not a FLOP count (e.g. 312 TFLOPS, 312e12)")
+    if isinstance(value, int | float):
+        number = float(value)
+    else:
+        match = _FLOPS.fullmatch(str(value).strip())
+        if match is None:
+            raise UnitError(f"{value!r} is not a FLOP count (e.g. 312 TFLOPS, 312e12)")
+        try:
+            number = float(match["number"]) * _FLOP_PREFIXES[match["prefix"]]
+        except ValueError:
+            raise UnitError(f"{value!r} is not a FLOP count (e.g. 312 TFLOPS, 312e12)") from None
+    if not math.isfinite(number) or number <= 0:
+        raise UnitError(f"a FLOP count must be positive and finite, got {value!r}")
+    return number

@@ -55,7 +55,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from mpisim.engine.units import parse_bandwidth, parse_time, parse_whole
+from mpisim.engine.units import parse_bandwidth, parse_flops, parse_size, parse_time, parse_whole
 from mpisim.errors import ConfigError, TopologyError
 from mpisim.network.builders import INTER_FABRICS, INTRA_FABRICS, InterFabric, IntraFabric
 from mpisim.network.links import Link, Route
@@ -72,7 +72,10 @@ _INTRA_ONLY_KEYS = ("in_switch_reduction",)
 _PROTOCOL_KEYS = ("latency", "efficiency")
 _TOPOLOGY_KEYS = (
     "name", "description", "nodes", "ranks_per_node", "device", "placement", "base_latency", "intra", "inter",
+    "device_flops", "device_memory",
 )
+#: Number formats a device's peak may be given for (``device_flops: {bf16: 989 TFLOPS}``).
+FLOP_FORMATS = ("fp64", "fp32", "tf32", "fp16", "bf16", "fp8", "fp4")
 
 
 @dataclass(frozen=True)
@@ -222,6 +225,15 @@ class TopologySpec:
     #: GPU collectives: fixed cost (s) of one collective call per protocol, as (name, seconds)
     #: pairs sorted by name; protocols not listed take the library's defaults.
     base_latency: tuple[tuple[str, float], ...] = ()
+    #: Peak dense FLOP/s of one device (rank) per number format, as (format, FLOP/s) pairs
+    #: sorted by format; what the training workload's compute model divides FLOPs by.
+    device_flops: tuple[tuple[str, float], ...] = ()
+    #: Memory of one device in bytes (a GPU's HBM), or None if not given.
+    device_memory: int | None = None
+
+    def peak_flops(self, fmt: str) -> float | None:
+        """The device's peak FLOP/s for number format *fmt* (``bf16``), or None if not given."""
+        return dict(self.device_flops).get(fmt)
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any], name: str = "inline") -> TopologySpec:
@@ -246,6 +258,10 @@ class TopologySpec:
                 fields[key] = _string(raw[key], key)
         if raw.get("base_latency") is not None:
             fields["base_latency"] = _parse_base_latency(raw["base_latency"])
+        if raw.get("device_flops") is not None:
+            fields["device_flops"] = _parse_device_flops(raw["device_flops"])
+        if raw.get("device_memory") is not None:
+            fields["device_memory"] = _parse(parse_size, raw["device_memory"], "device_memory")
         for key in ("intra", "inter"):
             if raw.get(key) is not None:
                 try:
@@ -272,6 +288,10 @@ class TopologySpec:
             out["inter"] = self.inter.to_dict(inter=True)
         if self.base_latency:
             out["base_latency"] = dict(self.base_latency)
+        if self.device_flops:
+            out["device_flops"] = dict(self.device_flops)
+        if self.device_memory is not None:
+            out["device_memory"] = self.device_memory
         return out
 
     @property
@@ -460,6 +480,17 @@ def _parse_base_latency(raw: Any) -> tuple[tuple[str, float], ...]:
         if name not in GPU_PROTOCOLS:
             raise ConfigError(f"unknown protocol {name!r}; known: {', '.join(GPU_PROTOCOLS)}", f"base_latency.{name}")
         out.append((name, _parse(parse_time, value, f"base_latency.{name}")))
+    return tuple(sorted(out))
+
+
+def _parse_device_flops(raw: Any) -> tuple[tuple[str, float], ...]:
+    """Read ``{bf16: 989 TFLOPS, fp8: 1979 TFLOPS}`` into (format, FLOP/s) pairs sorted by format."""
+    raw = _mapping(raw, "device_flops", "a mapping such as {bf16: 989 TFLOPS, fp8: 1979 TFLOPS}")
+    out = []
+    for fmt, value in raw.items():
+        if fmt not in FLOP_FORMATS:
+            raise ConfigError(f"unknown number format {fmt!r}; known: {', '.join(FLOP_FORMATS)}", f"device_flops.{fmt}")
+        out.append((fmt, _parse(parse_flops, value, f"device_flops.{fmt}")))
     return tuple(sorted(out))
 
 

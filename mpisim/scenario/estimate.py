@@ -144,7 +144,7 @@ def estimate(scenario: Scenario) -> Estimate:
             for size in params.sizes:
                 worlds.append(call_estimate(params.collective, algorithm, p, size, data=data, records=records,
                                             calls=max(1, params.iterations)))
-    elif kind == "training":
+    elif kind == "training" and hasattr(params, "first_bucket"):  # data-parallel (hybrid: see below)
         nbytes = params.params * _itemsize(params.dtype)
         buckets = 1 + math.ceil(max(0, nbytes - params.first_bucket) / params.bucket_cap)
         bucket = min(nbytes, max(params.bucket_cap, params.first_bucket))
@@ -155,7 +155,7 @@ def estimate(scenario: Scenario) -> Estimate:
         worlds.append(Estimate(per_bucket.events * calls, per_bucket.memory, per_bucket.wall_s * calls,
                                per_bucket.detail.replace("allreduce", f"allreduce ({buckets} buckets)", 1)))
     else:
-        known = kind != "program"
+        known = kind not in ("program", "training")  # hybrid training: events depend on the folding
         worlds.append(Estimate(0, BASE_BYTES + p * RANK_BYTES, 0.0, f"{p} ranks", events_known=known))
     events = sum(w.events for w in worlds)
     wall = sum(w.wall_s for w in worlds)

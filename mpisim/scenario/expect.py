@@ -69,6 +69,8 @@ def value_kind(key: str) -> str:
         return "number"
     if key.endswith("_Bps"):
         return "bandwidth"
+    if key.endswith("_per_s"):
+        return "number"  # a rate (tokens_per_s), not a time
     if key.endswith("_s"):
         return "time"
     if key == "ranks":

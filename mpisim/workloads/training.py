@@ -65,7 +65,6 @@ YAML::
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
@@ -75,13 +74,14 @@ import numpy as np
 import mpisim.collectives  # noqa: F401  (registers the algorithms that ``sync`` is checked against)
 from mpisim.collectives import dispatch, memory, registry
 from mpisim.engine.sim import Proc
-from mpisim.engine.units import parse_size, parse_time
-from mpisim.errors import ConfigError, UnitError
+from mpisim.engine.units import parse_flops, parse_size, parse_time
+from mpisim.errors import ConfigError
 from mpisim.mpi.comm import Comm
 from mpisim.mpi.dtypes import is_floating
 from mpisim.mpi.ops import SUM
 from mpisim.mpi.payload import DataPayload, Payload, SizePayload
 from mpisim.workloads.base import RunContext, WorkloadOutput, register_workload
+from mpisim.workloads.buckets import Bucket, ddp_buckets
 from mpisim.workloads.collective import (
     check_fields,
     check_keys,
@@ -90,6 +90,8 @@ from mpisim.workloads.collective import (
     parse_positive_int,
     parse_with,
 )
+from mpisim.workloads.llm import config as hybrid_config
+from mpisim.workloads.llm import workload as hybrid_workload
 
 KIND = "training"
 DEFAULT_BACKWARD_SHARE = 2 / 3
@@ -103,8 +105,6 @@ _COMPUTE_KEYS = ("flops", "device_flops", "utilization")
 _COMPRESSION_KEYS = ("cast", "topk")
 _CASTS = {"fp16": "float16", "float16": "float16", "bf16": "float16", "bfloat16": "float16"}
 
-_FLOPS = re.compile(r"(?P<number>[0-9.]+(?:[eE][+-]?[0-9]+)?)\s*(?P<prefix>[kKMGTPE]?)\s*(?P<unit>(?i:flop)[sS]?(/s)?)?")
-_FLOP_PREFIXES = {"": 1.0, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -129,8 +129,13 @@ class TrainingParams:
     iterations: int = 1
 
 
-def parse(raw: Any) -> TrainingParams:
-    """Validate a ``workload:`` mapping of kind ``training``. Raises ConfigError with a relative path."""
+def parse(raw: Any) -> TrainingParams | hybrid_config.HybridParams:
+    """Validate a ``workload:`` mapping of kind ``training``. Raises ConfigError with a relative path.
+
+    With ``model:`` it is a hybrid-parallel LLM iteration (:mod:`mpisim.workloads.llm`).
+    """
+    if isinstance(raw, dict) and raw.get("model") is not None:
+        return hybrid_config.parse(raw)
     raw = check_keys(raw, _KEYS, KIND)
     if ("params" in raw) == ("layers" in raw):
         raise ConfigError("give either params (a count such as 300M) or layers (a list of counts)", "params")
@@ -166,28 +171,6 @@ def parse(raw: Any) -> TrainingParams:
     iterations = parse_positive_int(raw.get("iterations", 1), "iterations")
     return TrainingParams(layers, params, dtype.name, compute_s, compute_spec, share, bucket_cap, first_bucket,
                           sync, cast, topk, iterations)
-
-
-def parse_flops(value: Any) -> float:
-    """Return a FLOP count or rate: ``312e12``, ``"312 T"``, ``"312 TFLOPS"``, ``"1.8 PFLOP"``.
-
-    Raises UnitError if *value* is not a positive finite number with an optional SI prefix.
-    """
-    if isinstance(value, bool):
-        raise UnitError(f"{value!r} is not a FLOP count (e.g. 312 TFLOPS, 312e12)")
-    if isinstance(value, int | float):
-        number = float(value)
-    else:
-        match = _FLOPS.fullmatch(str(value).strip())
-        if match is None:
-            raise UnitError(f"{value!r} is not a FLOP count (e.g. 312 TFLOPS, 312e12)")
-        try:
-            number = float(match["number"]) * _FLOP_PREFIXES[match["prefix"]]
-        except ValueError:
-            raise UnitError(f"{value!r} is not a FLOP count (e.g. 312 TFLOPS, 312e12)") from None
-    if not math.isfinite(number) or number <= 0:
-        raise UnitError(f"a FLOP count must be positive and finite, got {value!r}")
-    return number
 
 
 def _parse_compute(raw: Any) -> tuple[float, dict[str, float] | None]:
@@ -231,8 +214,10 @@ def _parse_compression(raw: Any) -> tuple[str | None, float | None]:
     return cast, topk
 
 
-def dump(params: TrainingParams) -> dict[str, Any]:
+def dump(params: TrainingParams | hybrid_config.HybridParams) -> dict[str, Any]:
     """Return the resolved workload (SI numbers) in a form :func:`parse` reads back."""
+    if isinstance(params, hybrid_config.HybridParams):
+        return hybrid_config.dump(params)
     out: dict[str, Any] = {"kind": KIND}
     if params.layers:
         out["layers"] = list(params.layers)
@@ -257,45 +242,6 @@ def dump(params: TrainingParams) -> dict[str, Any]:
 
 # ---------------------------------------------------------------------------------------------
 # The plan: buckets and when their gradients are ready
-
-
-@dataclass(frozen=True)
-class Bucket:
-    """One DDP bucket: its element count and the backward fraction done when it is ready."""
-
-    count: int
-    ready: float  # fraction of the backward pass elapsed when its last gradient is ready, in (0, 1]
-
-
-def ddp_buckets(layers: tuple[int, ...], params: int, itemsize: int, first_bucket: int,
-                bucket_cap: int) -> list[Bucket]:
-    """Return the DDP buckets in launch order (reverse layer order).
-
-    With *layers*, tensors go into the open bucket and it closes once it reaches its cap (the
-    first bucket's cap is *first_bucket*, the others' *bucket_cap*), as
-    ``torch.distributed._compute_bucket_assignment_by_size`` does. Without, the parameters are
-    treated as infinitely divisible: buckets of exactly the caps, the last holding the rest.
-    """
-    buckets: list[Bucket] = []
-    done = 0  # parameters whose gradients are ready
-    limits = [first_bucket, bucket_cap]
-    if layers:
-        open_count = 0
-        for n in reversed(layers):
-            open_count += n
-            done += n
-            if open_count * itemsize >= limits[min(len(buckets), 1)]:
-                buckets.append(Bucket(open_count, done / params))
-                open_count = 0
-        if open_count:
-            buckets.append(Bucket(open_count, 1.0))
-        return buckets
-    while done < params:
-        cap = max(1, limits[min(len(buckets), 1)] // itemsize)
-        count = min(cap, params - done)
-        done += count
-        buckets.append(Bucket(count, done / params))
-    return buckets
 
 
 @dataclass(frozen=True)
@@ -483,8 +429,10 @@ def memory_estimate(plan: _Plan, p: int, default_sync: str | None = None) -> mem
     )
 
 
-def run(params: TrainingParams, ctx: RunContext) -> WorkloadOutput:
+def run(params: TrainingParams | hybrid_config.HybridParams, ctx: RunContext) -> WorkloadOutput:
     """Play ``iterations`` data-parallel iterations on one fresh world; return one training row."""
+    if isinstance(params, hybrid_config.HybridParams):
+        return hybrid_workload.run(params, ctx)
     out = WorkloadOutput()
     world = ctx.new_world()
     p = world.size
@@ -531,6 +479,7 @@ def run(params: TrainingParams, ctx: RunContext) -> WorkloadOutput:
 WORKLOAD = register_workload(
     KIND, "data-parallel training iteration: DDP gradient buckets reduced while backward runs",
     parse=parse, dump=dump, run=run,
-    columns=("ranks", "iteration_time_s", "compute_s", "comm_time_s", "exposed_comm_s", "scaling_efficiency",
-             "params", "bytes", "wire_bytes", "buckets", "algorithm", "verified"),
+    columns=tuple(dict.fromkeys(("ranks", "iteration_time_s", "compute_s", "comm_time_s", "exposed_comm_s",
+                                 "scaling_efficiency", "params", "bytes", "wire_bytes", "buckets", "algorithm",
+                                 "verified", *hybrid_workload.COLUMNS))),
 )

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 from mpisim.collectives import memory
-from mpisim.engine.units import si_numbers
+from mpisim.engine.units import parse_flops, si_numbers
 from mpisim.errors import ConfigError, UnitError
 from mpisim.workloads import training
-from mpisim.workloads.training import Bucket, ddp_buckets, parse, parse_flops
+from mpisim.workloads.training import Bucket, ddp_buckets, parse
 from tests.conftest import make_world
 from tests.workloads import context
 

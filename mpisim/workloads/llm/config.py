@@ -1,0 +1,269 @@
+"""The hybrid-parallel ``training`` workload's YAML: validated into :class:`HybridParams`.
+
+A ``kind: training`` block with a ``model:`` key is a hybrid-parallel LLM iteration (the flat
+``params:`` form without ``model:`` stays the data-parallel DDP workload)::
+
+    workload:
+      kind: training
+      model: gpt3-175b              # a preset, a shape {layers, hidden, heads, seq, vocab, ...} or {params: 300M}
+      parallel: {tp: 8, pp: 8}      # dp: the rest of the ranks; ep for MoE; order: [tp, pp, dp]
+      batch: {global: 1536, micro: 1}
+      schedule: 1f1b                # gpipe | 1f1b | interleaved (chunks: 2)
+      zero: 1                       # 0 | 1 | 2 | 3
+      recompute: full               # none | selective | full
+      sequence_parallel: false
+      dtype: bf16                   # the compute format: the device's peak for it (topology device_flops)
+      compute: {efficiency: 0.5}    # achieved fraction of the peak; or a time per micro-batch (flat models)
+      overlap: {dp: true}           # gradient sync overlaps the last backward
+      bucket_cap: 25 MiB            # gradient bucket for the data-parallel sync
+      memory_check: error           # error | mark (a sweep over layouts marks what does not fit)
+      fold: auto                    # auto | none: time tensor-parallel groups once (see engine)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from mpisim.collectives import registry
+from mpisim.engine.units import parse_flops, parse_size, parse_time
+from mpisim.errors import ConfigError
+from mpisim.mpi.dtypes import is_floating
+from mpisim.workloads.collective import check_keys, parse_dtype, parse_positive_int, parse_with
+from mpisim.workloads.llm.layout import DIMENSIONS, Layout
+from mpisim.workloads.llm.model import TransformerModel, dump_model, parse_model
+from mpisim.workloads.llm.schedule import SCHEDULES
+
+__all__ = ["KEYS", "HybridParams", "dump", "parse"]
+
+KEYS = ("kind", "model", "parallel", "batch", "schedule", "chunks", "zero", "recompute", "sequence_parallel",
+        "dtype", "compute", "backward_share", "overlap", "sync", "bucket_cap", "memory_check", "fold", "iterations")
+RECOMPUTE = ("none", "selective", "full")
+MEMORY_CHECKS = ("error", "mark")
+FOLDS = ("auto", "none")
+#: The device peak's number format for each compute dtype.
+PEAK_FORMAT = {"bfloat16": "bf16", "float16": "fp16", "float32": "tf32", "float64": "fp64",
+               "float8_e4m3fn": "fp8", "float8_e5m2": "fp8"}
+_DTYPE_ALIASES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32", "fp8": "float8_e4m3fn"}
+
+
+@dataclass(frozen=True)
+class HybridParams:
+    """A validated hybrid-parallel training workload (SI units)."""
+
+    model: TransformerModel
+    tp: int = 1
+    pp: int = 1
+    dp: int | None = None  # None: the ranks left over
+    ep: int = 1
+    order: tuple[str, ...] = DIMENSIONS
+    global_batch: int | None = None  # None: dp x micro (one micro-batch per replica)
+    micro: int = 1
+    schedule: str = "1f1b"
+    chunks: int = 1
+    zero: int = 0
+    recompute: str = "none"
+    sequence_parallel: bool = False
+    dtype: str = "bfloat16"
+    efficiency: float | None = None
+    peak: float | None = None  # overrides the topology's device_flops
+    compute_s: float | None = None  # flat models: forward + backward of one micro-batch
+    backward_share: float = 2 / 3
+    overlap_dp: bool = True
+    sync: str | None = None
+    bucket_cap: int = 25 * 2**20
+    memory_check: str = "error"
+    fold: str = "auto"
+    iterations: int = 1
+
+    def layout(self, ranks: int) -> Layout:
+        """The layout on *ranks* ranks; raises ConfigError (at ``parallel``) when they do not match."""
+        mp = self.tp * self.pp
+        dp = self.dp if self.dp is not None else ranks // mp
+        if dp < 1 or mp * dp != ranks:
+            given = f"tp x pp x dp = {self.tp} x {self.pp} x {self.dp} = {mp * (self.dp or 0)}" if self.dp else \
+                f"tp x pp = {mp}, which does not divide them"
+            raise ConfigError(f"the topology has {ranks} ranks but {given}", "parallel")
+        if dp % self.ep:
+            raise ConfigError(f"ep ({self.ep}) must divide dp ({dp}): experts are spread over data-parallel ranks",
+                              "parallel.ep")
+        return Layout(self.tp, self.pp, dp, self.ep, self.order)
+
+    def micro_batches(self, dp: int) -> int:
+        """Micro-batches each pipeline runs per iteration; raises ConfigError if the batch does not split."""
+        if self.global_batch is None:
+            return 1
+        per_replica, rest = divmod(self.global_batch, dp * self.micro)
+        if rest or per_replica < 1:
+            raise ConfigError(f"global batch {self.global_batch} must be a multiple of dp x micro = {dp} x {self.micro}",
+                              "batch.global")
+        return per_replica
+
+
+def parse(raw: Any) -> HybridParams:
+    """Validate a ``workload:`` mapping of kind ``training`` with ``model:``. Raises ConfigError with a relative path."""
+    raw = check_keys(raw, KEYS, "training")
+    model = parse_model(raw["model"])
+    fields: dict[str, Any] = {"model": model}
+    fields.update(_parse_parallel(raw.get("parallel", {})))
+    batch = raw.get("batch", {})
+    if not isinstance(batch, dict):
+        raise ConfigError(f"expected {{global: 1536, micro: 1}}, got {batch!r}", "batch")
+    for key in batch:
+        if key not in ("global", "micro"):
+            raise ConfigError(f"unknown key {key!r}; allowed keys: global, micro", f"batch.{key}")
+    if "global" in batch:
+        fields["global_batch"] = parse_positive_int(batch["global"], "batch.global")
+    fields["micro"] = parse_positive_int(batch.get("micro", 1), "batch.micro")
+    fields["schedule"] = _choice(raw.get("schedule", "1f1b"), SCHEDULES, "schedule")
+    fields["chunks"] = parse_positive_int(raw.get("chunks", 2 if fields["schedule"] == "interleaved" else 1), "chunks")
+    if fields["chunks"] > 1 and fields["schedule"] != "interleaved":
+        raise ConfigError("model chunks need schedule: interleaved", "chunks")
+    zero = raw.get("zero", 0)
+    if isinstance(zero, bool) or zero not in (0, 1, 2, 3):
+        raise ConfigError(f"expected 0, 1, 2 or 3, got {zero!r}", "zero")
+    fields["zero"] = zero
+    fields["recompute"] = _choice(raw.get("recompute", "none"), RECOMPUTE, "recompute")
+    fields["sequence_parallel"] = _bool(raw.get("sequence_parallel", False), "sequence_parallel")
+    dtype = parse_dtype(_DTYPE_ALIASES.get(raw.get("dtype"), raw.get("dtype", "bfloat16")))
+    if not is_floating(dtype):
+        raise ConfigError(f"training computes in a floating-point format; got {dtype.name}", "dtype")
+    fields["dtype"] = dtype.name
+    fields.update(_parse_compute(raw.get("compute"), model))
+    if "backward_share" in raw:
+        share = raw["backward_share"]
+        if isinstance(share, bool) or not isinstance(share, int | float) or not 0 < share < 1:
+            raise ConfigError(f"expected a fraction in (0, 1), got {share!r}", "backward_share")
+        if not model.flat:
+            raise ConfigError("backward is 2 x forward from the model's FLOPs; backward_share is for "
+                              "model: {params: ...}", "backward_share")
+        fields["backward_share"] = float(share)
+    overlap = raw.get("overlap", {})
+    if not isinstance(overlap, dict):
+        raise ConfigError(f"expected {{dp: true}}, got {overlap!r}", "overlap")
+    for key, value in overlap.items():
+        if key not in ("dp", "tp"):
+            raise ConfigError(f"unknown key {key!r}; allowed keys: dp, tp", f"overlap.{key}")
+        if _bool(value, f"overlap.{key}") and key == "tp":
+            raise ConfigError("overlapping tensor-parallel communication with compute is not modelled: each "
+                              "layer waits for its allreduces (Megatron-LM's default); use overlap: {tp: false}",
+                              "overlap.tp")
+    fields["overlap_dp"] = _bool(overlap.get("dp", True), "overlap.dp")
+    sync = raw.get("sync")
+    if sync is not None:
+        if not isinstance(sync, str):
+            raise ConfigError(f"expected an allreduce algorithm name or auto, got {sync!r}", "sync")
+        if sync != "auto":
+            try:
+                registry.get("allreduce", sync)
+            except ConfigError as err:
+                raise err.at("sync") from None
+        fields["sync"] = sync
+    fields["bucket_cap"] = parse_with(parse_size, raw.get("bucket_cap", "25 MiB"), "bucket_cap")
+    if fields["bucket_cap"] < 1:
+        raise ConfigError("must be at least 1 B", "bucket_cap")
+    fields["memory_check"] = _choice(raw.get("memory_check", "error"), MEMORY_CHECKS, "memory_check")
+    fields["fold"] = _choice(raw.get("fold", "auto"), FOLDS, "fold")
+    fields["iterations"] = parse_positive_int(raw.get("iterations", 1), "iterations")
+    params = HybridParams(**fields)
+    _check_shape(params)
+    return params
+
+
+def _parse_parallel(raw: Any) -> dict[str, Any]:
+    if not isinstance(raw, dict):
+        raise ConfigError(f"expected {{tp: 8, pp: 8, dp: 24}}, got {raw!r}", "parallel")
+    out: dict[str, Any] = {}
+    for key, value in raw.items():
+        if key in ("tp", "pp", "dp", "ep"):
+            out[key] = parse_positive_int(value, f"parallel.{key}")
+        elif key == "order":
+            if not isinstance(value, list) or sorted(value) != sorted(DIMENSIONS):
+                raise ConfigError(f"expected the dimensions innermost first, e.g. [tp, pp, dp], got {value!r}",
+                                  "parallel.order")
+            out["order"] = tuple(value)
+        else:
+            raise ConfigError(f"unknown key {key!r}; allowed keys: tp, pp, dp, ep, order", f"parallel.{key}")
+    return out
+
+
+def _parse_compute(raw: Any, model: TransformerModel) -> dict[str, Any]:
+    if model.flat:
+        if raw is None or isinstance(raw, dict):
+            raise ConfigError("a model given by params: has no FLOPs to count; give the time of one micro-batch's "
+                              "forward and backward, e.g. compute: 300 ms", "compute")
+        return {"compute_s": parse_with(parse_time, raw, "compute")}
+    if raw is None:
+        raise ConfigError("this key is required: {efficiency: 0.5} (the achieved fraction of the device's peak "
+                          "FLOP/s)", "compute")
+    if not isinstance(raw, dict):
+        raise ConfigError(f"expected {{efficiency: 0.5}} (optionally with peak: 989 TFLOPS), got {raw!r}", "compute")
+    for key in raw:
+        if key not in ("efficiency", "peak"):
+            raise ConfigError(f"unknown key {key!r}; allowed keys: efficiency, peak", f"compute.{key}")
+    efficiency = raw.get("efficiency")
+    if isinstance(efficiency, bool) or not isinstance(efficiency, int | float) or not 0 < efficiency <= 1:
+        raise ConfigError(f"expected a fraction of the peak in (0, 1], got {efficiency!r}", "compute.efficiency")
+    out: dict[str, Any] = {"efficiency": float(efficiency)}
+    if "peak" in raw:
+        out["peak"] = parse_with(parse_flops, raw["peak"], "compute.peak")
+    return out
+
+
+def _check_shape(params: HybridParams) -> None:
+    model = params.model
+    if model.flat:
+        if params.tp > 1 or params.pp > 1 or params.ep > 1 or params.zero == 3:
+            raise ConfigError("a model given by params: cannot be split over tp, pp, ep or ZeRO-3 layers; "
+                              "give its shape (layers, hidden, heads, seq, vocab) or a preset", "parallel")
+        return
+    stages = params.pp * params.chunks
+    if model.layers % stages:
+        raise ConfigError(f"{model.layers} layers do not split into pp x chunks = {stages} equal stages",
+                          "parallel.pp")
+    if model.heads % params.tp:
+        raise ConfigError(f"tp ({params.tp}) must divide the attention heads ({model.heads})", "parallel.tp")
+    if params.ep > 1 and (not model.moe or model.experts % params.ep):
+        raise ConfigError(f"ep ({params.ep}) needs a mixture-of-experts model whose experts ({model.experts}) "
+                          "it divides", "parallel.ep")
+    if params.zero == 3 and params.pp > 1:
+        raise ConfigError("ZeRO-3 shards every layer over the data-parallel group and is not combined with "
+                          "pipeline parallelism (as in DeepSpeed and Megatron-LM); use zero: 1 or 2 with pp > 1",
+                          "zero")
+
+
+def _choice(value: Any, allowed: tuple[str, ...], path: str) -> str:
+    if value not in allowed:
+        raise ConfigError(f"expected one of {', '.join(allowed)}, got {value!r}", path)
+    return value
+
+
+def _bool(value: Any, path: str) -> bool:
+    if not isinstance(value, bool):
+        raise ConfigError(f"expected true or false, got {value!r}", path)
+    return value
+
+
+def dump(params: HybridParams) -> dict[str, Any]:
+    """The resolved workload (SI numbers), loadable again by :func:`parse`."""
+    parallel: dict[str, Any] = {"tp": params.tp, "pp": params.pp, "ep": params.ep, "order": list(params.order)}
+    if params.dp is not None:
+        parallel["dp"] = params.dp
+    batch: dict[str, Any] = {"micro": params.micro}
+    if params.global_batch is not None:
+        batch["global"] = params.global_batch
+    out: dict[str, Any] = {"kind": "training", "model": dump_model(params.model), "parallel": parallel,
+                           "batch": batch, "schedule": params.schedule, "chunks": params.chunks,
+                           "zero": params.zero, "recompute": params.recompute,
+                           "sequence_parallel": params.sequence_parallel, "dtype": params.dtype}
+    if params.model.flat:
+        out["compute"] = params.compute_s
+        out["backward_share"] = params.backward_share
+    else:
+        out["compute"] = {"efficiency": params.efficiency, **({"peak": params.peak} if params.peak else {})}
+    out["overlap"] = {"dp": params.overlap_dp}
+    if params.sync is not None:
+        out["sync"] = params.sync
+    out.update(bucket_cap=params.bucket_cap, memory_check=params.memory_check, fold=params.fold,
+               iterations=params.iterations)
+    return out

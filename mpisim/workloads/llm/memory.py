@@ -1,0 +1,91 @@
+"""Memory per GPU: model states by ZeRO stage, and activations by recomputation and schedule.
+
+**Model states** (Rajbhandari et al., "ZeRO", SC 2020, section 3.1): mixed-precision Adam keeps,
+per parameter, 2 bytes of 16-bit weights, 2 of 16-bit gradients and K = 12 of optimizer state
+(a 32-bit master copy, momentum and variance). For the Ψ parameters a GPU holds after tensor and
+pipeline parallelism, and a data-parallel group of N_d:
+
+=========  ===============================
+ZeRO 0     (2 + 2 + 12) Ψ  = 16 Ψ
+ZeRO 1     2 Ψ + 2 Ψ + 12 Ψ / N_d
+ZeRO 2     2 Ψ + (2 + 12) Ψ / N_d
+ZeRO 3     (2 + 2 + 12) Ψ / N_d
+=========  ===============================
+
+**Activations** (Korthikanti et al., "Reducing Activation Recomputation in Large Transformer
+Models", MLSys 2023, Table 2), bytes per layer and micro-batch of b sequences, s tokens,
+hidden h, a heads, tensor parallelism t:
+
+* no recomputation: ``s b h (10 + 24/t + 5 a s / (h t))``; with sequence parallelism
+  ``s b h (34 + 5 a s / h) / t``;
+* selective (the attention core is recomputed): ``s b h (10 + 24/t)``; with sequence
+  parallelism ``34 s b h / t``;
+* full (each layer keeps only its input): ``2 s b h`` (``/ t`` with sequence parallelism).
+
+A stage holds the activations of the forward passes it has run and not yet run backward: the
+schedule decides how many (GPipe: all m micro-batches; 1F1B: at most P on the first stage;
+interleaved: ``1 + (P - 1) / (P v)`` times more). :func:`peak_in_flight` counts them by walking
+the stage's schedule, so every schedule gets its own number. Not counted: the embedding's and
+the logits' activations, temporary buffers and fragmentation (allow a margin).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from mpisim.workloads.llm.model import TransformerModel
+from mpisim.workloads.llm.schedule import Op
+
+__all__ = ["MemoryUse", "activation_bytes_per_layer", "model_state_bytes", "peak_in_flight"]
+
+#: Bytes per parameter of mixed-precision Adam: 16-bit weights, 16-bit gradients, optimizer state.
+WEIGHT_BYTES, GRADIENT_BYTES, OPTIMIZER_BYTES = 2, 2, 12
+
+
+@dataclass(frozen=True)
+class MemoryUse:
+    """The memory one GPU needs, by part (bytes)."""
+
+    weights: float
+    gradients: float
+    optimizer: float
+    activations: float
+
+    @property
+    def total(self) -> float:
+        return self.weights + self.gradients + self.optimizer + self.activations
+
+
+def model_state_bytes(params: float, zero: int, dp: int) -> tuple[float, float, float]:
+    """Bytes of (weights, gradients, optimizer state) for *params* parameters under ZeRO stage *zero*."""
+    weights, gradients, optimizer = WEIGHT_BYTES * params, GRADIENT_BYTES * params, OPTIMIZER_BYTES * params
+    if zero >= 1:
+        optimizer /= dp
+    if zero >= 2:
+        gradients /= dp
+    if zero >= 3:
+        weights /= dp
+    return weights, gradients, optimizer
+
+
+def activation_bytes_per_layer(model: TransformerModel, micro: int, tp: int, recompute: str,
+                               sequence_parallel: bool) -> float:
+    """Bytes one layer keeps for the backward pass of one micro-batch (Korthikanti et al. Table 2)."""
+    sbh = model.seq * micro * model.hidden
+    attention = 5 * model.heads * model.seq / model.hidden
+    if recompute == "full":
+        return 2 * sbh / (tp if sequence_parallel else 1)
+    if recompute == "selective":
+        return 34 * sbh / tp if sequence_parallel else sbh * (10 + 24 / tp)
+    if sequence_parallel:
+        return sbh * (34 + attention) / tp
+    return sbh * (10 + 24 / tp + attention / tp)
+
+
+def peak_in_flight(ops: list[Op]) -> int:
+    """The most forward passes a stage has run whose backward it has not yet run."""
+    live = peak = 0
+    for op in ops:
+        live += 1 if op.kind == "F" else -1
+        peak = max(peak, live)
+    return peak
