@@ -72,7 +72,7 @@ _INTRA_ONLY_KEYS = ("in_switch_reduction",)
 _PROTOCOL_KEYS = ("latency", "efficiency")
 _TOPOLOGY_KEYS = (
     "name", "description", "nodes", "ranks_per_node", "device", "placement", "base_latency", "intra", "inter",
-    "device_flops", "device_memory",
+    "device_flops", "device_memory", "device_memory_bandwidth",
 )
 #: Number formats a device's peak may be given for (``device_flops: {bf16: 989 TFLOPS}``).
 FLOP_FORMATS = ("fp64", "fp32", "tf32", "fp16", "bf16", "fp8", "fp4")
@@ -230,6 +230,9 @@ class TopologySpec:
     device_flops: tuple[tuple[str, float], ...] = ()
     #: Memory of one device in bytes (a GPU's HBM), or None if not given.
     device_memory: int | None = None
+    #: Bandwidth of that memory (bytes/s): what element-wise kernels (norms, activations,
+    #: softmax) are bound by, or None if not given.
+    device_memory_bandwidth: float | None = None
 
     def peak_flops(self, fmt: str) -> float | None:
         """The device's peak FLOP/s for number format *fmt* (``bf16``), or None if not given."""
@@ -262,6 +265,9 @@ class TopologySpec:
             fields["device_flops"] = _parse_device_flops(raw["device_flops"])
         if raw.get("device_memory") is not None:
             fields["device_memory"] = _parse(parse_size, raw["device_memory"], "device_memory")
+        if raw.get("device_memory_bandwidth") is not None:
+            fields["device_memory_bandwidth"] = _parse(parse_bandwidth, raw["device_memory_bandwidth"],
+                                                       "device_memory_bandwidth")
         for key in ("intra", "inter"):
             if raw.get(key) is not None:
                 try:
@@ -292,6 +298,8 @@ class TopologySpec:
             out["device_flops"] = dict(self.device_flops)
         if self.device_memory is not None:
             out["device_memory"] = self.device_memory
+        if self.device_memory_bandwidth is not None:
+            out["device_memory_bandwidth"] = self.device_memory_bandwidth
         return out
 
     @property

@@ -34,6 +34,14 @@ data-parallel traffic runs on their own rails in a rail-optimized cluster; where
 (a shared inter-node link), ``fold: none`` simulates every GPU. Tests run both on clusters
 small enough and require the same iteration time within 1 %.
 
+**Compute.** A layer's forward pass takes its FLOPs (:mod:`~mpisim.workloads.llm.model`) over
+``efficiency x peak`` (the topology's ``device_flops`` for the dtype), divided over the tp
+GPUs, plus the time its element-wise kernels (norms, GeLU, softmax, dropout, residual adds)
+take to stream about twice the activation bytes the layer keeps (Korthikanti et al.'s count)
+through the device's memory (``device_memory_bandwidth``): those kernels are bound by memory,
+not FLOPs, which is why small hidden sizes reach a lower share of the peak. The backward pass
+takes twice the forward; ``recompute: full`` adds one forward, ``selective`` the attention core.
+
 **What the row says**, for the rank that finishes last (the critical path): ``compute_s``
 (its compute, recomputation included), ``tp_comm_s`` and ``ep_comm_s`` (time in its
 tensor-parallel and expert-parallel collectives), ``bubble_s`` (time waiting for a pipeline
@@ -141,17 +149,24 @@ def make_job(params: HybridParams, world: World, ctx_new_world: Any) -> Job:
         raise ConfigError(f"the topology gives no peak FLOP/s for {params.dtype} (device_flops: {{bf16: ...}}); "
                           "add it to the topology or give compute: {efficiency: 0.5, peak: 989 TFLOPS}", "compute")
     rate = params.efficiency * peak
-    layer_fwd = model.layer_forward_flops(b) / tp
-    recompute = {"none": 0.0, "selective": model.attention_core_flops(b) / tp, "full": layer_fwd}[params.recompute]
-    logits = model.logits_forward_flops(b) / tp
+    # Element-wise kernels (norms, GeLU, softmax, dropout, residuals) are bound by memory, not
+    # FLOPs: they read and write about the activations a layer keeps (Korthikanti et al.'s
+    # count), so a forward pass moves twice those bytes through HBM.
+    hbm = spec.device_memory_bandwidth
+    memory_fwd = 2 * activation_bytes_per_layer(model, b, tp, "none", params.sequence_parallel) / hbm if hbm else 0.0
+    attention_memory = 2 * 5 * model.heads * model.seq**2 * b / tp / hbm if hbm else 0.0
+    layer_fwd = model.layer_forward_flops(b) / tp / rate + memory_fwd
+    recompute = {"none": 0.0, "selective": model.attention_core_flops(b) / tp / rate + attention_memory,
+                 "full": layer_fwd}[params.recompute]
+    logits = model.logits_forward_flops(b) / tp / rate
     layers_per_chunk = model.layers // (layout.pp * params.chunks)
     samples = m * b * layout.dp
     job = Job(
         params, layout, m, itemsize, dtype, layers_per_chunk,
-        forward_layer_s=layer_fwd / rate,
-        backward_layer_s=(2 * layer_fwd + recompute) / rate,
-        logits_forward_s=logits / rate,
-        logits_backward_s=2 * logits / rate,
+        forward_layer_s=layer_fwd,
+        backward_layer_s=2 * layer_fwd + recompute,
+        logits_forward_s=logits,
+        logits_backward_s=2 * logits,
         activation_count=model.activation_elements(b) // (tp if tp > 1 else 1),
         tp_count=model.activation_elements(b),
         a2a_count=_round_up(model.activation_elements(b) * model.top_k // (tp if params.sequence_parallel else 1),
@@ -387,16 +402,16 @@ class _Rank:
 
     # ------------------------------------------------------------------ passes
 
-    def tag(self, iteration: int, op: Op, backward: bool) -> int:
+    def tag(self, iteration: int, micro: int, boundary: int, backward: bool) -> int:
+        """The tag of the message crossing *boundary* (between virtual stages boundary and boundary + 1)."""
         job = self.job
-        return ((iteration * job.micro_batches + op.micro) * job.params.chunks + op.chunk) * 2 + int(backward)
+        return ((iteration * job.micro_batches + micro) * job.virtual_stages + boundary) * 2 + int(backward)
 
     def forward(self, iteration: int, op: Op, params_ready: Any) -> Proc[None]:
         job = self.job
         vs = virtual_stage(self.coords.pp, op.chunk, job.stages)
-        tag = self.tag(iteration, op, False)
         if vs > 0:
-            yield from self.receive(vs - 1, tag)
+            yield from self.receive(vs - 1, self.tag(iteration, op.micro, vs - 1, False))
         label = f"F{op.micro}" + (f".{op.chunk}" if job.params.chunks > 1 else "")
         if params_ready is not None:
             yield from params_ready()  # ZeRO 3: embedding and output
@@ -408,16 +423,15 @@ class _Rank:
         if vs == job.virtual_stages - 1:
             yield from self.compute(job.logits_forward_s, label)
         else:
-            self.send(vs + 1, tag)
+            self.send(vs + 1, self.tag(iteration, op.micro, vs, False))
 
     def backward(self, iteration: int, op: Op, ready: list[Any] | None, params_ready: Any) -> Proc[None]:
         """The backward pass of *op*; *ready* (the chunk's last backward) are its buckets' events."""
         job = self.job
         vs = virtual_stage(self.coords.pp, op.chunk, job.stages)
-        tag = self.tag(iteration, op, True)
         label = f"B{op.micro}" + (f".{op.chunk}" if job.params.chunks > 1 else "")
         if vs < job.virtual_stages - 1:
-            yield from self.receive(vs + 1, tag)
+            yield from self.receive(vs + 1, self.tag(iteration, op.micro, vs, True))
         else:
             yield from self.compute(job.logits_backward_s, label)
         buckets = job.buckets[vs]
@@ -450,7 +464,7 @@ class _Rank:
                 fire(layer + 1)
         fire(math.inf)
         if vs > 0:
-            self.send(vs - 1, tag)
+            self.send(vs - 1, self.tag(iteration, op.micro, vs - 1, True))
 
     # ------------------------------------------------------------------ data parallelism
 
