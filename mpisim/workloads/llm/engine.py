@@ -54,7 +54,7 @@ communication on the critical path).
 from __future__ import annotations
 
 import math
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -326,7 +326,10 @@ class Tally:
     dp: float = 0.0
     start: float = 0.0
     end: float = 0.0
-    dp_bytes: float = 0.0  # bytes this rank handed to data-parallel collectives
+    #: Data-parallel communication volume in bytes, as the ZeRO paper counts it: an allreduce of
+    #: n bytes is a reduce-scatter and an allgather, 2n; a reduce-scatter or allgather n.
+    dp_volume: float = 0.0
+    tp_calls: Counter[tuple[str, int]] = field(default_factory=Counter)  # (collective, elements) -> calls
 
 
 @dataclass
@@ -358,6 +361,7 @@ class _Rank:
 
     def tp_collective(self, kind: str, count: int) -> Proc[None]:
         t0 = self.comm.now
+        self.tally.tp_calls[(kind, count)] += 1
         if self.job.fold:
             yield self.comm.env.timeout(self.job.tp_times[(kind, count)])
         else:
@@ -480,10 +484,11 @@ class _Rank:
             t0 = self.comm.now
             if job.params.zero == 0:
                 yield from _collective(comm, "allreduce", bucket.count, job.dtype, job.params.sync)
+                self.tally.dp_volume += 2 * bucket.count * job.itemsize
             else:
                 yield from _collective(comm, "reduce_scatter", bucket.count, job.dtype)
+                self.tally.dp_volume += bucket.count * job.itemsize
             self.tally.dp += self.comm.now - t0
-            self.tally.dp_bytes += bucket.count * job.itemsize
 
     def gather_updated(self, order: list[tuple[int, int]]) -> Proc[None]:
         """ZeRO 1 and 2: every rank updated its shard; allgather the new parameters."""
@@ -495,7 +500,7 @@ class _Rank:
                 t0 = self.comm.now
                 yield from _collective(comm, "allgather", bucket.count, job.dtype)
                 self.tally.dp += self.comm.now - t0
-                self.tally.dp_bytes += bucket.count * job.itemsize
+                self.tally.dp_volume += bucket.count * job.itemsize
 
     def fsdp_params(self, ops: list[Op]) -> tuple[Any, Any]:
         """ZeRO 3: a stream that allgathers parameters one unit ahead of the compute that needs them.
@@ -519,7 +524,7 @@ class _Rank:
                 t0 = self.comm.now
                 yield from _collective(self.dp_params, "allgather", count, job.dtype)
                 self.tally.dp += self.comm.now - t0
-                self.tally.dp_bytes += count * job.itemsize
+                self.tally.dp_volume += count * job.itemsize
                 have[u].succeed()
 
         def wait() -> Proc[None]:

@@ -1,0 +1,210 @@
+"""Hybrid-parallel training: schedules, layout, memory, and the iteration against the formulas it must obey."""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+import pytest
+
+from mpisim.errors import ConfigError
+from mpisim.scenario import load_dict
+from mpisim.scenario.run import new_world_factory, run_point
+from mpisim.workloads.llm.engine import make_job, play
+from mpisim.workloads.llm.layout import Coords, Layout
+from mpisim.workloads.llm.memory import model_state_bytes, peak_in_flight
+from mpisim.workloads.llm.model import PRESETS, TransformerModel
+from mpisim.workloads.llm.schedule import SCHEDULES, schedule
+
+SMALL = {"layers": 8, "hidden": 1024, "heads": 16, "seq": 1024, "vocab": 32000}
+#: A cluster where communication costs (almost) nothing: what the pipeline formulas assume.
+IDEAL = {"nodes": 8, "inter": {"kind": "full", "bandwidth": "1000000 TB/s", "latency": "1 ps"},
+         "device_flops": {"bf16": "100 TFLOPS"}}
+
+
+def scenario(topology: Any, **workload: Any) -> dict[str, Any]:
+    return {"topology": topology, "payload": "size", "network": {"model": "analytic"},
+            "workload": {"kind": "training", "model": SMALL, "compute": {"efficiency": 0.5}, **workload}}
+
+
+def row(raw: dict[str, Any]) -> dict[str, Any]:
+    return run_point(load_dict(raw)).rows[0]
+
+
+def tallies(raw: dict[str, Any]):
+    """The per-rank accounting of one run (engine level)."""
+    loaded = load_dict(raw)
+    new_world, _ = new_world_factory(loaded)
+    world = new_world()
+    job = make_job(loaded.workload.params, world, new_world)
+    return job, play(job, world).tallies
+
+
+# --------------------------------------------------------------------------- schedules
+
+
+@pytest.mark.parametrize("name", SCHEDULES)
+@pytest.mark.parametrize(("stages", "micro"), [(1, 1), (2, 4), (4, 4), (4, 8)])
+def test_every_schedule_runs_each_pass_once_forward_before_backward(name, stages, micro):
+    chunks = 2 if name == "interleaved" else 1
+    for stage in range(stages):
+        ops = schedule(name, stage, stages, micro, chunks)
+        assert sorted(ops) == sorted({(k, i, c) for k in "FB" for i in range(micro) for c in range(chunks)})
+        for op in ops:
+            if op.kind == "B":
+                assert ops.index(("F", op.micro, op.chunk)) < ops.index(op)
+
+
+def test_1f1b_holds_at_most_stages_minus_stage_micro_batches():
+    for stage in range(4):
+        assert peak_in_flight(schedule("1f1b", stage, 4, 16)) == 4 - stage
+    assert peak_in_flight(schedule("gpipe", 0, 4, 16)) == 16
+
+
+def test_interleaved_order_is_megatrons():
+    # Megatron-LM's get_model_chunk_id: micro-batches go through the chunks in groups of P.
+    ops = schedule("interleaved", 0, 2, 4, 2)
+    assert [f"{o.kind}{o.micro}.{o.chunk}" for o in ops[:4]] == ["F0.0", "F1.0", "F0.1", "F1.1"]
+    with pytest.raises(ValueError, match="multiple of stages"):
+        schedule("interleaved", 0, 4, 6, 2)
+
+
+# --------------------------------------------------------------------------- layout and model
+
+
+def test_layout_puts_tp_innermost_and_groups_differ_along_one_dimension():
+    layout = Layout(tp=4, pp=2, dp=2)
+    assert layout.coords(13) == Coords(tp=1, pp=1, dp=1) and layout.rank(Coords(1, 1, 1)) == 13
+    assert layout.group(13, "tp") == (12, 13, 14, 15)
+    assert layout.group(13, "pp") == (9, 13) and layout.group(13, "dp") == (5, 13)
+    megatron = Layout(tp=4, pp=2, dp=2, order=("tp", "dp", "pp"))
+    assert megatron.group(13, "pp") == (5, 13) and megatron.group(13, "dp") == (9, 13)
+    assert megatron.coords(13) == Coords(tp=1, pp=1, dp=1) and megatron.coords(5) == Coords(tp=1, pp=0, dp=1)
+
+
+@pytest.mark.parametrize(("name", "billions"), [("megatron-1.7b", 1.7), ("megatron-18.4b", 18.4),
+                                                ("megatron-145.6b", 145.6), ("llama3-8b", 8.0),
+                                                ("llama3-70b", 70.6), ("mixtral-8x7b", 46.7)])
+def test_preset_parameter_counts_match_their_names(name, billions):
+    assert PRESETS[name].params / 1e9 == pytest.approx(billions, rel=0.03)
+
+
+def test_megatron_flops_formula():
+    # Narayanan et al. 2021: F = 96 B s l h^2 (1 + s / 6h + V / 16lh) with full recomputation.
+    m = PRESETS["megatron-145.6b"]
+    batch, s, layers, h, v = 2304, m.seq, m.layers, m.hidden, m.vocab
+    paper = 96 * batch * s * layers * h**2 * (1 + s / (6 * h) + v / (16 * layers * h))
+    executed = m.model_flops(batch) + batch * layers * m.layer_forward_flops(1)  # + one recomputed forward
+    assert executed == pytest.approx(paper, rel=1e-12)
+    assert TransformerModel(**SMALL).mlp_width == 4 * SMALL["hidden"]
+
+
+def test_zero_memory_matches_the_zero_paper():
+    # ZeRO (Rajbhandari et al. 2020), Figure 1: 7.5B parameters on 64 GPUs.
+    gb = [sum(model_state_bytes(7.5e9, stage, 64)) / 1e9 for stage in range(4)]
+    assert gb == pytest.approx([120, 31.4, 16.6, 1.875], abs=0.05)
+
+
+# --------------------------------------------------------------------------- the iteration
+
+
+def test_at_tp_pp_1_the_iteration_is_the_data_parallel_workload():
+    topology = {"preset": "ib-hdr", "nodes": 8}
+    old = {"kind": "training", "params": "300M", "compute": "300 ms"}
+    new = {"kind": "training", "model": {"params": "300M"}, "compute": "300 ms", "dtype": "float32"}
+    base = {"topology": topology, "payload": "size"}
+    a, b = row({**base, "workload": old}), row({**base, "workload": new})
+    assert b["iteration_time_s"] == a["iteration_time_s"]
+    assert b["compute_s"] == a["compute_s"] and b["exposed_comm_s"] == pytest.approx(a["exposed_comm_s"], abs=1e-12)
+
+
+@pytest.mark.parametrize(("stages", "micro"), [(2, 4), (4, 4), (4, 12)])
+def test_1f1b_bubble_on_an_ideal_network(stages, micro):
+    raw = scenario(IDEAL, parallel={"pp": stages, "dp": 8 // stages}, batch={"global": micro * 8 // stages},
+                   model={**SMALL, "vocab": 1})
+    r = row(raw)
+    expected = (stages - 1) / (micro + stages - 1)
+    assert r["bubble_s"] / r["iteration_time_s"] == pytest.approx(expected, rel=2e-3)
+
+
+def test_interleaving_cuts_the_bubble_by_the_chunks():
+    plain = row(scenario(IDEAL, parallel={"pp": 4, "dp": 2}, batch={"global": 16}, model={**SMALL, "vocab": 1}))
+    inter = row(scenario(IDEAL, parallel={"pp": 4, "dp": 2}, batch={"global": 16}, model={**SMALL, "vocab": 1},
+                         schedule="interleaved", chunks=2))
+    assert inter["bubble_s"] == pytest.approx(plain["bubble_s"] / 2, rel=2e-3)
+    assert inter["compute_s"] == pytest.approx(plain["compute_s"], rel=1e-12)
+
+
+@pytest.mark.parametrize(("recompute", "per_layer"), [("none", 4), ("full", 6)])
+def test_tensor_parallel_allreduces_are_megatrons(recompute, per_layer):
+    # Two allreduces of b s h elements per layer forward, two backward, two more with full recomputation.
+    raw = scenario({"preset": "dgx-h100", "nodes": 1}, parallel={"tp": 4, "pp": 2},
+                   batch={"global": 3, "micro": 1}, recompute=recompute, fold="none")
+    job, by_rank = tallies(raw)
+    b_s_h = SMALL["seq"] * SMALL["hidden"]
+    layers_per_stage, micro_batches = SMALL["layers"] // 2, 3
+    for rank, tally in by_rank.items():
+        stage = job.layout.coords(rank).pp
+        received = micro_batches  # the pipeline's scatter-gather: one allgather per message received
+        assert tally.tp_calls[("allreduce", b_s_h)] == per_layer * layers_per_stage * micro_batches
+        assert tally.tp_calls[("allgather", b_s_h)] == received, stage
+
+
+def test_zero3_moves_one_and_a_half_times_the_data_parallel_volume():
+    base = scenario({"preset": "dgx-h100", "nodes": 1}, parallel={"dp": 8}, batch={"global": 8})
+    _, plain = tallies(base)
+    _, zero3 = tallies({**base, "workload": {**base["workload"], "zero": 3}})
+    assert sum(t.dp_volume for t in zero3.values()) / sum(t.dp_volume for t in plain.values()) == pytest.approx(1.5)
+
+
+@pytest.mark.parametrize("parallel", [{"tp": 8, "pp": 2}, {"tp": 8, "pp": 2, "dp": 2}, {"tp": 8, "dp": 4}])
+def test_folding_tensor_parallel_groups_gives_the_same_iteration(parallel):
+    nodes = math.prod(parallel.values()) // 8
+    raw = scenario({"preset": "dgx-h100", "nodes": nodes}, parallel=parallel, batch={"global": 4 * nodes})
+    raw["network"] = {"model": "fairshare"}
+    folded, full = row(raw), row({**raw, "workload": {**raw["workload"], "fold": "none"}})
+    assert folded["simulated_ranks"] == full["simulated_ranks"] // 8
+    assert folded["iteration_time_s"] == pytest.approx(full["iteration_time_s"], rel=0.01)
+
+
+def test_slower_network_or_bigger_model_never_makes_the_iteration_faster():
+    base = scenario({"preset": "dgx-a100", "nodes": 2}, parallel={"tp": 8, "pp": 2}, batch={"global": 8})
+    fast = row(base)["iteration_time_s"]
+    slow = row({**base, "topology": {**base["topology"], "inter": {"bandwidth": "50 Gbps"}}})["iteration_time_s"]
+    bigger = row({**base, "workload": {**base["workload"], "model": {**SMALL, "hidden": 2048}}})["iteration_time_s"]
+    assert slow > fast and bigger > fast
+
+
+# --------------------------------------------------------------------------- memory and bad input
+
+
+def test_a_layout_that_cannot_fit_is_refused_naming_what_to_change():
+    raw = scenario({"preset": "dgx-h100", "nodes": 1}, model="llama3-70b", parallel={"dp": 8},
+                   batch={"global": 8})
+    with pytest.raises(ConfigError, match=r"needs .* per GPU .* but the device has 80 GiB; use zero: 1"):
+        run_point(load_dict(raw))
+    marked = row({**raw, "workload": {**raw["workload"], "memory_check": "mark", "model": "llama3-8b"}})
+    assert marked["fits"] is False and marked["memory_per_gpu_bytes"] > 80 * 2**30
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    ({"parallel": {"tp": 3}}, "tp (3) must divide the attention heads"),
+    ({"parallel": {"pp": 3}}, "do not split into pp x chunks"),
+    ({"model": {"params": "300M"}, "compute": "300 ms", "parallel": {"tp": 2}}, "cannot be split"),
+    ({"model": {"params": "300M"}}, "give the time of one micro-batch"),
+    ({"zero": 3, "parallel": {"pp": 2}}, "not combined with pipeline"),
+    ({"schedule": "zigzag"}, "expected one of gpipe, 1f1b, interleaved"),
+    ({"overlap": {"tp": True}}, "not modelled"),
+    ({"model": "gpt5"}, "unknown model 'gpt5'"),
+    ({"compute": {"efficiency": 1.5}}, "fraction of the peak"),
+])
+def test_bad_input_is_one_clear_error(change, message):
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        load_dict(scenario({"preset": "dgx-h100", "nodes": 1}, **change))
+
+
+def test_ranks_that_do_not_match_the_layout_are_named():
+    raw = scenario({"preset": "dgx-h100", "nodes": 1}, parallel={"tp": 4, "pp": 1, "dp": 4})
+    with pytest.raises(ConfigError, match="the topology has 8 ranks but tp x pp x dp = 4 x 1 x 4 = 16"):
+        run_point(load_dict(raw))
