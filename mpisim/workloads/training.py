@@ -99,7 +99,7 @@ INDEX_DTYPE = np.dtype(np.int32)  # top-k indices travel as int32
 #: Relative difference between iteration and compute time below which no communication is exposed.
 ROUNDING = 1e-12
 
-_KEYS = ("kind", "params", "layers", "dtype", "compute", "backward_share", "bucket_cap", "first_bucket",
+_KEYS = ("kind", "model", "params", "layers", "dtype", "compute", "backward_share", "bucket_cap", "first_bucket",
          "sync", "compression", "iterations")
 _COMPUTE_KEYS = ("flops", "device_flops", "utilization")
 _COMPRESSION_KEYS = ("cast", "topk")

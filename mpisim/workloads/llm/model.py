@@ -148,7 +148,8 @@ class TransformerModel:
 
 
 #: Published shapes. GPT-3: Brown et al. 2020, Table 2.1; Megatron-LM rows: Narayanan et al.
-#: 2021, Table 1 (vocabulary 51,200, sequence 2048); Llama 3: Meta's model cards (vocabulary
+#: 2021, Table 1 (vocabulary 51,200, sequence 2048); Llama 2 7B: Touvron et al. 2023 (vocabulary
+#: 32,000, sequence 4096, SwiGLU 11008); Llama 3: Meta's model cards (vocabulary
 #: 128,256, RoPE, GQA with 8 KV heads, SwiGLU); Mixtral 8x7B: Jiang et al. 2024 (8 experts,
 #: top-2, Mistral-7B shape, vocabulary 32,000).
 PRESETS: dict[str, TransformerModel] = {
@@ -157,6 +158,8 @@ PRESETS: dict[str, TransformerModel] = {
     "megatron-18.4b": TransformerModel(layers=40, hidden=6144, heads=48, seq=2048, vocab=51200),
     "megatron-145.6b": TransformerModel(layers=80, hidden=12288, heads=96, seq=2048, vocab=51200),
     "megatron-1t": TransformerModel(layers=128, hidden=25600, heads=160, seq=2048, vocab=51200),
+    "llama2-7b": TransformerModel(layers=32, hidden=4096, heads=32, ffn=11008, seq=4096, vocab=32000, gated_mlp=True,
+                                  tied_embeddings=False, learned_positions=False),
     "llama3-8b": TransformerModel(layers=32, hidden=4096, heads=32, kv_heads=8, ffn=14336, seq=8192, vocab=128256,
                                   gated_mlp=True, tied_embeddings=False, learned_positions=False),
     "llama3-70b": TransformerModel(layers=80, hidden=8192, heads=64, kv_heads=8, ffn=28672, seq=8192, vocab=128256,
