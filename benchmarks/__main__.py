@@ -2,7 +2,8 @@
 
     python -m benchmarks                 # everything (several minutes)
     python -m benchmarks --only scale    # one module: engine_overhead, scale, scenario_run,
-                                         # realdata, sweeps, training, gpu, fairshare_bench
+                                         # realdata, sweeps, training, gpu, fairshare_bench,
+                                         # exec_pingpong, hybrid
     python -m benchmarks --list          # the modules and their cases
 
 Each case runs in a fresh process (so its peak memory is its own), one after the other (so
@@ -22,6 +23,8 @@ a 2-core machine with 24 GiB:
 5. training: one iteration of the 300M-parameter data-parallel scenario on 64 GPUs in < 10 s;
 6. gpu: nccl_ring 256 MiB on 512 GPUs in <= 5 s and a 7B bf16 data-parallel iteration on 128
    GPUs in <= 10 s (fidelity: collective); nccl_tree and nvls at 1 GiB on 16 nodes reported.
+7. hybrid: one hybrid-parallel iteration of GPT-3 175B on 1536 GPUs in <= 60 s, of a 1T model
+   on 3072 GPUs in <= 120 s, and a 64-point 70B layout sweep on 1024 GPUs in <= 10 minutes.
 
 Exit status 0 when every target is met, 1 otherwise.
 """
@@ -38,6 +41,7 @@ from benchmarks import (
     exec_pingpong,
     fairshare_bench,
     gpu,
+    hybrid,
     realdata,
     scale,
     scenario_run,
@@ -57,6 +61,7 @@ MODULES = [
     ("gpu", gpu.CASES, None),
     ("fairshare_bench", {"cost-per-event": fairshare_bench.cost_per_event}, None),
     ("exec_pingpong", exec_pingpong.CASES, None),
+    ("hybrid", hybrid.CASES, None),
 ]
 
 

@@ -1,4 +1,4 @@
-"""The calibration rows of published.md (C1-C7): every one within 15 %, the median under 8 %.
+"""The calibration rows of published.md (C1-C8): every one within 15 %, the median under 8 %, C8 within 10 %.
 
 The validation scenarios (scenarios/validation/*.yaml) reproduce each measurement's setup and
 state the measured values in their ``expect:`` blocks; ``mpisim.validation`` runs them and
@@ -15,7 +15,7 @@ import pytest
 from mpisim import validation
 from mpisim.scenario import load_file
 
-ROWS = ("C1", "C2", "C3", "C4", "C5", "C6", "C7")
+ROWS = ("C1", "C2", "C3", "C4", "C5", "C6", "C7", "C8a", "C8b", "C8c")
 
 
 @pytest.fixture(scope="module")
@@ -38,6 +38,16 @@ def test_row_within_fifteen_percent(generated, row):
             f"{check.scenario} at {check.point}: measured {check.measured:.6g}, predicted "
             f"{check.predicted:.6g} ({check.error:+.1%})"
         )
+
+
+def test_megatron_rows_within_ten_percent_with_one_efficiency(generated):
+    """Hybrid-parallel training (C8a-c, Megatron-LM Table 1): TFLOP/s per GPU within 10 %, one efficiency."""
+    _, checks = generated
+    c8 = [c for c in checks if c.row.startswith("C8")]
+    assert len(c8) == 3 and all(abs(c.error) <= 0.10 for c in c8), [(c.row, f"{c.error:+.1%}") for c in c8]
+    efficiencies = {load_file(path).workload.params.efficiency for path in validation.validation_scenarios()
+                    if path.name.startswith("c8")}
+    assert len(efficiencies) == 1
 
 
 def test_median_error_under_eight_percent(generated):
