@@ -208,3 +208,12 @@ def test_ranks_that_do_not_match_the_layout_are_named():
     raw = scenario({"preset": "dgx-h100", "nodes": 1}, parallel={"tp": 4, "pp": 1, "dp": 4})
     with pytest.raises(ConfigError, match="the topology has 8 ranks but tp x pp x dp = 4 x 1 x 4 = 16"):
         run_point(load_dict(raw))
+
+
+def test_measured_layer_times_replace_the_flops_model():
+    raw = scenario({**IDEAL, "nodes": 1}, compute={"layer_forward": "2 ms"}, batch={"global": 3})
+    r = row(raw)
+    assert r["iteration_time_s"] == pytest.approx(3 * SMALL["layers"] * (2e-3 + 4e-3), rel=1e-9)
+    full = row({**raw, "workload": {**raw["workload"], "recompute": "full",
+                                    "compute": {"layer_forward": "2 ms", "layer_backward": "5 ms"}}})
+    assert full["iteration_time_s"] == pytest.approx(3 * SMALL["layers"] * (2e-3 + 5e-3 + 2e-3), rel=1e-9)

@@ -13,7 +13,8 @@ A ``kind: training`` block with a ``model:`` key is a hybrid-parallel LLM iterat
       recompute: full               # none | selective | full
       sequence_parallel: false
       dtype: bf16                   # the compute format: the device's peak for it (topology device_flops)
-      compute: {efficiency: 0.5}    # achieved fraction of the peak; or a time per micro-batch (flat models)
+      compute: {efficiency: 0.5}    # achieved fraction of the peak; or measured {layer_forward: 1.2 ms,
+                                    # layer_backward: 2.4 ms}; or a time per micro-batch (flat models)
       overlap: {dp: true}           # gradient sync overlaps the last backward
       bucket_cap: 25 MiB            # gradient bucket for the data-parallel sync
       memory_check: error           # error | mark (a sweep over layouts marks what does not fit)
@@ -67,6 +68,8 @@ class HybridParams:
     dtype: str = "bfloat16"
     efficiency: float | None = None
     peak: float | None = None  # overrides the topology's device_flops
+    layer_forward_s: float | None = None  # explicit: one layer's forward of one micro-batch on one GPU
+    layer_backward_s: float | None = None  # explicit backward (default twice the forward)
     compute_s: float | None = None  # flat models: forward + backward of one micro-batch
     backward_share: float = 2 / 3
     overlap_dp: bool = True
@@ -197,16 +200,29 @@ def _parse_compute(raw: Any, model: TransformerModel) -> dict[str, Any]:
         raise ConfigError("this key is required: {efficiency: 0.5} (the achieved fraction of the device's peak "
                           "FLOP/s)", "compute")
     if not isinstance(raw, dict):
-        raise ConfigError(f"expected {{efficiency: 0.5}} (optionally with peak: 989 TFLOPS), got {raw!r}", "compute")
+        raise ConfigError(f"expected {{efficiency: 0.5}} (optionally with peak: 989 TFLOPS) or "
+                          f"{{layer_forward: 1.2 ms}}, got {raw!r}", "compute")
     for key in raw:
-        if key not in ("efficiency", "peak"):
-            raise ConfigError(f"unknown key {key!r}; allowed keys: efficiency, peak", f"compute.{key}")
+        if key not in ("efficiency", "peak", "layer_forward", "layer_backward"):
+            raise ConfigError(f"unknown key {key!r}; allowed keys: efficiency, peak, layer_forward, layer_backward",
+                              f"compute.{key}")
+    out: dict[str, Any] = {}
+    if "peak" in raw:
+        out["peak"] = parse_with(parse_flops, raw["peak"], "compute.peak")
+    if "layer_forward" in raw or "layer_backward" in raw:
+        # Measured times per layer (a profiler's): FLOPs and efficiency no longer set the compute.
+        if "efficiency" in raw:
+            raise ConfigError("give efficiency or measured layer times, not both", "compute.efficiency")
+        if "layer_forward" not in raw:
+            raise ConfigError("layer_backward needs layer_forward", "compute.layer_forward")
+        out["layer_forward_s"] = parse_with(parse_time, raw["layer_forward"], "compute.layer_forward")
+        if "layer_backward" in raw:
+            out["layer_backward_s"] = parse_with(parse_time, raw["layer_backward"], "compute.layer_backward")
+        return out
     efficiency = raw.get("efficiency")
     if isinstance(efficiency, bool) or not isinstance(efficiency, int | float) or not 0 < efficiency <= 1:
         raise ConfigError(f"expected a fraction of the peak in (0, 1], got {efficiency!r}", "compute.efficiency")
-    out: dict[str, Any] = {"efficiency": float(efficiency)}
-    if "peak" in raw:
-        out["peak"] = parse_with(parse_flops, raw["peak"], "compute.peak")
+    out["efficiency"] = float(efficiency)
     return out
 
 
@@ -260,7 +276,16 @@ def dump(params: HybridParams) -> dict[str, Any]:
         out["compute"] = params.compute_s
         out["backward_share"] = params.backward_share
     else:
-        out["compute"] = {"efficiency": params.efficiency, **({"peak": params.peak} if params.peak else {})}
+        compute: dict[str, Any] = {}
+        if params.efficiency is not None:
+            compute["efficiency"] = params.efficiency
+        if params.layer_forward_s is not None:
+            compute["layer_forward"] = params.layer_forward_s
+        if params.layer_backward_s is not None:
+            compute["layer_backward"] = params.layer_backward_s
+        if params.peak:
+            compute["peak"] = params.peak
+        out["compute"] = compute
     out["overlap"] = {"dp": params.overlap_dp}
     if params.sync is not None:
         out["sync"] = params.sync

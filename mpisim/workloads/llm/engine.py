@@ -145,26 +145,35 @@ def make_job(params: HybridParams, world: World, ctx_new_world: Any) -> Job:
         job.buckets = [_flat_buckets(model.params, itemsize, params.bucket_cap)]
         job.memory = [MemoryUse(*model_state_bytes(model.params, params.zero, layout.dp), 0.0)]
         return job
-    if peak is None:
+    explicit = params.layer_forward_s is not None
+    if peak is None and not explicit:
         raise ConfigError(f"the topology gives no peak FLOP/s for {params.dtype} (device_flops: {{bf16: ...}}); "
                           "add it to the topology or give compute: {efficiency: 0.5, peak: 989 TFLOPS}", "compute")
-    rate = params.efficiency * peak
-    # Element-wise kernels (norms, GeLU, softmax, dropout, residuals) are bound by memory, not
-    # FLOPs: they read and write about the activations a layer keeps (Korthikanti et al.'s
-    # count), so a forward pass moves twice those bytes through HBM.
-    hbm = spec.device_memory_bandwidth
-    memory_fwd = 2 * activation_bytes_per_layer(model, b, tp, "none", params.sequence_parallel) / hbm if hbm else 0.0
-    attention_memory = 2 * 5 * model.heads * model.seq**2 * b / tp / hbm if hbm else 0.0
-    layer_fwd = model.layer_forward_flops(b) / tp / rate + memory_fwd
-    recompute = {"none": 0.0, "selective": model.attention_core_flops(b) / tp / rate + attention_memory,
-                 "full": layer_fwd}[params.recompute]
-    logits = model.logits_forward_flops(b) / tp / rate
+    if explicit:
+        # Measured per-layer times: they include the element-wise kernels; the logits are in them too.
+        layer_fwd = params.layer_forward_s
+        layer_bwd = params.layer_backward_s if params.layer_backward_s is not None else 2 * layer_fwd
+        recompute = {"none": 0.0, "selective": 0.0, "full": layer_fwd}[params.recompute]  # measured: in the times
+        logits = 0.0
+    else:
+        rate = params.efficiency * peak
+        # Element-wise kernels (norms, GeLU, softmax, dropout, residuals) are bound by memory, not
+        # FLOPs: they read and write about the activations a layer keeps (Korthikanti et al.'s
+        # count), so a forward pass moves twice those bytes through HBM.
+        hbm = spec.device_memory_bandwidth
+        memory_fwd = 2 * activation_bytes_per_layer(model, b, tp, "none", params.sequence_parallel) / hbm if hbm else 0.0
+        attention_memory = 2 * 5 * model.heads * model.seq**2 * b / tp / hbm if hbm else 0.0
+        layer_fwd = model.layer_forward_flops(b) / tp / rate + memory_fwd
+        layer_bwd = 2 * layer_fwd
+        recompute = {"none": 0.0, "selective": model.attention_core_flops(b) / tp / rate + attention_memory,
+                     "full": layer_fwd}[params.recompute]
+        logits = model.logits_forward_flops(b) / tp / rate
     layers_per_chunk = model.layers // (layout.pp * params.chunks)
     samples = m * b * layout.dp
     job = Job(
         params, layout, m, itemsize, dtype, layers_per_chunk,
         forward_layer_s=layer_fwd,
-        backward_layer_s=2 * layer_fwd + recompute,
+        backward_layer_s=layer_bwd + recompute,
         logits_forward_s=logits,
         logits_backward_s=2 * logits,
         activation_count=model.activation_elements(b) // (tp if tp > 1 else 1),
