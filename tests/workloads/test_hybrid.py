@@ -217,3 +217,9 @@ def test_measured_layer_times_replace_the_flops_model():
     full = row({**raw, "workload": {**raw["workload"], "recompute": "full",
                                     "compute": {"layer_forward": "2 ms", "layer_backward": "5 ms"}}})
     assert full["iteration_time_s"] == pytest.approx(3 * SMALL["layers"] * (2e-3 + 5e-3 + 2e-3), rel=1e-9)
+
+
+def test_groups_whose_gpus_share_nics_are_not_folded():
+    shared = {"preset": "dgx-h100", "nodes": 2, "inter": {"kind": "star", "nics": 4}}  # two GPUs per NIC
+    r = row(scenario(shared, parallel={"tp": 8, "pp": 2}, batch={"global": 4}))
+    assert r["simulated_ranks"] == r["ranks"] == 16

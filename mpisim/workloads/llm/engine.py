@@ -251,8 +251,18 @@ def _bucketize(units: list[tuple[int, float]], group: str, itemsize: int, params
 
 
 def _can_fold(params: HybridParams, layout: Layout, world: World) -> bool:
-    """Whether every tensor-parallel group fills exactly one node (see the module's docstring)."""
+    """Whether tensor-parallel groups can be folded (see the module's docstring).
+
+    Each group must fill exactly one node, and each GPU must have its own path out of the node
+    (a NIC per GPU on a non-oversubscribed fabric: rails, or a star, full or fat-tree without
+    oversubscription), so that the other tp ranks' pipeline and data-parallel traffic runs on
+    links the simulated rank's does not use.
+    """
     if params.fold == "none" or layout.tp == 1 or world.topology.ranks_per_node != layout.tp:
+        return False
+    inter = world.topology.spec.inter
+    if world.topology.nodes > 1 and inter is not None and (
+            inter.nics != layout.tp or inter.oversubscription > 1 or inter.kind == "ring" or inter.host_bandwidth):
         return False
     comm = world.comm_world(0)
     for rank in range(0, world.size, layout.tp):
