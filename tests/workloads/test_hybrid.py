@@ -223,3 +223,12 @@ def test_groups_whose_gpus_share_nics_are_not_folded():
     shared = {"preset": "dgx-h100", "nodes": 2, "inter": {"kind": "star", "nics": 4}}  # two GPUs per NIC
     r = row(scenario(shared, parallel={"tp": 8, "pp": 2}, batch={"global": 4}))
     assert r["simulated_ranks"] == r["ranks"] == 16
+
+
+def test_a_moe_capacity_factor_pads_experts_and_all_to_alls():
+    moe = {**SMALL, "experts": 8, "top_k": 2}
+    base = scenario({"preset": "dgx-h100", "nodes": 1}, model=moe, parallel={"ep": 8}, batch={"global": 8})
+    balanced = row(base)
+    padded = row({**base, "workload": {**base["workload"], "model": {**moe, "capacity_factor": 1.5}}})
+    assert padded["ep_comm_s"] > balanced["ep_comm_s"]  # 1.5x the bytes (small: latency-bound here)
+    assert padded["compute_s"] > balanced["compute_s"] and padded["iteration_time_s"] > balanced["iteration_time_s"]

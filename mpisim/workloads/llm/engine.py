@@ -178,8 +178,8 @@ def make_job(params: HybridParams, world: World, ctx_new_world: Any) -> Job:
         logits_backward_s=2 * logits,
         activation_count=model.activation_elements(b) // (tp if tp > 1 else 1),
         tp_count=model.activation_elements(b),
-        a2a_count=_round_up(model.activation_elements(b) * model.top_k // (tp if params.sequence_parallel else 1),
-                            layout.ep),
+        a2a_count=_round_up(int(model.activation_elements(b) * model.top_k * model.capacity_factor)
+                            // (tp if params.sequence_parallel else 1), layout.ep),
         chunk_params=[], buckets=[], fold=False, peak=peak,
     )
     recompute_total = {"none": 0.0, "selective": model.attention_core_flops(1), "full": model.layer_forward_flops(1)}

@@ -14,7 +14,10 @@ For one layer and a micro-batch of *b* sequences of *s* tokens (hidden size *h*,
 * attention scores and their weighted sum: ``2 x 2 b s^2 h``;
 * the output projection: ``2 b s h^2``;
 * the MLP: ``2 b s h f`` per matrix, two matrices (three when gated), for each of the
-  ``top_k`` experts a token is routed to.
+  ``top_k`` experts a token is routed to. Mixture-of-experts layers route tokens by a top-k
+  gate; with a ``capacity_factor`` c (GShard, Switch Transformer) every expert's buffer holds c
+  times the mean tokens per expert and is padded to it, so experts compute, and all-to-alls
+  move, c times the balanced load (c = 1: perfectly balanced routing, nothing dropped).
 
 With multi-head attention and ``f = 4h`` this is Megatron's ``24 b s h^2 (1 + s / 6h)``. The
 output layer (logits) adds ``2 b s h V``. Parameters per layer are ``h (h + 2 h_kv) + h^2``
@@ -61,6 +64,7 @@ class TransformerModel:
     gated_mlp: bool = False  # SwiGLU (three matrices) instead of GeLU (two)
     experts: int = 1  # MoE: experts per layer (1: dense)
     top_k: int = 1  # MoE: experts each token is routed to
+    capacity_factor: float = 1.0  # MoE: expert buffers hold this x the mean tokens per expert (padded)
     tied_embeddings: bool = True  # the output layer reuses the embedding's weights
     learned_positions: bool = True  # GPT's position embedding (s x h parameters); False: RoPE
     flat_params: int = 0
@@ -131,7 +135,8 @@ class TransformerModel:
         """FLOPs of one layer's forward pass for *batch* sequences."""
         b, s, h = batch, self.seq, self.hidden
         projections = 2.0 * b * s * h * (h + 2 * self.kv_width) + 2.0 * b * s * h * h
-        mlp = 2.0 * b * s * h * self.mlp_width * (3 if self.gated_mlp else 2) * (self.top_k if self.moe else 1)
+        routed = self.top_k * self.capacity_factor if self.moe else 1
+        mlp = 2.0 * b * s * h * self.mlp_width * (3 if self.gated_mlp else 2) * routed
         return projections + self.attention_core_flops(batch) + mlp
 
     def logits_forward_flops(self, batch: int) -> float:
@@ -174,6 +179,7 @@ PRESETS: dict[str, TransformerModel] = {
 _SHAPE_KEYS = tuple(f.name for f in fields(TransformerModel) if f.name != "flat_params")
 _REQUIRED = ("layers", "hidden", "heads", "seq", "vocab")
 _BOOLS = ("gated_mlp", "tied_embeddings", "learned_positions")
+_FLOATS = ("capacity_factor",)
 
 
 def parse_model(raw: Any, path: str = "model") -> TransformerModel:
@@ -207,6 +213,12 @@ def parse_model(raw: Any, path: str = "model") -> TransformerModel:
         if key not in _SHAPE_KEYS:
             raise ConfigError(f"unknown key {key!r}; allowed keys: preset, params, {', '.join(_SHAPE_KEYS)}",
                               f"{path}.{key}")
+        if key in _FLOATS:
+            if isinstance(value, bool) or not isinstance(value, int | float) or value < 1:
+                raise ConfigError(f"expected a number >= 1 (expert buffers hold this x the mean load), got {value!r}",
+                                  f"{path}.{key}")
+            values[key] = float(value)
+            continue
         if key in _BOOLS:
             if not isinstance(value, bool):
                 raise ConfigError(f"expected true or false, got {value!r}", f"{path}.{key}")
