@@ -145,7 +145,8 @@ class TransformerModel:
 
     def model_flops(self, samples: int) -> float:
         """FLOPs of one training step on *samples* sequences without recomputation (forward + 2 x backward)."""
-        return 3.0 * samples * (self.layers * self.layer_forward_flops(1) + self.logits_forward_flops(1))
+        useful = replace(self, capacity_factor=1.0)  # padding in expert buffers is not model FLOPs
+        return 3.0 * samples * (self.layers * useful.layer_forward_flops(1) + self.logits_forward_flops(1))
 
     def activation_elements(self, batch: int) -> int:
         """Elements of the activation one layer hands the next (b x s x h)."""
