@@ -18,11 +18,13 @@ def code_blocks(language: str) -> list[str]:
     return re.findall(rf"```{language}\n(.*?)```", README, flags=re.S)
 
 
-def test_the_readme_scenario_runs_and_meets_its_expectations():
-    (block,) = [b for b in code_blocks("yaml") if "workload:" in b]
-    result = run_scenario(load_dict(yaml.safe_load(block)))
-    assert result.expectations, "the README's example should show an expectation"
-    assert all(e["passed"] for e in result.expectations), result.expectations
+def test_the_readme_scenarios_run_and_meet_their_expectations():
+    blocks = [b for b in code_blocks("yaml") if "workload:" in b]
+    assert len(blocks) >= 2, "the README shows a scenario and a training scenario"
+    for block in blocks:
+        result = run_scenario(load_dict(yaml.safe_load(block)))
+        assert result.expectations, "each README scenario should show an expectation"
+        assert all(e["passed"] for e in result.expectations), result.expectations
 
 
 def test_every_file_a_readme_command_names_exists():
