@@ -275,6 +275,8 @@ def _value(metric: str, value: float) -> str:
         return f"{value / 1e6:.5g} MB/s"
     if metric == "tflops_per_gpu":
         return f"{value:.4g} TFLOP/s per GPU"
+    if metric == "tokens_per_s":
+        return f"{value:,.0f} tokens/s"
     return _time(value)
 
 

@@ -29,7 +29,7 @@ def test_every_calibration_row_is_reproduced(generated):
     assert sorted({c.row for c in checks if c.calibration}) == list(ROWS)
 
 
-@pytest.mark.parametrize("row", [*ROWS, "H1"])
+@pytest.mark.parametrize("row", [*ROWS, "H1", "H2"])
 def test_row_within_fifteen_percent(generated, row):
     """published.md's rows, and the H100-class row (H1) too."""
     _, checks = generated

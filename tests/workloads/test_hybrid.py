@@ -232,3 +232,17 @@ def test_a_moe_capacity_factor_pads_experts_and_all_to_alls():
     padded = row({**base, "workload": {**base["workload"], "model": {**moe, "capacity_factor": 1.5}}})
     assert padded["ep_comm_s"] > balanced["ep_comm_s"]  # 1.5x the bytes (small: latency-bound here)
     assert padded["compute_s"] > balanced["compute_s"] and padded["iteration_time_s"] > balanced["iteration_time_s"]
+
+
+def test_flash_attention_drops_the_stored_scores_and_their_traffic():
+    long_seq = {**SMALL, "seq": 8192}
+    base = scenario({"preset": "dgx-h100", "nodes": 1}, model=long_seq, parallel={"dp": 8}, batch={"global": 8})
+    flash, standard = row(base), row({**base, "workload": {**base["workload"], "attention": "standard"}})
+    assert flash["memory_per_gpu_bytes"] < standard["memory_per_gpu_bytes"]
+    assert flash["compute_s"] < standard["compute_s"]
+    m = TransformerModel(**long_seq)
+    from mpisim.workloads.llm.memory import activation_bytes_per_layer
+
+    sbh = m.seq * m.hidden
+    assert activation_bytes_per_layer(m, 1, 1, "none", False, flash=True) == 34 * sbh
+    assert activation_bytes_per_layer(m, 1, 1, "none", False) == sbh * (34 + 5 * m.heads * m.seq / m.hidden)

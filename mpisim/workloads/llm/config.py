@@ -12,6 +12,7 @@ A ``kind: training`` block with a ``model:`` key is a hybrid-parallel LLM iterat
       zero: 1                       # 0 | 1 | 2 | 3
       recompute: full               # none | selective | full
       sequence_parallel: false
+      attention: flash              # flash (fused kernels, 2022+) | standard (materialised s x s scores)
       dtype: bf16                   # the compute format: the device's peak for it (topology device_flops)
       compute: {efficiency: 0.5}    # achieved fraction of the peak; or measured {layer_forward: 1.2 ms,
                                     # layer_backward: 2.4 ms}; or a time per micro-batch (flat models)
@@ -37,9 +38,10 @@ from mpisim.workloads.llm.schedule import SCHEDULES
 
 __all__ = ["KEYS", "HybridParams", "dump", "parse"]
 
-KEYS = ("kind", "model", "parallel", "batch", "schedule", "chunks", "zero", "recompute", "sequence_parallel",
+KEYS = ("kind", "model", "parallel", "batch", "schedule", "chunks", "zero", "recompute", "sequence_parallel", "attention",
         "dtype", "compute", "backward_share", "overlap", "sync", "bucket_cap", "memory_check", "fold", "iterations")
 RECOMPUTE = ("none", "selective", "full")
+ATTENTION = ("flash", "standard")
 MEMORY_CHECKS = ("error", "mark")
 FOLDS = ("auto", "none")
 #: The device peak's number format for each compute dtype.
@@ -65,6 +67,7 @@ class HybridParams:
     zero: int = 0
     recompute: str = "none"
     sequence_parallel: bool = False
+    attention: str = "flash"  # flash: fused, no s x s scores in memory; standard: materialised (Megatron 2021)
     dtype: str = "bfloat16"
     efficiency: float | None = None
     peak: float | None = None  # overrides the topology's device_flops
@@ -128,6 +131,7 @@ def parse(raw: Any) -> HybridParams:
     fields["zero"] = zero
     fields["recompute"] = _choice(raw.get("recompute", "none"), RECOMPUTE, "recompute")
     fields["sequence_parallel"] = _bool(raw.get("sequence_parallel", False), "sequence_parallel")
+    fields["attention"] = _choice(raw.get("attention", "flash"), ATTENTION, "attention")
     dtype = parse_dtype(_DTYPE_ALIASES.get(raw.get("dtype"), raw.get("dtype", "bfloat16")))
     if not is_floating(dtype):
         raise ConfigError(f"training computes in a floating-point format; got {dtype.name}", "dtype")
@@ -271,7 +275,8 @@ def dump(params: HybridParams) -> dict[str, Any]:
     out: dict[str, Any] = {"kind": "training", "model": dump_model(params.model), "parallel": parallel,
                            "batch": batch, "schedule": params.schedule, "chunks": params.chunks,
                            "zero": params.zero, "recompute": params.recompute,
-                           "sequence_parallel": params.sequence_parallel, "dtype": params.dtype}
+                           "sequence_parallel": params.sequence_parallel, "attention": params.attention,
+                           "dtype": params.dtype}
     if params.model.flat:
         out["compute"] = params.compute_s
         out["backward_share"] = params.backward_share

@@ -160,12 +160,18 @@ def make_job(params: HybridParams, world: World, ctx_new_world: Any) -> Job:
         # Element-wise kernels (norms, GeLU, softmax, dropout, residuals) are bound by memory, not
         # FLOPs: they read and write about the activations a layer keeps (Korthikanti et al.'s
         # count), so a forward pass moves twice those bytes through HBM.
+        # Fused (flash) attention never writes the s x s scores: no such traffic, but its backward
+        # recomputes them, 2.5 x the forward's attention FLOPs instead of 2 x (Dao 2023); selective
+        # recomputation then has nothing left to redo.
+        flash = params.attention == "flash"
         hbm = spec.device_memory_bandwidth
-        memory_fwd = 2 * activation_bytes_per_layer(model, b, tp, "none", params.sequence_parallel) / hbm if hbm else 0.0
-        attention_memory = 2 * 5 * model.heads * model.seq**2 * b / tp / hbm if hbm else 0.0
+        stored = activation_bytes_per_layer(model, b, tp, "none", params.sequence_parallel, flash)
+        memory_fwd = 2 * stored / hbm if hbm else 0.0
+        attention_memory = 0.0 if flash or not hbm else 2 * 5 * model.heads * model.seq**2 * b / tp / hbm
+        core = model.attention_core_flops(b) / tp / rate
         layer_fwd = model.layer_forward_flops(b) / tp / rate + memory_fwd
-        layer_bwd = 2 * layer_fwd
-        recompute = {"none": 0.0, "selective": model.attention_core_flops(b) / tp / rate + attention_memory,
+        layer_bwd = 2 * layer_fwd + (0.5 * core if flash else 0.0)
+        recompute = {"none": 0.0, "selective": 0.0 if flash else core + attention_memory,
                      "full": layer_fwd}[params.recompute]
         logits = model.logits_forward_flops(b) / tp / rate
     layers_per_chunk = model.layers // (layout.pp * params.chunks)
@@ -319,7 +325,8 @@ def _collective(comm: Comm, kind: str, count: int, dtype: np.dtype, algorithm: s
 def _memory(job: Job) -> list[MemoryUse]:
     """Memory per GPU of each pipeline stage (see :mod:`mpisim.workloads.llm.memory`)."""
     p, model, layout = job.params, job.params.model, job.layout
-    act = activation_bytes_per_layer(model, p.micro, layout.tp, p.recompute, p.sequence_parallel)
+    act = activation_bytes_per_layer(model, p.micro, layout.tp, p.recompute, p.sequence_parallel,
+                                     p.attention == "flash")
     out = []
     for stage in range(layout.pp):
         params = sum(sum(job.chunk_params[virtual_stage(stage, k, layout.pp)]) for k in range(p.chunks))

@@ -22,6 +22,9 @@ hidden h, a heads, tensor parallelism t:
   parallelism ``34 s b h / t``;
 * full (each layer keeps only its input): ``2 s b h`` (``/ t`` with sequence parallelism).
 
+With fused (flash) attention, the default since 2022, the ``5 a s / h`` term of the stored
+attention scores is gone whatever the recomputation (Dao et al. 2022).
+
 A stage holds the activations of the forward passes it has run and not yet run backward: the
 schedule decides how many (GPipe: all m micro-batches; 1F1B: at most P on the first stage;
 interleaved: ``1 + (P - 1) / (P v)`` times more). :func:`peak_in_flight` counts them by walking
@@ -69,10 +72,14 @@ def model_state_bytes(params: float, zero: int, dp: int) -> tuple[float, float, 
 
 
 def activation_bytes_per_layer(model: TransformerModel, micro: int, tp: int, recompute: str,
-                               sequence_parallel: bool) -> float:
-    """Bytes one layer keeps for the backward pass of one micro-batch (Korthikanti et al. Table 2)."""
+                               sequence_parallel: bool, flash: bool = False) -> float:
+    """Bytes one layer keeps for the backward pass of one micro-batch (Korthikanti et al. Table 2).
+
+    With *flash* attention the s x s scores are never stored (the kernel recomputes them in
+    backward), so the ``5 a s / h`` term vanishes: what selective recomputation achieves.
+    """
     sbh = model.seq * micro * model.hidden
-    attention = 5 * model.heads * model.seq / model.hidden
+    attention = 0.0 if flash else 5 * model.heads * model.seq / model.hidden
     if recompute == "full":
         return 2 * sbh / (tp if sequence_parallel else 1)
     if recompute == "selective":
