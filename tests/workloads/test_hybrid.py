@@ -246,3 +246,15 @@ def test_flash_attention_drops_the_stored_scores_and_their_traffic():
     sbh = m.seq * m.hidden
     assert activation_bytes_per_layer(m, 1, 1, "none", False, flash=True) == 34 * sbh
     assert activation_bytes_per_layer(m, 1, 1, "none", False) == sbh * (34 + 5 * m.heads * m.seq / m.hidden)
+
+
+def test_zero3_gathers_every_parameter_of_a_moe_model_once_per_pass():
+    moe = {**SMALL, "experts": 4, "top_k": 2}
+    raw = scenario({"preset": "dgx-h100", "nodes": 1}, model=moe, parallel={"dp": 8, "ep": 4}, batch={"global": 8},
+                   zero=3)
+    job, by_rank = tallies(raw)
+    per_gpu = sum(job.chunk_params[0])
+    gathered = 2 * (job.fsdp_rest + job.layers_per_chunk * job.fsdp_layer)  # forward and backward
+    assert job.fsdp_rest + job.layers_per_chunk * job.fsdp_layer == per_gpu
+    # gathered twice (forward and backward), reduce-scattered once
+    assert by_rank[0].dp_volume == (gathered + per_gpu) * job.itemsize

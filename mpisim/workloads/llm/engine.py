@@ -108,9 +108,13 @@ class Job:
     activation_count: int  # elements of one pipeline message per tp rank
     tp_count: int  # elements of one tensor-parallel allreduce
     a2a_count: int  # elements one rank sends in one MoE all-to-all
-    chunk_params: list[list[int]]  # per virtual stage: parameter counts per layer on one GPU (forward order)
+    chunk_params: list[list[int]]  # per virtual stage: parameter counts on one GPU (embedding, layers, output, experts)
     buckets: list[list[GradBucket]]  # per virtual stage, in the order they are reduced
     fold: bool
+    #: ZeRO 3: parameters one GPU gathers per transformer layer (its experts too), and for the
+    #: embedding and output layers together.
+    fsdp_layer: int = 0
+    fsdp_rest: int = 0
     tp_times: dict[tuple[str, int], float] = field(default_factory=dict)
     memory: list[MemoryUse] = field(default_factory=list)  # per stage
     flops_per_iteration: float = 0.0  # executed, recomputation included
@@ -205,6 +209,9 @@ def make_job(params: HybridParams, world: World, ctx_new_world: Any) -> Job:
         experts = [expert_layer] * layers_per_chunk if model.moe else []
         job.chunk_params.append([*([embedding] if embedding else []), *layers, *([output] if output else []), *experts])
         job.buckets.append(_chunk_buckets(layers, experts, embedding, output, itemsize, params))
+    if params.zero == 3:  # pp == 1: one virtual stage holds everything
+        job.fsdp_layer = dense_layer + (expert_layer if model.moe else 0)
+        job.fsdp_rest = (model.embedding_params() + model.output_params()) // tp
     job.memory = _memory(job)
     job.fold = _can_fold(params, layout, world)
     if job.fold:
@@ -536,9 +543,7 @@ class _Rank:
         ``wait()`` for a pass to call before each unit).
         """
         job = self.job
-        params = job.chunk_params[0]  # pp == 1: one stage, [embedding, layers..., output]
-        rest, layer = params[0] + params[-1], params[1]
-        units = [u for _ in ops for u in [rest] + [layer] * job.layers_per_chunk]
+        units = [u for _ in ops for u in [job.fsdp_rest] + [job.fsdp_layer] * job.layers_per_chunk]
         have = [self.comm.env.event() for _ in units]
         may_start = [self.comm.env.event() for _ in units]
         may_start[0].succeed()
