@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 from mpisim.collectives import costmodel, memory
 from mpisim.errors import ConfigError
@@ -144,7 +145,9 @@ def estimate(scenario: Scenario) -> Estimate:
             for size in params.sizes:
                 worlds.append(call_estimate(params.collective, algorithm, p, size, data=data, records=records,
                                             calls=max(1, params.iterations)))
-    elif kind == "training" and hasattr(params, "first_bucket"):  # data-parallel (hybrid: see below)
+    elif kind == "training" and not hasattr(params, "first_bucket"):
+        worlds.append(_hybrid_estimate(params, scenario, records))
+    elif kind == "training":
         nbytes = params.params * _itemsize(params.dtype)
         buckets = 1 + math.ceil(max(0, nbytes - params.first_bucket) / params.bucket_cap)
         bucket = min(nbytes, max(params.bucket_cap, params.first_bucket))
@@ -155,13 +158,62 @@ def estimate(scenario: Scenario) -> Estimate:
         worlds.append(Estimate(per_bucket.events * calls, per_bucket.memory, per_bucket.wall_s * calls,
                                per_bucket.detail.replace("allreduce", f"allreduce ({buckets} buckets)", 1)))
     else:
-        known = kind not in ("program", "training")  # hybrid training: events depend on the folding
+        known = kind != "program"
         worlds.append(Estimate(0, BASE_BYTES + p * RANK_BYTES, 0.0, f"{p} ranks", events_known=known))
     events = sum(w.events for w in worlds)
     wall = sum(w.wall_s for w in worlds)
     largest = max(worlds, key=lambda w: w.memory)
     return Estimate(events, largest.memory, wall, largest.detail, events_known=largest.events_known,
                     payload=largest.payload)
+
+
+def _hybrid_estimate(params: Any, scenario: Scenario, records: bool) -> Estimate:
+    """A hybrid-parallel iteration: simulated GPUs x their passes, collectives and messages.
+
+    Within a factor of 4 (tests/workloads/test_hybrid.py): compute passes and folded
+    tensor-parallel collectives are one event each, collectives the per-call estimate times the
+    GPU library's channels.
+    """
+    from mpisim.errors import ConfigError
+    from mpisim.workloads.llm.engine import foldable
+
+    p, spec = scenario.ranks, scenario.topology
+    tp, pp = params.tp, params.pp
+    dp = params.dp or max(1, p // (tp * pp))
+    try:
+        micro_batches = params.micro_batches(dp)
+    except ConfigError:
+        micro_batches = 1  # the run itself says what is wrong
+    simulated = p // tp if foldable(params, tp, spec) else p
+    model = params.model
+    # GPU collectives run one ring per channel (a channel per NIC across nodes): that many
+    # messages per step where the per-call estimate counts one.
+    channels = spec.inter.nics if spec.device == "gpu" and spec.inter is not None else 1
+    tp_call = 1  # folded: one timeout per collective
+    if simulated == p and tp > 1 and not model.flat:
+        tp_bytes = model.activation_elements(params.micro) * _itemsize(params.dtype)
+        tp_call = max(1, call_estimate("allreduce", None, tp, tp_bytes, records=records).events // tp)
+        tp_call *= channels
+    calls = 0 if tp == 1 else 2 * (2 if params.sequence_parallel else 1)
+    passes = 3 if params.recompute == "full" else 2  # forward, backward (and its recomputed forward)
+    layers = max(1, model.layers // pp) if not model.flat else 1
+    per_rank = 2 * micro_batches * layers * 2 + micro_batches * layers * passes * calls * tp_call
+    per_rank += 2 * micro_batches * params.chunks * EVENTS_PER_MESSAGE  # pipeline messages
+    held = model.params if model.flat or not model.moe else \
+        model.params - model.layers * (model.experts - model.experts // params.ep) * model.expert_params()
+    gradient_bytes = held / (tp * pp) * _itemsize(params.dtype)
+    events_dp = 0
+    if dp > 1:
+        bucket = min(gradient_bytes, params.bucket_cap)
+        sync = params.sync or scenario.algorithms.per_collective.get("allreduce")
+        one = call_estimate("allreduce", sync, dp, int(bucket), records=records)
+        events_dp = (simulated // dp) * math.ceil(gradient_bytes / bucket) * one.events * channels
+        if scenario.fidelity == "collective":
+            events_dp //= 4  # a ring step is one flow per hop, not a message's protocol steps
+    events = (simulated * per_rank + events_dp) * params.iterations
+    memory = BASE_BYTES + p * RANK_BYTES
+    detail = f"{p} GPUs ({simulated} simulated) x {micro_batches} micro-batches x {layers} layers per stage"
+    return Estimate(int(events), memory, events * SECONDS_PER_EVENT, detail)
 
 
 def _itemsize(dtype: str) -> int:

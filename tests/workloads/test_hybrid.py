@@ -258,3 +258,16 @@ def test_zero3_gathers_every_parameter_of_a_moe_model_once_per_pass():
     assert job.fsdp_rest + job.layers_per_chunk * job.fsdp_layer == per_gpu
     # gathered twice (forward and backward), reduce-scattered once
     assert by_rank[0].dp_volume == (gathered + per_gpu) * job.itemsize
+
+
+@pytest.mark.parametrize("parallel", [{"tp": 8, "pp": 2}, {"tp": 8, "dp": 2}, {"tp": 1, "pp": 2, "dp": 8},
+                                      {"tp": 2, "pp": 2, "dp": 4}])
+def test_the_estimate_before_a_run_is_within_a_factor_of_four(parallel):
+    from mpisim.scenario.estimate import estimate
+
+    raw = scenario({"preset": "dgx-h100", "nodes": 2}, parallel=parallel, batch={"global": 8})
+    loaded = load_dict(raw)
+    worlds = []
+    run_point(loaded, worlds=worlds)
+    events = sum(world.events_processed for world in worlds)
+    assert events / 4 <= estimate(loaded).events <= 4 * events, (estimate(loaded).events, events)

@@ -77,7 +77,7 @@ from mpisim.workloads.llm.memory import (
 )
 from mpisim.workloads.llm.schedule import Op, schedule, virtual_stage
 
-__all__ = ["Job", "make_job", "play"]
+__all__ = ["Job", "foldable", "make_job", "play"]
 
 DDP_FIRST_BUCKET = 2**20  # PyTorch DDP's first bucket (1 MiB); later ones bucket_cap
 
@@ -263,6 +263,15 @@ def _bucketize(units: list[tuple[int, float]], group: str, itemsize: int, params
     return out
 
 
+def foldable(params: HybridParams, tp: int, spec: Any) -> bool:
+    """Whether the topology *spec* lets tensor-parallel groups of *tp* be folded (placement aside)."""
+    if params.fold == "none" or tp == 1 or spec.ranks_per_node != tp:
+        return False
+    inter = spec.inter
+    return spec.nodes == 1 or inter is None or not (
+        inter.nics != tp or inter.oversubscription > 1 or inter.kind == "ring" or inter.host_bandwidth)
+
+
 def _can_fold(params: HybridParams, layout: Layout, world: World) -> bool:
     """Whether tensor-parallel groups can be folded (see the module's docstring).
 
@@ -271,11 +280,7 @@ def _can_fold(params: HybridParams, layout: Layout, world: World) -> bool:
     oversubscription), so that the other tp ranks' pipeline and data-parallel traffic runs on
     links the simulated rank's does not use.
     """
-    if params.fold == "none" or layout.tp == 1 or world.topology.ranks_per_node != layout.tp:
-        return False
-    inter = world.topology.spec.inter
-    if world.topology.nodes > 1 and inter is not None and (
-            inter.nics != layout.tp or inter.oversubscription > 1 or inter.kind == "ring" or inter.host_bandwidth):
+    if not foldable(params, layout.tp, world.topology.spec):
         return False
     comm = world.comm_world(0)
     for rank in range(0, world.size, layout.tp):
