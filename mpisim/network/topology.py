@@ -480,26 +480,27 @@ def _parse_protocols(raw: Any) -> tuple[ProtocolSpec, ...]:
     return tuple(sorted(out, key=lambda p: p.name))
 
 
-def _parse_base_latency(raw: Any) -> tuple[tuple[str, float], ...]:
-    """Read ``{LL: 6.6 us, Simple: 8.4 us}`` into (name, seconds) pairs sorted by name."""
-    raw = _mapping(raw, "base_latency", "a mapping such as {LL: 6.6 us, Simple: 8.4 us}")
+def _parse_named(raw: Any, key: str, names: tuple[str, ...], what: str, parse: Callable[[Any], float],
+                 example: str) -> tuple[tuple[str, float], ...]:
+    """Read a mapping of known *names* to values (``{LL: 6.6 us}``) into (name, value) pairs sorted by name."""
+    raw = _mapping(raw, key, f"a mapping such as {example}")
     out = []
     for name, value in raw.items():
-        if name not in GPU_PROTOCOLS:
-            raise ConfigError(f"unknown protocol {name!r}; known: {', '.join(GPU_PROTOCOLS)}", f"base_latency.{name}")
-        out.append((name, _parse(parse_time, value, f"base_latency.{name}")))
+        if name not in names:
+            raise ConfigError(f"unknown {what} {name!r}; known: {', '.join(names)}", f"{key}.{name}")
+        out.append((name, _parse(parse, value, f"{key}.{name}")))
     return tuple(sorted(out))
+
+
+def _parse_base_latency(raw: Any) -> tuple[tuple[str, float], ...]:
+    """Read ``{LL: 6.6 us, Simple: 8.4 us}`` into (name, seconds) pairs sorted by name."""
+    return _parse_named(raw, "base_latency", GPU_PROTOCOLS, "protocol", parse_time, "{LL: 6.6 us, Simple: 8.4 us}")
 
 
 def _parse_device_flops(raw: Any) -> tuple[tuple[str, float], ...]:
     """Read ``{bf16: 989 TFLOPS, fp8: 1979 TFLOPS}`` into (format, FLOP/s) pairs sorted by format."""
-    raw = _mapping(raw, "device_flops", "a mapping such as {bf16: 989 TFLOPS, fp8: 1979 TFLOPS}")
-    out = []
-    for fmt, value in raw.items():
-        if fmt not in FLOP_FORMATS:
-            raise ConfigError(f"unknown number format {fmt!r}; known: {', '.join(FLOP_FORMATS)}", f"device_flops.{fmt}")
-        out.append((fmt, _parse(parse_flops, value, f"device_flops.{fmt}")))
-    return tuple(sorted(out))
+    return _parse_named(raw, "device_flops", FLOP_FORMATS, "number format", parse_flops,
+                        "{bf16: 989 TFLOPS, fp8: 1979 TFLOPS}")
 
 
 def _parse_fraction(value: Any) -> float:

@@ -522,3 +522,15 @@ def test_16384_gpu_rail_cluster_builds_and_routes_quickly():
     for rank in range(t.size):
         t.route(rank, (rank * 7919 + 13) % t.size)
     assert time.perf_counter() - start < 10
+
+
+def test_device_peaks_memory_and_bandwidth_are_parsed_and_checked():
+    spec = TopologySpec.from_dict({"nodes": 1, "device_flops": {"bf16": "989 TFLOPS", "fp8": "1979 TFLOPS"},
+                            "device_memory": "80 GiB", "device_memory_bandwidth": "3.35 TB/s"})
+    assert spec.peak_flops("bf16") == 989e12 and spec.peak_flops("fp4") is None
+    assert spec.device_memory == 80 * 2**30 and spec.device_memory_bandwidth == 3.35e12
+    with si_numbers():  # the resolved form is in SI numbers, as mpisim check prints it
+        assert TopologySpec.from_dict(spec.to_dict()) == spec
+    with pytest.raises(ConfigError, match=r"unknown number format 'bf17'") as info:
+        TopologySpec.from_dict({"nodes": 1, "device_flops": {"bf17": "1 TFLOPS"}})
+    assert info.value.path == "device_flops.bf17"
