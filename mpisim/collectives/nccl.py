@@ -66,6 +66,7 @@ from __future__ import annotations
 import functools
 import math
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -90,6 +91,9 @@ MAX_CHANNELS = 32
 PROTOCOLS = ("LL", "LL128", "Simple")
 #: Algorithms the ``nccl`` rule set chooses between, in order of preference on a tie.
 ALGORITHMS = ("nccl_ring", "nccl_tree", "nvls")
+#: Every NCCL-style algorithm name: the allreduce family above, and NCCL's grouped
+#: point-to-point alltoall (:mod:`~mpisim.collectives.nccl_p2p`).
+GPU_ALGORITHMS = (*ALGORITHMS, "nccl_p2p")
 
 #: NCCL's base latency per call and protocol (tuning.cc ``baseLat``, Ring row; NVLS has none).
 NCCL_BASE_LATENCY = {"LL": 6.6 * US, "LL128": 14.0 * US, "Simple": 8.4 * US, "NVLS": 0.0}
@@ -415,6 +419,21 @@ def _rail_trees(groups: list[list[int]], j: int, size: int) -> list[list[tuple[i
 
 
 _PREDICTORS = {"nccl_ring": predict_ring, "nccl_tree": predict_tree, "nvls": predict_nvls}
+#: Predictors of other collectives' NCCL-style algorithms, by (collective, algorithm): the
+#: modules that define them register them here (register_predictor).
+_COLLECTIVE_PREDICTORS: dict[tuple[str, str], Callable[[Comm, Protocol, int], float]] = {}
+#: How other collectives' algorithms report their shape (see call_shape), by (collective, algorithm).
+_SHAPES: dict[tuple[str, str], Callable[[Comm, int], dict[str, object]]] = {}
+
+
+def register_predictor(collective: str, algorithm: str, predict: Callable[[Comm, Protocol, int], float]) -> None:
+    """Let :func:`tune` time *algorithm* of *collective* with *predict(comm, protocol, nbytes)*."""
+    _COLLECTIVE_PREDICTORS[(collective, algorithm)] = predict
+
+
+def register_shape(collective: str, algorithm: str, shape: Callable[[Comm, int], dict[str, object]]) -> None:
+    """Let :func:`call_shape` describe *algorithm* of *collective* with *shape(comm, nbytes)*."""
+    _SHAPES[(collective, algorithm)] = shape
 
 
 @dataclass(frozen=True)
@@ -446,7 +465,10 @@ def tune(comm: Comm, algorithm: str, nbytes: int, collective: str = "allreduce")
         else:
             table = protocols(comm.world.topology.spec)
             options = [table[name] for name in PROTOCOLS]
-        if algorithm == "nccl_ring":
+        predictor = _COLLECTIVE_PREDICTORS.get((collective, algorithm))
+        if predictor is not None:
+            timed = [(predictor(comm, proto, nbytes), i, proto) for i, proto in enumerate(options)]
+        elif algorithm == "nccl_ring":
             timed = [(predict_ring(comm, proto, nbytes, collective), i, proto) for i, proto in enumerate(options)]
         else:
             timed = [(_PREDICTORS[algorithm](comm, proto, nbytes), i, proto) for i, proto in enumerate(options)]
@@ -479,6 +501,9 @@ def call_shape(comm: Comm, algorithm: str, nbytes: int, collective: str = "allre
     segment, or NVLS's per-rank block inside a node. These are the numbers a user needs to see
     why a time is what it is (a protocol switch, a channel count, a pipeline's segment).
     """
+    shape = _SHAPES.get((collective, algorithm))
+    if shape is not None:
+        return shape(comm, nbytes)
     choice = tune(comm, algorithm, nbytes, collective)
     p = comm.size
     if algorithm == "nvls":
@@ -596,7 +621,7 @@ def _fluid(comm: Comm, buf: Payload) -> bool:
 # ---------------------------------------------------------------------------------------- algorithms
 
 
-def _launch(comm: Comm, choice: Choice) -> Proc[None]:
+def launch(comm: Comm, choice: Choice) -> Proc[None]:
     """Charge the call's base latency (kernel launch and set-up) as local work on this rank."""
     yield from comm.compute(choice.protocol.base, f"{choice.algorithm} launch ({choice.protocol.name})")
 
@@ -639,7 +664,7 @@ def nccl_ring_allreduce(comm: Comm, buf: Payload, op: Op) -> Proc[Payload]:
     if comm.size == 1:
         return buf
     choice = tune(comm, "nccl_ring", buf.nbytes)
-    yield from _launch(comm, choice)
+    yield from launch(comm, choice)
     # The channels' blocks to one neighbour share its link in first-come order (see World,
     # "Connections"): whole-block steps would otherwise fall into phase and expose latencies
     # that NCCL's chunk pipeline hides.
@@ -677,7 +702,7 @@ def nccl_tree_allreduce(comm: Comm, buf: Payload, op: Op) -> Proc[Payload]:
     if p == 1:
         return buf
     choice = tune(comm, "nccl_tree", buf.nbytes)
-    yield from _launch(comm, choice)
+    yield from launch(comm, choice)
     wired = comm.with_wire(choice.protocol.wire)
     channels = channel_count(comm)
     parts = buf.split(channels)
@@ -708,7 +733,7 @@ def nvls_allreduce(comm: Comm, buf: Payload, op: Op) -> Proc[Payload]:
     if p == 1:
         return buf
     choice = tune(comm, "nvls", buf.nbytes)
-    yield from _launch(comm, choice)
+    yield from launch(comm, choice)
     wired = comm.with_wire(choice.protocol.wire)
     groups = nvls_groups(comm) or [list(range(p))]
     members = next(group for group in groups if comm.rank in group)
@@ -774,7 +799,7 @@ def nccl_ring_allgather(comm: Comm, buf: Payload) -> Proc[Payload]:
     if p == 1:
         return buf
     choice = tune(comm, "nccl_ring", buf.nbytes * p, "allgather")
-    yield from _launch(comm, choice)
+    yield from launch(comm, choice)
     wired = comm.with_wire(choice.protocol.wire, shared=True)
     rings = ring_orders(comm)
     if _fluid(comm, buf):
@@ -819,7 +844,7 @@ def nccl_ring_reduce_scatter(comm: Comm, buf: Payload, op: Op) -> Proc[Payload]:
     if p == 1:
         return buf
     choice = tune(comm, "nccl_ring", buf.nbytes, "reduce_scatter")
-    yield from _launch(comm, choice)
+    yield from launch(comm, choice)
     wired = comm.with_wire(choice.protocol.wire, shared=True)
     rings = ring_orders(comm)
     if _fluid(comm, buf):

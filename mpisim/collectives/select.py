@@ -17,7 +17,8 @@
     For GPU collectives, as NCCL's tuner chooses: an allreduce runs the (algorithm, protocol)
     with the least predicted time among ``nccl_ring``, ``nccl_tree`` and, where the NVSwitch
     reduces in the switch, ``nvls`` (:func:`mpisim.collectives.nccl.best`); the algorithm
-    then picks the same protocol itself. Allgather and reduce-scatter run ``nccl_ring``; the
+    then picks the same protocol itself. Allgather, reduce-scatter and broadcast run
+    ``nccl_ring``, alltoall ``nccl_p2p`` (grouped send/recv, as NCCL has no other); the
     other collectives follow the ``mpich`` rules.
 
 Whatever is chosen is recorded in the call's CollectiveRecord.
@@ -33,6 +34,10 @@ from mpisim.mpi.comm import Comm
 from mpisim.mpi.ops import OPS, Op
 
 RULE_SETS = ("mpich", "model", "nccl")
+
+#: Collectives NCCL runs one way only: broadcast on its rings, alltoall as grouped send/recv
+#: (which crosses nodes through the destination's rail, PXN).
+NCCL_ONLY = {"bcast": "nccl_ring", "alltoall": "nccl_p2p"}
 
 
 def _pof2(p: int) -> bool:
@@ -149,6 +154,8 @@ def choose(comm: Comm, collective: str, nbytes: int, op: Op, rule_set: str = "mp
         return min(costed, key=lambda a: (a.cost(p, nbytes, alpha, beta, gamma), not a.exact(p), a.name))  # type: ignore[misc]
     if rule_set == "nccl" and collective in ("allreduce", "allgather", "reduce_scatter") and op.commutative and p > 1:
         return registry.get(collective, nccl.best(comm, nbytes, collective).algorithm)
+    if rule_set == "nccl" and collective in NCCL_ONLY and p > 1:
+        return registry.get(collective, NCCL_ONLY[collective])
     name = MPICH_RULES[collective](p, nbytes, op, itemsize)
     by_name = {a.name: a for a in candidates}
     if name in by_name:

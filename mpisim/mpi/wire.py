@@ -41,6 +41,9 @@ class Wire:
 
     ``efficiency_*`` is the fraction of the path's achievable bandwidth the protocol's data
     reaches (> 0; above 1 only where the switch does part of the work, as NVLS does).
+    With ``pxn``, a message to another node leaves through the NIC of the destination's rail,
+    relayed over the node's fabric by the GPU attached to that NIC (NCCL's PXN, used by its
+    point-to-point operations: :meth:`~mpisim.network.topology.Topology.pxn_route`).
     """
 
     name: str
@@ -48,6 +51,7 @@ class Wire:
     latency_inter: float = 0.0
     efficiency_intra: float = 1.0
     efficiency_inter: float = 1.0
+    pxn: bool = False
 
     def latency(self, path_kind: str) -> float:
         """Seconds the protocol adds to a message on a path of kind ``intra``, ``inter`` or ``self``."""

@@ -436,9 +436,21 @@ class World:
         self._post_wire(msg, None)
 
     def _post_wire(self, msg: Message, latency: float | None) -> None:
-        nbytes = msg.wire.wire_bytes(msg.nbytes, self.topology.path_kind(msg.src, msg.dst))  # type: ignore[union-attr]
-        if self._post(msg.src, msg.dst, nbytes, self._wire_landed, msg, latency):
+        kind = self.topology.path_kind(msg.src, msg.dst)
+        nbytes = msg.wire.wire_bytes(msg.nbytes, kind)  # type: ignore[union-attr]
+        if msg.wire.pxn and kind == "inter":  # type: ignore[union-attr]
+            # Through the NIC of the destination's rail (mpisim.mpi.wire, Wire.pxn).
+            posted = self._post(msg.src, msg.dst, nbytes, self._wire_landed, msg, latency,
+                                route=self.topology.pxn_route(msg.src, msg.dst))
+        else:
+            posted = self._post(msg.src, msg.dst, nbytes, self._wire_landed, msg, latency)
+        if posted:
             self._wire_landed(msg)
+
+    def _wire_route_latency(self, msg: Message) -> float:
+        if msg.wire.pxn and self._node_of[msg.src] != self._node_of[msg.dst]:  # type: ignore[union-attr]
+            return self.topology.pxn_route(msg.src, msg.dst).latency
+        return self.topology.route(msg.src, msg.dst).latency
 
     def _wire_landed(self, msg: Message) -> None:
         key = msg.connection
@@ -446,7 +458,7 @@ class World:
         if waiting:
             # The next message's latency began when it was injected; only what is left of it remains.
             nxt, t_ready = waiting.pop(0)
-            remaining = t_ready + self.topology.route(nxt.src, nxt.dst).latency - self.env._now
+            remaining = t_ready + self._wire_route_latency(nxt) - self.env._now
             self._post_wire(nxt, max(0.0, remaining))
         else:
             del self._connections[key]
@@ -515,8 +527,13 @@ class World:
         Call(self.env, fn, arg, priority=URGENT)
 
     def _post_via_transfer(self, src: int, dst: int, nbytes: int, fn: Callable[[Any], None] | None, arg: Any,
-                           latency: float | None = None) -> bool:
-        """``post`` for a network model that only has the ``transfer`` generator (which pays its own latency)."""
+                           latency: float | None = None, route: Any = None) -> bool:
+        """``post`` for a network model that only has the ``transfer`` generator (which pays its own latency).
+
+        Raises TypeError for a relayed *route*: ``transfer`` knows only the topology's routes.
+        """
+        if route is not None:
+            raise TypeError(f"network model {type(self.network).__name__} has no post(): it cannot carry relayed (PXN) routes")
         transfer = self.network.transfer(src, dst, nbytes)
         try:
             event = next(transfer)

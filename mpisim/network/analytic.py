@@ -107,17 +107,20 @@ class AnalyticNetwork:
         self._arrived(route, nbytes, t_data)
 
     def post(self, src: int, dst: int, nbytes: int, fn: Callable[[Any], None] | None, arg: Any,
-             latency: float | None = None) -> bool:
+             latency: float | None = None, route: Route | None = None) -> bool:
         """Start the same transfer as :meth:`transfer` and call ``fn(arg)`` when it has arrived.
 
         Returns True, without calling *fn*, when the transfer is over at once (a rank sending
         to itself); the caller then goes on by itself, as a generator would not have yielded.
         *fn* may be None for a transfer nobody waits for (it still loads the network).
         *latency*, if given, replaces the route's (what is left of it for a held-back transfer).
+        *route*, if given, replaces the topology's route from *src* to *dst* (a relayed path
+        such as :meth:`~mpisim.network.topology.Topology.pxn_route`).
         """
         if src == dst:
             return True
-        route = self.topology.route(src, dst)
+        if route is None:
+            route = self.topology.route(src, dst)
         if not route.links:
             return True
         _Delivery(self, route, nbytes, fn, arg, route.latency if latency is None else latency)

@@ -270,12 +270,14 @@ class FairShareNetwork:
         yield done
 
     def post(self, src: int, dst: int, nbytes: int, fn: Callable[[Any], None] | None, arg: Any,
-             latency: float | None = None) -> bool:
+             latency: float | None = None, route: Route | None = None) -> bool:
         """Start the same transfer as :meth:`transfer` and call ``fn(arg)`` when it has arrived.
 
         *fn* may be None for a transfer nobody waits for (it still shares the links). *latency*,
         if given, replaces the route's: the part of it still to pass for a transfer that was
         held back after its latency had begun (a connection's queue, see mpisim.mpi.world).
+        *route*, if given, replaces the topology's route from *src* to *dst* (a relayed path
+        such as :meth:`~mpisim.network.topology.Topology.pxn_route`).
 
         Returns True, without calling *fn*, when the transfer is over at once (a rank sending
         to itself, or a zero-byte transfer on a route without latency); the caller then goes
@@ -283,7 +285,8 @@ class FairShareNetwork:
         """
         if src == dst:
             return True
-        route = self._route_cache.get((src, dst)) or self.topology.route(src, dst)
+        if route is None:
+            route = self._route_cache.get((src, dst)) or self.topology.route(src, dst)
         if not route.links:
             return True
         if latency is None:

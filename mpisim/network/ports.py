@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from mpisim.engine.sim import Proc
     from mpisim.network.base import NetworkModel
+    from mpisim.network.links import Route
 
 
 class PortLimitedNetwork:
@@ -41,7 +42,7 @@ class PortLimitedNetwork:
         self.topology = inner.topology
         self._sending: dict[int, int] = {}
         self._receiving: dict[int, int] = {}
-        self._waiting: deque[tuple[int, int, int, Callable[[Any], None] | None, Any, float | None]] = deque()
+        self._waiting: deque[tuple[int, int, int, Callable[[Any], None] | None, Any, float | None, Route | None]] = deque()
 
     def __getattr__(self, name: str) -> Any:
         # Statistics and the like (link_stats, transfers) are the wrapped model's.
@@ -51,16 +52,16 @@ class PortLimitedNetwork:
         return self._sending.get(src, 0) < self.ports and self._receiving.get(dst, 0) < self.ports
 
     def post(self, src: int, dst: int, nbytes: int, fn: Callable[[Any], None] | None, arg: Any,
-             latency: float | None = None) -> bool:
+             latency: float | None = None, route: Route | None = None) -> bool:
         """As the wrapped model's ``post``, once a send port at *src* and a receive port at *dst* are free."""
         if src == dst or nbytes == 0:
             # A zero-byte message (a pipeline credit, a barrier token) is a flag, not a transfer:
             # the formulas' rounds count the data messages, so flags hold no port.
-            return self.inner.post(src, dst, nbytes, fn, arg, latency)  # type: ignore[attr-defined]
+            return self.inner.post(src, dst, nbytes, fn, arg, latency, route)  # type: ignore[attr-defined]
         if not self._free(src, dst) or self._queued_behind(src, dst):
-            self._waiting.append((src, dst, nbytes, fn, arg, latency))
+            self._waiting.append((src, dst, nbytes, fn, arg, latency, route))
             return False
-        return self._start(src, dst, nbytes, fn, arg, latency)
+        return self._start(src, dst, nbytes, fn, arg, latency, route)
 
     def _queued_behind(self, src: int, dst: int) -> bool:
         """True if an earlier transfer between the same two ranks waits: those keep their order."""
@@ -73,10 +74,10 @@ class PortLimitedNetwork:
             yield done
 
     def _start(self, src: int, dst: int, nbytes: int, fn: Callable[[Any], None] | None, arg: Any,
-               latency: float | None) -> bool:
+               latency: float | None, route: Route | None = None) -> bool:
         self._sending[src] = self._sending.get(src, 0) + 1
         self._receiving[dst] = self._receiving.get(dst, 0) + 1
-        if self.inner.post(src, dst, nbytes, self._finished, (src, dst, fn, arg), latency):  # type: ignore[attr-defined]
+        if self.inner.post(src, dst, nbytes, self._finished, (src, dst, fn, arg), latency, route):  # type: ignore[attr-defined]
             self._release(src, dst)  # over at once: the ports were never really busy
             return True
         return False
@@ -94,12 +95,12 @@ class PortLimitedNetwork:
 
     def _admit(self) -> None:
         """Start every waiting transfer whose ports are now free, in the order they were posted."""
-        still: deque[tuple[int, int, int, Callable[[Any], None] | None, Any, float | None]] = deque()
+        still: deque[tuple[int, int, int, Callable[[Any], None] | None, Any, float | None, Route | None]] = deque()
         while self._waiting:
-            src, dst, nbytes, fn, arg, latency = self._waiting.popleft()
+            src, dst, nbytes, fn, arg, latency, route = self._waiting.popleft()
             if not self._free(src, dst) or any(s == src and d == dst for s, d, *_ in still):
-                still.append((src, dst, nbytes, fn, arg, latency))  # its ports are busy, or its pair's turn is not yet
+                still.append((src, dst, nbytes, fn, arg, latency, route))  # its ports are busy, or its pair's turn is not yet
                 continue
-            if self._start(src, dst, nbytes, fn, arg, latency) and fn is not None:
+            if self._start(src, dst, nbytes, fn, arg, latency, route) and fn is not None:
                 fn(arg)  # over at once, but its poster was told to wait: tell it now
         self._waiting = still

@@ -552,6 +552,7 @@ class Topology:
         self.size = spec.nodes * spec.ranks_per_node
         self.links: list[Link] = []
         self._routes: dict[tuple[int, int], Route] = {}
+        self._pxn_routes: dict[tuple[int, int], Route] = {}
         self._nics = spec.inter.nics if spec.inter is not None else 1
         # A fabric that can carry no traffic (intra with one rank per node, inter with one node)
         # is not built, so it adds no links.
@@ -626,6 +627,42 @@ class Topology:
         if self._stacks:
             links = [self._stacks[src_node * nics + src_nic], *links, self._stacks[dst_node * nics + dst_nic]]
         return links
+
+    def pxn_route(self, src: int, dst: int) -> Route:
+        """Return the route NCCL's PXN takes from rank *src* to rank *dst*: via the NIC of *dst*'s rail.
+
+        PXN ("PCI x NVLink", NCCL 2.12+, ``PATH_PXN`` in NCCL's ``src/graph/topo.h``): a GPU
+        that sends to a GPU of another node writes the data over its node's fabric into a
+        buffer of the local GPU attached to the NIC the destination uses (NIC
+        ``local_rank(dst) % nics``), and that NIC sends it, so the message stays on the
+        destination's rail and never crosses rails in the network. The chunks are pipelined
+        through the intermediate GPU's buffer, so the message is one transfer over both
+        legs: the intra-node links to the intermediate GPU, then that GPU's NIC to *dst*.
+        Within a node, or when *src* already sits on the right NIC, it is :meth:`route`.
+
+        Raises IndexError if either rank is outside ``0 .. size - 1``.
+        """
+        key = (src, dst)
+        route = self._pxn_routes.get(key)
+        if route is None:
+            via = self.pxn_proxy(src, dst)
+            if via == src:
+                route = self.route(src, dst)
+            else:
+                route = Route.through([*self.route(src, via).links, *self.route(via, dst).links])
+            self._pxn_routes[key] = route
+        return route
+
+    def pxn_proxy(self, src: int, dst: int) -> int:
+        """Return the rank on *src*'s node whose NIC carries PXN traffic from *src* to *dst* (*src* itself if none is needed)."""
+        if self.node_of(src) == self.node_of(dst):
+            return src
+        nics = self._nics
+        nic = self.local_rank(dst) % nics
+        if self.local_rank(src) % nics == nic:
+            return src
+        # The first GPU of the node attached to that NIC (NCCL: the GPU local to the NIC).
+        return self.ranks_on_node(self.node_of(src))[nic]
 
     def path_kind(self, src: int, dst: int) -> str:
         """Return ``"self"``, ``"intra"`` (same node) or ``"inter"`` (different nodes)."""

@@ -502,7 +502,7 @@ def run(params: CollectiveParams, ctx: RunContext) -> WorkloadOutput:
                 "model_time_s": closed_form_time(world, params.collective, chosen[0], nbytes),
                 "model_exact": registry.get(params.collective, chosen[0]).exact(p),
             })
-            if chosen[0] in nccl.ALGORITHMS and p > 1:
+            if chosen[0] in nccl.GPU_ALGORITHMS and p > 1:
                 # Which protocol, how many channels, what chunk: why an NCCL-style time is what it is.
                 out.rows[-1].update(nccl.call_shape(world.comm_world(0).coll, chosen[0], nbytes, params.collective))
             label = f"{chosen[0]} {format_size(nbytes)}" + (" (auto)" if requested == "auto" else "")

@@ -67,7 +67,7 @@ def _one_port_cases():
     from mpisim.collectives import nccl
 
     for algo in registry.available():
-        if algo.cost is None or algo.name in nccl.ALGORITHMS:
+        if algo.cost is None or algo.name in nccl.GPU_ALGORITHMS:
             continue
         for p in (2, 3, 4, 5, 6, 7, 8, 12):
             if algo.allows(p):

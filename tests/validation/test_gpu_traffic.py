@@ -140,3 +140,183 @@ def test_nvls_across_nodes_moves_a_qth_of_the_vector_per_nic_each_way():
     share = nbytes // (2 * Q)
     assert total_out == pytest.approx(Q * 2 * 2 * (nodes - 1) * share, rel=1e-9)
     assert math.isclose(total_out / (nodes * Q), nbytes / Q * 2 * (nodes - 1) / nodes, rel_tol=1e-9)
+
+
+# --- Alltoall (grouped send/recv, PXN), broadcast, allgather and reduce-scatter across nodes.
+
+
+def _run_collective(world, collective: str, algorithm: str, count: int, root: int = 0):
+    """Run one size-only *collective* of *count* float32 per rank; return the last rank's finish time."""
+    def program(comm):
+        buf = SizePayload(count, np.float32)
+        if collective == "bcast":
+            yield from comm.bcast(buf, root=root, algorithm=algorithm)
+        elif collective in ("allgather", "alltoall"):
+            yield from getattr(comm, collective)(buf, algorithm=algorithm)
+        else:
+            yield from getattr(comm, collective)(buf, algorithm=algorithm)
+        return comm.now
+    return max(run_program(world, program))
+
+
+def _nic_bytes(stats, node: int, nic: int) -> tuple[int, int]:
+    sent = sum(s.nbytes for name, s in stats.items() if name.startswith(f"node{node}.nic{nic}->"))
+    got = sum(s.nbytes for name, s in stats.items() if name.endswith(f"->node{node}.nic{nic}"))
+    return sent, got
+
+
+def _assert_within_capacity(stats, elapsed):
+    for name, s in stats.items():
+        assert s.nbytes <= s.capacity * elapsed * (1 + 1e-9), f"{name} carried more than its capacity allows"
+
+
+@pytest.mark.parametrize("model", ["fairshare", "analytic"])
+@pytest.mark.parametrize("nodes", [1, 2, 4, 16])
+def test_alltoall_leaves_every_node_through_the_destinations_rail(nodes, model):
+    """NCCL alltoall with PXN: NIC j carries the q(m-1) blocks for and from local rank j of the other nodes.
+
+    A GPU's NVLink port carries its q-1 blocks for its own node and the (q-1)(m-1) blocks it
+    hands to the GPUs on the other rails (PXN relays), and receives as many; no byte crosses
+    a rail through the spine.
+    """
+    p = nodes * Q
+    block = 64 * 1024  # bytes per peer: Simple protocol (above NCCL's 16 KiB LL threshold)
+    world = _world(nodes, model)
+    elapsed = _run_collective(world, "alltoall", "nccl_p2p", p * block // 4)
+    stats = world.network.link_stats()
+    assert not [name for name, s in stats.items() if "spine" in name and s.nbytes], "a block crossed rails"
+    for node in range(nodes):
+        for nic in range(Q):
+            sent, got = _nic_bytes(stats, node, nic)
+            assert sent == Q * (nodes - 1) * block, (node, nic, "out")
+            assert got == Q * (nodes - 1) * block, (node, nic, "in")
+    for rank in range(p):
+        node = rank // Q
+        through = (Q - 1) * block + (Q - 1) * (nodes - 1) * block
+        assert stats[f"rank{rank}->node{node}.nvswitch"].nbytes == through
+        assert stats[f"node{node}.nvswitch->rank{rank}"].nbytes == through
+    if model == "fairshare":
+        _assert_within_capacity(stats, elapsed)
+
+
+def _chain_wire_bytes(share_count: int, protocol) -> int:
+    """Wire bytes of one channel's share of a broadcast, sent in the protocol's steps (as nccl_bcast cuts it)."""
+    from mpisim.collectives.bcast import segments
+    from mpisim.collectives.nccl_bcast import STEP_BYTES
+
+    pieces = segments(SizePayload(share_count, np.float32), STEP_BYTES[protocol.name])
+    return sum(protocol.wire.wire_bytes(piece.nbytes, "inter") for piece in pieces)
+
+
+@pytest.mark.parametrize("model", ["fairshare", "analytic"])
+@pytest.mark.parametrize("nodes", [1, 2, 4, 16])
+def test_broadcast_crosses_every_nic_once_per_channel(nodes, model):
+    """Ring broadcast from rank 0: channel c leaves every node through NIC c and enters through NIC c+1.
+
+    The chain is channel c's ring started at the root, so it uses every ring edge but the one
+    into the root: in the last channel (whose ring enters node 0 at rank 0) the last node's
+    NIC q-1 sends nothing and node 0's NIC 0 receives nothing.
+    """
+    nbytes = Q * 2**20
+    world = _world(nodes, model)
+    elapsed = _run_collective(world, "bcast", "nccl_ring", nbytes // 4)
+    stats = world.network.link_stats()
+    if nodes == 1:
+        assert not [name for name, s in stats.items() if ".nic" in name and s.nbytes]
+        return
+    protocol = nccl.tune(world.comm_world(0).coll, "nccl_ring", nbytes, "bcast").protocol
+    share = _chain_wire_bytes(nbytes // 4 // Q, protocol)
+    for node in range(nodes):
+        for nic in range(Q):
+            sent, got = _nic_bytes(stats, node, nic)
+            assert sent == (0 if (nic == Q - 1 and node == nodes - 1) else share), (node, nic, "out")
+            assert got == (0 if (nic == 0 and node == 0) else share), (node, nic, "in")
+    if model == "fairshare":
+        _assert_within_capacity(stats, elapsed)
+
+
+@pytest.mark.parametrize("collective", ["allgather", "reduce_scatter"])
+@pytest.mark.parametrize("nodes", [1, 2, 4, 16])
+def test_ring_allgather_and_reduce_scatter_use_every_nic(collective, nodes):
+    """Each channel's ring crosses out of every node once per step: p-1 blocks of n/(channels p) per NIC each way."""
+    p = nodes * Q
+    nbytes = p * Q * 4096 * 4  # the whole array (nccl-tests' size); blocks of 16 KiB per channel
+    world = _world(nodes, "fairshare")
+    count = nbytes // 4 // p if collective == "allgather" else nbytes // 4
+    elapsed = _run_collective(world, collective, "nccl_ring", count)
+    stats = world.network.link_stats()
+    if nodes == 1:
+        assert not [name for name, s in stats.items() if ".nic" in name and s.nbytes]
+        return
+    wire = nccl.tune(world.comm_world(0).coll, "nccl_ring", nbytes, collective).protocol.wire
+    per = (p - 1) * wire.wire_bytes(nbytes // (Q * p), "inter")
+    for node in range(nodes):
+        for nic in range(Q):
+            assert _nic_bytes(stats, node, nic) == (per, per), (node, nic)
+    _assert_within_capacity(stats, elapsed)
+
+
+@pytest.mark.parametrize("model", ["fairshare", "analytic"])
+def test_send_to_another_node_takes_the_receivers_rail(model):
+    """ncclSend from GPU 0 of node 0 to GPU 3 of node 1: over NVLink to GPU 3 of node 0, then rail 3 (PXN)."""
+    from mpisim.collectives import nccl_p2p
+
+    nbytes = 32 * MiB
+    world = _world(2, model)
+
+    def program(comm):
+        buf = SizePayload(nbytes // 4, np.float32)
+        if comm.rank == 0:
+            yield from nccl_p2p.send(comm, buf, dest=Q + 3)
+        elif comm.rank == Q + 3:
+            yield from nccl_p2p.recv(comm, buf, source=0)
+        return comm.now
+
+    finish = run_program(world, program)
+    stats = world.network.link_stats()
+    used = {name for name, s in stats.items() if s.nbytes}
+    assert used == {"rank0->node0.nvswitch", "node0.nvswitch->rank3", "node0.nic3->rail3.leaf0",
+                    "rail3.leaf0->node1.nic3"}
+    assert {stats[name].nbytes for name in used} == {nbytes}
+    # Launch, the protocol's latency, both legs' latency, the bytes at the NIC's rate (its bottleneck).
+    topology = world.topology
+    route = topology.pxn_route(0, Q + 3)
+    simple = nccl.protocols(topology.spec)["Simple"]
+    expected = simple.base + simple.wire.latency("inter") + route.latency + nbytes / route.bottleneck
+    assert finish[Q + 3] == pytest.approx(expected, rel=1e-12)
+
+
+def test_alltoall_equals_its_closed_form_on_the_contention_free_network():
+    """On ``analytic`` every block has its path to itself: base + h + α + (n/p)β/e, the slowest message's time."""
+    from mpisim.collectives import nccl_p2p
+
+    for nodes in (1, 2):
+        world = _world(nodes, "analytic")
+        p = nodes * Q
+        elapsed = _run_collective(world, "alltoall", "nccl_p2p", p * 65536 // 4)
+        comm = world.comm_world(0).coll
+        choice = nccl_p2p.choose(comm, p * 65536)
+        assert elapsed == pytest.approx(choice.predicted, rel=1e-12)
+        route = world.topology.pxn_route(0, p - 1)  # a cross-rail block (or, on one node, any)
+        kind = world.topology.path_kind(0, p - 1)
+        wire = choice.protocol.wire
+        assert choice.predicted == pytest.approx(
+            choice.protocol.base + wire.latency(kind) + route.latency + wire.wire_bytes(65536, kind) / route.bottleneck,
+            rel=1e-12)
+
+
+@pytest.mark.parametrize("model", ["fairshare", "analytic"])
+def test_broadcast_on_one_node_equals_its_closed_form(model):
+    """One channel of p hops alike: base + (p-1)(h + α) + ((p-2)s + n)β/e, for each protocol the tuner may pick."""
+    from mpisim.collectives import nccl_bcast
+
+    for nbytes in (64 * 1024, 8 * MiB, 64 * MiB):
+        world = _world(1, model)
+        elapsed = _run_collective(world, "bcast", "nccl_ring", nbytes // 4)
+        protocol = nccl.tune(world.comm_world(0).coll, "nccl_ring", nbytes, "bcast").protocol
+        route = world.topology.route(0, 1)
+        wire = protocol.wire
+        step = min(nccl_bcast.STEP_BYTES[protocol.name], nbytes)
+        beta = wire.wire_bytes(1 << 20, "intra") / (1 << 20) / route.bottleneck
+        expected = protocol.base + (Q - 1) * (wire.latency("intra") + route.latency) + ((Q - 2) * step + nbytes) * beta
+        assert elapsed == pytest.approx(expected, rel=1e-9), (nbytes, protocol.name)

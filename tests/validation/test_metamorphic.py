@@ -58,7 +58,7 @@ def _algorithms() -> list[registry.Algorithm]:
 
 
 def _family(algo: registry.Algorithm) -> tuple[str, ...]:
-    return GPU_FAMILIES if algo.name in nccl.ALGORITHMS else CPU_FAMILIES
+    return GPU_FAMILIES if algo.name in nccl.GPU_ALGORITHMS else CPU_FAMILIES
 
 
 def _shape(family: str, data: st.DataObject, algo: registry.Algorithm) -> tuple[int, int]:
@@ -99,7 +99,7 @@ def _time(algo: registry.Algorithm, family: str, nodes: int, per_node: int, coun
     world.run()
     elapsed = max(proc.value for proc in procs)
     protocol = None
-    if algo.name in nccl.ALGORITHMS and p > 1:
+    if algo.name in nccl.GPU_ALGORITHMS and p > 1:
         nbytes = count * 4 * (p if algo.collective == "allgather" else 1)
         protocol = nccl.call_shape(world.comm_world(0).coll, algo.name, nbytes, algo.collective)["protocol"]
     kinds = Counter(record.protocol for record in world.tracer.messages)
