@@ -96,13 +96,10 @@ def bcast_shape(comm: Comm, nbytes: int) -> dict[str, object]:
 
 
 def _chain_bcast_on(comm: Comm, part: Payload, chain: list[int], step: int, tag: int) -> Proc[Payload]:
-    """Pass *part* down *chain* (comm ranks, root first) in steps of *step* bytes; return the part received."""
+    """Receive *part* down *chain* (comm ranks, root first) in steps of *step* bytes, passing each on; return it."""
     i = chain.index(comm.rank)
     nxt = chain[i + 1] if i + 1 < len(chain) else None
     pieces = segments(part, step)
-    if i == 0:
-        yield from comm.waitall([comm.isend(piece, dest=nxt, tag=tag) for piece in pieces])  # type: ignore[arg-type]
-        return part
     sends = []
     for k in range(len(pieces)):
         # Steps arrive in order on the connection; each goes on as soon as it is here.
@@ -133,6 +130,14 @@ def nccl_ring_bcast(comm: Comm, buf: Payload, root: int) -> Proc[Payload]:
     chains = chain_orders(comm, root)
     step = STEP_BYTES[choice.protocol.name]
     parts = buf.split(len(chains))
+    if comm.rank == root:
+        # Step k of every channel before step k+1 of any: the channels run side by side (one
+        # thread block each in NCCL), so none waits for another's whole share at the root.
+        pieces = [segments(part, step) for part in parts]
+        sends = [wired.isend(pieces[c][k], dest=chain[1], tag=c)
+                 for k in range(max(map(len, pieces))) for c, chain in enumerate(chains) if k < len(pieces[c])]
+        yield from wired.waitall(sends)
+        return buf
     if len(chains) == 1:
         return (yield from _chain_bcast_on(wired, parts[0], chains[0], step, 0))
     procs = [comm.env.process(_chain_bcast_on(wired, parts[c], chain, step, c)) for c, chain in enumerate(chains)]
