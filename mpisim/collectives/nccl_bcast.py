@@ -11,8 +11,9 @@ The step is a connection's buffer slot, NCCL's buffer divided by ``NCCL_STEPS`` 
 data bytes only (``src/include/device.h``): Simple 4 MiB / 8 = 512 KiB; LL128 4 915 200 / 8
 bytes of which 15/16 are data, 576 000; LL 512 KiB / 8 of 16-byte lines carrying 8 data
 bytes, 32 KiB. Each step is one message on the protocol the tuner picks (``tuning.cc`` times
-Ring broadcast with nRanks steps of the per-step latency); channels' steps to one neighbour
-share its connection in order, as the ring's do.
+Ring broadcast with nRanks steps of the per-step latency). Each channel has its own
+connections, as NCCL's do, so channels whose chains pass the same NVLink pair share its
+bandwidth at once (on the ``fairshare`` network).
 
 **Cost** (one channel, p ranks, every hop alike; h and e the protocol's latency and bandwidth
 share, s the step and n the buffer): base + (p-1)(h + α) + ((p-2)s + n)β/e -- the first step
@@ -51,10 +52,10 @@ def predict_bcast(comm: Comm, protocol: Protocol, nbytes: int, root: int = 0) ->
 
     In each channel's chain the first step of s bytes crosses the p-1 hops one after the
     other (each hop's latency plus s at its rate), and the channel's remaining bytes follow
-    it through the slowest hop. A hop's rate is its bottleneck's, shared among the channels'
-    hops that go through the same connection (one neighbour pair: both network models queue
-    them) and, on the ``fairshare`` network, among all hops crossing the same link. With
-    every hop alike this is base + (p-1)(h + α) + ((p-2)s + n)β/e.
+    it through the slowest hop. A hop's rate is its bottleneck's, shared on the ``fairshare``
+    network among all the channels' hops crossing the same link (the contention-free
+    ``analytic`` network gives each its whole route). With every hop alike this is
+    base + (p-1)(h + α) + ((p-2)s + n)β/e.
     """
     p = comm.size
     if p == 1:
@@ -65,10 +66,8 @@ def predict_bcast(comm: Comm, protocol: Protocol, nbytes: int, root: int = 0) ->
     chains = chain_orders(comm, root)
     hops = [[(comm.group[chain[i]], comm.group[chain[i + 1]]) for i in range(p - 1)] for chain in chains]
     shared = not isinstance(world.network, AnalyticNetwork)
-    pairs: dict[tuple[int, int], int] = {}
     links: dict[int, int] = {}
     for hop in (hop for chain in hops for hop in chain):
-        pairs[hop] = pairs.get(hop, 0) + 1
         for i in topology.route(*hop).ids:
             links[i] = links.get(i, 0) + 1
     share = nbytes / len(chains)
@@ -78,8 +77,7 @@ def predict_bcast(comm: Comm, protocol: Protocol, nbytes: int, root: int = 0) ->
         path = 0.0
         for a, b in chain:
             route, kind = topology.route(a, b), topology.path_kind(a, b)
-            rate = min(link.effective_bandwidth / (links[link.index] if shared else pairs[(a, b)])
-                       for link in route.links)
+            rate = min(link.effective_bandwidth / (links[link.index] if shared else 1) for link in route.links)
             per_byte = wire.wire_bytes(1 << 20, kind) / (1 << 20) / rate
             path += wire.latency(kind) + route.latency + step * per_byte
             slowest = max(slowest, per_byte)
@@ -126,7 +124,7 @@ def nccl_ring_bcast(comm: Comm, buf: Payload, root: int) -> Proc[Payload]:
         return buf
     choice = nccl.tune(comm, "nccl_ring", buf.nbytes, "bcast")
     yield from nccl.launch(comm, choice)
-    wired = comm.with_wire(choice.protocol.wire, shared=True)
+    wired = comm.with_wire(choice.protocol.wire)
     chains = chain_orders(comm, root)
     step = STEP_BYTES[choice.protocol.name]
     parts = buf.split(len(chains))

@@ -206,4 +206,7 @@ def test_the_nccl_rule_set_chooses_what_the_tuner_finds_fastest():
         chosen = dispatch.resolve(comm, "allreduce", None, nbytes, SUM)
         assert chosen.name == nccl.best(comm, nbytes).algorithm
     assert dispatch.resolve(comm, "allgather", None, MiB, SUM).name == "nccl_ring"
-    assert dispatch.resolve(comm, "bcast", None, MiB, SUM).name == select.MPICH_RULES["bcast"](8, MiB, SUM, 4)
+    # NCCL runs broadcast on its rings and alltoall as grouped send/recv; the rest follow MPICH.
+    assert dispatch.resolve(comm, "bcast", None, MiB, SUM).name == "nccl_ring"
+    assert dispatch.resolve(comm, "alltoall", None, MiB, SUM).name == "nccl_p2p"
+    assert dispatch.resolve(comm, "gather", None, MiB, SUM).name == select.MPICH_RULES["gather"](8, MiB, SUM, 4)
