@@ -52,6 +52,10 @@ the launch.
     ranks as Simple-protocol messages, with no switch help (the ``nccl`` selector never picks
     it there).
 
+Broadcast runs NCCL's pipelined ring (:mod:`~mpisim.collectives.nccl_bcast`) and alltoall
+NCCL's grouped send/recv, across nodes through the destination's rail (PXN,
+:mod:`~mpisim.collectives.nccl_p2p`, which also has NCCL's point-to-point send and recv).
+
 **The tuner.** Each algorithm picks its protocol per call the way NCCL's tuner does: the one
 whose predicted time is least (:func:`tune`). Predictions are closed forms over the same
 parameters the simulation uses -- per hop: protocol latency + route latency + bytes on the
