@@ -410,3 +410,79 @@ def test_same_run_twice_gives_identical_records():
         return run_transfers(net, transfers), tracer.links
 
     assert once() == once()
+
+
+# -- the one-level shortcut gives progressive filling's very floats ---------------------------
+
+
+def _finish_times_and_links(transfers, capacities, routes, *, one_level: bool):
+    links = [line(f"l{i}", c) for i, c in enumerate(capacities)]
+    tracer = Tracer(links=True)
+    net = FairShareNetwork(Simulation(tracer=tracer), FakeTopology(links, routes))
+    if not one_level:
+        net._solve_one_level = lambda links, live, now: False  # always the heap
+    return run_transfers(net, transfers), tracer.links, net
+
+
+def _compare_one_level(seed: int) -> int:
+    """Random rings of links with one or two flows each, odd capacities, a few wider links.
+
+    Chains like a ring's FIN + request-to-send (every link at capacity / 2) take the shortcut;
+    components whose flows have different bottlenecks do not. Either way every finish time
+    and link record must equal, as floats, what progressive filling alone computes.
+    """
+    rng = random.Random(seed)
+    n = rng.randint(3, 12)
+    caps = [rng.choice([25e9, 25e9, 12.5e9, 1e9 / 3, 7.0, 3e10 * 0.95]) for _ in range(n)]
+    routes, transfers = {}, []
+    for f in range(rng.randint(2, 2 * n)):
+        first = rng.randrange(n)
+        hops = [(first + k) % n for k in range(rng.randint(1, 3))]
+        routes[(2 * f, 2 * f + 1)] = [f"l{i}" for i in hops]
+        transfers.append((rng.choice([0.0, 0.0, 0.0, 1e-6, rng.uniform(0, 1e-5)]), 2 * f, 2 * f + 1,
+                          rng.choice([64, 64, 64, 1000, rng.randint(1, 10**6)])))
+    fast = _finish_times_and_links(transfers, caps, routes, one_level=True)
+    slow = _finish_times_and_links(transfers, caps, routes, one_level=False)
+    assert fast[0] == slow[0]
+    assert fast[1] == slow[1]
+    return fast[2].one_level_solves
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_one_level_solve_equals_progressive_filling_bit_for_bit(seed):
+    _compare_one_level(seed)
+
+
+def test_random_components_exercise_both_solvers():
+    """The random cases above are not all one kind: some take the shortcut, some do not."""
+    shortcuts = [_compare_one_level(seed) for seed in range(40)]
+    assert sum(1 for n in shortcuts if n) >= 10
+    assert sum(1 for n in shortcuts if not n) >= 10
+
+
+def test_one_level_solve_serves_a_ring_of_control_messages():
+    """p flows i -> i+1 and p flows i -> i-1 over up- and downlinks, rate C/2 each.
+
+    This is the FIN of one ring step and the request-to-send of the next: they chain the even
+    ranks' uplinks into one component and the odd ranks' into another. The shortcut takes
+    both (no heap), and a flow whose bottleneck is elsewhere (a slow extra link) makes it fall
+    back to progressive filling.
+    """
+    p = 8
+    links = [line(f"up{i}", 25e9) for i in range(p)] + [line(f"down{i}", 25e9) for i in range(p)]
+    routes = {}
+    for i in range(p):
+        routes[(i, (i + 1) % p)] = [f"up{i}", f"down{(i + 1) % p}"]
+        routes[(i, (i - 1) % p)] = [f"up{i}", f"down{(i - 1) % p}"]
+    net = FairShareNetwork(Simulation(), FakeTopology(links, routes))
+    transfers = [(0.0, src, dst, 64) for src, dst in routes]
+    finish = run_transfers(net, transfers)
+    assert finish == [64 / 12.5e9] * len(transfers)
+    assert net.one_level_solves == 2
+
+    links.append(line("slow", 1e9))
+    routes[(0, 1)] = ["up0", "down1", "slow"]
+    net = FairShareNetwork(Simulation(), FakeTopology(links, routes))
+    finish = run_transfers(net, transfers)
+    assert net.one_level_solves == 0
+    assert finish[0] == pytest.approx(64 / 1e9, rel=REL)
