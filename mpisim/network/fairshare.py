@@ -436,13 +436,22 @@ class FairShareNetwork:
             for flow in starting:
                 ids = flow.ids
                 # NOTE: if no starting flow joined a busy link, each is alone: no need to look.
-                if crowded and any(len(flows_on[i]) != 1 for i in ids):
-                    seeds.extend(ids)
-                    continue
+                if crowded:
+                    for i in ids:
+                        if len(flows_on[i]) != 1:
+                            break
+                    else:
+                        i = -1
+                    if i >= 0:
+                        seeds.extend(ids)
+                        continue
                 # Alone on all its links (the common case): its component is itself and
-                # its rate its bottleneck's capacity -- what _solve_alone would find.
-                for i in ids:
-                    mark[i] = stamp
+                # its rate its bottleneck's capacity -- what _solve_alone would find. Its
+                # links are marked solved only if a finish made seeds that might reach them
+                # (a shared flow's seeds never do: it shares none of this flow's links).
+                if finishing:
+                    for i in ids:
+                        mark[i] = stamp
                 flow.mark = stamp
                 alone += 1
                 rate = flow.bottleneck
