@@ -194,6 +194,10 @@ def _flow_seq(flow: Flow) -> int:
     return flow.seq
 
 
+def _member_seq(member: tuple[int, int, Flow]) -> int:
+    return member[0]
+
+
 @register_model("fairshare")
 class FairShareNetwork:
     """Flow-level network whose concurrent flows share each directed link max-min fairly.
@@ -704,6 +708,11 @@ class FairShareNetwork:
             # NOTE: one group alone (a ring step) is already in order: its flows started in
             # sequence order and finish at one time. No copy and no sort needed.
             ready = popped[0][3]
+        elif all(entry[2] == _GROUP and entry[0] == popped[0][0] for entry in popped):
+            # Groups due at one time (the components of a ring's FIN + RTS chain): merge
+            # them by sequence number, which is the order single entries would have had.
+            ready = [member for entry in popped for member in entry[3]]
+            ready.sort(key=_member_seq)
         else:
             due_now: list[tuple[float, int, int, Flow]] = []
             for entry in popped:
