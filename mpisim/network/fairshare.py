@@ -38,6 +38,16 @@ simulated instant are handled together: the first change at an instant schedules
 *solve event*; later changes at that instant only join its list. The solve event has a
 priority below SimPy's NORMAL, so SimPy processes it after every ordinary event of that
 instant: when 1024 ranks start a ring step together, the network solves once, not 1024 times.
+This is what SimGrid's LMM solver calls *selective update* (a change marks the constraints
+reachable from the modified one through shared variables, and only those are re-solved).
+
+**One level.** A component whose smallest fair share ``m = capacity / flows`` lies on some
+link of every one of its flows is solved without the heap: progressive filling would fix them
+all at *m* before any other link fills. That is the component a ring makes with mpisim's
+default MPI parameters, where the FIN of one step and the request-to-send of the next leave
+every rank at one instant and chain every other rank's links together (two flows per link,
+each at half its capacity). The shortcut is taken only where it gives progressive filling's
+very floats (see :meth:`FairShareNetwork._solve_one_level`); otherwise the heap runs.
 
 **Events batched at one instant.** For the MPI layer, which calls :meth:`FairShareNetwork.post`
 rather than running a ``transfer`` generator, the other per-transfer events are batched too:
@@ -49,13 +59,14 @@ the URGENT work each caller starts run in between, as SimPy would have run it.
 **Completions** live in a heap of ``(t_finish, flow sequence number, version, flow)``. When a
 flow's rate changes its version goes up and a new entry is pushed; the old one is ignored when
 it reaches the top (lazy deletion), and the heap is compacted when stale entries outnumber
-live ones. Flows that start alone on their links in one solve and finish at the same time (a
-ring step) share one entry, a group, which the driver expands and sorts back into the order
-single entries would have had. A single *driver* timeout waits for the earliest live entry; SimPy cannot cancel a
-timeout, so when an earlier completion appears a new driver is scheduled and the superseded
-one, recognised by its generation number, does nothing when it fires. So a solve costs
-O(k log k) for a component of k flows plus at most one SimPy event, instead of one timeout per
-flow per solve.
+live ones. Flows given their rates by one solve, next to each other in creation order, that
+finish at the same time (a ring step) share one entry, a group, which the driver expands (or
+merges with other groups due then) back into the order single entries would have had. A single
+*driver* timeout waits for the earliest live entry; SimPy cannot cancel a timeout, so when an
+earlier completion appears a new driver is scheduled and the superseded one, recognised by its
+generation number, does nothing when it fires. So a solve costs O(k log k) for a component of
+k flows (O(k) for one level) plus at most one SimPy event, instead of one timeout per flow per
+solve. This is SimGrid's *lazy action heap*, with groups.
 
 **Floating point.** A flow finishes at the time computed for it, not when a subtraction
 happens to reach zero: the driver completes every flow whose completion time is within a
@@ -206,6 +217,7 @@ class FairShareNetwork:
     ``index`` is *i* (the list grows as links are first used); :meth:`link_stats` gives bytes
     and busy seconds per link name. Counters for tests and benchmarks: ``recomputations``
     (solve events run), ``rates_recomputed`` (flows whose rate a solve recomputed, summed),
+    ``one_level_solves`` (shared components solved without progressive filling's heap),
     ``flows_started``, ``flows_finished`` and ``active_flows``.
 
     Assumes a route never crosses the same link twice and that link capacities do not change
