@@ -125,15 +125,17 @@ class Expressions:
         """
         dtype = inputs[0].dtype if inputs else np.dtype(np.float64)
         out = [np.empty(names.shape[0], dtype) for names, _ in requests]
-        wanted: dict[int, list[tuple[int, np.ndarray]]] = defaultdict(list)  # name -> (request, its indices)
-        pending: dict[int, list[np.ndarray]] = defaultdict(list)  # name -> positions its users need
+        wanted: dict[int, list[tuple[int, slice | np.ndarray]]] = defaultdict(list)  # name -> (request, its indices)
+        pending: dict[int, list[np.ndarray]] = defaultdict(list)  # name -> positions its users need (sorted)
+        same: dict[int, int] = {}  # request -> an earlier identical one (every rank of an allreduce, usually)
         for i, (names, positions) in enumerate(requests):
+            twin = next((j for j in range(i) if j not in same and _equal(requests[j], (names, positions))), None)
+            if twin is not None:
+                same[i] = twin
+                continue
             if names.shape[0] == 0:
                 continue
-            order = np.argsort(names, kind="stable")
-            starts = np.flatnonzero(np.diff(names[order])) + 1
-            for group in np.split(order, starts):
-                name = int(names[group[0]])
+            for name, group in _groups(names):
                 wanted[name].append((i, group))
                 pending[name].append(positions[group])
         # Top-down: parents have larger names than children, so a max-heap visits every user
@@ -146,7 +148,7 @@ class Expressions:
             name = -heapq.heappop(heap)
             if name in need:
                 continue
-            need[name] = np.unique(np.concatenate(pending.pop(name)))
+            need[name] = _union(pending.pop(name))
             if self._op[name] >= 0:
                 for child in (self._left[name], self._right[name]):
                     if child not in pending:
@@ -160,20 +162,69 @@ class Expressions:
             code = self._op[name]
             if code < 0:
                 rank = self._left[name]
-                value = np.zeros(where.shape[0], dtype) if rank < 0 else inputs[rank][where]
+                value = np.zeros(where.shape[0], dtype) if rank < 0 else inputs[rank][_locate(None, where)]
             else:
                 children = (self._left[name], self._right[name])
-                args = [values[child][np.searchsorted(need[child], where)] for child in children]
+                args = [values[child][_locate(need[child], where)] for child in children]
                 for child in children:
                     users[child] -= 1
                     if users[child] == 0:
                         del values[child]
                 value = np.asarray(self._ops[code](args[0], args[1]), dtype=dtype)
             for i, group in wanted.get(name, ()):
-                out[i][group] = value[np.searchsorted(where, requests[i][1][group])]
+                out[i][group] = value[_locate(where, requests[i][1][group])]
             if users[name]:
                 values[name] = value
+        for i, twin in same.items():
+            out[i] = out[twin].copy()
         return out
+
+
+def _groups(names: np.ndarray) -> list[tuple[int, slice | np.ndarray]]:
+    """Return (name, where it occurs) pairs: runs of one name as slices, or index arrays when names are scattered."""
+    starts = np.flatnonzero(names[1:] != names[:-1]) + 1
+    if starts.shape[0] < max(64, names.shape[0] // 64):
+        bounds = [0, *starts.tolist(), names.shape[0]]
+        return [(int(names[a]), slice(a, b)) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+    order = np.argsort(names, kind="stable")
+    cuts = np.flatnonzero(np.diff(names[order])) + 1
+    return [(int(names[group[0]]), group) for group in np.split(order, cuts)]
+
+
+def _locate(have: np.ndarray | None, want: np.ndarray) -> slice | np.ndarray:
+    """Return an index into an array laid out over sorted positions *have* (None: all positions 0, 1, ...) that picks *want*.
+
+    *want* is sorted and a subset of *have*. Blocks are usually contiguous, so this is
+    usually a slice (a view, no copy), and a search only when the positions are scattered.
+    """
+    start = 0 if have is None else int(have[0]) if have.shape[0] else 0
+    contiguous_have = have is None or have.shape[0] == 0 or int(have[-1]) - start + 1 == have.shape[0]
+    if have is not None and have.shape == want.shape:
+        return slice(None)  # a subset of the same size is the whole set
+    if contiguous_have:
+        if want.shape[0] and int(want[-1]) - int(want[0]) + 1 == want.shape[0]:
+            return slice(int(want[0]) - start, int(want[-1]) - start + 1)
+        return want - start
+    return np.searchsorted(have, want)
+
+
+def _equal(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray]) -> bool:
+    return all(x is y or (x.shape == y.shape and np.array_equal(x, y)) for x, y in zip(a, b, strict=True))
+
+
+def _union(parts: list[np.ndarray]) -> np.ndarray:
+    """Return the sorted union of sorted, duplicate-free position arrays (often the same array many times)."""
+    distinct: list[np.ndarray] = []
+    for part in parts:
+        if not any(part is d or (part.shape == d.shape and np.array_equal(part, d)) for d in distinct):
+            distinct.append(part)
+    if len(distinct) == 1:
+        return distinct[0]
+    merged = np.sort(np.concatenate(distinct), kind="stable")
+    keep = np.empty(merged.shape, bool)
+    keep[:1] = True
+    np.not_equal(merged[1:], merged[:-1], out=keep[1:])
+    return merged[keep]
 
 
 class OrderPayload(Payload):

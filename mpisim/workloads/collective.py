@@ -421,11 +421,13 @@ class _Point:
 
 
 def _rank_program(comm: Comm, point: _Point, outputs: list[Any], spans: list[list[tuple[float, float]]],
-                  chosen: list[str]) -> Proc[None]:
+                  chosen: list[str], inputs: list[Any] | None = None) -> Proc[None]:
     buf: Payload | None = None
     if point.collective != "barrier":
         if point.data:
             buf = DataPayload(point.input(comm.rank, comm.size))
+            if inputs is not None:
+                inputs[comm.rank] = buf.array  # kept for the check (payloads are never written into)
         else:
             buf = SizePayload(point.count, point.dtype)
     if comm.rank == 0:
@@ -457,16 +459,18 @@ def _verify(point: _Point, p: int, outputs: Sequence[Any]) -> bool:
     return True
 
 
-def _verify_random(point: _Point, p: int, outputs: Sequence[Any], replay: World) -> dict[str, Any]:
+def _verify_random(point: _Point, p: int, inputs: Sequence[np.ndarray], outputs: Sequence[Any],
+                   replay: World) -> dict[str, Any]:
     """Check a random-values point: reductions against their own order and the bound, the rest bit for bit.
 
-    *replay* is a fresh world like the real run's, on which the algorithm replays on order payloads.
+    *inputs* are the ranks' inputs of the real run; *replay* is a fresh world like the real
+    run's, on which the algorithm replays on order payloads.
     """
     if point.collective not in REDUCING:
         return {"verified": _verify(point, p, outputs), **dict.fromkeys(verify.COLUMNS)}
-    inputs = [point.input(r, p) for r in range(p)]
     computed = [None if got is None else np.asarray(got.array if isinstance(got, Payload) else got) for got in outputs]
-    positions = [_positions(point.collective, point.root, point.count, p, r) for r in range(p)]
+    everything = np.arange(point.count)  # one array for every rank that holds the whole vector
+    positions = [_positions(point.collective, point.root, everything, p, r) for r in range(p)]
     table, names = verify.record_orders(
         replay, point.count, point.dtype, point.iterations,
         lambda comm, buf: call_collective(comm, point.collective, buf, point.op, point.root, point.algorithm))
@@ -477,14 +481,14 @@ def _verify_random(point: _Point, p: int, outputs: Sequence[Any], replay: World)
     return fields
 
 
-def _positions(collective: str, root: int, count: int, p: int, rank: int) -> np.ndarray | None:
+def _positions(collective: str, root: int, everything: np.ndarray, p: int, rank: int) -> np.ndarray | None:
     """Return the input elements rank *rank*'s result of a reducing collective holds (None: no result)."""
     if collective == "reduce_scatter":
-        offsets = split_offsets(count, p)
-        return np.arange(offsets[rank], offsets[rank + 1])
+        offsets = split_offsets(everything.shape[0], p)
+        return everything[offsets[rank]:offsets[rank + 1]]
     if collective == "reduce" and rank != root:
         return None
-    return np.arange(count)
+    return everything
 
 
 def collective_time(spans: Sequence[Sequence[tuple[float, float]]]) -> float:
@@ -534,12 +538,15 @@ def run(params: CollectiveParams, ctx: RunContext) -> WorkloadOutput:
             outputs: list[Any] = [None] * p
             spans: list[list[tuple[float, float]]] = [[] for _ in range(p)]
             chosen: list[str] = []
-            world.launch(_rank_program, point, outputs, spans, chosen)
+            random = params.values == "random" and data
+            inputs: list[Any] | None = [None] * p if random else None
+            world.launch(_rank_program, point, outputs, spans, chosen, inputs)
             world.run()
             time = collective_time(spans)
             checks: dict[str, Any] = {}
             if params.values == "random" and params.collective != "barrier":
-                checks = _verify_random(point, p, outputs, ctx.new_world()) if data else dict.fromkeys(verify.COLUMNS)
+                checks = _verify_random(point, p, inputs, outputs, ctx.new_world()) if random \
+                    else dict.fromkeys(verify.COLUMNS)
             verified = checks.pop("verified", None) if checks else (_verify(point, p, outputs) if data else None)
             algbw = nbytes / time / 1e9 if time > 0 else None
             out.rows.append({
