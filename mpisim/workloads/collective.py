@@ -36,7 +36,8 @@ is ``null`` with size-only payloads and for ``barrier``.
 With random values every rank's result is checked against the bits of the algorithm's own
 order (replayed on expression names, generically) and against the exact answer within the
 floating-point summation bound; rows gain ``verified_order``, ``max_rel_error``,
-``error_bound_ratio`` and ``ranks_agree``, and ``verified`` means both checks hold (see
+``error_bound_ratio``, ``ranks_agree`` and ``result_digest`` (the bits, fingerprinted), and
+``verified`` means both checks hold (see
 :mod:`mpisim.workloads.verify`). Collectives that only move data are checked bit for bit.
 
 **Memory.** ``payload: data`` always means real data: every rank's buffers live in this one
@@ -466,9 +467,10 @@ def _verify_random(point: _Point, p: int, inputs: Sequence[np.ndarray], outputs:
     *inputs* are the ranks' inputs of the real run; *replay* is a fresh world like the real
     run's, on which the algorithm replays on order payloads.
     """
-    if point.collective not in REDUCING:
-        return {"verified": _verify(point, p, outputs), **dict.fromkeys(verify.COLUMNS)}
     computed = [None if got is None else np.asarray(got.array if isinstance(got, Payload) else got) for got in outputs]
+    if point.collective not in REDUCING:
+        return {"verified": _verify(point, p, outputs), **dict.fromkeys(verify.COLUMNS),
+                "result_digest": verify.digest(computed)}
     everything = np.arange(point.count)  # one array for every rank that holds the whole vector
     positions = [_positions(point.collective, point.root, everything, p, r) for r in range(p)]
     table, names = verify.record_orders(
@@ -478,6 +480,7 @@ def _verify_random(point: _Point, p: int, inputs: Sequence[np.ndarray], outputs:
     fields["ranks_agree"] = None
     if point.collective == "allreduce":
         fields["ranks_agree"] = all(c is not None and verify.same_bits(computed[0], c) for c in computed)
+    fields["result_digest"] = verify.digest(computed)
     return fields
 
 

@@ -34,12 +34,20 @@ rank, or has ranks combine the same partial results pairwise (recursive doubling
 ``lower + upper`` on both sides), so they agree; an algorithm where ranks sum in their own
 order (each rank ``x_r`` first) would legitimately not, and the column shows it.
 
+``result_digest`` fingerprints the bits every rank ended with (``sha256:`` and the first 16 hex
+digits of the SHA-256 of the results in rank order). The order check compares an algorithm with
+itself, so it cannot see an algorithm that now reduces in another order; the digest can:
+``{metric: result_digest, equals: ...}`` pins the exact bits, and any reordering (another
+algorithm, block cut or chunking) fails it, while ``verified`` still says the new bits are
+legitimate.
+
 Integer dtypes with ``values: random`` get random integers over the whole range: wrap-around
 arithmetic is exact in any order, so both checks are exact there.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -57,7 +65,7 @@ from mpisim.mpi.world import World
 #: What the ranks' inputs hold: small integers (exact in any order) or random values.
 VALUES = ("integers", "random")
 #: Row columns that random values add (null with size-only payloads).
-COLUMNS = ("verified_order", "max_rel_error", "error_bound_ratio", "ranks_agree")
+COLUMNS = ("verified_order", "max_rel_error", "error_bound_ratio", "ranks_agree", "result_digest")
 EXACT_OPS = frozenset({"max", "min"})
 
 
@@ -167,6 +175,19 @@ def exact_reduction(op: str, inputs: Sequence[np.ndarray]) -> tuple[np.ndarray, 
         hi, err = _two_product(hi, a)
         hi, lo = _two_sum(hi, err + lo * a)
     return hi, lo, np.abs(hi)
+
+
+def digest(results: Sequence[np.ndarray | None]) -> str:
+    """Return ``sha256:`` and 16 hex digits of the SHA-256 of every rank's result bytes, in rank order (None: no result)."""
+    sha = hashlib.sha256()
+    for result in results:
+        if result is None:
+            sha.update(b"none")
+            continue
+        array = np.ascontiguousarray(result)
+        sha.update(f"{array.dtype.str}:{array.shape[0]}:".encode())
+        sha.update(array.view(np.uint8).data)
+    return "sha256:" + sha.hexdigest()[:16]  # the prefix keeps YAML from reading all-digit digests as numbers
 
 
 def same_bits(a: np.ndarray, b: np.ndarray) -> bool:

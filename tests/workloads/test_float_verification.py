@@ -253,3 +253,18 @@ def test_a_scenario_gates_on_float_results(tmp_path, capsys):
     assert all(row["verified_order"] is True and row["error_bound_ratio"] <= 1 for row in rows)
     # A gate tighter than the rounding itself fails, naming the metric.
     assert main(["run", str(path), "--set", "expect=[{metric: error_bound_ratio, max: 0.001}]"]) == 1
+
+
+def test_the_digest_pins_the_bits_and_changes_with_the_order():
+    """Same floats, two legitimate orders: both verified, two digests; a rerun gives the same digest."""
+    digests = {}
+    for name in ("ring", "recursive_doubling", "ring"):
+        row, = run_random("allreduce", 5, "float32", algorithm=name)
+        assert row["verified"] is True
+        assert row["result_digest"].startswith("sha256:") and len(row["result_digest"]) == 7 + 16
+        digests.setdefault(name, set()).add(row["result_digest"])
+    assert len(digests["ring"]) == 1  # deterministic
+    assert digests["ring"] != digests["recursive_doubling"]
+    # Collectives that only move data get a digest too (and no order columns).
+    row, = run_random("allgather", 4, "bfloat16", algorithm="ring")
+    assert row["verified"] is True and row["verified_order"] is None and row["result_digest"].startswith("sha256:")
