@@ -29,6 +29,7 @@ function, rounding to the dtype after every pairwise step exactly as
 from __future__ import annotations
 
 import heapq
+import itertools
 from collections import defaultdict
 from collections.abc import Sequence
 
@@ -185,7 +186,7 @@ def _groups(names: np.ndarray) -> list[tuple[int, slice | np.ndarray]]:
     starts = np.flatnonzero(names[1:] != names[:-1]) + 1
     if starts.shape[0] < max(64, names.shape[0] // 64):
         bounds = [0, *starts.tolist(), names.shape[0]]
-        return [(int(names[a]), slice(a, b)) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+        return [(int(names[a]), slice(a, b)) for a, b in itertools.pairwise(bounds)]
     order = np.argsort(names, kind="stable")
     cuts = np.flatnonzero(np.diff(names[order])) + 1
     return [(int(names[group[0]]), group) for group in np.split(order, cuts)]

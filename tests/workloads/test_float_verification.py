@@ -268,3 +268,17 @@ def test_the_digest_pins_the_bits_and_changes_with_the_order():
     # Collectives that only move data get a digest too (and no order columns).
     row, = run_random("allgather", 4, "bfloat16", algorithm="ring")
     assert row["verified"] is True and row["verified_order"] is None and row["result_digest"].startswith("sha256:")
+
+
+def test_the_memory_check_counts_the_order_replay(monkeypatch):
+    """A random-values point needs the replay's names and the check's float64 arrays on top of the data."""
+    from mpisim.collectives import memory
+
+    raw = {"collective": "allreduce", "algorithm": "ring", "sizes": ["4 KiB"]}
+    plain = memory.estimate_collective("allreduce", "ring", 4, 4096, verify=True).total
+    extra = verify.replay_bytes(1024, 4, 4)
+    monkeypatch.setattr(memory, "available_memory", lambda: int((plain + extra / 2) / 0.9))
+    assert collective.run(collective.parse(raw), context(4)).rows[0]["verified"] is True
+    with pytest.raises(memory.MemoryLimitError) as info:
+        collective.run(collective.parse({**raw, "values": "random"}), context(4))
+    assert "order replay" in str(info.value)
