@@ -282,3 +282,21 @@ def test_the_memory_check_counts_the_order_replay(monkeypatch):
     with pytest.raises(memory.MemoryLimitError) as info:
         collective.run(collective.parse({**raw, "values": "random"}), context(4))
     assert "order replay" in str(info.value)
+
+
+@pytest.mark.parametrize("algo", REDUCING, ids=algo_id)
+def test_the_replay_has_the_real_runs_timeline(algo):
+    """Order payloads carry the real count and dtype: every message and its times are the real run's.
+
+    So an algorithm that reduces in arrival order (ANY_SOURCE) meets the same arrivals in the replay.
+    """
+    p = 6 if algo.allows(6) else 8
+    count = 20_011  # 80 KB: blocks go eagerly and by rendezvous (16 KiB limit), on the fair-share model
+    settings = {"model": "fairshare", "eager_limit_inter": 16 * 1024, "reduce_cost": 1e-10}
+    rng = np.random.default_rng(p)
+    data = [rng.uniform(-1, 1, count).astype(np.float32) for _ in range(p)]
+    table = Expressions(p)
+    names = [OrderPayload.leaf(table, r, count, np.dtype(np.float32)) for r in range(p)]
+    _, real = run_collective(algo, data, p, root=p - 1, **settings)
+    _, replay = run_collective(algo, names, p, root=p - 1, **settings)
+    assert real.tracer.messages and real.tracer.messages == replay.tracer.messages
