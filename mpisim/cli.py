@@ -708,6 +708,12 @@ _COLLECTIVE_COLUMNS: list[Column] = [
     ("algbw (GB/s)", "algbw_GBps", _fixed),
     ("busbw (GB/s)", "busbw_GBps", _fixed),
     ("verified", "verified", _verified),
+    # workload.values: random only (mpisim.workloads.verify): the algorithm's own bits, the error and its bound.
+    ("own order", "verified_order", _verified),
+    ("rel. error", "max_rel_error", lambda x: f"{x:.2e}" if isinstance(x, float) else _cell(x)),
+    ("of bound", "error_bound_ratio", lambda x: f"{x:.3f}" if isinstance(x, float) else _cell(x)),
+    ("ranks agree", "ranks_agree", _cell),
+    ("result digest", "result_digest", _cell),
     ("formula (us)", "model_time_s", _us),
 ]
 # OSU micro-benchmarks' columns.

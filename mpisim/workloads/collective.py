@@ -32,6 +32,14 @@ float16), so every rank's output must equal numpy's reference bit for bit, whate
 the algorithm reduces in; integer dtypes wrap around identically in every order. ``verified``
 is ``null`` with size-only payloads and for ``barrier``.
 
+**Random floats** (``values: random``). Exact inputs cannot show a change of reduction order.
+With random values every rank's result is checked against the bits of the algorithm's own
+order (replayed on expression names, generically) and against the exact answer within the
+floating-point summation bound; rows gain ``verified_order``, ``max_rel_error``,
+``error_bound_ratio``, ``ranks_agree`` and ``result_digest`` (the bits, fingerprinted), and
+``verified`` means both checks hold (see
+:mod:`mpisim.workloads.verify`). Collectives that only move data are checked bit for bit.
+
 **Memory.** ``payload: data`` always means real data: every rank's buffers live in this one
 process. Before a point allocates anything, its peak payload memory (inputs, results, the
 algorithm's working set and the numpy check) is estimated with
@@ -55,6 +63,7 @@ YAML::
       op: sum                          # sum | prod | max | min
       root: 0                          # bcast, reduce, gather, scatter
       iterations: 1
+      values: integers                 # integers (exact in any order) | random (floats: order and bound checked)
 """
 
 from __future__ import annotations
@@ -76,6 +85,7 @@ from mpisim.mpi.dtypes import DTYPES, exact_integer_limit
 from mpisim.mpi.ops import OPS, get_op
 from mpisim.mpi.payload import DataPayload, Payload, SizePayload, split_offsets
 from mpisim.mpi.world import World
+from mpisim.workloads import verify
 from mpisim.workloads.base import RunContext, WorkloadOutput, register_workload
 
 KIND = "collective"
@@ -91,7 +101,7 @@ REDUCING = frozenset({"reduce", "allreduce", "reduce_scatter"})
 MAX_KEPT_MESSAGES = 200_000
 
 
-_KEYS = ("kind", "collective", "algorithm", "sizes", "dtype", "op", "root", "iterations")
+_KEYS = ("kind", "collective", "algorithm", "sizes", "dtype", "op", "root", "iterations", "values")
 _RANGE_KEYS = ("min", "max", "factor")
 
 
@@ -216,6 +226,7 @@ class CollectiveParams:
     root: int = 0
     iterations: int = 1
     listed: bool = False  # the algorithm was given as a list (dump writes it back as one)
+    values: str = "integers"  # what the inputs hold: integers | random (see mpisim.workloads.verify)
 
 
 def parse(raw: Any) -> CollectiveParams:
@@ -245,7 +256,10 @@ def parse(raw: Any) -> CollectiveParams:
         raise ConfigError(f"unknown op {op!r}; known: {', '.join(OPS)}", "op")
     root = parse_positive_int(raw.get("root", 0), "root", minimum=0)
     iterations = parse_positive_int(raw.get("iterations", 1), "iterations")
-    return CollectiveParams(collective, algorithms, sizes, dtype.name, op.lower(), root, iterations, listed)
+    values = raw.get("values", "integers")
+    if values not in verify.VALUES:
+        raise ConfigError(f"expected one of {', '.join(verify.VALUES)}, got {values!r}", "values")
+    return CollectiveParams(collective, algorithms, sizes, dtype.name, op.lower(), root, iterations, listed, values)
 
 
 def _parse_algorithms(raw: Any, collective: str) -> tuple[tuple[str, ...], bool]:
@@ -277,6 +291,8 @@ def dump(params: CollectiveParams) -> dict[str, Any]:
     if params.collective != "barrier":
         out["sizes"] = list(params.sizes)
     out.update(dtype=params.dtype, op=params.op, root=params.root, iterations=params.iterations)
+    if params.values != "integers":
+        out["values"] = params.values  # written only when set, so resolved integer scenarios stay as they were
     return out
 
 
@@ -395,15 +411,24 @@ class _Point:
     dtype: np.dtype
     data: bool
     seed: int
+    values: str = "integers"
+
+    def input(self, rank: int, ranks: int) -> np.ndarray:
+        """Return rank *rank*'s real input for this point."""
+        if self.values == "random":
+            op = self.op if self.collective in REDUCING else None
+            return verify.random_input(op, self.count, self.dtype, self.seed, rank)
+        return rank_input(self.collective, self.op, self.count, self.dtype, self.seed, rank, ranks)
 
 
 def _rank_program(comm: Comm, point: _Point, outputs: list[Any], spans: list[list[tuple[float, float]]],
-                  chosen: list[str]) -> Proc[None]:
+                  chosen: list[str], inputs: list[Any] | None = None) -> Proc[None]:
     buf: Payload | None = None
     if point.collective != "barrier":
         if point.data:
-            buf = DataPayload(rank_input(point.collective, point.op, point.count, point.dtype, point.seed, comm.rank,
-                                         comm.size))
+            buf = DataPayload(point.input(comm.rank, comm.size))
+            if inputs is not None:
+                inputs[comm.rank] = buf.array  # kept for the check (payloads are never written into)
         else:
             buf = SizePayload(point.count, point.dtype)
     if comm.rank == 0:
@@ -423,7 +448,7 @@ def _rank_program(comm: Comm, point: _Point, outputs: list[Any], spans: list[lis
 
 
 def _verify(point: _Point, p: int, outputs: Sequence[Any]) -> bool:
-    inputs = [rank_input(point.collective, point.op, point.count, point.dtype, point.seed, r, p) for r in range(p)]
+    inputs = [point.input(r, p) for r in range(p)]
     reduction = reduce_in_rank_order(point.op, inputs) if point.collective in REDUCING else None
     for rank, got in enumerate(outputs):
         want = expected_output(point.collective, point.op, point.root, rank, inputs, reduction)
@@ -433,6 +458,40 @@ def _verify(point: _Point, p: int, outputs: Sequence[Any]) -> bool:
         if array is None or not np.array_equal(np.asarray(array), want):
             return False
     return True
+
+
+def _verify_random(point: _Point, p: int, inputs: Sequence[np.ndarray], outputs: Sequence[Any],
+                   replay: World) -> dict[str, Any]:
+    """Check a random-values point: reductions against their own order and the bound, the rest bit for bit.
+
+    *inputs* are the ranks' inputs of the real run; *replay* is a fresh world like the real
+    run's, on which the algorithm replays on order payloads.
+    """
+    computed = [None if got is None else np.asarray(got.array if isinstance(got, Payload) else got) for got in outputs]
+    if point.collective not in REDUCING:
+        return {"verified": _verify(point, p, outputs), **dict.fromkeys(verify.COLUMNS),
+                "result_digest": verify.digest(computed)}
+    everything = np.arange(point.count)  # one array for every rank that holds the whole vector
+    positions = [_positions(point.collective, point.root, everything, p, r) for r in range(p)]
+    table, names = verify.record_orders(
+        replay, point.count, point.dtype, point.iterations,
+        lambda comm, buf: call_collective(comm, point.collective, buf, point.op, point.root, point.algorithm))
+    fields = verify.check_reduction(point.op, inputs, computed, positions, table, names)
+    fields["ranks_agree"] = None
+    if point.collective == "allreduce":
+        fields["ranks_agree"] = all(c is not None and verify.same_bits(computed[0], c) for c in computed)
+    fields["result_digest"] = verify.digest(computed)
+    return fields
+
+
+def _positions(collective: str, root: int, everything: np.ndarray, p: int, rank: int) -> np.ndarray | None:
+    """Return the input elements rank *rank*'s result of a reducing collective holds (None: no result)."""
+    if collective == "reduce_scatter":
+        offsets = split_offsets(everything.shape[0], p)
+        return everything[offsets[rank]:offsets[rank + 1]]
+    if collective == "reduce" and rank != root:
+        return None
+    return everything
 
 
 def collective_time(spans: Sequence[Sequence[tuple[float, float]]]) -> float:
@@ -478,14 +537,20 @@ def run(params: CollectiveParams, ctx: RunContext) -> WorkloadOutput:
             if data:
                 check_point_memory(world, params, algorithm, count * dtype.itemsize, nbytes)
             point = _Point(params.collective, algorithm, params.op, params.root, params.iterations,
-                           count, dtype, data, ctx.seed)
+                           count, dtype, data, ctx.seed, params.values)
             outputs: list[Any] = [None] * p
             spans: list[list[tuple[float, float]]] = [[] for _ in range(p)]
             chosen: list[str] = []
-            world.launch(_rank_program, point, outputs, spans, chosen)
+            random = params.values == "random" and data
+            inputs: list[Any] | None = [None] * p if random else None
+            world.launch(_rank_program, point, outputs, spans, chosen, inputs)
             world.run()
             time = collective_time(spans)
-            verified = _verify(point, p, outputs) if data else None
+            checks: dict[str, Any] = {}
+            if params.values == "random" and params.collective != "barrier":
+                checks = _verify_random(point, p, inputs, outputs, ctx.new_world()) if random \
+                    else dict.fromkeys(verify.COLUMNS)
+            verified = checks.pop("verified", None) if checks else (_verify(point, p, outputs) if data else None)
             algbw = nbytes / time / 1e9 if time > 0 else None
             out.rows.append({
                 "collective": params.collective,
@@ -501,6 +566,7 @@ def run(params: CollectiveParams, ctx: RunContext) -> WorkloadOutput:
                 "verified": verified,
                 "model_time_s": closed_form_time(world, params.collective, chosen[0], nbytes),
                 "model_exact": registry.get(params.collective, chosen[0]).exact(p),
+                **checks,
             })
             if chosen[0] in nccl.GPU_ALGORITHMS and p > 1:
                 # Which protocol, how many channels, what chunk: why an NCCL-style time is what it is.
@@ -525,6 +591,12 @@ def check_point_memory(world: World, params: CollectiveParams, algorithm: str | 
     ran = dispatch.resolve(world.comm_world(0), params.collective, algorithm, size, get_op(params.op),
                            itemsize=np.dtype(params.dtype).itemsize).name
     estimate = memory.estimate_collective(params.collective, ran, p, buffer_bytes, verify=True)
+    if params.values == "random" and params.collective in REDUCING:
+        itemsize = np.dtype(params.dtype).itemsize
+        extra = verify.replay_bytes(buffer_bytes // itemsize, itemsize, p)
+        estimate = memory.MemoryEstimate(estimate.inputs, estimate.results, estimate.working,
+                                         estimate.verification + extra,
+                                         f"{estimate.description}, order replay {extra / 1e9:.3g} GB")
     try:
         memory.check_memory(estimate)
     except memory.MemoryLimitError as err:
@@ -566,5 +638,6 @@ WORKLOAD = register_workload(
     KIND, "nccl-tests-style sweep of one collective over sizes and algorithms",
     parse=parse, dump=dump, run=run,
     columns=("collective", "algorithm", "requested", "ranks", "bytes", "count", "dtype", "time_s", "algbw_GBps",
-             "busbw_GBps", "verified", "model_time_s", "model_exact", "protocol", "channels", "chunk_bytes"),
+             "busbw_GBps", "verified", "model_time_s", "model_exact", "protocol", "channels", "chunk_bytes",
+             *verify.COLUMNS),
 )
