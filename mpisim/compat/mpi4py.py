@@ -46,28 +46,40 @@ from mpisim.compat.buffers import TYPEDICT as _typedict  # noqa: F401 - mpi4py's
 from mpisim.compat.buffers import Datatype
 from mpisim.compat.ranks import ProgramExit, RankContext, UnsupportedCall, current, require
 from mpisim.errors import MPIError
+from mpisim.mpi import constants as _constants
 from mpisim.mpi import ops as _ops
+from mpisim.mpi.constants import (
+    ANY_SOURCE,
+    ANY_TAG,
+    COMM_TYPE_SHARED,
+    CONGRUENT,
+    IDENT,
+    PROC_NULL,
+    SUBVERSION,
+    SUCCESS,
+    THREAD_MULTIPLE,
+    THREAD_SERIALIZED,
+    UNDEFINED,
+    UNEQUAL,
+    VERSION,
+)
+from mpisim.mpi.constants import attribute as _attribute
 from mpisim.mpi.payload import DataPayload, SizePayload, in_place, split_counts
 from mpisim.mpi.request import Status as _SimStatus
 
 # ------------------------------------------------------------------ constants (MPICH's values)
 
-ANY_SOURCE = -1
-ANY_TAG = -1
-PROC_NULL = -2
-ROOT = -3
-UNDEFINED = -32766
-SUCCESS = 0
-ERR_OTHER = 15
-IDENT, CONGRUENT, SIMILAR, UNEQUAL = 0, 1, 2, 3
-THREAD_SINGLE, THREAD_FUNNELED, THREAD_SERIALIZED, THREAD_MULTIPLE = 0, 1, 2, 3
-#: Attribute keys (``comm.Get_attr(MPI.TAG_UB)``), MPICH's key values.
-TAG_UB, HOST, IO, WTIME_IS_GLOBAL = 0x64400001, 0x64400003, 0x64400005, 0x64400007
-_TAG_UB_VALUE = 2**31 - 1
-COMM_TYPE_SHARED = 1
-VERSION, SUBVERSION = 4, 0
-BSEND_OVERHEAD = 96
-MAX_PROCESSOR_NAME = 128
+# One table for both APIs (mpisim.mpi.constants); these are the names mpi4py shows. (MAX_TAG,
+# mpisim's name for the TAG_UB attribute's value, is not one of them.)
+_CONSTANTS = (
+    "ANY_SOURCE", "ANY_TAG", "APPNUM", "BSEND_OVERHEAD", "CART", "COMM_TYPE_SHARED", "CONGRUENT", "DIST_GRAPH",
+    "ERR_COMM", "ERR_IN_STATUS", "ERR_LASTCODE", "ERR_OTHER", "ERR_PENDING", "ERR_RANK", "ERR_TAG",
+    "ERR_TRUNCATE", "GRAPH", "IDENT", "IO", "KEYVAL_INVALID", "LASTUSEDCODE", "MAX_ERROR_STRING",
+    "MAX_PROCESSOR_NAME", "PROC_NULL", "ROOT", "SIMILAR", "SUBVERSION", "SUCCESS", "TAG_UB", "THREAD_FUNNELED",
+    "THREAD_MULTIPLE", "THREAD_SERIALIZED", "THREAD_SINGLE", "UNDEFINED", "UNEQUAL", "UNIVERSE_SIZE", "VERSION",
+    "WTIME_IS_GLOBAL",
+)
+globals().update({name: getattr(_constants, name) for name in _CONSTANTS})
 
 #: MPI's errors are mpisim's: ``except MPI.Exception`` catches truncation, invalid ranks, ...
 Exception = MPIError
@@ -557,8 +569,8 @@ class Comm:
         return UNDEFINED
 
     def Get_attr(self, keyval: int) -> Any:
-        """The communicator attributes MPI predefines (``TAG_UB``, ``HOST``, ``IO``, ``WTIME_IS_GLOBAL``)."""
-        return {TAG_UB: _TAG_UB_VALUE, HOST: PROC_NULL, IO: ANY_SOURCE, WTIME_IS_GLOBAL: True}.get(keyval)
+        """The communicator attributes MPI predefines (``TAG_UB``, ``IO``, ``WTIME_IS_GLOBAL``, ``APPNUM``, ...)."""
+        return _attribute(keyval)
 
     def Compare(self, other: Comm) -> int:
         """``IDENT`` for the same communicator, ``CONGRUENT`` for the same group, else ``UNEQUAL``."""

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from mpisim.engine.events import AllDone
+from mpisim.mpi.constants import UNDEFINED
 from mpisim.mpi.ops import SUM, Op
 from mpisim.mpi.payload import DataPayload, Payload, as_payload, in_place
 from mpisim.mpi.request import ANY_SOURCE, ANY_TAG, Request, Status
@@ -34,8 +35,6 @@ if TYPE_CHECKING:
     from mpisim.engine.sim import Proc
     from mpisim.mpi.world import World
 
-#: ``color`` value that leaves a rank out of every new communicator in :meth:`Comm.split`.
-UNDEFINED = -32766
 
 #: Runs a collective: ``runner(comm, collective, algorithm, **arguments)``. Installed by
 #: :mod:`mpisim.collectives` so this lower layer never imports the algorithm registry.

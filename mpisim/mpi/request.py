@@ -14,17 +14,14 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import simpy
 
+# Wildcards and the null process, with MPICH's values; UNDEFINED is also what
+# ``Status.Get_count`` returns when the message is not a whole number of elements.
+from mpisim.mpi.constants import ANY_SOURCE, ANY_TAG, UNDEFINED
+
 if TYPE_CHECKING:
     from mpisim.mpi.comm import Comm
     from mpisim.mpi.ops import Op
     from mpisim.mpi.payload import Payload
-
-#: Wildcards and the null process, with MPI's meaning.
-ANY_SOURCE = -1
-ANY_TAG = -1
-PROC_NULL = -2
-#: What ``Status.Get_count`` returns when the message is not a whole number of elements (``MPI_UNDEFINED``).
-UNDEFINED = -32766
 
 
 class Status:

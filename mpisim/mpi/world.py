@@ -70,9 +70,10 @@ from mpisim.errors import (
     TruncationError,
 )
 from mpisim.mpi.config import MpiConfig
+from mpisim.mpi.constants import ANY_SOURCE, ANY_TAG, MAX_TAG, PROC_NULL
 from mpisim.mpi.ops import Op
 from mpisim.mpi.payload import DataPayload, Payload, SizePayload, as_payload
-from mpisim.mpi.request import ANY_SOURCE, ANY_TAG, PROC_NULL, Request, Status
+from mpisim.mpi.request import Request, Status
 from mpisim.mpi.wire import Wire
 
 if TYPE_CHECKING:
@@ -330,8 +331,9 @@ class World:
         """Start sending *buf* to communicator rank *dest*; return the send request."""
         if not 0 <= dest < len(comm.group):
             self._check_rank(comm, dest, "dest", "send")
-        if tag < 0:
-            raise InvalidTagError(f"rank {comm.world_rank}: send(dest={dest}, tag={tag}): tags must be >= 0")
+        if not 0 <= tag <= MAX_TAG:
+            raise InvalidTagError(f"rank {comm.world_rank}: send(dest={dest}, tag={tag}): tags must be in 0..{MAX_TAG} "
+                                  "(MPI_TAG_UB)")
         if dest == PROC_NULL:
             req = Request(self.env, "send", comm, dest, tag, 0, "null")
             req.succeed()
@@ -580,8 +582,9 @@ class World:
         """
         if source != ANY_SOURCE and not 0 <= source < len(comm.group):
             self._check_rank(comm, source, "source", "recv")
-        if tag < 0 and tag != ANY_TAG:
-            raise InvalidTagError(f"rank {comm.world_rank}: recv(source={source}, tag={tag}): tags must be >= 0 or ANY_TAG")
+        if not 0 <= tag <= MAX_TAG and tag != ANY_TAG:
+            raise InvalidTagError(f"rank {comm.world_rank}: recv(source={source}, tag={tag}): tags must be in "
+                                  f"0..{MAX_TAG} (MPI_TAG_UB) or ANY_TAG")
         req = Request(self.env, "recv", comm, source, tag)
         req.status = status
         if buf is not None:
