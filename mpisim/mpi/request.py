@@ -9,6 +9,7 @@ send), and ``env.all_of``/``env.any_of`` combine them -- that is all ``waitall``
 
 from __future__ import annotations
 
+from collections.abc import Generator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -22,6 +23,8 @@ if TYPE_CHECKING:
     from mpisim.mpi.comm import Comm
     from mpisim.mpi.ops import Op
     from mpisim.mpi.payload import Payload
+
+Proc = Generator[Any, Any, Any]
 
 
 class Status:
@@ -120,3 +123,82 @@ class Request(simpy.Event):
         if self.triggered:
             return True, self.outcome()
         return False, None
+
+    # mpi4py's names. The waits block, so in a generator program they are used with
+    # ``yield from`` (``yield from req.Wait()``, ``yield from Request.Waitall(reqs)``); the
+    # uppercase forms return what mpi4py's return (True, an index), the lowercase ones the
+    # received values.
+
+    def Test(self, status: Status | None = None) -> bool:
+        """True if the operation has completed (``MPI_Test``); never waits."""
+        done = self.test()[0]
+        if done:
+            _copy_status(status, self.status)
+        return done
+
+    def Get_status(self, status: Status | None = None) -> bool:
+        """True if the operation has completed, without completing it (``MPI_Request_get_status``)."""
+        if self.triggered:
+            _copy_status(status, self.status)
+        return self.triggered
+
+    def wait(self, status: Status | None = None) -> Proc[Any]:
+        """Wait for the operation and return its value (``MPI_Wait``): the received buffer, or None."""
+        return (yield from self.comm.wait(self, status))
+
+    def Wait(self, status: Status | None = None) -> Proc[bool]:
+        """Wait for the operation to complete (``MPI_Wait``); return True, as mpi4py does."""
+        yield from self.comm.wait(self, status)
+        return True
+
+    @staticmethod
+    def waitall(requests: Sequence[Request], statuses: list[Status] | None = None) -> Proc[list[Any]]:
+        """Wait for every request; return their values in order (``MPI_Waitall``)."""
+        if not requests:
+            return []
+        values = yield from requests[0].comm.waitall(requests)
+        for request, status in zip(requests, statuses or (), strict=False):
+            _copy_status(status, request.status)
+        return values
+
+    @staticmethod
+    def Waitall(requests: Sequence[Request], statuses: list[Status] | None = None) -> Proc[bool]:
+        """Wait for every request (``MPI_Waitall``); return True."""
+        yield from Request.waitall(requests, statuses)
+        return True
+
+    @staticmethod
+    def waitany(requests: Sequence[Request], status: Status | None = None) -> Proc[tuple[int, Any]]:
+        """Wait for the first request to finish; return ``(index, value)`` (``MPI_Waitany``).
+
+        With no requests, ``(UNDEFINED, None)`` at once, as MPI says.
+        """
+        if not requests:
+            return UNDEFINED, None
+        index, value = yield from requests[0].comm.waitany(requests)
+        _copy_status(status, requests[index].status)
+        return index, value
+
+    @staticmethod
+    def Waitany(requests: Sequence[Request], status: Status | None = None) -> Proc[int]:
+        """Wait for the first request to finish; return its index (``MPI_Waitany``)."""
+        return (yield from Request.waitany(requests, status))[0]
+
+    @staticmethod
+    def testall(requests: Sequence[Request], statuses: list[Status] | None = None) -> tuple[bool, list[Any] | None]:
+        """``(True, values)`` if every request has completed, else ``(False, None)``; never waits."""
+        if not all(r.triggered for r in requests):
+            return False, None
+        for request, status in zip(requests, statuses or (), strict=False):
+            _copy_status(status, request.status)
+        return True, [r.outcome() for r in requests]
+
+    @staticmethod
+    def Testall(requests: Sequence[Request], statuses: list[Status] | None = None) -> bool:
+        """True if every request has completed (``MPI_Testall``); never waits."""
+        return Request.testall(requests, statuses)[0]
+
+
+def _copy_status(into: Status | None, source: Status | None) -> None:
+    if into is not None and source is not None and into is not source:
+        into.source, into.tag, into.count, into.nbytes = source.source, source.tag, source.count, source.nbytes

@@ -175,7 +175,7 @@ def test_non_overtaking_even_when_a_later_message_is_physically_faster():
 
 def test_dup_gives_a_separate_matching_context():
     def program(comm):
-        other = comm.dup()
+        other = yield from comm.dup()
         if comm.rank == 0:
             yield from other.send(np.array([2]), dest=1)  # sent first, on the duplicate
             yield from comm.send(np.array([1]), dest=1)
