@@ -255,8 +255,12 @@ class Comm:
         yield from self.world.block(self.world_rank, req, (Request.describe, req), (req,), "recv", self._peer(source))
 
     def Irecv(self, buf: Any, source: int = ANY_SOURCE, tag: int = ANY_TAG, status: Status | None = None) -> Request:
-        """Post a receive into the caller's array *buf* (``MPI_Irecv``); it is filled when the request completes."""
-        return self.irecv(in_place(buf), source, tag, status)
+        """Post a receive into the caller's array *buf* (``MPI_Irecv``); it is filled when the request completes.
+
+        The request keeps a :class:`Status` (*status* or its own), so a later
+        ``Request.Waitall(requests, statuses)`` can say who sent each message, as in mpi4py.
+        """
+        return self.world.post_recv(self, source, tag, in_place(buf), status if status is not None else Status())
 
     def Sendrecv(self, sendbuf: Any, dest: int, sendtag: int = 0, recvbuf: Any = None, source: int = ANY_SOURCE,
                  recvtag: int = ANY_TAG, status: Status | None = None) -> Proc[None]:
