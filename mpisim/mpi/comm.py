@@ -287,7 +287,7 @@ class Comm:
         its value. This is how a program overlaps a blocking call with other work: start the
         gradient allreduce, compute the next layer, then wait (see scenarios/programs/overlap.py).
         """
-        return self.env.process(activity)
+        return self.env.process(iter(activity))  # iter(): a user's pending call hands over its generator
 
     @staticmethod
     def _fill_status(msg: Any, status: Status | None) -> Status:

@@ -9,7 +9,9 @@ send), and ``env.all_of``/``env.any_of`` combine them -- that is all ``waitall``
 
 from __future__ import annotations
 
-from collections.abc import Generator, Sequence
+import functools
+import sys
+from collections.abc import Callable, Generator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -18,6 +20,7 @@ import simpy
 # Wildcards and the null process, with MPICH's values; UNDEFINED is also what
 # ``Status.Get_count`` returns when the message is not a whole number of elements.
 from mpisim.mpi.constants import ANY_SOURCE, ANY_TAG, UNDEFINED
+from mpisim.mpi.pending import PendingCall
 
 if TYPE_CHECKING:
     from mpisim.mpi.comm import Comm
@@ -60,6 +63,29 @@ class Status:
 
     def __repr__(self) -> str:
         return f"Status(source={self.source}, tag={self.tag}, count={self.count})"
+
+
+def _user_facing(name: str, comm_of: Callable[..., Comm | None]) -> Callable[[Callable[..., Proc[Any]]], Callable[..., Any]]:
+    """Make a blocking method return a :class:`~mpisim.mpi.pending.PendingCall`: one made without ``yield from`` is reported.
+
+    These are names only programs use (collective algorithms call ``comm.wait``), so they are
+    always checked. *comm_of* finds the calling rank's communicator among the arguments.
+    """
+    def decorate(method: Callable[..., Proc[Any]]) -> Callable[..., Any]:
+        @functools.wraps(method)
+        def call(*args: Any, **kwargs: Any) -> Any:
+            gen = method(*args, **kwargs)
+            comm = comm_of(*args, **kwargs)
+            if comm is None:
+                return gen  # no requests: nothing to wait for, nothing to lose
+            caller = sys._getframe(1)
+            return PendingCall(gen, comm.world, comm.world_rank, name, caller.f_code.co_filename, caller.f_lineno)
+        return call
+    return decorate
+
+
+def _first_comm(requests: Sequence[Request], *_: Any, **__: Any) -> Comm | None:
+    return requests[0].comm if requests else None
 
 
 class Request(simpy.Event):
@@ -142,16 +168,19 @@ class Request(simpy.Event):
             _copy_status(status, self.status)
         return self.triggered
 
+    @_user_facing("req.wait", lambda self, *_, **__: self.comm)
     def wait(self, status: Status | None = None) -> Proc[Any]:
         """Wait for the operation and return its value (``MPI_Wait``): the received buffer, or None."""
         return (yield from self.comm.wait(self, status))
 
+    @_user_facing("req.Wait", lambda self, *_, **__: self.comm)
     def Wait(self, status: Status | None = None) -> Proc[bool]:
         """Wait for the operation to complete (``MPI_Wait``); return True, as mpi4py does."""
         yield from self.comm.wait(self, status)
         return True
 
     @staticmethod
+    @_user_facing("Request.waitall", _first_comm)
     def waitall(requests: Sequence[Request], statuses: list[Status] | None = None) -> Proc[list[Any]]:
         """Wait for every request; return their values in order (``MPI_Waitall``)."""
         if not requests:
@@ -162,12 +191,14 @@ class Request(simpy.Event):
         return values
 
     @staticmethod
+    @_user_facing("Request.Waitall", _first_comm)
     def Waitall(requests: Sequence[Request], statuses: list[Status] | None = None) -> Proc[bool]:
         """Wait for every request (``MPI_Waitall``); return True."""
-        yield from Request.waitall(requests, statuses)
+        yield from iter(Request.waitall(requests, statuses))
         return True
 
     @staticmethod
+    @_user_facing("Request.waitany", _first_comm)
     def waitany(requests: Sequence[Request], status: Status | None = None) -> Proc[tuple[int, Any]]:
         """Wait for the first request to finish; return ``(index, value)`` (``MPI_Waitany``).
 
@@ -180,9 +211,10 @@ class Request(simpy.Event):
         return index, value
 
     @staticmethod
+    @_user_facing("Request.Waitany", _first_comm)
     def Waitany(requests: Sequence[Request], status: Status | None = None) -> Proc[int]:
         """Wait for the first request to finish; return its index (``MPI_Waitany``)."""
-        return (yield from Request.waitany(requests, status))[0]
+        return (yield from iter(Request.waitany(requests, status)))[0]
 
     @staticmethod
     def testall(requests: Sequence[Request], statuses: list[Status] | None = None) -> tuple[bool, list[Any] | None]:

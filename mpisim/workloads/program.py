@@ -58,6 +58,7 @@ import numpy as np
 from mpisim.engine.sim import Proc
 from mpisim.errors import ConfigError, MPIError, ProgramError
 from mpisim.mpi.comm import Comm
+from mpisim.mpi.usercomm import UserComm
 from mpisim.workloads.base import RunContext, WorkloadOutput, register_workload
 from mpisim.workloads.collective import check_keys
 
@@ -269,6 +270,7 @@ def run(params: ProgramParams, ctx: RunContext) -> WorkloadOutput:
         return run_mpi4py(params, ctx)
     function = load_program(params, ctx.base_dir)
     world = ctx.new_world()
+    world.comm_class = UserComm  # a blocking call written without `yield from` is reported, not lost
     args = () if params.args is None else (dict(params.args),)
 
     finished = [0.0] * world.size
