@@ -26,8 +26,10 @@ collective algorithms talk on plain communicators (:class:`~mpisim.mpi.usercomm.
 
 from __future__ import annotations
 
+import io
 import linecache
 import os
+import tokenize
 from collections.abc import Generator
 from typing import TYPE_CHECKING, Any
 
@@ -85,6 +87,12 @@ class PendingCall:
     def _source(self) -> str:
         """The program's line with ``yield from`` where it belongs (``x = yield from comm.dup()``), or ''."""
         text = linecache.getline(self._file, self._line).strip()
+        try:  # leave out a trailing comment (tokenize knows a '#' in a string is not one)
+            comments = [t for t in tokenize.generate_tokens(io.StringIO(text).readline) if t.type == tokenize.COMMENT]
+        except (tokenize.TokenError, SyntaxError):
+            return ""
+        if comments:
+            text = text[:comments[0].start[1]].rstrip()
         at = text.find(f".{self._name.rsplit('.', 1)[-1]}(")
         if at < 0 or "yield" in text or text.count("(") != text.count(")"):
             return ""  # not found, or a call spread over lines: the name and line say enough
