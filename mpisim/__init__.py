@@ -41,6 +41,7 @@ _EXPORTS = {
     "SizePayload": "mpisim.mpi.payload",
     "DataPayload": "mpisim.mpi.payload",
     "in_place": "mpisim.mpi.payload",
+    "IN_PLACE": "mpisim.mpi.payload",
     "Status": "mpisim.mpi.request",
     "Request": "mpisim.mpi.request",
     "ANY_SOURCE": "mpisim.mpi.constants",

@@ -1,4 +1,4 @@
-"""Communicators: the API a simulated rank programs against, in mpi4py's lowercase names.
+"""Communicators: the API a simulated rank programs against, in mpi4py's names and with mpi4py's semantics.
 
 Every call that can block is a SimPy generator used with ``yield from``; its result is the
 return value, as in mpi4py's lowercase API ("the received object is simply the return
@@ -11,12 +11,21 @@ value")::
     out = yield from comm.allreduce(buf, op=SUM, algorithm="ring")
     yield from comm.compute(1e-3)            # one millisecond of modelled computation
 
+mpi4py's uppercase, buffer-based names are here too, with mpi4py's signatures: they fill the
+caller's arrays and return nothing (``yield from comm.Recv(buf, source=0)``,
+``yield from comm.Allreduce(IN_PLACE, x)``), and requests wait under mpi4py's names
+(``yield from req.Wait()``, ``yield from Request.Waitall(reqs)``). One model serves both
+APIs: a program written for mpi4py reads the same with ``yield from`` before each blocking
+call, and the constants (``ANY_SOURCE``, ``PROC_NULL``, ``TAG_UB``, ...) are MPICH's.
+
 A communicator is a group of world ranks plus two matching *contexts*: one for
 point-to-point messages and one for collectives, so a collective never matches a user's
-receive. ``split`` and ``dup`` make new communicators with new contexts, as MPI does.
-Each rank holds its own :class:`Comm` object (``comm.rank`` differs between them).
+receive. ``split`` and ``dup`` make new communicators with new contexts; both are
+collectives, as in MPI, and both block: ``new = yield from comm.dup()``. Each rank holds its
+own :class:`Comm` object (``comm.rank`` differs between them). A user's program gets a
+:class:`~mpisim.mpi.usercomm.UserComm`, which reports a blocking call written without
+``yield from`` instead of letting it silently do nothing.
 """
-
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence

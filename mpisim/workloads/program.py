@@ -12,7 +12,25 @@ scenario::
         return {"received_from_left": int(got[0])}
 
 and the scenario names it as ``program: halo.py:main`` (``:main`` may be left out), resolved
-against the scenario file's directory. With an ``args:`` mapping the function is called as
+against the scenario file's directory.
+
+**The names** are mpi4py's (:mod:`mpisim.mpi.comm`); each blocking one is used with ``yield from``:
+
+* lowercase, returning the data: ``send, ssend, recv, sendrecv, probe, wait, waitall, waitany,
+  barrier, bcast, reduce, allreduce, allgather, reduce_scatter, alltoall, gather, scatter,
+  split, dup``; non-blocking ``isend, issend, irecv, iprobe, test``;
+* uppercase, filling the caller's arrays (``IN_PLACE`` as the send buffer where MPI allows it):
+  ``Send, Ssend, Recv, Sendrecv, Sendrecv_replace, Probe, Barrier, Bcast, Reduce, Allreduce,
+  Reduce_scatter_block, Gather, Scatter, Allgather, Alltoall, Split, Dup, Clone``; non-blocking
+  ``Isend, Issend, Irecv, Iprobe``; and ``Free``, ``Get_rank``, ``Get_size``, ``Get_attr(TAG_UB)``;
+* on requests: ``req.Wait()``/``req.wait()``, ``req.Test()``/``req.test()``,
+  ``Request.Waitall(reqs)``/``waitall``, ``Request.Waitany(reqs)``/``waitany``, ``Request.Testall``;
+* mpisim's own: ``compute(seconds)``, ``start(call)`` (overlap), ``algorithm=`` on collectives.
+
+A blocking call written without ``yield from`` (``comm.send(x, dest=1)``) never runs; the run
+then fails naming the rank, the file and the line (before the deadlock report it usually
+causes), and using such a call as its result (``new = comm.dup(); new.rank``) is an error
+naming the line too. With an ``args:`` mapping the function is called as
 ``main(comm, args)`` and gets the mapping as written in the YAML (its values are the program's
 business: it may parse units itself, e.g. with :func:`mpisim.engine.units.parse_size`).
 
