@@ -640,8 +640,11 @@ class Comm:
 
     def _own_block(self, whole: Payload | None) -> Payload:
         """A copy of this rank's equal block of *whole* (the send data of an ``IN_PLACE`` gather)."""
-        n = whole.count // self.size  # type: ignore[union-attr]
-        return whole.slice(self._rank * n, (self._rank + 1) * n).copy()  # type: ignore[union-attr]
+        if whole is None:
+            raise MPIError(f"rank {self.world_rank}: Gather: IN_PLACE is the root's send buffer only "
+                           "(the other ranks send their own block)")
+        n = whole.count // self.size
+        return whole.slice(self._rank * n, (self._rank + 1) * n).copy()
 
 
 #: What a row of :meth:`Comm._derive`'s exchange says the member is doing.

@@ -164,3 +164,11 @@ def test_a_freed_communicator_names_the_call_made_on_it():
         run_program(make_world(2), program)
     with pytest.raises(MPIError, match="COMM_WORLD cannot be freed"):
         run_program(make_world(1), lambda comm: (yield from comm.Free()))
+
+
+def test_in_place_where_mpi_does_not_allow_it_is_a_named_error():
+    def program(comm):
+        yield from comm.Gather(IN_PLACE, np.zeros(4) if comm.rank == 0 else None, root=0)
+
+    with pytest.raises(MPIError, match=r"rank 1: Gather: IN_PLACE is the root's send buffer only"):
+        run_program(make_world(2), program)
