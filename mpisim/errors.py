@@ -92,6 +92,10 @@ class DeadlockError(MPIError):
     """Ranks are still blocked and no event can make progress."""
 
 
+class UnstartedCallError(MPIError):
+    """A program made a blocking call without ``yield from``, so it never ran (see mpisim.mpi.pending)."""
+
+
 class LimitReached(MPIError):
     """A run reached one of its limits (``limits: {simulated_time, events, wall_time}``) and was stopped.
 

@@ -46,41 +46,47 @@ from mpisim.compat.buffers import TYPEDICT as _typedict  # noqa: F401 - mpi4py's
 from mpisim.compat.buffers import Datatype
 from mpisim.compat.ranks import ProgramExit, RankContext, UnsupportedCall, current, require
 from mpisim.errors import MPIError
+from mpisim.mpi import constants as _constants
 from mpisim.mpi import ops as _ops
-from mpisim.mpi.payload import DataPayload, SizePayload, in_place, split_counts
+from mpisim.mpi import payload as _payload
+from mpisim.mpi.constants import (
+    ANY_SOURCE,
+    ANY_TAG,
+    COMM_TYPE_SHARED,
+    CONGRUENT,
+    IDENT,
+    PROC_NULL,
+    SUBVERSION,
+    SUCCESS,
+    THREAD_MULTIPLE,
+    THREAD_SERIALIZED,
+    UNDEFINED,
+    UNEQUAL,
+    VERSION,
+)
+from mpisim.mpi.constants import attribute as _attribute
+from mpisim.mpi.payload import DataPayload, in_place, split_counts
 from mpisim.mpi.request import Status as _SimStatus
 
 # ------------------------------------------------------------------ constants (MPICH's values)
 
-ANY_SOURCE = -1
-ANY_TAG = -1
-PROC_NULL = -2
-ROOT = -3
-UNDEFINED = -32766
-SUCCESS = 0
-ERR_OTHER = 15
-IDENT, CONGRUENT, SIMILAR, UNEQUAL = 0, 1, 2, 3
-THREAD_SINGLE, THREAD_FUNNELED, THREAD_SERIALIZED, THREAD_MULTIPLE = 0, 1, 2, 3
-#: Attribute keys (``comm.Get_attr(MPI.TAG_UB)``), MPICH's key values.
-TAG_UB, HOST, IO, WTIME_IS_GLOBAL = 0x64400001, 0x64400003, 0x64400005, 0x64400007
-_TAG_UB_VALUE = 2**31 - 1
-COMM_TYPE_SHARED = 1
-VERSION, SUBVERSION = 4, 0
-BSEND_OVERHEAD = 96
-MAX_PROCESSOR_NAME = 128
+# One table for both APIs (mpisim.mpi.constants); these are the names mpi4py shows. (MAX_TAG,
+# mpisim's name for the TAG_UB attribute's value, is not one of them.)
+_CONSTANTS = (
+    "ANY_SOURCE", "ANY_TAG", "APPNUM", "BSEND_OVERHEAD", "CART", "COMM_TYPE_SHARED", "CONGRUENT", "DIST_GRAPH",
+    "ERR_COMM", "ERR_IN_STATUS", "ERR_LASTCODE", "ERR_OTHER", "ERR_PENDING", "ERR_RANK", "ERR_TAG",
+    "ERR_TRUNCATE", "GRAPH", "IDENT", "IO", "KEYVAL_INVALID", "LASTUSEDCODE", "MAX_ERROR_STRING",
+    "MAX_PROCESSOR_NAME", "PROC_NULL", "ROOT", "SIMILAR", "SUBVERSION", "SUCCESS", "TAG_UB", "THREAD_FUNNELED",
+    "THREAD_MULTIPLE", "THREAD_SERIALIZED", "THREAD_SINGLE", "UNDEFINED", "UNEQUAL", "UNIVERSE_SIZE", "VERSION",
+    "WTIME_IS_GLOBAL",
+)
+globals().update({name: getattr(_constants, name) for name in _CONSTANTS})
 
 #: MPI's errors are mpisim's: ``except MPI.Exception`` catches truncation, invalid ranks, ...
 Exception = MPIError
 
 
-class _InPlace:
-    """``MPI.IN_PLACE``: the receive buffer is also the send buffer."""
-
-    def __repr__(self) -> str:
-        return "<mpi4py.MPI.IN_PLACE>"
-
-
-IN_PLACE = _InPlace()
+IN_PLACE = _payload.IN_PLACE  # the generator API's object: both APIs mean the same by it
 BOTTOM = None
 
 globals().update(_DATATYPES)  # MPI.DOUBLE, MPI.INT, MPI.BYTE, ...
@@ -443,13 +449,9 @@ def _recv_array(buf: Any, call: str, **kw: Any) -> np.ndarray:
         raise TypeError(f"rank {_here(call).rank}: {err}") from None
 
 
-def _fill(into: np.ndarray, result: Any) -> None:
-    """Copy a collective's result into the program's receive buffer."""
-    data = result.array if isinstance(result, DataPayload) else result
-    data = np.asarray(data).reshape(-1)
-    if data.dtype != into.dtype:
-        data = data.view(np.uint8).view(into.dtype) if data.nbytes % into.dtype.itemsize == 0 else data
-    into[:data.size] = data[:into.size]
+def _send_array(buf: Any, call: str) -> Any:
+    """A send buffer specification as a numpy view, or ``IN_PLACE`` as it is."""
+    return buf if buf is IN_PLACE else _array(buf, call)
 
 
 class Comm:
@@ -557,8 +559,8 @@ class Comm:
         return UNDEFINED
 
     def Get_attr(self, keyval: int) -> Any:
-        """The communicator attributes MPI predefines (``TAG_UB``, ``HOST``, ``IO``, ``WTIME_IS_GLOBAL``)."""
-        return {TAG_UB: _TAG_UB_VALUE, HOST: PROC_NULL, IO: ANY_SOURCE, WTIME_IS_GLOBAL: True}.get(keyval)
+        """The communicator attributes MPI predefines (``TAG_UB``, ``IO``, ``WTIME_IS_GLOBAL``, ``APPNUM``, ...)."""
+        return _attribute(keyval)
 
     def Compare(self, other: Comm) -> int:
         """``IDENT`` for the same communicator, ``CONGRUENT`` for the same group, else ``UNEQUAL``."""
@@ -571,9 +573,7 @@ class Comm:
 
     def Dup(self, info: Any = None) -> Intracomm:
         """A copy with its own matching context (``MPI_Comm_dup``)."""
-        ctx = _here("Comm.Dup")
-        ctx.enter()
-        return Intracomm(self._c.dup())
+        return Intracomm(_here("Comm.Dup").block(self._c.dup()))
 
     Clone = Dup
 
@@ -784,45 +784,32 @@ class Comm:
 
     # ---- collectives, buffers
 
+    # The generator Comm's uppercase forms do the work (IN_PLACE, filling the receive buffer);
+    # here the program's buffer specifications become numpy views and mpi4py's ops mpisim's.
+
     def Bcast(self, buf: Any, root: int = 0) -> None:
         """Broadcast root's buffer into every rank's (``MPI_Bcast``)."""
-        ctx = _here("Comm.Bcast")
-        ctx.block(self._c.bcast(in_place(_recv_array(buf, "Bcast")), root))
+        _here("Comm.Bcast").block(self._c.Bcast(_recv_array(buf, "Bcast"), root))
 
     def Reduce(self, sendbuf: Any, recvbuf: Any, op: Op = SUM, root: int = 0) -> None:
         """Reduce every rank's buffer into root's *recvbuf* (``MPI_Reduce``; ``IN_PLACE`` at root)."""
         ctx = _here("Comm.Reduce")
-        c, op_ = self._c, _as_op(op).sim("Reduce")
-        if sendbuf is IN_PLACE:
-            ctx.block(c.reduce(in_place(_recv_array(recvbuf, "Reduce")), op_, root))
-            return
-        result = ctx.block(c.reduce(_array(sendbuf, "Reduce"), op_, root))
-        if c.rank == root:
-            _fill(_recv_array(recvbuf, "Reduce"), result)
+        c = self._c
+        into = _recv_array(recvbuf, "Reduce") if c.rank == root else None
+        ctx.block(c.Reduce(_send_array(sendbuf, "Reduce"), into, _as_op(op).sim("Reduce"), root))
 
     def Allreduce(self, sendbuf: Any, recvbuf: Any, op: Op = SUM) -> None:
         """Reduce every rank's buffer into every rank's *recvbuf* (``MPI_Allreduce``; ``IN_PLACE``)."""
         ctx = _here("Comm.Allreduce")
-        c, op_ = self._c, _as_op(op).sim("Allreduce")
-        into = _recv_array(recvbuf, "Allreduce")
-        if sendbuf is IN_PLACE:
-            ctx.block(c.allreduce(in_place(into), op_))
-            return
-        _fill(into, ctx.block(c.allreduce(_array(sendbuf, "Allreduce"), op_)))
+        ctx.block(self._c.Allreduce(_send_array(sendbuf, "Allreduce"), _recv_array(recvbuf, "Allreduce"),
+                                    _as_op(op).sim("Allreduce")))
 
     def Reduce_scatter_block(self, sendbuf: Any, recvbuf: Any, op: Op = SUM) -> None:
         """Reduce, then rank r keeps block r (equal blocks; ``MPI_Reduce_scatter_block``)."""
         ctx = _here("Comm.Reduce_scatter_block")
-        c = self._c
-        if sendbuf is IN_PLACE:
-            whole = _recv_array(recvbuf, "Reduce_scatter_block")
-            send, into = whole.copy(), whole[:whole.size // c.size]
-        else:
-            send, into = _array(sendbuf, "Reduce_scatter_block"), _recv_array(recvbuf, "Reduce_scatter_block")
-        if send.size % c.size:
-            raise MPIError(f"rank {ctx.rank}: Reduce_scatter_block: {send.size} elements do not split into "
-                           f"{c.size} equal blocks")
-        _fill(into, ctx.block(c.reduce_scatter(send, _as_op(op).sim("Reduce_scatter_block"))))
+        ctx.block(self._c.Reduce_scatter_block(_send_array(sendbuf, "Reduce_scatter_block"),
+                                               _recv_array(recvbuf, "Reduce_scatter_block"),
+                                               _as_op(op).sim("Reduce_scatter_block")))
 
     def Reduce_scatter(self, sendbuf: Any, recvbuf: Any, recvcounts: Sequence[int] | None = None, op: Op = SUM) -> None:
         """Reduce, then rank r keeps ``recvcounts[r]`` elements (``MPI_Reduce_scatter``).
@@ -842,7 +829,7 @@ class Comm:
         into = whole[:counts[c.rank]] if whole is not None else _recv_array(recvbuf, "Reduce_scatter")
         op_ = _as_op(op).sim("Reduce_scatter")
         if counts == split_counts(send.size, c.size):
-            _fill(into, ctx.block(c.reduce_scatter(send, op_)))
+            _payload.fill(in_place(into), ctx.block(c.reduce_scatter(send, op_)))
             return
         total = ctx.block(c.reduce(send, op_, 0))
         full = np.asarray(total).reshape(-1) if c.rank == 0 else None
@@ -854,48 +841,25 @@ class Comm:
         ctx = _here("Comm.Gather")
         c = self._c
         into = _recv_array(recvbuf, "Gather") if c.rank == root else None
-        if sendbuf is IN_PLACE:
-            n = into.size // c.size  # type: ignore[union-attr]
-            send = into[c.rank * n:(c.rank + 1) * n].copy()  # type: ignore[index]
-        else:
-            send = _array(sendbuf, "Gather")
-        result = ctx.block(c.gather(send, root))
-        if into is not None:
-            _fill(into, result)
+        ctx.block(c.Gather(_send_array(sendbuf, "Gather"), into, root))
 
     def Scatter(self, sendbuf: Any, recvbuf: Any, root: int = 0) -> None:
         """Scatter equal blocks of root's *sendbuf*, block r to rank r (``MPI_Scatter``)."""
         ctx = _here("Comm.Scatter")
         c = self._c
-        in_place_root = recvbuf is IN_PLACE
-        into = None if in_place_root else _recv_array(recvbuf, "Scatter")
-        if c.rank == root:
-            send = _array(sendbuf, "Scatter")
-        else:  # only the root's data travels; the others name the size of the whole
-            send = SizePayload(into.size * c.size, into.dtype)  # type: ignore[union-attr]
-        result = ctx.block(c.scatter(send, root))
-        if into is not None:
-            _fill(into, result)
+        send = _array(sendbuf, "Scatter") if c.rank == root else None
+        into = IN_PLACE if recvbuf is IN_PLACE else _recv_array(recvbuf, "Scatter")
+        ctx.block(c.Scatter(send, into, root))
 
     def Allgather(self, sendbuf: Any, recvbuf: Any) -> None:
         """Gather equal blocks into every rank's *recvbuf* (``MPI_Allgather``)."""
         ctx = _here("Comm.Allgather")
-        c = self._c
-        into = _recv_array(recvbuf, "Allgather")
-        if sendbuf is IN_PLACE:
-            n = into.size // c.size
-            send = into[c.rank * n:(c.rank + 1) * n].copy()
-        else:
-            send = _array(sendbuf, "Allgather")
-        _fill(into, ctx.block(c.allgather(send)))
+        ctx.block(self._c.Allgather(_send_array(sendbuf, "Allgather"), _recv_array(recvbuf, "Allgather")))
 
     def Alltoall(self, sendbuf: Any, recvbuf: Any) -> None:
         """Block j of *sendbuf* to rank j, block i of *recvbuf* from rank i (``MPI_Alltoall``)."""
         ctx = _here("Comm.Alltoall")
-        c = self._c
-        into = _recv_array(recvbuf, "Alltoall")
-        send = into.copy() if sendbuf is IN_PLACE else _array(sendbuf, "Alltoall")
-        _fill(into, ctx.block(c.alltoall(send)))
+        ctx.block(self._c.Alltoall(_send_array(sendbuf, "Alltoall"), _recv_array(recvbuf, "Alltoall")))
 
     def Gatherv(self, sendbuf: Any, recvbuf: Any, root: int = 0) -> None:
         """Gather blocks of per-rank counts into root's ``[buf, counts, displs, type]`` (``MPI_Gatherv``)."""

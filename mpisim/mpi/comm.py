@@ -1,4 +1,4 @@
-"""Communicators: the API a simulated rank programs against, in mpi4py's lowercase names.
+"""Communicators: the API a simulated rank programs against, in mpi4py's names and with mpi4py's semantics.
 
 Every call that can block is a SimPy generator used with ``yield from``; its result is the
 return value, as in mpi4py's lowercase API ("the received object is simply the return
@@ -11,12 +11,21 @@ value")::
     out = yield from comm.allreduce(buf, op=SUM, algorithm="ring")
     yield from comm.compute(1e-3)            # one millisecond of modelled computation
 
+mpi4py's uppercase, buffer-based names are here too, with mpi4py's signatures: they fill the
+caller's arrays and return nothing (``yield from comm.Recv(buf, source=0)``,
+``yield from comm.Allreduce(IN_PLACE, x)``), and requests wait under mpi4py's names
+(``yield from req.Wait()``, ``yield from Request.Waitall(reqs)``). One model serves both
+APIs: a program written for mpi4py reads the same with ``yield from`` before each blocking
+call, and the constants (``ANY_SOURCE``, ``PROC_NULL``, ``TAG_UB``, ...) are MPICH's.
+
 A communicator is a group of world ranks plus two matching *contexts*: one for
 point-to-point messages and one for collectives, so a collective never matches a user's
-receive. ``split`` and ``dup`` make new communicators with new contexts, as MPI does.
-Each rank holds its own :class:`Comm` object (``comm.rank`` differs between them).
+receive. ``split`` and ``dup`` make new communicators with new contexts; both are
+collectives, as in MPI, and both block: ``new = yield from comm.dup()``. Each rank holds its
+own :class:`Comm` object (``comm.rank`` differs between them). A user's program gets a
+:class:`~mpisim.mpi.usercomm.UserComm`, which reports a blocking call written without
+``yield from`` instead of letting it silently do nothing.
 """
-
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
@@ -25,8 +34,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from mpisim.engine.events import AllDone
+from mpisim.errors import MPIError
+from mpisim.mpi.constants import UNDEFINED, attribute
 from mpisim.mpi.ops import SUM, Op
-from mpisim.mpi.payload import DataPayload, Payload, as_payload, in_place
+from mpisim.mpi.payload import IN_PLACE, DataPayload, Payload, SizePayload, as_payload, fill, in_place
 from mpisim.mpi.request import ANY_SOURCE, ANY_TAG, Request, Status
 from mpisim.mpi.wire import Wire
 
@@ -34,8 +45,6 @@ if TYPE_CHECKING:
     from mpisim.engine.sim import Proc
     from mpisim.mpi.world import World
 
-#: ``color`` value that leaves a rank out of every new communicator in :meth:`Comm.split`.
-UNDEFINED = -32766
 
 #: Runs a collective: ``runner(comm, collective, algorithm, **arguments)``. Installed by
 #: :mod:`mpisim.collectives` so this lower layer never imports the algorithm registry.
@@ -229,16 +238,17 @@ class Comm:
     # Which calls allocate: the lowercase receives (recv, irecv, sendrecv) return the message
     # as a new array, as mpi4py's lowercase (pickle-based) calls return a new object; a
     # ``buf`` given to them only sets the largest message accepted. The uppercase forms,
-    # mpi4py's buffer-based names, write the message into the caller's array and return
-    # nothing, like ``MPI_Recv``; that is also how real data is received without a copy.
+    # mpi4py's buffer-based names with mpi4py's signatures, write the message into the
+    # caller's array and return nothing, like ``MPI_Recv``; that is also how real data is
+    # received without a copy. Where the two forms mean the same (sends, probes, barrier),
+    # the uppercase name is the lowercase method itself.
 
-    def Send(self, buf: Any, dest: int, tag: int = 0) -> Proc[None]:
-        """Send the array *buf* (``MPI_Send``; the same as :meth:`send`)."""
-        yield from self.send(buf, dest, tag)
-
-    def Isend(self, buf: Any, dest: int, tag: int = 0) -> Request:
-        """Start sending the array *buf* (``MPI_Isend``; the same as :meth:`isend`)."""
-        return self.isend(buf, dest, tag)
+    Send = send
+    Isend = isend
+    Ssend = ssend
+    Issend = issend
+    Probe = probe
+    Iprobe = iprobe
 
     def Recv(self, buf: Any, source: int = ANY_SOURCE, tag: int = ANY_TAG, status: Status | None = None) -> Proc[None]:
         """Receive into the caller's array *buf* (contiguous, writeable numpy; ``MPI_Recv``).
@@ -247,11 +257,19 @@ class Comm:
         elements (``status.count`` says how many). A size-only payload is accepted and stays
         size-only.
         """
-        yield from self.recv(in_place(buf), source, tag, status)
+        req = self.world.post_recv(self, source, tag, in_place(buf), status)
+        if req.triggered:
+            req.outcome()
+            return
+        yield from self.world.block(self.world_rank, req, (Request.describe, req), (req,), "recv", self._peer(source))
 
     def Irecv(self, buf: Any, source: int = ANY_SOURCE, tag: int = ANY_TAG, status: Status | None = None) -> Request:
-        """Post a receive into the caller's array *buf* (``MPI_Irecv``); it is filled when the request completes."""
-        return self.irecv(in_place(buf), source, tag, status)
+        """Post a receive into the caller's array *buf* (``MPI_Irecv``); it is filled when the request completes.
+
+        The request keeps a :class:`Status` (*status* or its own), so a later
+        ``Request.Waitall(requests, statuses)`` can say who sent each message, as in mpi4py.
+        """
+        return self.world.post_recv(self, source, tag, in_place(buf), status if status is not None else Status())
 
     def Sendrecv(self, sendbuf: Any, dest: int, sendtag: int = 0, recvbuf: Any = None, source: int = ANY_SOURCE,
                  recvtag: int = ANY_TAG, status: Status | None = None) -> Proc[None]:
@@ -259,6 +277,15 @@ class Comm:
         if recvbuf is None:
             raise TypeError(f"rank {self.world_rank}: Sendrecv needs a recvbuf to fill (sendrecv returns a new array)")
         yield from self.sendrecv(sendbuf, dest, sendtag, in_place(recvbuf), source, recvtag, status)
+
+    def Sendrecv_replace(self, buf: Any, dest: int, sendtag: int = 0, source: int = ANY_SOURCE, recvtag: int = ANY_TAG,
+                         status: Status | None = None) -> Proc[None]:
+        """Send *buf* and receive into it, at once (``MPI_Sendrecv_replace``)."""
+        yield from self.sendrecv(np.array(buf, copy=True), dest, sendtag, in_place(buf), source, recvtag, status)
+
+    def Get_attr(self, keyval: int) -> int | None:
+        """A predefined attribute (``comm.Get_attr(TAG_UB)``: the largest tag), with MPICH's values."""
+        return attribute(keyval)
 
     # ------------------------------------------------------------------ concurrency
 
@@ -269,7 +296,7 @@ class Comm:
         its value. This is how a program overlaps a blocking call with other work: start the
         gradient allreduce, compute the next layer, then wait (see scenarios/programs/overlap.py).
         """
-        return self.env.process(activity)
+        return self.env.process(iter(activity))  # iter(): a user's pending call hands over its generator
 
     @staticmethod
     def _fill_status(msg: Any, status: Status | None) -> Status:
@@ -340,34 +367,61 @@ class Comm:
 
     # ------------------------------------------------------------------ new communicators
 
-    def dup(self) -> Comm:
+    def dup(self) -> Proc[Comm]:
         """Return a copy of this communicator with new matching contexts (``MPI_Comm_dup``).
 
-        Every member must call ``dup`` in the same order, as MPI requires; the new context id
-        is derived from that order, so no messages are needed.
+        A collective, as in MPI, used like :meth:`split`: ``new = yield from comm.dup()``.
+        Every member calls it, in the same order relative to its other ``dup`` and ``split``
+        calls; the members agree on the new context with one exchange of a small row each
+        (ceil(lg p) rounds of messages, what MPICH's allreduce of its context-id mask costs).
         """
-        self._derived += 1
-        ctx = self.world.context_for((self.context, "dup", self._derived))
-        return Comm(self.world, self.group, self._rank, ctx)
+        return (yield from self._derive("dup", 0, 0))
 
     def split(self, color: int = 0, key: int = 0) -> Proc[Comm | None]:
         """Partition the communicator by *color*, ordering each part by *key* (``MPI_Comm_split``).
 
         A collective: every member exchanges its (color, key) with the others through a
         dissemination allgather on the collective context, which costs ceil(lg p) rounds of
-        messages. Returns ``None`` for ``color=UNDEFINED``.
+        messages. Returns ``None`` for ``color=UNDEFINED`` (mpi4py's ``COMM_NULL``).
         """
+        return (yield from self._derive("split", color, key))
+
+    Dup = dup
+    Clone = dup
+    Split = split
+
+    def Free(self) -> None:
+        """Release this handle (``MPI_Comm_free``); any later use of it is an error naming the call.
+
+        Local, as in MPI implementations: nothing is sent. ``COMM_WORLD`` cannot be freed.
+        """
+        if self.context == 0:
+            raise MPIError(f"rank {self.world_rank}: COMM_WORLD cannot be freed")
+        self.__class__ = _FreedComm  # type: ignore[assignment]
+
+    def _derive(self, how: str, color: int, key: int) -> Proc[Comm | None]:
+        """The new communicator of a ``dup`` or ``split`` call, after the members' exchange of (call, color, key)."""
         self._derived += 1
         seq = self._derived
-        mine = np.array([self._rank, color, key], dtype=np.int64)
-        table = yield from self._allgather_small(mine)
+        kind = _DERIVE_KINDS.index(how)
+        mine = np.array([self._rank, seq, kind, color, key], dtype=np.int64)
+        table = (yield from self._allgather_small(mine)).reshape(-1, 5)
+        disagree = table[(table[:, 1] != seq) | (table[:, 2] != kind)]
+        if len(disagree):
+            other = disagree[0]
+            raise MPIError(f"rank {self.world_rank}: {how} is this rank's call #{seq} deriving a communicator, but "
+                           f"rank {self.group[int(other[0])]}'s is {_DERIVE_KINDS[int(other[2])]} (call "
+                           f"#{int(other[1])}): every member must make the same dup/split calls in the same order")
+        if how == "dup":
+            ctx = self.world.context_for((self.context, "dup", seq))
+            return type(self)(self.world, self.group, self._rank, ctx)
         if color == UNDEFINED:
             return None
-        members = sorted((int(k), int(r)) for r, c, k in table.reshape(-1, 3) if c == color)
+        members = sorted((int(k), int(r)) for r, _, _, c, k in table if c == color)
         group = tuple(self.group[r] for _, r in members)
         new_rank = [r for _, r in members].index(self._rank)
         ctx = self.world.context_for((self.context, "split", seq, int(color)))
-        return Comm(self.world, group, new_rank, ctx)
+        return type(self)(self.world, group, new_rank, ctx)
 
     def sub(self, ranks: Sequence[int], label: str = "") -> Comm | None:
         """Return the communicator of the given ranks of this one (``None`` if this rank is not in it).
@@ -495,6 +549,117 @@ class Comm:
     def scatter(self, sendbuf: Any, root: int = 0, algorithm: str | None = None) -> Proc[Any]:
         """Return block *rank* of root's *sendbuf* (every rank passes a buffer of the same count)."""
         return (yield from self._collective("scatter", algorithm, buf=sendbuf, root=root))
+
+    # ------------------------------------------------------------------ collectives, mpi4py's buffer forms
+    #
+    # mpi4py's signatures: the result goes into the caller's *recvbuf* (a numpy array, or a
+    # payload), nothing is returned, and ``IN_PLACE`` as *sendbuf* means the input is in
+    # *recvbuf* already. They run the same algorithms as the lowercase forms (``algorithm=``
+    # chooses one); the mpi4py module of ``mpisim exec`` runs its uppercase calls through them.
+
+    Barrier = barrier
+
+    def Bcast(self, buf: Any, root: int = 0, algorithm: str | None = None) -> Proc[None]:
+        """Broadcast root's *buf* into every rank's *buf* (``MPI_Bcast``)."""
+        yield from self.bcast(self._into(buf, "Bcast"), root, algorithm)
+
+    def Reduce(self, sendbuf: Any, recvbuf: Any, op: Op = SUM, root: int = 0,
+               algorithm: str | None = None) -> Proc[None]:
+        """Reduce every rank's *sendbuf* into root's *recvbuf* (``MPI_Reduce``; ``IN_PLACE`` at the root).
+
+        *recvbuf* matters at the root only (others may pass None).
+        """
+        if sendbuf is IN_PLACE:
+            yield from self.reduce(self._into(recvbuf, "Reduce"), op, root, algorithm)
+            return
+        result = yield from self.reduce(sendbuf, op, root, algorithm)
+        if self._rank == root:
+            fill(self._into(recvbuf, "Reduce"), result)
+
+    def Allreduce(self, sendbuf: Any, recvbuf: Any, op: Op = SUM, algorithm: str | None = None) -> Proc[None]:
+        """Reduce every rank's *sendbuf* into every rank's *recvbuf* (``MPI_Allreduce``; ``IN_PLACE``)."""
+        into = self._into(recvbuf, "Allreduce")
+        if sendbuf is IN_PLACE:
+            yield from self.allreduce(into, op, algorithm)
+            return
+        fill(into, (yield from self.allreduce(sendbuf, op, algorithm)))
+
+    def Reduce_scatter_block(self, sendbuf: Any, recvbuf: Any, op: Op = SUM,
+                             algorithm: str | None = None) -> Proc[None]:
+        """Reduce, then rank r's *recvbuf* gets block r of p equal blocks (``MPI_Reduce_scatter_block``).
+
+        With ``IN_PLACE`` the input is the whole *recvbuf* and the result its first block.
+        """
+        into = self._into(recvbuf, "Reduce_scatter_block")
+        send = as_payload(sendbuf) if sendbuf is not IN_PLACE else into.copy()
+        if send.count % self.size:
+            raise MPIError(f"rank {self.world_rank}: Reduce_scatter_block: {send.count} elements do not split into "
+                           f"{self.size} equal blocks")
+        fill(into, (yield from self.reduce_scatter(send, op, algorithm)))
+
+    def Gather(self, sendbuf: Any, recvbuf: Any, root: int = 0, algorithm: str | None = None) -> Proc[None]:
+        """Gather equal blocks into root's *recvbuf*, in rank order (``MPI_Gather``; ``IN_PLACE`` at the root)."""
+        into = self._into(recvbuf, "Gather") if self._rank == root else None
+        send = self._own_block(into) if sendbuf is IN_PLACE else sendbuf
+        result = yield from self.gather(send, root, algorithm)
+        if into is not None:
+            fill(into, result)
+
+    def Scatter(self, sendbuf: Any, recvbuf: Any, root: int = 0, algorithm: str | None = None) -> Proc[None]:
+        """Block r of root's *sendbuf* into rank r's *recvbuf* (``MPI_Scatter``; ``IN_PLACE`` at the root).
+
+        *sendbuf* matters at the root only (others may pass None).
+        """
+        into = None if recvbuf is IN_PLACE else self._into(recvbuf, "Scatter")
+        if self._rank == root:
+            send = sendbuf
+        else:  # only the root's data travels; the others name the size of the whole
+            send = SizePayload(into.count * self.size, into.dtype)  # type: ignore[union-attr]
+        result = yield from self.scatter(send, root, algorithm)
+        if into is not None:
+            fill(into, result)
+
+    def Allgather(self, sendbuf: Any, recvbuf: Any, algorithm: str | None = None) -> Proc[None]:
+        """Every rank's equal block into every rank's *recvbuf*, in rank order (``MPI_Allgather``; ``IN_PLACE``)."""
+        into = self._into(recvbuf, "Allgather")
+        send = self._own_block(into) if sendbuf is IN_PLACE else sendbuf
+        fill(into, (yield from self.allgather(send, algorithm)))
+
+    def Alltoall(self, sendbuf: Any, recvbuf: Any, algorithm: str | None = None) -> Proc[None]:
+        """Block j of *sendbuf* to rank j; block i of *recvbuf* from rank i (``MPI_Alltoall``; ``IN_PLACE``)."""
+        into = self._into(recvbuf, "Alltoall")
+        send = into.copy() if sendbuf is IN_PLACE else sendbuf
+        fill(into, (yield from self.alltoall(send, algorithm)))
+
+    def _into(self, buf: Any, call: str) -> Payload:
+        """The caller's receive buffer as an owned payload (see :func:`in_place`), or a clear error."""
+        try:
+            return in_place(buf)
+        except (ValueError, AttributeError) as err:
+            raise TypeError(f"rank {self.world_rank}: {call}: the receive buffer: {err}") from None
+
+    def _own_block(self, whole: Payload | None) -> Payload:
+        """A copy of this rank's equal block of *whole* (the send data of an ``IN_PLACE`` gather)."""
+        if whole is None:
+            raise MPIError(f"rank {self.world_rank}: Gather: IN_PLACE is the root's send buffer only "
+                           "(the other ranks send their own block)")
+        n = whole.count // self.size
+        return whole.slice(self._rank * n, (self._rank + 1) * n).copy()
+
+
+#: What a row of :meth:`Comm._derive`'s exchange says the member is doing.
+_DERIVE_KINDS = ("split", "dup")
+
+
+class _FreedComm:
+    """What a :class:`Comm` becomes after :meth:`Comm.Free`: every use is an MPI error naming it."""
+
+    def __getattr__(self, name: str) -> Any:
+        rank = self.__dict__["group"][self.__dict__["_rank"]]
+        raise MPIError(f"rank {rank}: comm.{name} on a freed communicator (after Free() it is MPI_COMM_NULL)")
+
+    def __repr__(self) -> str:
+        return "Comm(freed)"
 
 
 def _overlap(a: Any, b: Payload) -> bool:

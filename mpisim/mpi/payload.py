@@ -332,6 +332,42 @@ def _adjacent_views(parts: Sequence[Payload]) -> np.ndarray | None:
     return flat[offset:offset + total]
 
 
+class _InPlace:
+    """``IN_PLACE`` (``MPI_IN_PLACE``), the send buffer of an uppercase collective whose data is in its receive buffer."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "IN_PLACE"
+
+    def __reduce__(self) -> str:
+        return "IN_PLACE"  # one object, also after pickling
+
+
+#: ``comm.Allreduce(IN_PLACE, x)``: the input is in ``x`` and the result replaces it (``MPI_IN_PLACE``).
+#: mpi4py's ``MPI.IN_PLACE`` is this object under ``mpisim exec``.
+IN_PLACE = _InPlace()
+
+
+def fill(into: Payload, result: Any) -> None:
+    """Copy a collective's *result* (a payload or an array) into the caller's owned buffer *into*.
+
+    A result of another dtype is copied as bytes (MPI moves bytes; the types are the
+    program's business) and a shorter one fills the first elements. Nothing is copied when
+    either side is size-only (``payload: size``) or when the algorithm already worked in
+    the caller's memory.
+    """
+    if result is None or not into.has_data or result.__class__ is SizePayload:
+        return
+    mine = into.array
+    data = result.array if isinstance(result, DataPayload) else np.asarray(result).reshape(-1)
+    if data.__array_interface__["data"][0] == mine.__array_interface__["data"][0] and data.nbytes == mine.nbytes:
+        return
+    if data.dtype != mine.dtype and data.nbytes % mine.dtype.itemsize == 0:
+        data = data.view(np.uint8).view(mine.dtype)
+    mine[:data.size] = data[:mine.size]
+
+
 def in_place(buf: Any) -> Payload:
     """Hand *buf* over as an owned buffer that collectives may write into (``MPI_IN_PLACE``).
 

@@ -68,11 +68,13 @@ from mpisim.errors import (
     InvalidTagError,
     LimitReached,
     TruncationError,
+    UnstartedCallError,
 )
 from mpisim.mpi.config import MpiConfig
+from mpisim.mpi.constants import ANY_SOURCE, ANY_TAG, MAX_TAG, PROC_NULL
 from mpisim.mpi.ops import Op
 from mpisim.mpi.payload import DataPayload, Payload, SizePayload, as_payload
-from mpisim.mpi.request import ANY_SOURCE, ANY_TAG, PROC_NULL, Request, Status
+from mpisim.mpi.request import Request, Status
 from mpisim.mpi.wire import Wire
 
 if TYPE_CHECKING:
@@ -226,6 +228,12 @@ class World:
         self._call_soon: Callable[[Callable[[Any], None], Any], None] = getattr(
             self.env, "call_soon", self._urgent_call)
         self._world_comms: list[Comm] | None = None
+        #: The class of the ranks' ``COMM_WORLD`` handles: :class:`Comm`, or a subclass such as
+        #: :class:`~mpisim.mpi.usercomm.UserComm` for user programs (set before :meth:`launch`).
+        self.comm_class: type[Comm] | None = None
+        #: Blocking calls a program made without ``yield from`` (:mod:`mpisim.mpi.pending`), as
+        #: (rank, report line): they lead a deadlock report, and fail a run that ends without one.
+        self.lost_calls: list[tuple[int, str]] = []
         #: Optional ``locate(rank) -> str``: where in the user's source a rank is (``ring.py:14: ...``),
         #: set by runners of unchanged programs so reports can name the line.
         self.locate: Callable[[int], str] | None = None
@@ -243,7 +251,8 @@ class World:
 
         if self._world_comms is None:
             group = tuple(range(self.size))
-            self._world_comms = [Comm(self, group, r, 0) for r in range(self.size)]
+            cls = self.comm_class or Comm
+            self._world_comms = [cls(self, group, r, 0) for r in range(self.size)]
         return self._world_comms[rank]
 
     def context_for(self, key: tuple) -> int:
@@ -296,10 +305,12 @@ class World:
         blocked = [r for r, st in enumerate(self.states) if not st.finished and st.call]
         if any(p.is_alive for p in self._processes):
             self._close_blocked_spans(blocked)
-            error = DeadlockError(self._deadlock_report(blocked))
+            error = DeadlockError("\n".join([*self._lost_report(), self._deadlock_report(blocked)]))
             error.ranks = blocked
             error.calls = [self._user_call(rank) for rank in blocked]
             raise error
+        if self.lost_calls:
+            raise UnstartedCallError("\n".join(self._lost_report()))
         for rank, box in enumerate(self.mailboxes):
             for msg in box.unexpected:
                 origin = msg.send_req.origin
@@ -330,8 +341,9 @@ class World:
         """Start sending *buf* to communicator rank *dest*; return the send request."""
         if not 0 <= dest < len(comm.group):
             self._check_rank(comm, dest, "dest", "send")
-        if tag < 0:
-            raise InvalidTagError(f"rank {comm.world_rank}: send(dest={dest}, tag={tag}): tags must be >= 0")
+        if not 0 <= tag <= MAX_TAG:
+            raise InvalidTagError(f"rank {comm.world_rank}: send(dest={dest}, tag={tag}): tags must be in 0..{MAX_TAG} "
+                                  "(MPI_TAG_UB)")
         if dest == PROC_NULL:
             req = Request(self.env, "send", comm, dest, tag, 0, "null")
             req.succeed()
@@ -597,8 +609,9 @@ class World:
         """
         if source != ANY_SOURCE and not 0 <= source < len(comm.group):
             self._check_rank(comm, source, "source", "recv")
-        if tag < 0 and tag != ANY_TAG:
-            raise InvalidTagError(f"rank {comm.world_rank}: recv(source={source}, tag={tag}): tags must be >= 0 or ANY_TAG")
+        if not 0 <= tag <= MAX_TAG and tag != ANY_TAG:
+            raise InvalidTagError(f"rank {comm.world_rank}: recv(source={source}, tag={tag}): tags must be in "
+                                  f"0..{MAX_TAG} (MPI_TAG_UB) or ANY_TAG")
         req = Request(self.env, "recv", comm, source, tag)
         req.status = status
         if buf is not None:
@@ -786,6 +799,14 @@ class World:
             pending = [req for req in state.waiting_on if not req.triggered]
             why = "; ".join(self._why(req) for req in pending)
             self._span(rank, kind, t0, state.blocked_call + (f" -- {why}" if why else ""), peer, nbytes)
+
+    def _lost_report(self, shown: int = 8) -> list[str]:
+        """The calls made without ``yield from``, rank by rank, each rank's in the order it made them."""
+        lost = sorted(self.lost_calls, key=lambda item: item[0])
+        lines = [text for _, text in lost[:shown]]
+        if len(lost) > shown:
+            lines.append(f"... and {len(lost) - shown} more calls made without `yield from`")
+        return lines
 
     def _deadlock_report(self, blocked: list[int]) -> str:
         lines = [f"deadlock: {len(blocked)} rank(s) blocked and nothing can progress"]

@@ -60,8 +60,8 @@ from mpisim.collectives.select import network_parameters
 from mpisim.engine.sim import Simulation
 from mpisim.engine.trace import Tracer
 from mpisim.errors import ConfigError
+from mpisim.mpi.constants import PROC_NULL
 from mpisim.mpi.payload import Payload
-from mpisim.mpi.request import PROC_NULL
 from mpisim.mpi.world import World
 from mpisim.network.base import make_model
 from mpisim.network.presets import resolve_topology

@@ -65,6 +65,7 @@ FAILURE_KINDS = (
     "collective_mismatch",
     "algorithm_requirement",
     "limit_reached",  # a run limit stopped it (limits:)
+    "unstarted_call",  # a program's blocking call written without `yield from`
     "mpi_error",  # any MPI error at all
 )
 

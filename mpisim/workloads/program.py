@@ -12,7 +12,25 @@ scenario::
         return {"received_from_left": int(got[0])}
 
 and the scenario names it as ``program: halo.py:main`` (``:main`` may be left out), resolved
-against the scenario file's directory. With an ``args:`` mapping the function is called as
+against the scenario file's directory.
+
+**The names** are mpi4py's (:mod:`mpisim.mpi.comm`); each blocking one is used with ``yield from``:
+
+* lowercase, returning the data: ``send, ssend, recv, sendrecv, probe, wait, waitall, waitany,
+  barrier, bcast, reduce, allreduce, allgather, reduce_scatter, alltoall, gather, scatter,
+  split, dup``; non-blocking ``isend, issend, irecv, iprobe, test``;
+* uppercase, filling the caller's arrays (``IN_PLACE`` as the send buffer where MPI allows it):
+  ``Send, Ssend, Recv, Sendrecv, Sendrecv_replace, Probe, Barrier, Bcast, Reduce, Allreduce,
+  Reduce_scatter_block, Gather, Scatter, Allgather, Alltoall, Split, Dup, Clone``; non-blocking
+  ``Isend, Issend, Irecv, Iprobe``; and ``Free``, ``Get_rank``, ``Get_size``, ``Get_attr(TAG_UB)``;
+* on requests: ``req.Wait()``/``req.wait()``, ``req.Test()``/``req.test()``,
+  ``Request.Waitall(reqs)``/``waitall``, ``Request.Waitany(reqs)``/``waitany``, ``Request.Testall``;
+* mpisim's own: ``compute(seconds)``, ``start(call)`` (overlap), ``algorithm=`` on collectives.
+
+A blocking call written without ``yield from`` (``comm.send(x, dest=1)``) never runs; the run
+then fails naming the rank, the file and the line (before the deadlock report it usually
+causes), and using such a call as its result (``new = comm.dup(); new.rank``) is an error
+naming the line too. With an ``args:`` mapping the function is called as
 ``main(comm, args)`` and gets the mapping as written in the YAML (its values are the program's
 business: it may parse units itself, e.g. with :func:`mpisim.engine.units.parse_size`).
 
@@ -58,6 +76,7 @@ import numpy as np
 from mpisim.engine.sim import Proc
 from mpisim.errors import ConfigError, MPIError, ProgramError
 from mpisim.mpi.comm import Comm
+from mpisim.mpi.usercomm import UserComm
 from mpisim.workloads.base import RunContext, WorkloadOutput, register_workload
 from mpisim.workloads.collective import check_keys
 
@@ -269,6 +288,7 @@ def run(params: ProgramParams, ctx: RunContext) -> WorkloadOutput:
         return run_mpi4py(params, ctx)
     function = load_program(params, ctx.base_dir)
     world = ctx.new_world()
+    world.comm_class = UserComm  # a blocking call written without `yield from` is reported, not lost
     args = () if params.args is None else (dict(params.args),)
 
     finished = [0.0] * world.size

@@ -223,3 +223,39 @@ def test_a_program_outside_the_scenarios_folder_needs_consent(tmp_path):
     with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
         assert main(["run", str(scenario), "--allow-program", str(tmp_path / "elsewhere" / "evil.py")]) == 0
     assert "note: running" in err.getvalue() and "evil.py on every rank" in err.getvalue()
+
+
+def test_a_send_without_yield_from_is_reported_where_it_was_written(tmp_path):
+    """The classic slip: the send is made but never run; the report names it before the receiver's deadlock."""
+    code, err = run_cli(tmp_path, """
+        import numpy as np
+
+        def main(comm):
+            if comm.rank == 0:
+                comm.send(np.zeros(4), dest=1)
+            else:
+                yield from comm.recv(source=0)
+    """)
+    assert code == 1
+    lost = err.index("rank 0 called comm.send(...) at prog.py:6 without `yield from`: the call never ran")
+    assert "(write: yield from comm.send(np.zeros(4), dest=1))" in err
+    assert lost < err.index("deadlock: 1 rank(s) blocked")
+
+
+def test_a_run_with_a_call_that_never_ran_fails_as_unstarted_call(tmp_path):
+    import json
+
+    from mpisim.scenario.load import load_file
+    from mpisim.scenario.run import run_scenario
+
+    write(tmp_path, """
+        def main(comm):
+            comm.barrier()
+            yield from comm.compute(1e-6)
+    """)
+    (tmp_path / "s.yaml").write_text("topology: {preset: ib-hdr, nodes: 2}\n"
+                                     "workload: {kind: program, program: prog.py:main}\n")
+    result = run_scenario(load_file(tmp_path / "s.yaml", [("expect_failure", "unstarted_call")]))
+    assert result.passed
+    assert result.failure["kind"] == "unstarted_call"
+    assert "rank 1 called comm.barrier(...) at prog.py:3 without `yield from`" in json.dumps(result.failure)
