@@ -90,7 +90,7 @@ def plot_parallel_breakdown(result: RunResult) -> Figure | None:
     top = max(max(r["iteration_time_s"] for r in rows), max(sum(p.values()) for p in parts))
     scale, unit = time_unit(top)
     n = len(rows)
-    fig = _figure(min(max(6.5, 0.5 * n + 3.0), MAX_WIDTH), 5.4)
+    fig = _figure(min(max(7.5, 0.5 * n + 3.0), MAX_WIDTH), 5.6)
     ax = fig.add_subplot()
     x = np.arange(n)
     bottom = np.zeros(n)
@@ -112,7 +112,7 @@ def plot_parallel_breakdown(result: RunResult) -> Figure | None:
     ax.grid(axis="y", alpha=0.3)
     ax.set_xlim(-0.6, n - 0.4)
     handles, labels = ax.get_legend_handles_labels()
-    fig.legend(handles[::-1], labels[::-1], loc="outside right upper", fontsize=8)
+    fig.legend(handles, labels, loc="outside lower center", ncols=3, fontsize=8)
     fig.suptitle(f"where the iteration goes, by parallel dimension: {result.scenario.get('name', '')}")
     return fig
 
@@ -188,7 +188,7 @@ def plot_layouts(result: RunResult) -> Figure | None:
     """Draw the "which layout" figure: one panel per GPU count with two layouts or more.
 
     Bars are iteration times, fastest first (layouts that do not fit sort last, grey and
-    hatched); the label on each bar is its MFU; diamonds on the right axis are the memory per
+    hatched); the label at the foot of each bar is its MFU; diamonds on the right axis are the memory per
     GPU, with the device's memory as a dashed line when the sweep does not change it.
     Returns None without such a sweep.
     """
@@ -218,9 +218,9 @@ def plot_layouts(result: RunResult) -> Figure | None:
             if row.get("fits") is False:
                 ax.annotate("does not fit" + (f"\n{text}" if text else ""), (xi, row["iteration_time_s"] / scale),
                             textcoords="offset points", xytext=(0, 3), ha="center", fontsize=7, color=NO_FIT_TEXT)
-            elif text:  # inside the bar, clear of the memory line above
-                ax.annotate(text, (xi, row["iteration_time_s"] / scale), textcoords="offset points", xytext=(0, -4),
-                            ha="center", va="top", fontsize=7, color="white")
+            elif text:  # inside the bar, at its foot: clear of the memory line and, mostly, of the diamonds
+                ax.annotate(text, (xi, 0), textcoords="offset points", xytext=(0, 4), ha="center", va="bottom",
+                            fontsize=7, color="white")
         _label_axis(ax, _bar_labels(rows, keys), rows)
         ax.set_ylim(0, top / scale * 1.18)
         ax.set_ylabel(f"iteration time ({unit})")

@@ -332,6 +332,10 @@ def markdown_report(result: RunResult, figures: Sequence[FigureInfo], findings: 
         out += ["## Figures", ""]
         for fig in figures:
             out += [f"### {fig.title}", "", f"![{fig.title}]({fig.path})", "", fig.caption, ""]
+        pipelined = any(int(r.get("pp") or 1) > 1 for r in row_kinds(result)["hybrid"])
+        if pipelined and not any(fig.path.startswith("figures/pipeline-") for fig in figures):
+            out += ["No pipeline timeline: the run recorded no spans of the stages' passes. Run it with "
+                    "`--set trace.spans=true` (or `trace: {spans: true}`) to draw one per pipelined layout.", ""]
     tables = results_tables(result)
     if tables:
         out += ["## Results", ""]

@@ -258,9 +258,12 @@ def test_pipeline_figure_draws_a_lane_per_stage_and_a_box_per_pass(pipeline_run)
     assert first > last
 
 
-def test_no_pipeline_without_spans_or_stages():
+def test_no_pipeline_without_spans_or_stages(tmp_path):
     no_spans = run_scenario(load_dict({**small_pipeline(), "trace": {"messages": False, "spans": False}}))
     assert plot_pipeline(no_spans, no_spans.records[0]) is None and pipeline_worlds(no_spans) == []
+    out = tmp_path / "no-spans"
+    write_outputs(no_spans, out)
+    assert "No pipeline timeline: the run recorded no spans" in (out / "report.md").read_text()
     one_stage = run_scenario(load_dict(small_pipeline(parallel={"tp": 2, "pp": 1})))
     assert plot_pipeline(one_stage, one_stage.records[0]) is None
 
