@@ -25,6 +25,7 @@ from mpisim.report.hybrid_plots import (
     plot_pipeline,
 )
 from mpisim.report.markdown import layout_tables
+from mpisim.report.plots import plot_scaling
 from mpisim.report.records import RunResult, WorldRecords
 from mpisim.report.render import load_result, pipeline_worlds, slim, write_outputs
 from mpisim.report.tables import row_kinds
@@ -149,6 +150,19 @@ def test_layouts_figure_sorts_by_time_and_greys_what_does_not_fit(sweep):
 def test_layouts_figure_needs_two_layouts_at_one_gpu_count():
     one = layout_sweep([hybrid_row(8, 8, 24, iteration=10.0, compute=8.0)])
     assert plot_layouts(one) is None and not layout_tables(one)
+
+
+def test_a_sweep_over_nodes_scales_iteration_time_and_mfu():
+    rows = [hybrid_row(8, 4, dp, iteration=t, compute=0.8 * t, **{"topology.nodes": 4 * dp})
+            for dp, t in ((2, 2.0), (4, 1.1), (8, 0.6))]
+    result = RunResult(scenario={"name": "scale", "sweep": {"topology.nodes": [8, 16, 32]}}, rows=rows)
+    fig = plot_scaling(result)
+    ax_t, ax_e = fig.axes
+    assert list(ax_t.lines[0].get_xdata()) == [64, 128, 256]
+    assert ax_e.get_ylabel() == "MFU (%)"
+    assert list(ax_e.lines[0].get_ydata()) == pytest.approx([r["mfu"] * 100 for r in rows])
+    labels = [t.get_text() for t in plot_parallel_breakdown(result).axes[0].get_xticklabels()]
+    assert labels == ["tp 8, pp 4, dp 2, nodes=8", "tp 8, pp 4, dp 4, nodes=16", "tp 8, pp 4, dp 8, nodes=32"]
 
 
 # ----------------------------------------------------------------------------- findings
