@@ -372,6 +372,28 @@ def _what_others_lose(best: dict[str, Any], others: list[dict[str, Any]], keys: 
             + "; ".join(text for _, text in parts) + "."]
 
 
+#: A layout this close to the fastest in time counts as just as fast when it needs much less memory.
+CLOSE_IN_TIME = 0.02
+#: ... and "much less" is at most this share of the fastest layout's memory per GPU.
+LEANER = 0.75
+
+
+def _leaner_alternative(best: dict[str, Any], others: list[dict[str, Any]], keys: Sequence[str]) -> list[str]:
+    """Name a layout nearly as fast as the fastest that needs much less memory per GPU (headroom)."""
+    memory = best.get("memory_per_gpu_bytes")
+    if not isinstance(memory, int | float) or memory <= 0:
+        return []
+    close = [r for r in others if r["iteration_time_s"] <= best["iteration_time_s"] * (1 + CLOSE_IN_TIME)
+             and isinstance(r.get("memory_per_gpu_bytes"), int | float) and r["memory_per_gpu_bytes"] <= LEANER * memory]
+    if not close:
+        return []
+    lean = min(close, key=lambda r: r["memory_per_gpu_bytes"])
+    slower = lean["iteration_time_s"] / best["iteration_time_s"] - 1
+    return [f"**{layout_label(lean, keys)} is within {fmt_percent(slower)} of it with "
+            f"{fmt_bytes(lean['memory_per_gpu_bytes'])} per GPU instead of {fmt_bytes(memory)}:** the layout to pick "
+            "when memory headroom matters (longer sequences, larger micro-batches, fragmentation)."]
+
+
 def _rate(row: dict[str, Any]) -> str:
     parts = [f"{fmt_time(row['iteration_time_s'])} per iteration"]
     if isinstance(row.get("tflops_per_gpu"), int | float):
@@ -416,6 +438,7 @@ def hybrid_findings(result: RunResult) -> list[str]:
         out.append(_dominant_cost(result, best, label))
         if len(fitting) > 1:
             out += _what_others_lose(best, fitting[1:], keys)
+            out += _leaner_alternative(best, fitting[1:], keys)
         misfits = sorted((r for r in rows if r.get("fits") is False), key=lambda r: r["iteration_time_s"])
         if misfits and len(rows) > 1:
             device = _device_memory(result)

@@ -206,6 +206,17 @@ def test_findings_name_exposed_data_parallel_sync_and_overlap():
     assert "overlap" not in overlapped and "larger buckets" in overlapped
 
 
+def test_findings_name_a_nearly_as_fast_layout_with_much_less_memory():
+    result = layout_sweep([
+        hybrid_row(8, 2, 16, iteration=29.6, compute=24.0, memory=81 * 10**9, **{"workload.zero": 0}),
+        hybrid_row(8, 2, 16, iteration=29.8, compute=24.0, memory=32 * 10**9, **{"workload.zero": 1}),
+        hybrid_row(8, 4, 8, iteration=30.5, compute=24.0, memory=20 * 10**9, **{"workload.zero": 1}),
+    ])
+    result.scenario["sweep"]["workload.zero"] = [0, 1]
+    lean = next(f for f in hybrid_findings(result) if "headroom" in f)
+    assert lean.startswith("**tp 8, pp 2, dp 16, zero=1 is within 0.7 % of it with 32 GB per GPU instead of 81 GB:**")
+
+
 def test_findings_say_compute_dominates_when_nothing_else_matters():
     result = layout_sweep([hybrid_row(1, 1, 64, iteration=1.0, compute=0.99)])
     assert hybrid_findings(result)[1].startswith("**Compute is 99.0 % of the iteration of tp 1, pp 1, dp 64:**")
