@@ -347,7 +347,9 @@ def _dominant_cost(result: RunResult, row: dict[str, Any], label: str) -> str:
     if share < NOTABLE:
         return (f"**Compute is {fmt_percent(parts['compute'] / iteration)} of the iteration of {label}:** every "
                 f"other cost is below {fmt_percent(NOTABLE)} (the largest: {COST_NAMES[cost].lower()}, "
-                f"{fmt_percent(share)}), so only faster kernels (`compute.efficiency`) or faster GPUs would shorten it.")
+                f"{fmt_percent(share)}), so only faster compute would shorten it"
+                + (" (faster kernels: a higher `compute.efficiency`, or faster GPUs)."
+                   if isinstance(row.get("tflops_per_gpu"), int | float) else "."))
     others = [f"{COST_NAMES[k].lower()} {fmt_percent(v / iteration)}" for v, k in costs[1:] if v / iteration >= NOTABLE / 2]
     return (f"**{COST_NAMES[cost]} is {fmt_percent(share)} of the iteration of {label}** ({fmt_time(costs[0][0])} of "
             f"{fmt_time(iteration)}; compute {fmt_percent(parts['compute'] / iteration)}"

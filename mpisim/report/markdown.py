@@ -264,8 +264,9 @@ def _hybrid_headline(result: RunResult) -> list[list[str]]:
             out.append([f"{ranks} GPUs: {which} (of {len(rows)}" + (f", {misfits} do not fit" if misfits else "") + ")",
                         layout_label(best, keys)])
         out.append([f"{prefix}: iteration time", fmt_time(best["iteration_time_s"])])
-        out.append([f"{prefix}: TFLOP/s per GPU", fmt_num(best.get("tflops_per_gpu"))])
-        out.append([f"{prefix}: MFU", fmt_percent(best.get("mfu"))])
+        if best.get("tflops_per_gpu") is not None:  # a model known only by its size has no FLOP count
+            out.append([f"{prefix}: TFLOP/s per GPU", fmt_num(best.get("tflops_per_gpu"))])
+            out.append([f"{prefix}: MFU", fmt_percent(best.get("mfu"))])
         if best.get("tokens_per_s") is not None:
             out.append([f"{prefix}: tokens/s", f"{best['tokens_per_s']:,.0f}"])
         out.append([f"{prefix}: memory per GPU", fmt_bytes(best.get("memory_per_gpu_bytes"))])

@@ -219,7 +219,12 @@ def test_findings_name_a_nearly_as_fast_layout_with_much_less_memory():
 
 def test_findings_say_compute_dominates_when_nothing_else_matters():
     result = layout_sweep([hybrid_row(1, 1, 64, iteration=1.0, compute=0.99)])
-    assert hybrid_findings(result)[1].startswith("**Compute is 99.0 % of the iteration of tp 1, pp 1, dp 64:**")
+    text = hybrid_findings(result)[1]
+    assert text.startswith("**Compute is 99.0 % of the iteration of tp 1, pp 1, dp 64:**")
+    assert "`compute.efficiency`" in text
+    # A model known by its size alone has no FLOP count: its compute time was given, not derived.
+    flat = layout_sweep([hybrid_row(1, 1, 64, iteration=1.0, compute=0.99, tflops_per_gpu=None, mfu=None)])
+    assert "efficiency" not in hybrid_findings(flat)[1]
 
 
 def test_which_layout_table_is_sorted_and_marks_what_does_not_fit(sweep):
