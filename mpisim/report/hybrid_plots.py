@@ -238,9 +238,11 @@ def plot_layouts(result: RunResult) -> Figure | None:
                          xytext=(3, 3), textcoords="offset points", fontsize=7, color=NO_FIT_TEXT)
         mem.set_ylim(0, max(memory_top / 1e9 * 1.15, 1e-9))
         mem.set_ylabel("memory per GPU (GB, diamonds)")
-    handles = [Patch(facecolor=FITS_COLOUR, label="iteration time"),
-               Patch(facecolor=NO_FIT_COLOUR, hatch=NO_FIT_HATCH, edgecolor="#666666", label="does not fit in memory"),
-               Line2D([], [], linestyle="none", marker="D", color="black", label="memory per GPU")]
+    handles = [Patch(facecolor=FITS_COLOUR, label="iteration time")]
+    if any(r.get("fits") is False for _, rows in shown for r in rows):
+        handles.append(Patch(facecolor=NO_FIT_COLOUR, hatch=NO_FIT_HATCH, edgecolor="#666666",
+                             label="does not fit in memory"))
+    handles.append(Line2D([], [], linestyle="none", marker="D", color="black", label="memory per GPU"))
     fig.legend(handles=handles, loc="outside lower center", ncols=3, fontsize=8)
     fig.suptitle(f"which layout: {result.scenario.get('name', '')}")
     return fig
