@@ -12,7 +12,10 @@ what it shows, with the numbers that back it:
 * :func:`link_findings` -- which link class (NVLink, PCIe, NIC, spine) bounds a run, and whether
   its most utilised link saturates;
 * :func:`time_share_findings` -- where the ranks' time goes in a timeline;
-* :func:`closed_form_findings` -- how far the simulation is from the textbook formulas.
+* :func:`closed_form_findings` -- how far the simulation is from the textbook formulas;
+* :func:`hybrid_findings` -- for hybrid-parallel training, which layout is fastest among those
+  that fit, the largest cost besides compute of that layout and what would reduce it, and
+  which layouts do not fit the device's memory.
 
 Nothing is said that the data does not show: a function without its evidence returns [].
 """
@@ -24,6 +27,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from mpisim.engine.units import format_size
+from mpisim.report.hybrid import best_row, breakdown, layout_label
 from mpisim.report.records import RunResult, WorldRecords
 from mpisim.report.tables import (
     STATE_KINDS,
@@ -50,6 +54,7 @@ __all__ = [
     "closed_form_findings",
     "closed_form_worlds",
     "deviation_causes",
+    "hybrid_findings",
     "link_findings",
     "p2p_findings",
     "scaling_findings",
@@ -260,6 +265,196 @@ def scaling_findings(result: RunResult) -> list[str]:
         (best, best_name, ranks), (worst, worst_name, _) = summary[0], summary[-1]
         out.append(f"At {ranks} ranks **{best_name}** scales best ({fmt_percent(best)} efficiency) and "
                    f"**{worst_name}** worst ({fmt_percent(worst)}).")
+    return out
+
+
+#: A cost below this share of the iteration is too small to be worth changing the layout for.
+NOTABLE = 0.02
+#: Layouts named one by one in a sentence before "and N more".
+NAMED_LAYOUTS = 6
+
+
+def _setting(result: RunResult, row: dict[str, Any], key: str) -> Any:
+    """The workload setting *key* (dotted below ``workload``) of *row*: its sweep value, else the scenario's."""
+    if f"workload.{key}" in row:
+        return row[f"workload.{key}"]
+    value: Any = result.scenario.get("workload") or {}
+    for part in key.split("."):
+        value = value.get(part) if isinstance(value, dict) else None
+    return value
+
+
+def _device_memory(result: RunResult) -> int | None:
+    """The device's memory per GPU, unless the sweep changes the topology (then it differs by row)."""
+    if any(k.startswith("topology.") and k != "topology.nodes" for k in sweep_keys(result)):
+        return None
+    value = (result.scenario.get("topology") or {}).get("device_memory")
+    return value if isinstance(value, int) else None
+
+
+def _cost_advice(result: RunResult, row: dict[str, Any], cost: str) -> str:
+    """What would reduce *cost* of *row*'s iteration (a clause), from the row's own settings."""
+    tp, pp, micro_batches = int(row.get("tp") or 1), int(row.get("pp") or 1), int(row.get("micro_batches") or 1)
+    if cost == "tp":
+        fewer = f"fewer tensor-parallel GPUs (tp {tp // 2}) where memory allows" if tp > 1 else "fewer tensor-parallel GPUs"
+        fit = "" if _setting(result, row, "sequence_parallel") else \
+            " (sequence parallelism, `sequence_parallel: true`, splits the activations over tp to make room)"
+        return (f"every layer waits for two collectives of b s h elements per pass; {fewer}{fit}, or faster NVLink "
+                "would reduce it")
+    if cost == "bubble":
+        schedule, chunks = str(row.get("schedule") or _setting(result, row, "schedule")), _setting(result, row, "chunks")
+        ideal = (pp - 1) / (micro_batches + pp - 1)
+        text = (f"with {pp} stages and {micro_batches} micro-batches the stages idle while the pipeline fills and "
+                f"drains ({'1F1B' if schedule == 'interleaved' else schedule} on an ideal network: "
+                f"(p - 1) / (m + p - 1) = {fmt_percent(ideal)} of the pipeline's time); more micro-batches "
+                "(a larger `batch.global`")
+        micro = _setting(result, row, "batch.micro")
+        text += f", or `batch.micro: {int(micro) // 2}`)" if isinstance(micro, int) and micro > 1 else ")"
+        if schedule == "interleaved":
+            return text + f", more model chunks per stage (`chunks: {int(chunks or 2) + 1}`) or fewer stages would reduce it"
+        return text + ", `schedule: interleaved` (v model chunks per stage cut the bubble by v) or fewer stages would reduce it"
+    if cost == "pp":
+        return ("activations and gradients between stages arrive after the stage needs them; fewer stages or a "
+                "faster network between the stages' nodes would reduce it")
+    if cost == "ep":
+        return ("every MoE layer dispatches tokens to their experts and combines them back; expert parallelism inside "
+                "one NVLink domain (fewer ep), a lower `capacity_factor` or a faster network would reduce it")
+    zero = int(row.get("zero") or 0)
+    parts = []
+    if _setting(result, row, "overlap.dp") is False:
+        parts.append("`overlap: {dp: true}` (reduce each gradient bucket while backward goes on)")
+    cap = _setting(result, row, "bucket_cap")
+    parts.append("larger buckets (`bucket_cap`" + (f", now {fmt_bytes(cap)}" if isinstance(cap, int) else "")
+                 + ": fewer collectives, fewer latencies)")
+    if zero == 3:
+        parts.append("ZeRO 1 or 2 where memory allows (FSDP gathers every layer's parameters twice per step)")
+    what = "the gradient sync that backward did not hide"
+    if zero in (1, 2):
+        what += " and the allgather of the updated parameters, which follows the optimizer step so nothing hides it"
+    return f"{what}; " + ", ".join(parts) + " or a faster network would reduce it"
+
+
+COST_NAMES = {"bubble": "The pipeline bubble", "tp": "Tensor-parallel communication", "pp": "Pipeline transfers",
+              "ep": "Expert-parallel all-to-all", "dp": "Exposed data-parallel sync"}
+
+
+def _dominant_cost(result: RunResult, row: dict[str, Any], label: str) -> str:
+    """Name the largest cost of *row*'s iteration besides compute, with what would reduce it."""
+    iteration = row["iteration_time_s"]
+    parts = breakdown(row)
+    costs = sorted(((v, k) for k, v in parts.items() if k != "compute"), reverse=True)
+    share, cost = costs[0][0] / iteration, costs[0][1]
+    if share < NOTABLE:
+        return (f"**Compute is {fmt_percent(parts['compute'] / iteration)} of the iteration of {label}:** every "
+                f"other cost is below {fmt_percent(NOTABLE)} (the largest: {COST_NAMES[cost].lower()}, "
+                f"{fmt_percent(share)}), so only faster compute would shorten it"
+                + (" (faster kernels: a higher `compute.efficiency`, or faster GPUs)."
+                   if isinstance(row.get("tflops_per_gpu"), int | float) else "."))
+    others = [f"{COST_NAMES[k].lower()} {fmt_percent(v / iteration)}" for v, k in costs[1:] if v / iteration >= NOTABLE / 2]
+    return (f"**{COST_NAMES[cost]} is {fmt_percent(share)} of the iteration of {label}** ({fmt_time(costs[0][0])} of "
+            f"{fmt_time(iteration)}; compute {fmt_percent(parts['compute'] / iteration)}"
+            + (", " + ", ".join(others) if others else "") + f"): {_cost_advice(result, row, cost)}.")
+
+
+def _what_others_lose(best: dict[str, Any], others: list[dict[str, Any]], keys: Sequence[str]) -> list[str]:
+    """Say, per cost, which slower layout pays the most more of it than the fastest (costs that matter only)."""
+    base = breakdown(best)
+    floor = NOTABLE * best["iteration_time_s"]
+    parts = []
+    for cost in ("compute", *COST_NAMES):
+        worst = max(others, key=lambda r: breakdown(r)[cost] - base[cost])
+        extra = breakdown(worst)[cost] - base[cost]
+        if extra >= floor:
+            name = COST_NAMES[cost].lower() if cost != "compute" else "compute"
+            parts.append((extra, f"{name}: up to {fmt_time(extra)} more ({layout_label(worst, keys)})"))
+    if not parts:
+        return []
+    parts.sort(key=lambda p: -p[0])
+    return ["**What the slower layouts that fit lose** against the fastest, per iteration: "
+            + "; ".join(text for _, text in parts) + "."]
+
+
+#: A layout this close to the fastest in time counts as just as fast when it needs much less memory.
+CLOSE_IN_TIME = 0.02
+#: ... and "much less" is at most this share of the fastest layout's memory per GPU.
+LEANER = 0.75
+
+
+def _leaner_alternative(best: dict[str, Any], others: list[dict[str, Any]], keys: Sequence[str]) -> list[str]:
+    """Name a layout nearly as fast as the fastest that needs much less memory per GPU (headroom)."""
+    memory = best.get("memory_per_gpu_bytes")
+    if not isinstance(memory, int | float) or memory <= 0:
+        return []
+    close = [r for r in others if r["iteration_time_s"] <= best["iteration_time_s"] * (1 + CLOSE_IN_TIME)
+             and isinstance(r.get("memory_per_gpu_bytes"), int | float) and r["memory_per_gpu_bytes"] <= LEANER * memory]
+    if not close:
+        return []
+    lean = min(close, key=lambda r: r["memory_per_gpu_bytes"])
+    slower = lean["iteration_time_s"] / best["iteration_time_s"] - 1
+    return [f"**{layout_label(lean, keys)} is within {fmt_percent(slower)} of it with "
+            f"{fmt_bytes(lean['memory_per_gpu_bytes'])} per GPU instead of {fmt_bytes(memory)}:** the layout to pick "
+            "when memory headroom matters (longer sequences, larger micro-batches, fragmentation)."]
+
+
+def _rate(row: dict[str, Any]) -> str:
+    parts = [f"{fmt_time(row['iteration_time_s'])} per iteration"]
+    if isinstance(row.get("tflops_per_gpu"), int | float):
+        parts.append(f"{row['tflops_per_gpu']:.0f} TFLOP/s per GPU")
+    if isinstance(row.get("mfu"), int | float):
+        parts.append(f"MFU {fmt_percent(row['mfu'])}")
+    if isinstance(row.get("tokens_per_s"), int | float):
+        parts.append(f"{row['tokens_per_s']:,.0f} tokens/s")
+    return ", ".join(parts)
+
+
+def hybrid_findings(result: RunResult) -> list[str]:
+    """Say which layout wins at each GPU count, what dominates its iteration and which layouts do not fit.
+
+    For each GPU count: the fastest layout that fits the device's memory and by how much it
+    beats the next one; the largest cost of its iteration besides compute (the pipeline
+    bubble, tensor-, pipeline- or expert-parallel communication, or the exposed data-parallel
+    sync; :func:`~mpisim.report.hybrid.breakdown`) with what would reduce it; and the layouts
+    that do not fit, with the memory each needs.
+    """
+    hybrid = row_kinds(result)["hybrid"]
+    keys = sweep_keys(result)
+    out = []
+    for ranks in dict.fromkeys(int(r.get("ranks") or 0) for r in hybrid):
+        rows = [r for r in hybrid if int(r.get("ranks") or 0) == ranks]
+        best = best_row(rows)
+        if best is None or not best.get("iteration_time_s"):
+            continue
+        label = layout_label(best, keys) or "this layout"
+        fitting = sorted((r for r in rows if r.get("fits") is not False), key=lambda r: r["iteration_time_s"])
+        if len(rows) == 1:
+            out.append(f"**{label} on {ranks} GPUs:** {_rate(best)}.")
+        elif best.get("fits") is False:
+            out.append(f"**No layout fits on {ranks} GPUs;** the fastest, {label}, would take {_rate(best)}.")
+        else:
+            text = f"**Fastest layout on {ranks} GPUs: {label}** ({_rate(best)})"
+            if len(fitting) > 1:
+                runner = fitting[1]
+                text += (f", {runner['iteration_time_s'] / best['iteration_time_s']:.2f}x faster than the next that "
+                         f"fits, {layout_label(runner, keys)} ({fmt_time(runner['iteration_time_s'])})")
+            out.append(text + ".")
+        out.append(_dominant_cost(result, best, label))
+        if len(fitting) > 1:
+            out += _what_others_lose(best, fitting[1:], keys)
+            out += _leaner_alternative(best, fitting[1:], keys)
+        misfits = sorted((r for r in rows if r.get("fits") is False), key=lambda r: r["iteration_time_s"])
+        if misfits and len(rows) > 1:
+            device = _device_memory(result)
+            named = [f"{layout_label(r, keys)} ({fmt_bytes(r.get('memory_per_gpu_bytes'))})"
+                     for r in misfits[:NAMED_LAYOUTS]]
+            more = f" and {len(misfits) - NAMED_LAYOUTS} more" if len(misfits) > NAMED_LAYOUTS else ""
+            text = (f"**{len(misfits)} of {len(rows)} layouts on {ranks} GPUs do not fit** the "
+                    + (f"{fmt_bytes(device)} of " if device else "") + "a GPU's memory (needed per GPU): "
+                    + "; ".join(named) + more)
+            faster = [r for r in misfits if r["iteration_time_s"] < best["iteration_time_s"]]
+            if faster:
+                text += (f". {len(faster)} of them would be faster than {label}: more ZeRO sharding or recomputation "
+                         "could make them fit")
+            out.append(text + ".")
     return out
 
 
@@ -474,7 +669,7 @@ def _any_network(result: RunResult, row: dict[str, Any]) -> dict[str, float]:
 
 def all_findings(result: RunResult, worlds: Sequence[WorldRecords], link_worlds: Sequence[WorldRecords] = ()) -> list[str]:
     """Return every finding for *result*; *worlds* are drawn as timelines, *link_worlds* get link figures."""
-    out = algorithm_findings(result) + p2p_findings(result) + scaling_findings(result)
+    out = algorithm_findings(result) + p2p_findings(result) + scaling_findings(result) + hybrid_findings(result)
     for world in link_worlds:
         out += link_findings(world)
     for world in worlds:

@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from mpisim.report.hybrid import best_row, layout_groups, layout_label
 from mpisim.report.records import RunResult
 from mpisim.report.tables import (
     fmt_bandwidth,
@@ -27,7 +28,7 @@ from mpisim.report.tables import (
 )
 from mpisim.report.text import markdown_text
 
-__all__ = ["FigureInfo", "markdown_report", "md_table", "results_tables", "scenario_table"]
+__all__ = ["FigureInfo", "layout_tables", "markdown_report", "md_table", "results_tables", "scenario_table"]
 
 
 @dataclass(frozen=True)
@@ -167,6 +168,16 @@ TRAINING_COLUMNS: list[Column] = [
     ("buckets", "buckets", str), ("verified", "verified", _verified),
 ]
 
+HYBRID_COLUMNS: list[Column] = [
+    ("tp", "tp", str), ("pp", "pp", str), ("dp", "dp", str), ("ep", "ep", str), ("micro-batches", "micro_batches", str),
+    ("schedule", "schedule", _text), ("zero", "zero", str), _time_col("iteration", "iteration_time_s"),
+    ("tokens/s", "tokens_per_s", lambda x: f"{x:,.0f}" if isinstance(x, int | float) else "n/a"), ("TFLOP/s per GPU", "tflops_per_gpu", fmt_num), ("MFU", "mfu", fmt_percent),
+    _time_col("compute", "compute_s"), _time_col("bubble", "bubble_s"), _time_col("tp comm", "tp_comm_s"),
+    _time_col("pp comm", "pp_comm_s"), _time_col("ep comm", "ep_comm_s"), _time_col("dp comm", "dp_comm_s"),
+    _time_col("exposed comm", "exposed_comm_s"), ("memory per GPU", "memory_per_gpu_bytes", fmt_bytes),
+    ("fits", "fits", lambda x: "n/a" if x is None else ("yes" if x else "**NO**")),
+]
+
 
 def results_tables(result: RunResult) -> list[tuple[str, list[str], list[list[str]]]]:
     """Return (title, headers, formatted rows) per kind of row: the report's full results tables."""
@@ -175,13 +186,16 @@ def results_tables(result: RunResult) -> list[tuple[str, list[str], list[list[st
     out = []
     for kind, title, columns in (("collective", "Collective calls", COLLECTIVE_COLUMNS),
                                  ("p2p", "Point-to-point", P2P_COLUMNS),
-                                 ("training", "Training iterations", TRAINING_COLUMNS)):
+                                 ("training", "Training iterations", TRAINING_COLUMNS),
+                                 ("hybrid", "Training iterations (hybrid parallel)", HYBRID_COLUMNS)):
         rows = kinds[kind]
         if not rows:
             continue
         present = [c for c in columns if any(c[1] in r for r in rows)]
-        headers = [k.rsplit(".", 1)[-1] for k in keys] + [c[0] for c in present]
-        body = [[str(r.get(k, "")) for k in keys] + [fmt(r[key]) if key in r else "" for _, key, fmt in present]
+        # A swept key that a column already shows (workload.parallel.tp and tp) is shown once.
+        shown = [k for k in keys if k.rsplit(".", 1)[-1] not in {c[1] for c in present}]
+        headers = [k.rsplit(".", 1)[-1] for k in shown] + [c[0] for c in present]
+        body = [[str(r.get(k, "")) for k in shown] + [fmt(r[key]) if key in r else "" for _, key, fmt in present]
                 for r in rows]
         out.append((title, headers, body))
     if kinds["other"]:
@@ -229,7 +243,60 @@ def headline(result: RunResult) -> tuple[list[str], list[list[str]]]:
         rows.append([f"{prefix}: iteration time", fmt_time(last["iteration_time_s"])])
         rows.append([f"{prefix}: scaling efficiency", fmt_percent(last.get("scaling_efficiency"))])
         rows.append([f"{prefix}: exposed communication", fmt_time(last["exposed_comm_s"])])
+    rows += _hybrid_headline(result)
     return headers, rows
+
+
+def _hybrid_headline(result: RunResult) -> list[list[str]]:
+    """The hybrid-parallel rows' answer: the fastest layout that fits per GPU count, or the one row's numbers."""
+    hybrid = row_kinds(result)["hybrid"]
+    keys = sweep_keys(result)
+    out = []
+    for ranks in dict.fromkeys(int(r.get("ranks") or 0) for r in hybrid):
+        rows = [r for r in hybrid if int(r.get("ranks") or 0) == ranks]
+        best = best_row(rows)
+        if best is None:
+            continue
+        prefix = f"{ranks} GPUs, {layout_label(best, keys)}"
+        if len(rows) > 1:
+            misfits = sum(1 for r in rows if r.get("fits") is False)
+            which = "fastest layout that fits" if best.get("fits") is not False else "fastest layout (none fits)"
+            out.append([f"{ranks} GPUs: {which} (of {len(rows)}" + (f", {misfits} do not fit" if misfits else "") + ")",
+                        layout_label(best, keys)])
+        out.append([f"{prefix}: iteration time", fmt_time(best["iteration_time_s"])])
+        if best.get("tflops_per_gpu") is not None:  # a model known only by its size has no FLOP count
+            out.append([f"{prefix}: TFLOP/s per GPU", fmt_num(best.get("tflops_per_gpu"))])
+            out.append([f"{prefix}: MFU", fmt_percent(best.get("mfu"))])
+        if best.get("tokens_per_s") is not None:
+            out.append([f"{prefix}: tokens/s", f"{best['tokens_per_s']:,.0f}"])
+        out.append([f"{prefix}: memory per GPU", fmt_bytes(best.get("memory_per_gpu_bytes"))])
+    return out
+
+
+def layout_tables(result: RunResult) -> list[tuple[str, list[str], list[list[str]]]]:
+    """Return the "which layout" tables: per GPU count with two layouts or more, fastest first.
+
+    Each row: the layout, its iteration time and how much slower than the fastest that fits,
+    TFLOP/s per GPU, MFU, memory per GPU and whether it fits (layouts that do not fit come last).
+    """
+    keys = sweep_keys(result)
+    out = []
+    for ranks, rows in layout_groups(result).items():
+        best = best_row(rows)
+        assert best is not None  # a group holds two rows or more
+        body = []
+        for row in rows:
+            fits = row.get("fits")
+            body.append([
+                layout_label(row, keys) if fits is not False else f"{layout_label(row, keys)} (does not fit)",
+                fmt_time(row["iteration_time_s"]),
+                f"{row['iteration_time_s'] / best['iteration_time_s']:.2f}x" if best["iteration_time_s"] > 0 else "n/a",
+                fmt_num(row.get("tflops_per_gpu")), fmt_percent(row.get("mfu")), fmt_bytes(row.get("memory_per_gpu_bytes")),
+                "n/a" if fits is None else ("yes" if fits else "**NO**"),
+            ])
+        out.append((f"{ranks} GPUs", ["layout", "iteration", "vs best", "TFLOP/s per GPU", "MFU", "memory per GPU",
+                                      "fits"], body))
+    return out
 
 
 # ----------------------------------------------------------------------------- the document
@@ -256,10 +323,20 @@ def markdown_report(result: RunResult, figures: Sequence[FigureInfo], findings: 
         out += ["## Headline numbers", "", md_table(head_headers, head_rows), ""]
     if findings:
         out += ["## Findings", ""] + [f"- {f}" for f in findings] + [""]
+    layouts = layout_tables(result)
+    if layouts:
+        out += ["## Which layout", "", "Layouts fastest first at each GPU count; those that do not fit the device's "
+                "memory last. *vs best*: iteration time over the fastest layout that fits.", ""]
+        for title, headers, rows in layouts:
+            out += ([f"### {title}", ""] if len(layouts) > 1 else []) + [md_table(headers, rows, "lrrrrrl"), ""]
     if figures:
         out += ["## Figures", ""]
         for fig in figures:
             out += [f"### {fig.title}", "", f"![{fig.title}]({fig.path})", "", fig.caption, ""]
+        pipelined = any(int(r.get("pp") or 1) > 1 for r in row_kinds(result)["hybrid"])
+        if pipelined and not any(fig.path.startswith("figures/pipeline-") for fig in figures):
+            out += ["No pipeline timeline: the run recorded no spans of the stages' passes. Run it with "
+                    "`--set trace.spans=true` (or `trace: {spans: true}`) to draw one per pipelined layout.", ""]
     tables = results_tables(result)
     if tables:
         out += ["## Results", ""]

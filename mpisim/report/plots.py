@@ -535,7 +535,8 @@ def _interconnect_keys(result: RunResult) -> list[str]:
 def plot_scaling(result: RunResult) -> Figure | None:
     """Draw time and efficiency against the number of ranks, one curve per interconnect.
 
-    Training rows give iteration time and scaling efficiency; collective rows whose rank
+    Training rows give iteration time and scaling efficiency, hybrid-parallel training rows
+    iteration time and MFU (their layout changes with the rank count); collective rows whose rank
     count varies give time per call and busbw, one curve per collective, algorithm and size.
     Only curves with at least two rank counts are drawn; returns None if there is none.
     """
@@ -545,6 +546,10 @@ def plot_scaling(result: RunResult) -> Figure | None:
         rows, y1, y2 = kinds["training"], "iteration_time_s", "scaling_efficiency"
         curves = series(rows, "ranks", y1, by=[], keys=keys)
         titles = ("iteration time (lower is better)", "scaling efficiency (higher is better)")
+    elif kinds["hybrid"]:
+        rows, y1, y2 = kinds["hybrid"], "iteration_time_s", "mfu"
+        curves = series(rows, "ranks", y1, by=[], keys=keys)
+        titles = ("iteration time (lower is better)", "model FLOPs utilisation (higher is better)")
     else:
         rows, y1, y2 = kinds["collective"], "time_s", "busbw_GBps"
         by = (["collective"] if len({r["collective"] for r in rows}) > 1 else []) + ["algorithm", "bytes"]
@@ -566,7 +571,7 @@ def plot_scaling(result: RunResult) -> Figure | None:
         pts = [(r["ranks"], r[y2]) for r in curve.rows if isinstance(r.get(y2), int | float)]
         if pts:
             xs, ys = zip(*pts, strict=True)
-            ax_e.plot(xs, [v * 100 for v in ys] if y2 == "scaling_efficiency" else ys, marker=marker, color=colour,
+            ax_e.plot(xs, [v * 100 for v in ys] if y2 in ("scaling_efficiency", "mfu") else ys, marker=marker, color=colour,
                       label=curve.label)
     for ax in (ax_t, ax_e):
         ax.set_xscale("log", base=2)
@@ -578,7 +583,10 @@ def plot_scaling(result: RunResult) -> Figure | None:
     ax_t.set_ylabel(f"{'iteration' if y1 == 'iteration_time_s' else 'collective'} time ({unit})")
     if not _log_if_wide(ax_t, times, "y"):
         ax_t.set_ylim(bottom=0)
-    if y2 == "scaling_efficiency":
+    if y2 == "mfu":
+        ax_e.set_ylabel("MFU (%)")
+        ax_e.set_ylim(bottom=0)
+    elif y2 == "scaling_efficiency":
         ax_e.set_ylabel("scaling efficiency (%)")
         ax_e.set_ylim(0, 105)
         ax_e.axhline(100, color="grey", linewidth=0.8, linestyle=":")

@@ -24,6 +24,9 @@ sweep point). :func:`timeline_worlds` picks one per kind of measurement (the fir
 world's label: the algorithm, the OSU test, ``training``) and sweep point other than the rank
 count: the world with the most ranks, up to :data:`READABLE_RANKS` when there is such a world,
 then the one that sent the most bytes; at most :data:`MAX_TIMELINES` of them.
+:func:`pipeline_worlds` picks the hybrid-parallel training worlds whose stages' passes were
+recorded (span records, two stages or more) for pipeline timelines, at most
+:data:`MAX_PIPELINES`, in the sweep's order.
 """
 
 from __future__ import annotations
@@ -43,18 +46,21 @@ from typing import Any
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from mpisim.report import plots
+from mpisim.report import hybrid_plots, plots
 from mpisim.report.findings import all_findings, closed_form_worlds
+from mpisim.report.hybrid import has_pipeline
 from mpisim.report.markdown import FigureInfo, markdown_report
 from mpisim.report.plot_names import PLOT_NAMES
 from mpisim.report.records import RunResult, WorldRecords
 from mpisim.report.tables import link_table, world_ranks, world_title
 from mpisim.report.trace import chrome_trace
 
-__all__ = ["MAX_TIMELINES", "link_worlds", "load_result", "rerender", "shown_worlds", "slim", "timeline_worlds",
-           "write_outputs"]
+__all__ = ["MAX_PIPELINES", "MAX_TIMELINES", "link_worlds", "load_result", "pipeline_worlds", "rerender",
+           "shown_worlds", "slim", "timeline_worlds", "write_outputs"]
 
 MAX_TIMELINES = 3
+#: Pipeline timelines drawn at most (one per sweep point, the first ones).
+MAX_PIPELINES = 4
 #: Link figures drawn at most: one per algorithm (or OSU test) and sweep point, so every
 #: algorithm of a list gets one; a sweep with more points than this shows the first ones.
 MAX_LINK_FIGURES = 12
@@ -128,6 +134,16 @@ def timeline_worlds(result: RunResult, limit: int = MAX_TIMELINES) -> list[int]:
     return shown_worlds(result, limit, _has_spans)
 
 
+def pipeline_worlds(result: RunResult, limit: int = MAX_PIPELINES) -> list[int]:
+    """Return the indices of the hybrid-parallel training worlds drawn as pipeline timelines.
+
+    Those whose passes were recorded on two stages or more (:func:`~mpisim.report.hybrid.has_pipeline`):
+    the shipped training scenarios trace no spans (for speed), so their reports have no pipeline
+    timeline unless run with ``--set trace.spans=true``.
+    """
+    return shown_worlds(result, limit, lambda world: has_pipeline(result, world))
+
+
 def link_worlds(result: RunResult, limit: int | None = MAX_LINK_FIGURES) -> list[int]:
     """Return the indices of the worlds whose links are drawn (link records or link counters).
 
@@ -182,9 +198,15 @@ def requested_figures(result: RunResult) -> set[str] | None:
     return {PLOT_NAMES[name] for name in plots_wanted if isinstance(name, str) and name in PLOT_NAMES}
 
 
-def render_figures(result: RunResult, fig_dir: Path, worlds: list[int], links: list[int]) -> list[FigureInfo]:
-    """Draw every figure that *result* has data for into *fig_dir*; return them in report order."""
+def render_figures(result: RunResult, fig_dir: Path, worlds: list[int], links: list[int],
+                   pipelines: list[int] | None = None) -> list[FigureInfo]:
+    """Draw every figure that *result* has data for into *fig_dir*; return them in report order.
+
+    *worlds* get timelines, *links* link figures and *pipelines* (default: :func:`pipeline_worlds`)
+    pipeline timelines.
+    """
     infos: list[FigureInfo] = []
+    pipelines = pipeline_worlds(result) if pipelines is None else pipelines
 
     wanted = requested_figures(result)
 
@@ -214,6 +236,18 @@ def render_figures(result: RunResult, fig_dir: Path, worlds: list[int], links: l
         "Solid: simulated; dashed: the algorithm's alpha-beta-gamma formula evaluated with this network's "
         "alpha, beta and gamma. Right: their ratio (1 means the formula holds; contention, protocol "
         "handshakes and per-message overheads move it).")
+    add("breakdown-by-dimension.png", lambda: hybrid_plots.plot_parallel_breakdown(result),
+        "Where the iteration goes, by parallel dimension",
+        "One bar per layout (per sweep point), for the rank that finishes last: compute, the pipeline bubble (waiting "
+        "for an input the previous stage had not produced yet), tensor-parallel collectives, pipeline transfers, "
+        "expert-parallel all-to-alls, and the data-parallel sync that backward did not hide (the exposed "
+        "communication beyond the other three). The tick and number on top are the iteration time; a layout in red "
+        "does not fit the device's memory.")
+    add("layouts.png", lambda: hybrid_plots.plot_layouts(result), "Which layout",
+        "At each GPU count, the layouts fastest first: bar height is the iteration time, the label its model FLOPs "
+        "utilisation (MFU); grey hatched bars do not fit the device's memory and sort last. Diamonds (right axis) are "
+        "the memory per GPU, the dashed line the device's memory.")
+
     def named(i: int) -> tuple[str, str]:
         world = result.records[i]
         slug = _slug(world.label + ("-" + "-".join(str(v) for v in world.point.values()) if world.point else ""))
@@ -227,6 +261,16 @@ def render_figures(result: RunResult, fig_dir: Path, worlds: list[int], links: l
             return None
         return failure
 
+    for i in pipelines:
+        slug, name = named(i)
+        add(f"pipeline-{slug}.png", lambda w=result.records[i], n=name: hybrid_plots.plot_pipeline(
+            result, w, title=f"{n}: pipeline schedule"), f"Pipeline: {name}",
+            "One lane per pipeline stage (the GPU of tensor-parallel rank 0 in data-parallel replica 0), time left to "
+            "right. Each box is a forward (lighter) or backward (darker, hatched) pass of one micro-batch, coloured by "
+            "micro-batch, from its first layer's compute to its last (the tensor-parallel communication in between "
+            "included). Gaps are the stage idling: the pipeline bubble at the start and end of the schedule, waits "
+            "for a transfer, and the data-parallel sync after the last backward; each lane's idle share is on its "
+            "right.")
     for i in worlds:
         slug, name = named(i)
         add(f"timeline-{slug}.png", lambda w=result.records[i], n=name: plots.plot_timeline(
@@ -254,8 +298,8 @@ def render_figures(result: RunResult, fig_dir: Path, worlds: list[int], links: l
 def _render_all(result: RunResult, staging: Path, write_results: bool, figures_too: bool) -> None:
     fig_dir = staging / "figures"
     fig_dir.mkdir()
-    worlds, links = timeline_worlds(result), link_worlds(result)
-    figures = render_figures(result, fig_dir, worlds, links) if figures_too else []
+    worlds, links, pipelines = timeline_worlds(result), link_worlds(result), pipeline_worlds(result)
+    figures = render_figures(result, fig_dir, worlds, links, pipelines) if figures_too else []
     for name, text in csv_tables(result).items():
         (staging / name).write_text(text, encoding="utf-8")
     trace = chrome_trace(result, prefer=worlds)
@@ -321,7 +365,7 @@ def write_outputs(result: RunResult, out_dir: str | os.PathLike[str], *, write_r
 def slim(result: RunResult, keep: Sequence[int] | None = None) -> RunResult:
     """Return a copy of *result* whose worlds other than *keep* hold no records.
 
-    By default the worlds kept are those drawn (timelines, links) and those whose records
+    By default the worlds kept are those drawn (timelines, pipelines, links) and those whose records
     explain a gap to the closed form (:func:`~mpisim.report.findings.closed_form_worlds`).
 
     Every world keeps its label, point, totals, link counters and network parameters, so the
@@ -329,7 +373,7 @@ def slim(result: RunResult, keep: Sequence[int] | None = None) -> RunResult:
     trace.json and the message/collective tables cover the kept worlds only. Example reports
     use this to keep the repository small.
     """
-    kept = set((*timeline_worlds(result), *link_worlds(result), *closed_form_worlds(result))
+    kept = set((*timeline_worlds(result), *pipeline_worlds(result), *link_worlds(result), *closed_form_worlds(result))
                if keep is None else keep)
     worlds = [
         world if i in kept else replace(world, messages=[], spans=[], collectives=[], links=[])

@@ -3,7 +3,8 @@
 Everything a report shows is computed here from the result alone (rows and records), so the
 figures, the Markdown and the tests agree on one set of numbers:
 
-* :func:`row_kinds` sorts result rows into collective, point-to-point, training and other rows;
+* :func:`row_kinds` sorts result rows into collective, point-to-point, training (data-parallel),
+  hybrid (tensor x pipeline x data parallel training) and other rows;
 * :func:`series` groups rows into named curves (one per algorithm, or per algorithm and sweep
   point: "ring, oversubscription=2");
 * :func:`link_table` ranks the links by their utilisation (the time their bytes need at full
@@ -121,13 +122,20 @@ def fmt_percent(fraction: Any) -> str:
 
 
 def row_kinds(result: RunResult) -> dict[str, list[dict[str, Any]]]:
-    """Sort the result rows by kind: ``collective``, ``p2p``, ``training``, ``other``."""
-    kinds: dict[str, list[dict[str, Any]]] = {"collective": [], "p2p": [], "training": [], "other": []}
+    """Sort the result rows by kind: ``collective``, ``p2p``, ``training``, ``hybrid``, ``other``.
+
+    ``training`` rows are the data-parallel workload's (compute, exposed communication, scaling
+    efficiency); ``hybrid`` rows are hybrid-parallel training iterations, which carry their
+    layout (``tp``, ``pp``, ``dp``) and the breakdown of their critical path by dimension.
+    """
+    kinds: dict[str, list[dict[str, Any]]] = {"collective": [], "p2p": [], "training": [], "hybrid": [], "other": []}
     for row in result.rows:
         if "collective" in row and "time_s" in row:
             kinds["collective"].append(row)
         elif "test" in row and "bytes" in row:
             kinds["p2p"].append(row)
+        elif "iteration_time_s" in row and "tp" in row and "bubble_s" in row:
+            kinds["hybrid"].append(row)
         elif "iteration_time_s" in row:
             kinds["training"].append(row)
         else:

@@ -7,6 +7,9 @@ findings, new numbers); it rewrites, in DIR (default ``reports``):
   to 64 nodes over three interconnects (``scenarios/capacity-plan-300m.yaml``);
 * ``capacity-plan-7b-h100/`` -- a 2026 capacity plan: a 7B-parameter bf16 model data-parallel on
   32 to 512 H100s with 200 or 400 Gb/s rails (``scenarios/capacity-plan-7b-h100.yaml``);
+* ``training-7b-h100-layouts/`` -- which layout for a 7B model on 64 H100s: tensor x pipeline
+  x data parallelism, where each layout's iteration goes, and the pipeline's schedule
+  (``scenarios/training-7b-h100-layouts.yaml``);
 * ``nccl-allreduce-dgx-a100/`` -- an algorithm comparison: ring against double binary tree
   allreduce on one DGX A100, nccl-tests style (``scenarios/nccl-allreduce-dgx-a100.yaml``);
 * ``teaching/`` -- a walk-through: ``mpisim explain`` of ring and recursive-doubling allreduce
@@ -22,17 +25,20 @@ individual message and span records (:func:`mpisim.report.render.slim`); ``mpisi
 DIR`` renders the same report again from the slim results.json. The capacity plan scenario
 records neither messages nor spans (21 worlds of up to 64 ranks would hold millions of them);
 its example turns spans on (``--set trace.spans=true``) so that it has timelines, of which the
-slim result keeps only those drawn.
+slim result keeps only those drawn. The training layouts example turns spans on too, for its
+pipeline timeline, and keeps the records of that one world only (six worlds of 64 GPUs with
+every pass and collective would be a hundred megabytes).
 """
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from mpisim.report.render import slim, write_outputs
+from mpisim.report.records import RunResult
+from mpisim.report.render import pipeline_worlds, slim, write_outputs
 from mpisim.scenario.explain import explain, format_explanation, write_diagram
 from mpisim.scenario.load import load_file
 from mpisim.scenario.observe import wants_link_records
@@ -49,12 +55,19 @@ class Example:
     scenario: str
     overrides: tuple[tuple[str, object], ...]
     about: str
+    #: The worlds whose records the slim result keeps (None: those drawn, as :func:`slim` picks).
+    keep: Callable[[RunResult], list[int]] | None = None
 
     @property
     def command(self) -> str:
         """The equivalent ``mpisim run`` command line."""
         sets = " ".join(f"--set {key}={str(value).lower()}" for key, value in self.overrides)
         return f"mpisim run {self.scenario} -o reports/{self.name}" + (f" {sets}" if sets else "")
+
+
+def first_pipeline(result: RunResult) -> list[int]:
+    """Keep the records of the first world drawn as a pipeline timeline only."""
+    return pipeline_worlds(result)[:1]
 
 
 EXAMPLES = (
@@ -65,6 +78,10 @@ EXAMPLES = (
     Example("capacity-plan-7b-h100", "scenarios/capacity-plan-7b-h100.yaml", (),
             "Capacity plan, 2026: a 7B-parameter bf16 model data-parallel on 32 to 512 H100s (dgx-h100 nodes), "
             "200 vs 400 Gb/s rails: communication per iteration, exposed time and scaling efficiency."),
+    Example("training-7b-h100-layouts", "scenarios/training-7b-h100-layouts.yaml", (("trace.spans", True),),
+            "Which layout: Llama-2-7B on 64 H100s over tensor x pipeline x data parallelism; where each layout's "
+            "iteration goes (compute, bubble, tp/pp/dp communication), TFLOP/s, MFU, memory per GPU, and the "
+            "1F1B pipeline's passes stage by stage.", keep=first_pipeline),
     Example("nccl-allreduce-dgx-a100", "scenarios/nccl-allreduce-dgx-a100.yaml", (),
             "Algorithm comparison: ring vs double binary tree allreduce on one DGX A100, from 8 B to 1 GiB "
             "(the nccl-tests view), with timelines and NVSwitch link use."),
@@ -81,7 +98,7 @@ def write_example(example: Example, out: Path) -> Path:
         scenario = load_file(example.scenario, [*example.overrides, ("trace.links", True)])
     result = run_scenario(scenario, jobs=None)
     target = out / example.name
-    write_outputs(slim(result), target)
+    write_outputs(slim(result, None if example.keep is None else example.keep(result)), target)
     return target
 
 
