@@ -441,6 +441,7 @@ def _build(raw: Mapping[str, Any], file: str | None) -> Scenario:
     sweep = _parse_sweep(raw.get("sweep"))
     _check_metrics(expectations, workload, sweep)
     _check_algorithms_fit(workload, topology.size)
+    _check_layout_fits(workload, topology.size)
     return Scenario(
         name=name,
         description=description,
@@ -480,6 +481,18 @@ def _check_metrics(expectations: Any, workload: WorkloadSpec, sweep: Mapping[str
                 hint = f"did you mean {close[0]!r}? " if close else ""
                 raise ConfigError(f"{key!r} is not a column of {workload.kind} rows; {hint}"
                                   f"columns: {', '.join(sorted(known))}", f"expect[{i}].{path}")
+
+
+def _check_layout_fits(workload: WorkloadSpec, ranks: int) -> None:
+    """Refuse, before the run, a hybrid-parallel layout or batch that these ranks cannot hold."""
+    params = workload.params
+    if workload.kind != "training" or not hasattr(params, "layout"):
+        return
+    try:
+        layout = params.layout(ranks)
+        params.micro_batches(layout.dp)
+    except ConfigError as err:
+        raise err.at("workload") from None
 
 
 def _check_algorithms_fit(workload: WorkloadSpec, ranks: int) -> None:

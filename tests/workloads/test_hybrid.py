@@ -271,3 +271,10 @@ def test_the_estimate_before_a_run_is_within_a_factor_of_four(parallel):
     run_point(loaded, worlds=worlds)
     events = sum(world.events_processed for world in worlds)
     assert events / 4 <= estimate(loaded).events <= 4 * events, (estimate(loaded).events, events)
+
+
+def test_a_layout_the_ranks_cannot_hold_is_refused_when_the_scenario_loads():
+    raw = scenario({"preset": "dgx-h100", "nodes": 1}, parallel={"tp": 4}, batch={"global": 3})
+    with pytest.raises(ConfigError, match="global batch 3 must be a multiple of dp x micro = 2 x 1") as info:
+        load_dict(raw)
+    assert info.value.path == "workload.batch.global"

@@ -55,6 +55,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter, defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -130,8 +131,12 @@ class Job:
         return self.layout.pp * self.params.chunks
 
 
-def make_job(params: HybridParams, world: World, ctx_new_world: Any) -> Job:
-    """Derive the :class:`Job` of *params* on *world* (raises ConfigError for what cannot run)."""
+def make_job(params: HybridParams, world: World, new_world: Callable[[], World]) -> Job:
+    """Derive the :class:`Job` of *params* on *world* (raises ConfigError for what cannot run).
+
+    *new_world* makes fresh worlds of the same cluster, on which folded tensor-parallel
+    collectives are timed.
+    """
     layout = params.layout(world.size)
     m = params.micro_batches(layout.dp)
     if params.schedule == "interleaved" and m % layout.pp:
@@ -215,7 +220,7 @@ def make_job(params: HybridParams, world: World, ctx_new_world: Any) -> Job:
     job.memory = _memory(job)
     job.fold = _can_fold(params, layout, world)
     if job.fold:
-        job.tp_times = _measure_tp(job, world, ctx_new_world)
+        job.tp_times = _measure_tp(job, new_world)
     return job
 
 
@@ -299,7 +304,7 @@ def _tp_calls(job: Job) -> list[tuple[str, int]]:
     return [("allreduce", job.tp_count)]
 
 
-def _measure_tp(job: Job, world: World, new_world: Any) -> dict[tuple[str, int], float]:
+def _measure_tp(job: Job, new_world: Callable[[], World]) -> dict[tuple[str, int], float]:
     """Time each tensor-parallel collective of the first tp group on a fresh world, alone."""
     group = job.layout.group(0, "tp")
     calls = set(_tp_calls(job))
