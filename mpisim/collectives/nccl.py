@@ -70,9 +70,9 @@ from __future__ import annotations
 import functools
 import math
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from mpisim.collectives.allreduce import DBT_SEGMENT, double_binary_tree, tree_allreduce
 from mpisim.collectives.registry import algorithm
@@ -246,6 +246,15 @@ def ring_orders(comm: Comm) -> list[list[int]]:
 # ---------------------------------------------------------------------------------------- predictions
 
 
+def link_loads(routes: Sequence[Any]) -> dict[int, int]:
+    """How many of *routes* cross each link (by link index): transfers that share a link share it."""
+    load: dict[int, int] = {}
+    for route in routes:
+        for i in route.ids:
+            load[i] = load.get(i, 0) + 1
+    return load
+
+
 def _hop_costs(comm: Comm, hops: list[tuple[int, int]], wire: Wire) -> list[tuple[float, float]]:
     """Return (latency, seconds per payload byte) of each concurrent hop (comm ranks src -> dst).
 
@@ -257,11 +266,7 @@ def _hop_costs(comm: Comm, hops: list[tuple[int, int]], wire: Wire) -> list[tupl
     topology = world.topology
     routes = [topology.route(comm.group[a], comm.group[b]) for a, b in hops]
     shared = not isinstance(world.network, AnalyticNetwork)
-    load: dict[int, int] = {}
-    if shared:
-        for route in routes:
-            for i in route.ids:
-                load[i] = load.get(i, 0) + 1
+    load = link_loads(routes) if shared else {}
     out = []
     for (a, b), route in zip(hops, routes, strict=True):
         kind = topology.path_kind(comm.group[a], comm.group[b])

@@ -113,11 +113,7 @@ def _peer_costs(comm: Comm, protocol: Protocol, block: float) -> list[float]:
     hops = [(comm.group[r], comm.group[(r + k) % p]) for r in range(p) for k in range(1, p)]
     routes = [topology.pxn_route(a, b) for a, b in hops]
     shared = not isinstance(world.network, AnalyticNetwork)
-    load: dict[int, int] = {}
-    if shared:
-        for route in routes:
-            for i in route.ids:
-                load[i] = load.get(i, 0) + 1
+    load = nccl.link_loads(routes) if shared else {}
     costs = []
     for (a, b), route in zip(hops, routes, strict=True):
         if not route.links:

@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from mpisim.engine.units import format_size
-from mpisim.report.hybrid import best_row, breakdown, layout_label
+from mpisim.report.hybrid import best_row, breakdown, by_gpu_count, layout_label
 from mpisim.report.records import RunResult, WorldRecords
 from mpisim.report.tables import (
     STATE_KINDS,
@@ -416,11 +416,9 @@ def hybrid_findings(result: RunResult) -> list[str]:
     sync; :func:`~mpisim.report.hybrid.breakdown`) with what would reduce it; and the layouts
     that do not fit, with the memory each needs.
     """
-    hybrid = row_kinds(result)["hybrid"]
     keys = sweep_keys(result)
     out = []
-    for ranks in dict.fromkeys(int(r.get("ranks") or 0) for r in hybrid):
-        rows = [r for r in hybrid if int(r.get("ranks") or 0) == ranks]
+    for ranks, rows in by_gpu_count(result):
         best = best_row(rows)
         if best is None or not best.get("iteration_time_s"):
             continue

@@ -104,6 +104,14 @@ def layout_label(row: dict[str, Any], keys: list[str] | tuple[str, ...] = ()) ->
     return ", ".join(part for part in (", ".join(parts), others) if part)
 
 
+def by_gpu_count(result: RunResult) -> list[tuple[int, list[dict[str, Any]]]]:
+    """The hybrid rows grouped by GPU count, in the order the counts first appear."""
+    groups: dict[int, list[dict[str, Any]]] = {}
+    for row in row_kinds(result)["hybrid"]:
+        groups.setdefault(int(row.get("ranks") or 0), []).append(row)
+    return list(groups.items())
+
+
 def layout_groups(result: RunResult) -> dict[int, list[dict[str, Any]]]:
     """Return the hybrid rows by GPU count, fastest first, for GPU counts with two rows or more.
 

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from mpisim.report.hybrid import best_row, layout_groups, layout_label
+from mpisim.report.hybrid import best_row, by_gpu_count, layout_groups, layout_label
 from mpisim.report.records import RunResult
 from mpisim.report.tables import (
     fmt_bandwidth,
@@ -249,11 +249,9 @@ def headline(result: RunResult) -> tuple[list[str], list[list[str]]]:
 
 def _hybrid_headline(result: RunResult) -> list[list[str]]:
     """The hybrid-parallel rows' answer: the fastest layout that fits per GPU count, or the one row's numbers."""
-    hybrid = row_kinds(result)["hybrid"]
     keys = sweep_keys(result)
     out = []
-    for ranks in dict.fromkeys(int(r.get("ranks") or 0) for r in hybrid):
-        rows = [r for r in hybrid if int(r.get("ranks") or 0) == ranks]
+    for ranks, rows in by_gpu_count(result):
         best = best_row(rows)
         if best is None:
             continue
