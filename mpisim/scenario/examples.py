@@ -25,7 +25,8 @@ individual message and span records (:func:`mpisim.report.render.slim`); ``mpisi
 DIR`` renders the same report again from the slim results.json. The capacity plan scenario
 records neither messages nor spans (21 worlds of up to 64 ranks would hold millions of them);
 its example turns spans on (``--set trace.spans=true``) so that it has timelines, of which the
-slim result keeps only those drawn. The training layouts example turns spans on too, for its
+slim result keeps only those drawn. The 7B capacity plan draws only totals and link counters,
+so its example keeps no world's records (its 512-GPU worlds hold 14 336 collective calls each). The training layouts example turns spans on too, for its
 pipeline timeline, and keeps the records of that one world only (six worlds of 64 GPUs with
 every pass and collective would be a hundred megabytes).
 """
@@ -65,6 +66,11 @@ class Example:
         return f"mpisim run {self.scenario} -o reports/{self.name}" + (f" {sets}" if sets else "")
 
 
+def no_records(result: RunResult) -> list[int]:
+    """Keep no world's records: every figure of the report is drawn from totals and link counters."""
+    return []
+
+
 def first_pipeline(result: RunResult) -> list[int]:
     """Keep the records of the first world drawn as a pipeline timeline only."""
     return pipeline_worlds(result)[:1]
@@ -77,7 +83,7 @@ EXAMPLES = (
             "model on 1 to 64 nodes, over 25 GbE TCP, RoCE 100G and InfiniBand HDR."),
     Example("capacity-plan-7b-h100", "scenarios/capacity-plan-7b-h100.yaml", (),
             "Capacity plan, 2026: a 7B-parameter bf16 model data-parallel on 32 to 512 H100s (dgx-h100 nodes), "
-            "200 vs 400 Gb/s rails: communication per iteration, exposed time and scaling efficiency."),
+            "200 vs 400 Gb/s rails: communication per iteration, exposed time and scaling efficiency.", keep=no_records),
     Example("training-7b-h100-layouts", "scenarios/training-7b-h100-layouts.yaml", (("trace.spans", True),),
             "Which layout: Llama-2-7B on 64 H100s over tensor x pipeline x data parallelism; where each layout's "
             "iteration goes (compute, bubble, tp/pp/dp communication), TFLOP/s, MFU, memory per GPU, and the "
