@@ -182,12 +182,15 @@ def run_case(name: str) -> dict:
     return fingerprint(world)
 
 
-#: Taken from the implementation before the performance work (see the module docstring).
+#: Taken from the implementation before the performance work (see the module docstring). The two
+#: analytic ones were taken again when that model stopped letting a link carry more than its
+#: capacity (a change of the model, not an optimisation): an eager message posted while the
+#: previous one to the same peer was still on the wire now follows it; both end times stayed.
 EXPECTED = {
-    "p2p-analytic": {"digest": "4ee862fade359da2", "messages": 17, "now": 0.001071258},
+    "p2p-analytic": {"digest": "c3ccf7bf78b8ef52", "messages": 17, "now": 0.001071258},
     "p2p-fairshare-star": {"digest": "85b0520a04c9885d", "messages": 21, "now": 0.000176039644444},
     "p2p-fairshare-zero-latency": {"digest": "02f1876d6033ff8d", "messages": 17, "now": 0.000106899644444},
-    "ring-analytic": {"digest": "b114dce443791600", "messages": 180, "now": 0.0015405352},
+    "ring-analytic": {"digest": "5464101c2a51fce4", "messages": 180, "now": 0.0015405352},
     "ring-fairshare-star": {"digest": "fc74f66fe39e5973", "messages": 252, "now": 0.000476433493333},
     "ring-fairshare-fattree": {"digest": "2b6a341aee97fe9c", "messages": 5952, "now": 0.00117898165217},
 }

@@ -60,7 +60,7 @@ NCCL's grouped send/recv, across nodes through the destination's rail (PXN,
 whose predicted time is least (:func:`tune`). Predictions are closed forms over the same
 parameters the simulation uses -- per hop: protocol latency + route latency + bytes on the
 wire over the route's bandwidth, shared among the channels' concurrent flows on the
-``fairshare`` network -- so the tuner's choice is the simulation's fastest protocol, up to the
+network, in turn on the analytic one and at once on the fair-share one -- so the tuner's choice is the simulation's fastest protocol, up to the
 contention the closed forms approximate. The ``nccl`` rule set of :mod:`~mpisim.collectives.select`
 takes the least predicted time over (algorithm, protocol).
 """
@@ -82,7 +82,6 @@ from mpisim.mpi.comm import Comm
 from mpisim.mpi.ops import Op
 from mpisim.mpi.payload import Payload, SizePayload
 from mpisim.mpi.wire import Wire
-from mpisim.network.analytic import AnalyticNetwork
 
 if TYPE_CHECKING:
     from mpisim.network.topology import FabricSpec, TopologySpec
@@ -259,21 +258,20 @@ def _hop_costs(comm: Comm, hops: list[tuple[int, int]], wire: Wire) -> list[tupl
     """Return (latency, seconds per payload byte) of each concurrent hop (comm ranks src -> dst).
 
     Latency is the protocol's plus the route's; the bandwidth of a hop is its slowest link's,
-    divided among the hops that cross that link at the same time unless the network is the
-    contention-free analytic one.
+    divided among the hops that cross that link at the same time (on either network model: the
+    analytic one serves them in turn, the fair-share one at once).
     """
     world = comm.world
     topology = world.topology
     routes = [topology.route(comm.group[a], comm.group[b]) for a, b in hops]
-    shared = not isinstance(world.network, AnalyticNetwork)
-    load = link_loads(routes) if shared else {}
+    load = link_loads(routes)
     out = []
     for (a, b), route in zip(hops, routes, strict=True):
         kind = topology.path_kind(comm.group[a], comm.group[b])
         if not route.links:
             out.append((0.0, 0.0))
             continue
-        rate = min(link.effective_bandwidth / (load.get(link.index, 1) if shared else 1) for link in route.links)
+        rate = min(link.effective_bandwidth / load.get(link.index, 1) for link in route.links)
         per_byte = wire.wire_bytes(1 << 20, kind) / (1 << 20) / rate
         out.append((wire.latency(kind) + route.latency, per_byte))
     return out
@@ -393,9 +391,9 @@ def _hop_costs_unshared(comm: Comm, hops: list[tuple[int, int]], wire: Wire) -> 
 def predict_nvls(comm: Comm, protocol: Protocol, nbytes: int) -> float:
     """Predicted time of ``nvls``: the in-node exchanges, and between nodes a pipelined tree per rail.
 
-    In a node of q ranks: two exchanges of q-1 blocks of n/q bytes (on the ``fairshare``
-    network a rank's port carries its q-1 blocks at once; on the analytic one every block has
-    the whole port) and q-1 reductions. Across m nodes, each rank's reduced block of n/q bytes
+    In a node of q ranks: two exchanges of q-1 blocks of n/q bytes (a rank's port carries its
+    q-1 blocks: at once on the ``fairshare`` network, in turn on the analytic one) and q-1
+    reductions. Across m nodes, each rank's reduced block of n/q bytes
     is allreduced with its counterparts on the other nodes over a double binary tree (see
     :func:`predict_tree`, whose closed form it shares).
     """
@@ -407,8 +405,7 @@ def predict_nvls(comm: Comm, protocol: Protocol, nbytes: int) -> float:
     q = len(members)
     block = nbytes / q
     costs = _hop_costs_unshared(comm, [(members[0], j) for j in members[1:]], protocol.wire)
-    flows = 1 if isinstance(comm.world.network, AnalyticNetwork) else q - 1
-    phase = max(lat + flows * block * per_byte for lat, per_byte in costs)
+    phase = max(lat + (q - 1) * block * per_byte for lat, per_byte in costs)
     intra = protocol.base + 2 * phase + (q - 1) * block * comm.world.config.reduce_cost
     if len(groups) == 1:
         return intra

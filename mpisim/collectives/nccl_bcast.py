@@ -32,7 +32,6 @@ from mpisim.collectives.registry import algorithm
 from mpisim.engine.sim import Proc
 from mpisim.mpi.comm import Comm
 from mpisim.mpi.payload import Payload
-from mpisim.network.analytic import AnalyticNetwork
 
 #: Data bytes of one buffer slot (a pipeline step) per protocol, from NCCL's buffer sizes / NCCL_STEPS.
 STEP_BYTES = {"LL": 32 * 1024, "LL128": 576_000, "Simple": 512 * 1024}
@@ -52,9 +51,9 @@ def predict_bcast(comm: Comm, protocol: Protocol, nbytes: int, root: int = 0) ->
 
     In each channel's chain the first step of s bytes crosses the p-1 hops one after the
     other (each hop's latency plus s at its rate), and the channel's remaining bytes follow
-    it through the slowest hop. A hop's rate is its bottleneck's, shared on the ``fairshare``
-    network among all the channels' hops crossing the same link (the contention-free
-    ``analytic`` network gives each its whole route). With every hop alike this is
+    it through the slowest hop. A hop's rate is its bottleneck's, shared among all the
+    channels' hops crossing the same link (at once on the ``fairshare`` network, in turn on the
+    analytic one). With every hop alike this is
     base + (p-1)(h + α) + ((p-2)s + n)β/e.
     """
     p = comm.size
@@ -65,7 +64,6 @@ def predict_bcast(comm: Comm, protocol: Protocol, nbytes: int, root: int = 0) ->
     wire = protocol.wire
     chains = chain_orders(comm, root)
     hops = [[(comm.group[chain[i]], comm.group[chain[i + 1]]) for i in range(p - 1)] for chain in chains]
-    shared = not isinstance(world.network, AnalyticNetwork)
     links: dict[int, int] = {}
     for hop in (hop for chain in hops for hop in chain):
         for i in topology.route(*hop).ids:
@@ -77,7 +75,7 @@ def predict_bcast(comm: Comm, protocol: Protocol, nbytes: int, root: int = 0) ->
         path = 0.0
         for a, b in chain:
             route, kind = topology.route(a, b), topology.path_kind(a, b)
-            rate = min(link.effective_bandwidth / (links[link.index] if shared else 1) for link in route.links)
+            rate = min(link.effective_bandwidth / links[link.index] for link in route.links)
             per_byte = wire.wire_bytes(1 << 20, kind) / (1 << 20) / rate
             path += wire.latency(kind) + route.latency + step * per_byte
             slowest = max(slowest, per_byte)

@@ -42,11 +42,13 @@ sends q(m-1) blocks and receives q(m-1) blocks; GPU i's fabric port sends its q-
 its own node plus (q-1)(m-1) blocks relayed to other rails, and receives as many.
 tests/validation/test_gpu_traffic.py holds the simulation to these counts.
 
-**Cost** on a network where every block has its path to itself (``analytic``, a ``full``
-topology): base + h + α + (n/p)β/e, one message's time after the launch (h and e: the
-protocol's latency and bandwidth share; α the route's latency). On a shared network the
-blocks share the NICs and ports: each NIC moves q(m-1) blocks each way, so across nodes
-the time approaches q(m-1)(n/p)β_NIC -- ((m-1)/m)·n over one NIC's bandwidth.
+**Cost**: base + h + α + L(n/p)β/e, with L the blocks that cross the most loaded link (h and
+e: the protocol's latency and bandwidth share; α the route's latency, β the link's seconds per
+byte). On a ``full`` topology every block has its path to itself (L = 1: one message's time
+after the launch); on one DGX node a GPU's NVLink port carries its q-1 blocks; across nodes
+each NIC moves q(m-1) blocks each way, so the time approaches q(m-1)(n/p)β_NIC --
+((m-1)/m)·n over one NIC's bandwidth. The analytic model's links serve the blocks in turn,
+the fair-share model's at once; the last block finishes at the same time.
 """
 
 from __future__ import annotations
@@ -61,7 +63,6 @@ from mpisim.collectives.registry import algorithm
 from mpisim.engine.sim import Proc
 from mpisim.mpi.comm import Comm
 from mpisim.mpi.payload import Payload
-from mpisim.network.analytic import AnalyticNetwork
 
 #: NCCL_P2P_LL_THRESHOLD (src/enqueue.cc): a peer's message up to this size rides LL, above it Simple.
 P2P_LL_THRESHOLD = 16 * 1024
@@ -103,8 +104,9 @@ def _peer_costs(comm: Comm, protocol: Protocol, block: float) -> list[float]:
     """Time of each of the call's p(p-1) messages of *block* bytes once launched, all in flight at once.
 
     Latency (protocol + route) plus the wire bytes over the route's bottleneck, each link's
-    bandwidth divided among the messages crossing it, unless the network is the
-    contention-free analytic one.
+    bandwidth divided among the messages crossing it: on either network model a link's
+    capacity is shared by the blocks crossing it (a GPU's NVLink port carries all of its
+    blocks for its own node and those relayed to other rails).
     """
     world = comm.world
     topology = world.topology
@@ -112,8 +114,7 @@ def _peer_costs(comm: Comm, protocol: Protocol, block: float) -> list[float]:
     p = comm.size
     hops = [(comm.group[r], comm.group[(r + k) % p]) for r in range(p) for k in range(1, p)]
     routes = [topology.pxn_route(a, b) for a, b in hops]
-    shared = not isinstance(world.network, AnalyticNetwork)
-    load = nccl.link_loads(routes) if shared else {}
+    load = nccl.link_loads(routes)
     costs = []
     for (a, b), route in zip(hops, routes, strict=True):
         if not route.links:
@@ -165,8 +166,8 @@ def nccl_p2p_alltoall(comm: Comm, buf: Payload) -> Proc[Payload]:
     relayed over NVLink by the GPU on that rail when it is not the sender's own (PXN; the
     module docstring says what is modelled).
 
-    Cost (every block on its own path): base + h + α + (n/p)β/e; on shared links, each NIC
-    carries q(m-1) blocks each way (m nodes of q ranks).
+    Cost: base + h + α + L(n/p)β/e, L the blocks on the most loaded link (1 on a ``full``
+    topology; q(m-1) on each NIC across m nodes of q ranks).
     """
     p, r = comm.size, comm.rank
     if p == 1:

@@ -5,7 +5,8 @@ that the uplinks saturate, or that two thirds of the iteration is communication 
 Each function here looks at one kind of evidence and returns sentences (Markdown) stating
 what it shows, with the numbers that back it:
 
-* :func:`algorithm_findings` -- which algorithm is fastest in which size range, and by how much;
+* :func:`algorithm_findings` -- which algorithm is fastest in which size range, and by how much,
+  and (:func:`beyond_ring_findings`) why an allreduce's bus bandwidth may exceed the ring's;
 * :func:`p2p_findings` -- where the eager/rendezvous switch is and what it costs;
 * :func:`scaling_findings` -- iteration time, scaling efficiency and exposed communication
   per interconnect, and which interconnect keeps scaling;
@@ -51,6 +52,7 @@ __all__ = [
     "algorithm_findings",
     "all_findings",
     "auto_findings",
+    "beyond_ring_findings",
     "closed_form_findings",
     "closed_form_worlds",
     "deviation_causes",
@@ -115,6 +117,47 @@ def algorithm_findings(result: RunResult) -> list[str]:
             parts.append(f"{span} **{winner}** is fastest, {by} faster than the next best ({', '.join(rivals)})")
         if parts:
             out.append(head + "; ".join(parts) + ".")
+    return out + beyond_ring_findings(result)
+
+
+#: Why an allreduce algorithm's bus bandwidth may exceed the ring's without any link carrying
+#: more than its capacity: bus bandwidth is algbw x 2(p-1)/p, the ring's traffic factor, and
+#: these algorithms move fewer bytes through the bottleneck than a ring does.
+BEYOND_RING = {
+    "nvls": "the NVSwitch reduces in the switch (NVLink SHARP): each GPU sends its vector once and receives the "
+            "result once, n bytes each way on its NVLink port where a ring moves 2(p-1)/p n",
+    "nvls_tree": "the NVSwitch reduces in the switch (NVLink SHARP) inside each node, so each GPU's NVLink port "
+                 "carries n bytes each way where a ring moves 2(p-1)/p n",
+    "nccl_tree": "between nodes the tree sends each node's partial sums up once and the result down once, so on "
+                 "few nodes its NICs carry fewer bytes than the ring's 2(p-1)/p n (NCCL's maintainers note that "
+                 "on 2 nodes the tree can exceed the network bound)",
+}
+
+
+def beyond_ring_findings(result: RunResult) -> list[str]:
+    """Say why an allreduce's bus bandwidth exceeds the NCCL ring's at the same size, where it does.
+
+    Bus bandwidth is defined with the ring's traffic factor, so an algorithm that moves fewer
+    bytes through the bottleneck (in-switch reduction, a tree on few nodes) legitimately shows
+    more than the links' rate; the report says so instead of leaving it to look like an error.
+    """
+    rows = [r for r in row_kinds(result)["collective"]
+            if r.get("collective") == "allreduce" and isinstance(r.get("busbw_GBps"), int | float)]
+    keys = sweep_keys(result)
+    out = []
+    for group_key, members in _groups(rows, [*keys, "ranks", "bytes"]).items():
+        ring = next((r for r in members if r["algorithm"] == "nccl_ring"), None)
+        if ring is None:
+            continue
+        values = dict(zip([*keys, "ranks", "bytes"], group_key, strict=True))
+        for row in members:
+            why = BEYOND_RING.get(row["algorithm"])
+            if why and row["busbw_GBps"] > 1.05 * ring["busbw_GBps"]:
+                out.append(f"**allreduce/{row['algorithm']} at {fmt_bytes(values['bytes'])} on {values['ranks']} "
+                           f"ranks{_where(values, keys)}** shows a bus bandwidth of "
+                           f"{fmt_bandwidth(row['busbw_GBps'] * 1e9)}, above the ring's "
+                           f"{fmt_bandwidth(ring['busbw_GBps'] * 1e9)}: {why}. Bus bandwidth counts the ring's "
+                           "traffic, so it can exceed the links' rate while no link carries more than its capacity.")
     return out
 
 

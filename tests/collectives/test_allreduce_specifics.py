@@ -309,13 +309,15 @@ def test_double_binary_tree_pipelines_its_segments():
     """16 MiB on 8 ranks: each half crosses its tree in 512 KiB segments, in about one copy time.
 
     Unpipelined, each half would climb and descend 3 levels whole: 6 x (n/2)β = 3nβ.
-    Each half must cross at least one link, so (n/2)β is a floor.
+    Each half must cross at least one link, so (n/2)β is a floor. Where a rank's parent in one
+    tree is its child in the other, one link carries both halves' segments, so about nβ: the
+    pipeline costs little beyond that (within 10 %).
     """
     p, count = 8, 2**22
     _, t = timed_call(make_world(p, alpha=US, bandwidth=1e9, eager_limit_inter=2**40), "allreduce",
                       "double_binary_tree", [SizePayload(count, np.float32)] * p)
     n_beta = count * 4 * 1e-9
-    assert n_beta / 2 < t < n_beta
+    assert n_beta / 2 < t < 1.1 * n_beta
 
 
 # --- MPICH's ring and auto selection (checked against MPICH 5 with mpi4py) --------------------

@@ -70,3 +70,14 @@ def test_eager_vs_rendezvous_teaches_the_crossover_the_model_computes():
     assert "the latency drops, because at this size eager's copy" in findings
     assert "**Eager and rendezvous cross between 4 KiB and 6 KiB:**" in findings
     assert "latency jumps" not in header.split("name:")[0], "the header must not claim a jump the table does not show"
+
+
+def test_a_bus_bandwidth_above_the_rings_is_explained():
+    """NVLS reduces in the switch: at 64 MiB its bus bandwidth beats the ring's, and the report says why."""
+    result = run({"preset": "dgx-h100", "nodes": 1}, ["nccl_ring", "nvls"], ["16 MiB", "64 MiB"])
+    busbw = {(r["algorithm"], r["bytes"]): r["busbw_GBps"] for r in result.rows}
+    assert busbw["nvls", 64 * 2**20] > 1.05 * busbw["nccl_ring", 64 * 2**20]
+    assert busbw["nvls", 16 * 2**20] < busbw["nccl_ring", 16 * 2**20]
+    # Only the size where NVLS beats the ring gets the sentence.
+    [finding] = [f for f in algorithm_findings(result) if "above the ring's" in f]
+    assert finding.startswith("**allreduce/nvls at 64 MiB on 8 ranks**") and "NVLink SHARP" in finding

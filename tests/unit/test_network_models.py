@@ -2,21 +2,25 @@
 
 Each test builds a fake topology (a dict of routes made with ``Route.through``), starts a few
 transfers as SimPy processes and compares the simulated finish times with times computed by
-hand: the alpha-beta formula for ``analytic``, max-min fair shares for ``fairshare``.
+hand: the alpha-beta formula for ``analytic`` (a shared link split equally), max-min fair shares
+for ``fairshare``.
 A last group checks ``fairshare`` against a naive reference solver that re-solves every flow
 at every event.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 import random
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from mpisim.engine.sim import Simulation
 from mpisim.engine.trace import Tracer
-from mpisim.network.analytic import AnalyticNetwork
+from mpisim.network.analytic import PACKET_BYTES, AnalyticNetwork
 from mpisim.network.base import make_model, model_names
 from mpisim.network.fairshare import FairShareNetwork
 from mpisim.network.links import Link, Route
@@ -86,23 +90,84 @@ def test_analytic_time_is_latency_plus_bytes_over_bottleneck(nbytes):
     assert t == pytest.approx(1.5e-6 + nbytes / (12.5e9 * 0.8), rel=REL)
 
 
-def test_analytic_ignores_contention_and_counts_link_demand():
-    """Two transfers over the same path both take alpha + n beta; busy time adds both data phases."""
+def test_analytic_messages_of_one_pair_travel_in_order():
+    """A second message over the same route starts when the first has arrived; busy = bytes / capacity."""
     topo = path_topology()
     tracer = Tracer(links=True)
     net = AnalyticNetwork(Simulation(tracer=tracer), topo)
     n = 10**6
-    t = run_transfers(net, [(0.0, 0, 1, n), (0.0, 0, 1, n)])
-    expected = 1.5e-6 + n / 10e9
-    assert t == [pytest.approx(expected, rel=REL)] * 2
-    assert [(r.link, r.t_start, r.nbytes) for r in tracer.links] == [
-        (name, pytest.approx(1.5e-6), n) for _ in range(2) for name in ("up", "core", "down")
-    ]
+    core = 50e9
+    t = run_transfers(net, [(0.0, 0, 1, n), (1e-6, 0, 1, n)])
+    alpha, first = 1.5e-6, 1.5e-6 + n / 10e9
+    assert t == [pytest.approx(first, rel=REL), pytest.approx(first + n / 10e9, rel=REL)]
+    # The slowest link serves the second message from when it has served the first.
+    assert [(r.t_start, r.t_end) for r in tracer.links if r.link == "down"] == [
+        (pytest.approx(alpha), pytest.approx(first)), (pytest.approx(first), pytest.approx(first + n / 10e9))]
     stats = net.link_stats()
     assert stats["core"].nbytes == 2 * n
-    assert stats["core"].busy_time == pytest.approx(2 * n / 10e9, rel=1e-9)
+    assert stats["core"].busy_time == pytest.approx(2 * n / core, rel=1e-9)
     assert stats["up1"].nbytes == 0
     assert stats["down"].capacity == pytest.approx(10e9)
+
+
+def shared_topology() -> FakeTopology:
+    """Ranks 0 and 2 send to rank 1; their routes meet on link b (all links 10 GB/s, 1 us)."""
+    links = [line("a", 10e9, 1e-6), line("c", 10e9, 1e-6), line("b", 10e9, 1e-6)]
+    return FakeTopology(links, {(0, 1): ["a", "b"], (2, 1): ["c", "b"]})
+
+
+def test_analytic_transfers_reaching_a_link_together_are_served_together():
+    """Two senders' bytes reaching one link at the same instant both arrive when it has served both."""
+    n = 10**6
+    shared = run_transfers(AnalyticNetwork(Simulation(), shared_topology()), [(0.0, 0, 1, n), (0.0, 2, 1, 3 * n)])
+    assert shared == [pytest.approx(2e-6 + 4 * n / 10e9, rel=REL)] * 2
+    later = run_transfers(AnalyticNetwork(Simulation(), shared_topology()), [(0.0, 0, 1, n), (1e-6, 2, 1, 3 * n)])
+    assert later == [pytest.approx(2e-6 + n / 10e9, rel=REL), pytest.approx(2e-6 + 4 * n / 10e9, rel=REL)]
+    in_order = run_transfers(AnalyticNetwork(Simulation(), shared_topology()), [(0.0, 0, 1, n), (0.0, 0, 1, 3 * n)])
+    assert in_order == [pytest.approx(2e-6 + n / 10e9, rel=REL), pytest.approx(2e-6 + 4 * n / 10e9, rel=REL)]
+
+
+def test_analytic_independent_transfers_do_not_interact():
+    """Transfers over disjoint links each take alpha + n beta, whenever they start."""
+    net = AnalyticNetwork(Simulation(), path_topology())
+    n = 10**6
+    t = run_transfers(net, [(0.0, 0, 1, n), (0.0, 1, 0, n)])
+    assert t == [pytest.approx(1.5e-6 + n / 10e9, rel=REL), pytest.approx(0.6e-6 + n / 12.5e9, rel=REL)]
+
+
+def test_analytic_control_message_does_not_wait_for_bulk_bytes():
+    """A 64-byte message passes a megabyte queued on its link; the megabyte arrives that much later."""
+    net = AnalyticNetwork(Simulation(), shared_topology())
+    n, h = 10**6, 64
+    bulk, packet = run_transfers(net, [(0.0, 0, 1, n), (1e-6, 2, 1, h)])
+    assert packet == pytest.approx(3e-6 + h / 10e9, rel=REL)
+    assert bulk == pytest.approx(2e-6 + (n + h) / 10e9, rel=REL)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from([0.0, 1e-6, 3e-5, 1e-4]), st.sampled_from([(0, 1), (1, 0), (2, 1), (0, 2)]),
+                          st.integers(0, 3 * 10**6)), min_size=1, max_size=10))
+def test_analytic_never_carries_more_than_a_links_capacity(specs):
+    """However transfers overlap, no window of time sees a link carry more bulk bytes than capacity x its length."""
+    links = [line("a", 12.5e9, 1e-6), line("b", 25e9, 0.5e-6, 0.9), line("c", 10e9, 2e-6), line("d", 50e9)]
+    topo = FakeTopology(links, {(0, 1): ["a", "b"], (1, 0): ["d"], (2, 1): ["c", "b"], (0, 2): ["a", "c"]})
+    tracer = Tracer(links=True)
+    net = AnalyticNetwork(Simulation(tracer=tracer), topo)
+    finish = run_transfers(net, [(t, *pair, n) for t, pair, n in specs])
+    for (t, (src, dst), n), done in zip(specs, finish, strict=True):
+        route = topo.route(src, dst)
+        assert done >= t + route.latency + n / route.bottleneck - 1e-15
+    by_link: dict[str, list] = {}
+    for r in tracer.links:
+        by_link.setdefault(r.link, []).append(r)
+    for name, records in by_link.items():
+        capacity = next(link.effective_bandwidth for link in links if link.name == name)
+        edges = sorted({r.t_start for r in records} | {r.t_end for r in records})
+        for lo, hi in itertools.combinations(edges, 2):
+            inside = [r.nbytes for r in records if r.t_start >= lo and r.t_end <= hi]
+            bulk = sum(n for n in inside if n > PACKET_BYTES)
+            # A packet goes ahead of the bulk bytes in service: its own bytes are the only slack.
+            assert bulk <= capacity * (hi - lo) * (1 + 1e-9) + 1e-6, f"{name}: {bulk} B in [{lo}, {hi}]"
 
 
 def test_analytic_zero_bytes_and_self_transfer():
