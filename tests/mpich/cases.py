@@ -56,12 +56,22 @@ def roots_for(collective: str, p: int) -> range:
     return range(p) if collective in ROOTED else range(1)
 
 
+#: Magnitudes of the inputs: exact decimal literals, so no power is computed at run time.
+SCALES = np.array([1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1, 1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6])
+
+
 def rank_input(collective: str, p: int, rank: int, count: int, dtype: str) -> np.ndarray:
-    """Rank *rank*'s input: magnitudes from 1e-6 to 1e6 with +-1e16 spikes, so summation order shows."""
-    rng = np.random.default_rng([p, rank, count, len(collective)])
-    x = rng.standard_normal(count) * 10.0 ** rng.integers(-6, 7, count)
-    spikes = rng.random(count) < 0.25
-    x[spikes] = np.where(rng.random(int(spikes.sum())) < 0.5, 1e16, -1e16)
+    """Rank *rank*'s input: magnitudes from 1e-6 to 1e6 with +-1e16 spikes, so summation order shows.
+
+    Built from the raw 64-bit words of a seeded PCG64 with integer arithmetic only: numpy keeps
+    its bit generators' streams fixed across releases but not its distributions'
+    (``standard_normal``, ``integers``), and golden.json must not drift with numpy.
+    """
+    words = np.random.PCG64(np.random.SeedSequence([p, rank, count, len(collective)])).random_raw(3 * count)
+    mantissa, scale, spike = words[:count], words[count:2 * count], words[2 * count:]
+    x = ((mantissa >> np.uint64(11)).astype(np.float64) * 2.0**-53 * 2.0 - 1.0) * SCALES[scale % np.uint64(13)]
+    spikes = spike % np.uint64(4) == 0
+    x[spikes] = np.where(spike[spikes] & np.uint64(4), 1e16, -1e16)
     if dtype == "float32":
         x[spikes] /= 1e8  # keep float32 spikes finite and still dominant
     return x.astype(dtype)
