@@ -51,12 +51,17 @@ def test_eager_latency_is_alpha_plus_n_beta():
         assert row["latency_s"] == pytest.approx(ALPHA + n * BETA, rel=1e-12)
 
 
-def test_rendezvous_latency_is_three_alpha_plus_n_and_two_headers():
+def test_rendezvous_latency_is_three_alpha_plus_n_and_three_headers():
+    """RTS, CTS and data: 3 alpha + (n + 2H) beta, plus one header's time on the wire.
+
+    The receiver acknowledges the data with a FIN and, in a ping-pong, sends the reply's RTS at
+    the same instant over the same link: the RTS leaves one header after the FIN.
+    """
     n = LIMIT + 1
     out = p2p.run(parse({"test": "latency", "sizes": [f"{n} B"], "iterations": 3}), context(2, alpha=ALPHA, bandwidth=BW))
     (row,) = out.rows
     assert row["protocol"] == "rendezvous"
-    assert row["latency_s"] == pytest.approx(3 * ALPHA + (n + 2 * H) * BETA, rel=1e-12)
+    assert row["latency_s"] == pytest.approx(3 * ALPHA + (n + 3 * H) * BETA, rel=1e-12)
 
 
 def test_protocol_follows_the_configured_eager_limit():
