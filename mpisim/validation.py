@@ -137,7 +137,8 @@ def _model(result: RunResult, row: Mapping[str, Any]) -> str:
     if "test" in row:  # p2p
         return f"{row['test']}, {row['protocol']}"
     if "tp" in row and "pp" in row:  # hybrid-parallel training
-        return f"tp {row['tp']} x pp {row['pp']} x dp {row['dp']}, {row['schedule']}"
+        experts = f" (ep {row['ep']})" if row.get("ep", 1) > 1 else ""
+        return f"tp {row['tp']} x pp {row['pp']} x dp {row['dp']}{experts}, {row['schedule']}"
     algorithm = row.get("algorithm")
     if algorithm is None:
         return f"{row.get('pairs', '')} pairs, {row.get('messages', '')} messages"

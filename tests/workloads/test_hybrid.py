@@ -278,3 +278,42 @@ def test_a_layout_the_ranks_cannot_hold_is_refused_when_the_scenario_loads():
     with pytest.raises(ConfigError, match="global batch 3 must be a multiple of dp x micro = 2 x 1") as info:
         load_dict(raw)
     assert info.value.path == "workload.batch.global"
+
+
+def test_whole_experts_fold_tp_and_dp_into_one_expert_group_per_node():
+    """etp: 1 (Megatron-Core's parallel folding): ep groups of consecutive GPUs, tp pairs included."""
+    layout = Layout(tp=2, pp=2, dp=8, ep=8, order=("tp", "dp", "pp"), etp=1)
+    for rank in range(layout.size):
+        group, edp = layout.ep_group(rank), layout.edp_group(rank)
+        assert rank in group and rank in edp and len(group) == 8 and len(edp) == 2
+        assert group == tuple(range(rank // 8 * 8, rank // 8 * 8 + 8))  # one node of 8
+        assert {layout.coords(r).pp for r in group + edp} == {layout.coords(rank).pp}
+    # split experts (the default): ep members of the data-parallel group, one tp rank
+    split = Layout(tp=2, pp=2, dp=8, ep=8, order=("tp", "dp", "pp"))
+    assert split.ep_group(0) == split.group(0, "dp") and split.edp_group(0) == (0,)
+
+
+def test_whole_experts_drop_the_moe_blocks_tensor_parallel_collectives():
+    moe = {**SMALL, "experts": 8, "top_k": 2}
+    base = scenario({"preset": "dgx-h100", "nodes": 2}, model=moe, parallel={"tp": 2, "ep": 8, "order": ["tp", "dp", "pp"]},
+                    batch={"global": 8}, sequence_parallel=True)
+    folded = {**base, "workload": {**base["workload"], "parallel": {**base["workload"]["parallel"], "etp": 1}}}
+    (split_job, split), (whole_job, whole) = tallies(base), tallies(folded)
+    # per layer and pass: an allgather and a reduce-scatter for attention, and for the MLP only when split
+    assert sum(split[0].tp_calls.values()) == 2 * sum(whole[0].tp_calls.values())
+    assert whole_job.a2a_count == split_job.a2a_count  # each rank sends its sequence-parallel share either way
+    # a whole expert per GPU (8 experts over ep 8), twice the split one's half
+    assert whole_job.chunk_params[0][-1] == 2 * split_job.chunk_params[0][-1] == TransformerModel(**moe).expert_params()
+    # the expert group is one node (NVLink) instead of ranks strided over both nodes: cheaper all-to-alls
+    assert row(folded)["ep_comm_s"] < row(base)["ep_comm_s"]
+
+
+@pytest.mark.parametrize(("parallel", "extra", "message"), [
+    ({"tp": 2, "ep": 8, "etp": 2}, {"sequence_parallel": True}, "expected 1"),
+    ({"tp": 2, "ep": 8, "etp": 1}, {}, "needs ep > 1 and sequence_parallel: true"),
+])
+def test_whole_experts_need_what_megatron_needs(parallel, extra, message):
+    moe = {**SMALL, "experts": 8, "top_k": 2}
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        load_dict(scenario({"preset": "dgx-h100", "nodes": 2}, model=moe, parallel=parallel, batch={"global": 8},
+                           **extra))

@@ -6,7 +6,7 @@ A ``kind: training`` block with a ``model:`` key is a hybrid-parallel LLM iterat
     workload:
       kind: training
       model: gpt3-175b              # a preset, a shape {layers, hidden, heads, seq, vocab, ...} or {params: 300M}
-      parallel: {tp: 8, pp: 8}      # dp: the rest of the ranks; ep for MoE; order: [tp, pp, dp]
+      parallel: {tp: 8, pp: 8}      # dp: the rest of the ranks; ep for MoE (etp: 1 for whole experts); order: [tp, pp, dp]
       batch: {global: 1536, micro: 1}
       schedule: 1f1b                # gpipe | 1f1b | interleaved (chunks: 2)
       zero: 1                       # 0 | 1 | 2 | 3
@@ -59,6 +59,7 @@ class HybridParams:
     pp: int = 1
     dp: int | None = None  # None: the ranks left over
     ep: int = 1
+    etp: int | None = None  # expert tensor parallelism: None = tp, or 1 (Megatron-Core's parallel folding)
     order: tuple[str, ...] = DIMENSIONS
     global_batch: int | None = None  # None: dp x micro (one micro-batch per replica)
     micro: int = 1
@@ -90,6 +91,11 @@ class HybridParams:
             given = f"tp x pp x dp = {self.tp} x {self.pp} x {self.dp} = {mp * (self.dp or 0)}" if self.dp else \
                 f"tp x pp = {mp}, which does not divide them"
             raise ConfigError(f"the topology has {ranks} ranks but {given}", "parallel")
+        if self.etp == 1 and self.tp > 1:
+            if (self.tp * dp) % self.ep:
+                raise ConfigError(f"ep ({self.ep}) must divide tp x dp ({self.tp} x {dp}): with etp: 1 experts are "
+                                  "spread over a stage's tensor- and data-parallel ranks", "parallel.ep")
+            return Layout(self.tp, self.pp, dp, self.ep, self.order, etp=1)
         if dp % self.ep:
             raise ConfigError(f"ep ({self.ep}) must divide dp ({dp}): experts are spread over data-parallel ranks",
                               "parallel.ep")
@@ -184,13 +190,18 @@ def _parse_parallel(raw: Any) -> dict[str, Any]:
     for key, value in raw.items():
         if key in ("tp", "pp", "dp", "ep"):
             out[key] = parse_positive_int(value, f"parallel.{key}")
+        elif key == "etp":
+            if value != 1:
+                raise ConfigError(f"expected 1 (whole experts; leave etp out to split experts over tp), got {value!r}",
+                                  "parallel.etp")
+            out["etp"] = 1
         elif key == "order":
             if not isinstance(value, list) or sorted(value) != sorted(DIMENSIONS):
                 raise ConfigError(f"expected the dimensions innermost first, e.g. [tp, pp, dp], got {value!r}",
                                   "parallel.order")
             out["order"] = tuple(value)
         else:
-            raise ConfigError(f"unknown key {key!r}; allowed keys: tp, pp, dp, ep, order", f"parallel.{key}")
+            raise ConfigError(f"unknown key {key!r}; allowed keys: tp, pp, dp, ep, etp, order", f"parallel.{key}")
     return out
 
 
@@ -246,6 +257,9 @@ def _check_shape(params: HybridParams) -> None:
     if params.ep > 1 and (not model.moe or model.experts % params.ep):
         raise ConfigError(f"ep ({params.ep}) needs a mixture-of-experts model whose experts ({model.experts}) "
                           "it divides", "parallel.ep")
+    if params.etp == 1 and params.tp > 1 and not (params.ep > 1 and params.sequence_parallel):
+        raise ConfigError("etp: 1 keeps experts whole on ep GPUs that each hold a sequence-parallel share of the "
+                          "tokens: it needs ep > 1 and sequence_parallel: true (as Megatron-Core does)", "parallel.etp")
     if params.zero == 3 and params.pp > 1:
         raise ConfigError("ZeRO-3 shards every layer over the data-parallel group and is not combined with "
                           "pipeline parallelism (as in DeepSpeed and Megatron-LM); use zero: 1 or 2 with pp > 1",
@@ -269,6 +283,8 @@ def dump(params: HybridParams) -> dict[str, Any]:
     parallel: dict[str, Any] = {"tp": params.tp, "pp": params.pp, "ep": params.ep, "order": list(params.order)}
     if params.dp is not None:
         parallel["dp"] = params.dp
+    if params.etp is not None:
+        parallel["etp"] = params.etp
     batch: dict[str, Any] = {"micro": params.micro}
     if params.global_batch is not None:
         batch["global"] = params.global_batch

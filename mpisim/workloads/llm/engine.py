@@ -9,7 +9,9 @@ It runs its pipeline stage's :func:`~mpisim.workloads.llm.schedule.schedule` pas
   (its FLOPs / (efficiency x peak) / tp) with the layer's two tensor-parallel **allreduces**
   (with sequence parallelism an allgather and a reduce-scatter each) and, for mixture-of-experts
   layers with ep > 1, two **all-to-alls** over the expert-parallel group (dispatch and
-  combine, tokens spread evenly over the experts), then sends its output on;
+  combine, tokens spread evenly over the experts), then sends its output on. With whole
+  experts (``etp: 1``, sequence parallelism) the MoE block has no tensor-parallel collectives:
+  each tp rank's share of the tokens goes to the all-to-all as it is;
 * a **backward** ``B`` does the same in reverse at twice the FLOPs, after recomputing the
   forward when ``recompute: full`` (with its communication) or the attention core when
   ``selective``.
@@ -203,7 +205,7 @@ def make_job(params: HybridParams, world: World, new_world: Callable[[], World])
     # Parameters on one GPU, per virtual stage; gradients bucketed per communicator.
     mlp = model.hidden * model.experts if model.moe else model.expert_params()  # the router, or the dense MLP
     dense_layer = (model.attention_params() + 4 * model.hidden + mlp) // tp
-    expert_layer = model.experts // layout.ep * model.expert_params() // tp
+    expert_layer = model.experts // layout.ep * model.expert_params() // layout.expert_tp
     last = job.virtual_stages - 1
     for vs in range(job.virtual_stages):
         layers = [dense_layer] * layers_per_chunk
@@ -271,6 +273,8 @@ def _bucketize(units: list[tuple[int, float]], group: str, itemsize: int, params
 def foldable(params: HybridParams, tp: int, spec: Any) -> bool:
     """Whether the topology *spec* lets tensor-parallel groups of *tp* be folded (placement aside)."""
     if params.fold == "none" or tp == 1 or spec.ranks_per_node != tp:
+        return False
+    if params.ep > 1 and params.etp == 1:  # expert-parallel groups mix tp ranks: each must be simulated
         return False
     inter = spec.inter
     return spec.nodes == 1 or inter is None or not (
@@ -395,7 +399,7 @@ class _Rank:
         self.dp = comm.sub(dp_group, "dp") if layout.dp > 1 else None
         self.dp_params = comm.sub(dp_group, "dp-params") if layout.dp > 1 and job.params.zero == 3 else None
         self.ep = comm.sub(layout.ep_group(me), "ep") if layout.ep > 1 else None
-        edp = [r for r in dp_group if layout.coords(r).dp % layout.ep == self.coords.dp % layout.ep]
+        edp = layout.edp_group(me)
         self.edp = comm.sub(edp, "edp") if len(edp) > 1 else None
         self.pp_group = layout.group(me, "pp")
         self.sends: list[Any] = []
@@ -414,8 +418,11 @@ class _Rank:
     def layer_comm(self, passes: int) -> Proc[None]:
         """The tensor- and expert-parallel collectives of *passes* forward-like passes through one layer."""
         job = self.job
+        # Whole experts (etp: 1) take the sequence-parallel share of tokens each tp rank holds
+        # straight into the all-to-all: the MoE block needs no tensor-parallel gather or scatter.
+        blocks = 1 if job.params.model.moe and job.layout.expert_tp < job.layout.tp else 2
         for _ in range(passes):
-            for _ in range(2):  # attention and MLP blocks
+            for _ in range(blocks):  # attention and MLP blocks
                 for kind, count in _tp_calls(job):
                     yield from self.tp_collective(kind, count)
             if self.ep is not None and job.params.model.moe:

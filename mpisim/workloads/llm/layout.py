@@ -9,8 +9,13 @@ Hybrid parallelism splits ``tp x pp x dp`` GPUs three ways (Narayanan et al. 202
   activations forward and gradients backward, once per micro-batch.
 * **data parallel** (dp): dp replicas of that model-parallel group each train on a share of the
   batch and average their gradients (or, with ZeRO, shard them).
-* **expert parallel** (ep, MoE models): the experts of a layer are spread over ep GPUs of the
-  data-parallel group, and tokens travel to their experts by all-to-all.
+* **expert parallel** (ep, MoE models): the experts of a layer are spread over ep GPUs, and
+  tokens travel to their experts by all-to-all. By default (``etp`` = tp) each expert is split
+  over the tensor-parallel group like the dense MLP, and the ep GPUs are consecutive members of
+  the data-parallel group. With ``etp: 1`` (Megatron-Core's ``--expert-tensor-parallel-size 1``,
+  its "parallel folding") experts are whole and the expert layers fold the stage's tp x dp GPUs
+  into their own grid, ep innermost: the ep group is ep consecutive GPUs of that grid (tp
+  ranks included), so with tp inside a node it stays inside the node too.
 
 ``order`` lists the dimensions innermost first; the default ``tp, pp, dp`` puts a stage's tp
 group in one node and the pipeline's stages on consecutive nodes (Megatron-LM's default is
@@ -50,6 +55,12 @@ class Layout:
     dp: int = 1
     ep: int = 1
     order: tuple[str, ...] = DIMENSIONS
+    etp: int = 0  # expert tensor parallelism: 0 = tp (experts split like the dense MLP), or 1 (whole experts)
+
+    @property
+    def expert_tp(self) -> int:
+        """GPUs each expert is split over: tp, or 1 with ``etp: 1``."""
+        return self.etp or self.tp
 
     @property
     def size(self) -> int:
@@ -80,8 +91,38 @@ class Layout:
         here = self.coords(rank)._asdict()
         return tuple(self.rank(Coords(**{**here, dim: i})) for i in range(self._sizes()[dim]))
 
+    def _expert_grid(self, rank: int) -> tuple[list[int], int]:
+        """The stage's tp x dp GPUs in expert order (tp fastest), and *rank*'s index in it."""
+        here = self.coords(rank)
+        grid = [self.rank(Coords(tp=t, pp=here.pp, dp=d)) for d in range(self.dp) for t in range(self.tp)]
+        return grid, here.tp + self.tp * here.dp
+
     def ep_group(self, rank: int) -> tuple[int, ...]:
-        """The expert-parallel group of *rank*: ep consecutive members of its data-parallel group."""
-        dp_group = self.group(rank, "dp")
-        first = self.coords(rank).dp // self.ep * self.ep
-        return dp_group[first:first + self.ep]
+        """The expert-parallel group of *rank*.
+
+        ``etp`` = tp: ep consecutive members of its data-parallel group. ``etp: 1``: ep
+        consecutive GPUs of the stage's tp x dp grid, tp fastest::
+
+            >>> Layout(tp=2, pp=1, dp=4, ep=4).ep_group(0), Layout(tp=2, pp=1, dp=4, ep=4, etp=1).ep_group(0)
+            ((0, 2, 4, 6), (0, 1, 2, 3))
+        """
+        if self.expert_tp == self.tp:
+            dp_group = self.group(rank, "dp")
+            first = self.coords(rank).dp // self.ep * self.ep
+            return dp_group[first:first + self.ep]
+        grid, index = self._expert_grid(rank)
+        first = index // self.ep * self.ep
+        return tuple(grid[first:first + self.ep])
+
+    def edp_group(self, rank: int) -> tuple[int, ...]:
+        """The expert-data-parallel group: the GPUs holding the same experts as *rank* (its expert gradients' group)::
+
+            >>> Layout(tp=2, pp=1, dp=4, ep=4).edp_group(0), Layout(tp=2, pp=1, dp=4, ep=4, etp=1).edp_group(0)
+            ((0,), (0, 4))
+        """
+        if self.expert_tp == self.tp:
+            dp_group = self.group(rank, "dp")
+            mine = self.coords(rank).dp % self.ep
+            return tuple(r for r in dp_group if self.coords(r).dp % self.ep == mine)
+        grid, index = self._expert_grid(rank)
+        return tuple(grid[index % self.ep::self.ep])
