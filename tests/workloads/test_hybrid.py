@@ -317,3 +317,17 @@ def test_whole_experts_need_what_megatron_needs(parallel, extra, message):
     with pytest.raises(ConfigError, match=re.escape(message)):
         load_dict(scenario({"preset": "dgx-h100", "nodes": 2}, model=moe, parallel=parallel, batch={"global": 8},
                            **extra))
+
+
+@pytest.mark.parametrize("parallel", [{"ep": 4}, {"tp": 2, "ep": 8, "etp": 1, "order": ["tp", "dp", "pp"]}])
+def test_zero1_shards_expert_states_over_the_gpus_holding_the_same_experts(parallel):
+    moe = {**SMALL, "experts": 8, "top_k": 2}
+    job, _ = tallies(scenario({"preset": "dgx-h100", "nodes": 2}, model=moe, parallel=parallel, batch={"global": 16},
+                              zero=1, sequence_parallel=parallel.get("tp", 1) > 1))
+    layout, use = job.layout, job.memory[0]
+    edp = len(layout.edp_group(0))
+    assert edp == layout.tp * layout.dp // (layout.ep * layout.expert_tp) > 1
+    experts, dense = job.chunk_expert_params, sum(job.chunk_params[0]) - job.chunk_expert_params
+    assert experts > 0
+    assert use.optimizer == pytest.approx(12 * dense / layout.dp + 12 * experts / edp)
+    assert use.weights == use.gradients == 2 * (dense + experts)

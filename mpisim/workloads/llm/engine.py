@@ -123,6 +123,7 @@ class Job:
     #: embedding and output layers together.
     fsdp_layer: int = 0
     fsdp_rest: int = 0
+    chunk_expert_params: int = 0  # expert parameters one GPU holds per virtual stage (in chunk_params too)
     tp_times: dict[tuple[str, int], float] = field(default_factory=dict)
     memory: list[MemoryUse] = field(default_factory=list)  # per stage
     flops_per_iteration: float = 0.0  # executed, recomputation included
@@ -219,6 +220,7 @@ def make_job(params: HybridParams, world: World, new_world: Callable[[], World])
         output = (model.output_params() + (model.vocab * model.hidden if model.tied_embeddings and last > 0 else 0)) \
             // tp if vs == last else None
         experts = [expert_layer] * layers_per_chunk if model.moe else []
+        job.chunk_expert_params = sum(experts)
         job.chunk_params.append([*([embedding] if embedding else []), *layers, *([output] if output else []), *experts])
         job.buckets.append(_chunk_buckets(layers, experts, embedding, output, itemsize, params))
     if params.zero == 3:  # pp == 1: one virtual stage holds everything
@@ -353,11 +355,18 @@ def _memory(job: Job) -> list[MemoryUse]:
     p, model, layout = job.params, job.params.model, job.layout
     act = activation_bytes_per_layer(model, p.micro, layout.tp, p.recompute, p.sequence_parallel,
                                      p.attention == "flash")
+    # ZeRO 1 and 2 shard expert states over the GPUs that hold the same experts (the group
+    # their gradients are reduced over, as Megatron-Core's distributed optimizer does), not over
+    # the whole data-parallel group; ZeRO 3 gathers experts over the data-parallel group.
+    experts = job.chunk_expert_params * p.chunks
+    edp = len(layout.edp_group(0)) if p.zero < 3 else layout.dp
     out = []
     for stage in range(layout.pp):
         params = sum(sum(job.chunk_params[virtual_stage(stage, k, layout.pp)]) for k in range(p.chunks))
         in_flight = peak_in_flight(schedule(p.schedule, stage, layout.pp, job.micro_batches, p.chunks))
-        weights, grads, optimizer = model_state_bytes(params, p.zero, layout.dp)
+        dense = model_state_bytes(params - experts, p.zero, layout.dp)
+        expert = model_state_bytes(experts, p.zero, edp)
+        weights, grads, optimizer = (d + e for d, e in zip(dense, expert, strict=True))
         out.append(MemoryUse(weights, grads, optimizer, in_flight * job.layers_per_chunk * act))
     return out
 
