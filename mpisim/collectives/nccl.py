@@ -75,6 +75,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from mpisim.collectives.allreduce import DBT_SEGMENT, double_binary_tree, tree_allreduce
+from mpisim.collectives.fluid_tree import Tree, fluid_trees
 from mpisim.collectives.registry import algorithm
 from mpisim.engine.events import Call
 from mpisim.engine.sim import Proc
@@ -709,8 +710,11 @@ def nccl_tree_allreduce(comm: Comm, buf: Payload, op: Op) -> Proc[Payload]:
         return buf
     choice = tune(comm, "nccl_tree", buf.nbytes)
     yield from launch(comm, choice)
-    wired = comm.with_wire(choice.protocol.wire)
     channels = channel_count(comm)
+    if _fluid(comm, buf):
+        yield from fluid_trees(comm, lambda: _channel_trees(comm, buf, channels, choice.protocol.wire))
+        return buf
+    wired = comm.with_wire(choice.protocol.wire)
     parts = buf.split(channels)
     streams = []
     for c in range(channels):
@@ -719,6 +723,25 @@ def nccl_tree_allreduce(comm: Comm, buf: Payload, op: Op) -> Proc[Payload]:
         streams += [comm.env.process(tree_allreduce(wired, halves[t], op, *trees[t], 2 * c + t)) for t in (0, 1)]
     yield comm.env.all_of(streams)
     return type(buf).concat([stream.value for stream in streams])
+
+
+def _channel_trees(comm: Comm, buf: Payload, channels: int, wire: Wire) -> list[Tree]:
+    """The trees of an ``nccl_tree`` call: two per channel, each over half of the channel's part."""
+    trees = []
+    for c, part in enumerate(buf.split(channels)):
+        links = tree_links(comm, c)
+        trees += [Tree.over(links[t], wire, half, c) for t, half in enumerate(part.split(2))]
+    return trees
+
+
+def _rail_trees_of(comm: Comm, buf: Payload, groups: list[list[int]]) -> list[Tree]:
+    """The trees of an ``nvls`` call across nodes: two per rail j, each over half of block j."""
+    simple = protocols(comm.world.topology.spec)["Simple"].wire
+    trees = []
+    for j, block in enumerate(buf.split(len(groups[0]))):
+        links = _rail_trees(groups, j, comm.size)
+        trees += [Tree.over(links[t], simple, half, j) for t, half in enumerate(block.split(2))]
+    return trees
 
 
 @algorithm("allreduce", "nvls", requires={"commutative"},
@@ -753,7 +776,10 @@ def nvls_allreduce(comm: Comm, buf: Payload, op: Op) -> Proc[Payload]:
     for part in incoming:
         mine = yield from comm.reduce_local(op, part, mine)
     yield from wired.waitall(sends)
-    if len(groups) > 1:
+    if len(groups) > 1 and _fluid(comm, buf):
+        # At collective fidelity the rail trees run as flows (the in-node exchanges stay messages).
+        yield from fluid_trees(comm, lambda: _rail_trees_of(comm, buf, groups))
+    elif len(groups) > 1:
         # Between nodes: local rank j of every node allreduces block j over rail j (NVLS + tree).
         simple = comm.with_wire(protocols(comm.world.topology.spec)["Simple"].wire)
         trees = [tree[comm.rank] for tree in _rail_trees(groups, j, p)]
