@@ -57,7 +57,7 @@ def train_7b_128() -> list:
 def tree_nvls_16() -> list:
     out = []
     for algorithm in ("nccl_tree", "nvls"):
-        row, wall = _run(_collective(16, algorithm, "1 GiB", "message"))
+        row, wall = _run(_collective(16, algorithm, "1 GiB", "collective"))
         out.append(info(f"{algorithm} allreduce 1 GiB, 128 GPUs (16 x dgx-h100): wall time", wall, "s",
                         reproduce=command(MODULE, "tree-nvls-16"),
                         note=f"target 5 s (message fidelity); busbw {row['busbw_GBps']:.1f} GB/s"))

@@ -1,32 +1,48 @@
 """Pipelined trees at collective fidelity: one flow per tree edge instead of one message per segment.
 
 NCCL's trees (``nccl_tree``, and the rail trees of ``nvls`` across nodes) allreduce their
-share of the vector in segments: every segment climbs the tree, reduced at every level, and
-comes back down, and a sender may put segment j+1 on an edge only once the receiver has
-granted a credit for it (:func:`~mpisim.collectives.allreduce.tree_allreduce`). On the message
-path that is one data message and one credit per segment per edge: 1 GiB on 16 x dgx-h100 is
-over a million messages. At ``fidelity: collective`` (:func:`fluid_trees`) the same call is
-timed from one flow per tree edge and direction carrying all of that edge's segments, posted
-when the last rank has joined, so the flows share the links with each other and with
-everything else in flight, and every link carries exactly the bytes the segments would have
-put on it.
+share of the vector in segments of DBT_SEGMENT bytes: every segment climbs the tree, reduced
+at every level, and comes back down, and a sender puts segment j+1 on an edge only once the
+receiver has granted a credit for it (:func:`~mpisim.collectives.allreduce.tree_allreduce`).
+On the message path that is one data message and one credit per segment per edge: 1 GiB on
+16 x dgx-h100 is about a million messages. At ``fidelity: collective`` (:func:`fluid_trees`)
+the call instead posts, when its last rank has joined, one flow per tree edge and direction
+carrying all of that edge's segments (as the protocol puts them on the wire), through the
+World, so the flows share the links with each other and with everything else in flight and
+every link carries exactly the bytes the segments would have put on it. The call then ends
+after the longer of two bounds (:func:`tree_time`), for its slowest tree:
 
-The call's time is the message path's pipeline, with each edge's per-segment transfer time
-taken from its flow (what the edge gets of its links while every edge of the call is
-busy). For an edge e with protocol + route latency l_e and a segment of w wire bytes:
+* the **latency bound** -- the tree program replayed segment by segment without messages
+  (:func:`replay`): the first segment goes up and down the tree, and each later one follows
+  a credit round behind on every edge, each message taking its protocol + route latency plus
+  its bytes at the route's bandwidth, shared with the trees running in step with it on that
+  pair of ranks (the two trees of one channel share the chain inside a node). For k
+  segments and depth D it is about (2D + 2(k-1)) latencies plus the bytes: NCCL's own shape
+  of a pipelined tree's cost (``src/graph/tuning.cc``: a latency per tree level and per
+  step, and the bytes at the tree's bandwidth);
+* the **bandwidth bound** -- the slowest edge's flow, which has shared its links with every
+  other edge of the call for the whole time, for the k-1 later segments, after the first.
 
-* *solo* transfer y_e = w / (route bottleneck): the segment alone on its links;
-* *shared* transfer x_e = w x (flow time - route latency) / (the flow's bytes): the segment
-  while all the call's edges share the links;
-* the first segment goes up the tree and down again, each edge taking l_e + y_e and each
-  rank reducing what its children sent (``reduce_cost``);
-* every later segment follows one *period* behind: the slowest edge's round, which is the
-  credit loop 2 l_e + y_e when latency rules (one segment in flight per edge) or the shared
-  transfer x_e when bandwidth rules (the links are full);
+Reductions are in the replay (``reduce_cost`` per byte, at every rank with children).
 
-so a tree takes first + (segments - 1) x period, and the call the slowest of its trees. It is
-NCCL's own shape of a pipelined tree's cost (``src/graph/tuning.cc``: a latency per tree
-level, and the bytes at the tree's bandwidth), with the bandwidth measured from the flows.
+**Where it is the message path, and where not** (tests/validation/test_gpu_fidelity.py).
+With no two transfers of the call meeting on a link except in step -- ``nvls`` on one or two
+nodes, ``nccl_tree`` with one segment per tree on one node -- the two paths agree to the last
+digits on both network models (on the ``analytic`` one, which serves the transfers of one
+pair in turn, the second tree of a channel queues one transfer behind the first). Elsewhere
+the message path is slower once segments pipeline: on 1-4 dgx-h100 nodes from 16 MiB the
+fluid path is 5-40 % faster (``nvls`` 1 GiB on 16 nodes: 9.8 ms against 14.1 ms). The message
+path has one segment in flight per edge and every rank moving in step, so all the transfers
+on a link happen at the same moments, each taking the link's shared rate, *and* the credit
+round trip adds to every one of them (period 2 latencies + the shared transfer, where this
+charges the longer of the credit loop alone and the shared transfer); on ``fairshare`` a
+credit is moreover delivered after the other direction's segment sent before it on the same
+pair of ranks (messages of a pair arrive in order), one more transfer per period (8 ranks
+in a chain, 256 MiB: 4.2 ms against 1.8 ms). NCCL has neither: a connection keeps
+NCCL_STEPS = 8 slots in flight and its flags do not queue behind another connection's data,
+so the message path's extra time at these sizes is its own pipeline's, and the two network
+models disagree about it (the same chain: 2.6 ms on ``analytic``). With one segment per tree
+across nodes they agree within 3 %.
 """
 
 from __future__ import annotations
@@ -78,7 +94,9 @@ class _Edge:
     solo: float  # seconds per wire byte alone on the route
     wire: tuple[int, ...]  # wire bytes of each segment
     t_flow: float = 0.0
-    together: int = 1  # edges of trees in step with this one on the same pair, same direction (itself included)
+    together: int = 1  # edges in step with this one on its busiest link (itself included)
+    pairs: int = 1  # distinct pairs of ranks among them
+    shares_pair: bool = False  # another tree of its group sends on the same pair in step
 
 
 class _Call:
@@ -137,13 +155,44 @@ def _edges(comm: Comm, trees: list[Tree]) -> list[_Edge]:
                 solo = 1.0 / route.bottleneck if route.links else 0.0
                 wire = tuple(tree.wire.wire_bytes(n, kind) for n in tree.segments)
                 out.append(_Edge(t, a, b, up, tree.wire.latency(kind) + route.latency, route.latency, solo, wire))
-    same: dict[tuple[int, int, int, bool], int] = {}
+    # The first segment crosses an edge up at its child's height in the tree (hops to the leaf
+    # below it furthest away) and down at the child's depth. Edges of one group at the same stage
+    # of the same sweep move it at the same moments: on a link they cross together, they share
+    # it (a network that serves one pair in turn serves a pair's one after the other).
+    stages = [_stages(tree.links) for tree in trees]
+    routes = [topology.route(comm.group[e.src], comm.group[e.dst]) for e in out]
+    keys = []
     for e in out:
-        key = (trees[e.tree].group, e.src, e.dst, e.up)
-        same[key] = same.get(key, 0) + 1
-    for e in out:
-        e.together = same[(trees[e.tree].group, e.src, e.dst, e.up)]
+        height, depth = stages[e.tree]
+        child = e.src if e.up else e.dst
+        keys.append((trees[e.tree].group, e.up, height[child] if e.up else depth[child]))
+    on_link: dict[tuple, set] = {}
+    for e, key, route in zip(out, keys, routes, strict=True):
+        for i in route.ids:
+            on_link.setdefault((*key, i), set()).add((e.src, e.dst, e.tree))
+    for e, key, route in zip(out, keys, routes, strict=True):
+        crossing = [on_link[(*key, i)] for i in route.ids]
+        e.together = max((len(edges) for edges in crossing), default=1)
+        e.pairs = max((len({(a, b) for a, b, _ in edges}) for edges in crossing), default=1)
+        e.shares_pair = any((a, b) == (e.src, e.dst) and t != e.tree for edges in crossing for a, b, t in edges)
     return out
+
+
+def _stages(links: Links) -> tuple[dict[int, int], dict[int, int]]:
+    """Return each rank's height (hops down to its furthest leaf) and depth (hops up to the root) in a tree."""
+    roots = [r for r, (parent, children) in enumerate(links) if parent is None and children]
+    depth: dict[int, int] = {}
+    order = []
+    stack = [(r, 0) for r in roots]
+    while stack:
+        r, d = stack.pop()
+        depth[r] = d
+        order.append(r)
+        stack.extend((c, d + 1) for c in links[r][1])
+    height: dict[int, int] = {}
+    for r in reversed(order):
+        height[r] = max((height[c] + 1 for c in links[r][1]), default=0)
+    return height, depth
 
 
 def _start(comm: Comm, call: _Call, trees: list[Tree]) -> None:
@@ -157,8 +206,16 @@ def _start(comm: Comm, call: _Call, trees: list[Tree]) -> None:
         call.pending -= 1
         if call.pending == 0:
             gamma = world.config.reduce_cost
-            span = max((tree_time(trees[t], [e for e in edges if e.tree == t], gamma) for t in range(len(trees))),
-                       default=0.0)
+            in_turn = getattr(world.network, "serves_in_turn", False)
+            by_tree: list[list[_Edge]] = [[] for _ in trees]
+            for e in edges:
+                by_tree[e.tree].append(e)
+            seen: dict[int, int] = {}
+            span = 0.0
+            for t, tree in enumerate(trees):
+                position = seen.get(tree.group, 0)
+                seen[tree.group] = position + 1
+                span = max(span, tree_time(tree, by_tree[t], gamma, in_turn, position))
             end = call.t_start + span
             for event in call.events:
                 Call(env, lambda ev: ev.succeed(), event, max(0.0, end - env.now))
@@ -172,30 +229,35 @@ def _start(comm: Comm, call: _Call, trees: list[Tree]) -> None:
             finished(i)
 
 
-def tree_time(tree: Tree, edges: list[_Edge], gamma: float) -> float:
-    """Seconds one pipelined tree takes: the longer of its latency bound and its bandwidth bound."""
+def tree_time(tree: Tree, edges: list[_Edge], gamma: float, in_turn: bool = False, position: int = 0) -> float:
+    """Seconds one pipelined tree takes: the longer of its latency bound and its bandwidth bound (module docstring).
+
+    *edges* are the tree's, their flows finished. With *in_turn* (a network that serves one
+    pair's transfers one after the other), the tree that is *position* in its group's line
+    starts that many first-segment transfers late.
+    """
     if not edges:
         return 0.0
-    latency_bound = replay(tree, edges, gamma, len(tree.segments))
-    mode = __import__("os").environ.get("FT_MODE", "max")
-    if mode == "lat":
-        return latency_bound
-    first = replay(tree, edges, gamma, 1)
+    latency_bound = replay(tree, edges, gamma, len(tree.segments), in_turn)
+    first = replay(tree, edges, gamma, 1, in_turn)
     k = len(tree.segments)
     bandwidth_bound = max(e.t_flow for e in edges) * (k - 1) / k + first
-    return max(latency_bound, bandwidth_bound)
+    # Queued behind the trees ahead of it in its group, on the pairs they share.
+    queued = position * max((e.wire[0] * e.solo for e in edges if e.shares_pair), default=0.0) if in_turn else 0.0
+    return max(latency_bound, bandwidth_bound) + queued
 
 
-def replay(tree: Tree, edges: list[_Edge], gamma: float, k: int) -> float:
-    """Seconds one pipelined tree takes: tree_allreduce's program, replayed segment by segment.
+def replay(tree: Tree, edges: list[_Edge], gamma: float, k: int, in_turn: bool = False) -> float:
+    """Seconds the first *k* segments of one tree take: tree_allreduce's program, replayed without messages.
 
-    The same dependencies as the message path (module docstring), as a max-plus recurrence:
-    a rank takes segment j from its children once it has sent segment j-1 on (its up loop),
-    grants its children the credit for j+1 as soon as j has arrived, reduces, and sends j to
-    its parent once the parent's credit for j has arrived; the root turns each reduced segment
-    round to its children, and every other rank passes it down once its child's credit has
-    arrived. A message of w wire bytes on edge e takes e.latency + w x (the edge's seconds per
-    byte while the call's flows share the links); a credit takes its path's latency.
+    The message path's dependencies, as a max-plus recurrence over segments: in its up loop a
+    rank takes segment j from its children once it has sent segment j-1 on, grants them the
+    credit for j+1 as soon as j has arrived, reduces, and sends j to its parent once the
+    parent's credit for j has arrived; the root turns each reduced segment round to its
+    children, and in its down loop every other rank passes segment j on to each child once
+    that child's credit has arrived. A segment of w wire bytes on edge e takes e.latency +
+    w x the route's seconds per byte, times the trees sending on that pair in step with it
+    (unless the network serves them *in_turn*); a credit takes its path's latency.
     """
     if not edges:
         return 0.0
@@ -210,8 +272,7 @@ def replay(tree: Tree, edges: list[_Edge], gamma: float, k: int) -> float:
     # Per child rank: latency and seconds per wire byte of its edge up (to its parent) and down (from it).
     lat_up, lat_down, rate_up, rate_down, wire_up, wire_down = {}, {}, {}, {}, {}, {}
     for e in edges:
-        rate = (e.t_flow - e.route_latency) / sum(e.wire) if sum(e.wire) else 0.0
-        rate = e.solo * e.together
+        rate = e.solo * (e.pairs if in_turn else e.together)
         child = e.src if e.up else e.dst
         (lat_up if e.up else lat_down)[child] = e.latency
         (rate_up if e.up else rate_down)[child] = rate

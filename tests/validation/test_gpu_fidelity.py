@@ -1,4 +1,4 @@
-"""``fidelity: collective``: NCCL-style rings as one pipelined flow per hop, against the message path."""
+"""``fidelity: collective``: NCCL-style rings and trees as pipelined flows, against the message path."""
 
 from __future__ import annotations
 
@@ -76,3 +76,91 @@ def test_real_data_takes_the_message_path_and_stays_exact():
 def test_fidelity_names_one_of_two_values():
     with pytest.raises(ConfigError, match="fidelity"):
         load({**_ring(1, 1024), "fidelity": "packet"})
+
+
+# --- Trees: nccl_tree, and nvls's rail trees across nodes (mpisim.collectives.fluid_tree).
+
+
+def _tree(algorithm: str, nodes: int, nbytes: int, model: str = "fairshare", payload: str = "size"):
+    return {"units": "SI", "topology": {"preset": "dgx-h100", "nodes": nodes}, "network": {"model": model},
+            "payload": payload, "trace": {"messages": False, "spans": False},
+            "workload": {"kind": "collective", "collective": "allreduce", "algorithm": algorithm, "sizes": [nbytes]}}
+
+
+def _time_and_links(raw: dict, fidelity: str):
+    result = run_scenario(load({**raw, "fidelity": fidelity}))
+    (world,) = result.records
+    return result.rows[0], {link["link"]: link["nbytes"] for link in world.link_totals}
+
+
+MODELS = ["fairshare", "analytic"]
+#: (algorithm, nodes, MiB): the message path at 1 GiB is cheap only for nvls (few messages per rail).
+BYTE_CASES = [(algorithm, nodes, mib) for algorithm in ("nccl_tree", "nvls") for nodes in (1, 2, 4)
+              for mib in (1, 64, 1024) if mib < 1024 or algorithm == "nvls"]
+
+
+@pytest.mark.parametrize("model", MODELS)
+@pytest.mark.parametrize(("algorithm", "nodes", "mib"), BYTE_CASES)
+def test_trees_move_the_message_paths_bytes_over_every_link(algorithm, nodes, mib, model):
+    """Every NVLink port and NIC carries what the segments would have put on it (rel 1e-6)."""
+    raw = _tree(algorithm, nodes, mib * MiB, model)
+    (a, detailed), (b, fluid) = _time_and_links(raw, "message"), _time_and_links(raw, "collective")
+    assert detailed.keys() == fluid.keys()
+    for name, nbytes in detailed.items():
+        assert fluid[name] == pytest.approx(nbytes, rel=1e-6), name
+    assert b["protocol"] == a["protocol"]
+
+
+@pytest.mark.parametrize("model", MODELS)
+@pytest.mark.parametrize(("algorithm", "nodes", "mib"),
+                         [("nvls", nodes, mib) for nodes in (1, 2) for mib in (1, 64, 1024)]
+                         + [("nccl_tree", 1, 1)])
+def test_where_no_transfers_meet_out_of_step_trees_take_the_message_paths_time(algorithm, nodes, mib, model):
+    """nvls on one or two nodes (each rail tree one edge), and nccl_tree with one segment per tree
+    on one node: the replay is the message path's program, so the two agree to the last digits."""
+    raw = _tree(algorithm, nodes, mib * MiB, model)
+    (a, _), (b, _) = _time_and_links(raw, "message"), _time_and_links(raw, "collective")
+    assert b["time_s"] == pytest.approx(a["time_s"], rel=1e-9)
+
+
+@pytest.mark.parametrize("model", MODELS)
+@pytest.mark.parametrize(("algorithm", "nodes"), [("nccl_tree", 2), ("nccl_tree", 4), ("nvls", 4)])
+def test_with_one_segment_per_tree_across_nodes_they_agree_within_one_percent(algorithm, nodes, model):
+    """1 MiB: every tree carries one segment, so nothing pipelines; what is left is which transfers
+    meet on a link at the same moment (fluid_tree: by their stage in the sweep)."""
+    raw = _tree(algorithm, nodes, MiB, model)
+    (a, _), (b, _) = _time_and_links(raw, "message"), _time_and_links(raw, "collective")
+    assert b["time_s"] == pytest.approx(a["time_s"], rel=0.01)
+
+
+@pytest.mark.parametrize("algorithm", ["nccl_tree", "nvls"])
+def test_pipelined_trees_are_held_by_their_busiest_link_not_by_the_message_paths_lockstep(algorithm):
+    """1 GiB on 4 nodes: the trees last as long as their busiest link needs for its bytes, plus at
+    most 10 % (the pipeline's fill). nvls's rail trees run between its in-node phases, timed
+    here on one node. (The message path's lockstep, see fluid_tree, takes nvls 19 % above it.)"""
+    def run(nodes):
+        result = run_scenario(load({**_tree(algorithm, nodes, 1024 * MiB), "fidelity": "collective"}))
+        (world,) = result.records
+        links = [link for link in world.link_totals if algorithm == "nccl_tree" or link["kind"] != "nvlink"]
+        return result.rows[0]["time_s"], max((link["nbytes"] / link["capacity_Bps"] for link in links), default=0.0)
+
+    elapsed, busiest = run(4)
+    in_node = run(1)[0] if algorithm == "nvls" else 0.0
+    assert in_node + busiest <= elapsed <= in_node + 1.1 * busiest
+
+
+def test_a_faster_network_is_never_slower_for_trees():
+    times = []
+    for gbps in (200, 300, 400, 600, 800):
+        raw = _tree("nvls", 4, 256 * MiB)
+        raw["topology"]["inter"] = {"bandwidth": gbps * 1e9 / 8}
+        times.append(run_scenario(load({**raw, "fidelity": "collective"})).rows[0]["time_s"])
+    assert all(later <= earlier for earlier, later in pairwise(times))
+
+
+@pytest.mark.parametrize("algorithm", ["nccl_tree", "nvls"])
+def test_trees_with_real_data_take_the_message_path(algorithm):
+    raw = _tree(algorithm, 2, 64 * 1024, payload="data")
+    (a, _), (b, _) = _time_and_links(raw, "message"), _time_and_links(raw, "collective")
+    assert a["verified"] is True and b["verified"] is True
+    assert b["time_s"] == a["time_s"]
