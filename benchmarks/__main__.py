@@ -22,7 +22,7 @@ a 2-core machine with 24 GiB:
    2-worker Dask LocalCluster at least 1.7x faster than on 1 worker, rows identical;
 5. training: one iteration of the 300M-parameter data-parallel scenario on 64 GPUs in < 10 s;
 6. gpu: nccl_ring 256 MiB on 512 GPUs in <= 5 s and a 7B bf16 data-parallel iteration on 128
-   GPUs in <= 10 s (fidelity: collective); nccl_tree and nvls at 1 GiB on 16 nodes reported.
+   GPUs in <= 10 s, nccl_tree and nvls at 1 GiB on 16 nodes in <= 5 s each (fidelity: collective).
 7. hybrid: one hybrid-parallel iteration of GPT-3 175B on 1536 GPUs in <= 60 s, of a 1T model
    on 3072 GPUs in <= 120 s, and a 64-point 70B layout sweep on 1024 GPUs in <= 10 minutes.
 

@@ -15,34 +15,35 @@ after the longer of two bounds (:func:`tree_time`), for its slowest tree:
 * the **latency bound** -- the tree program replayed segment by segment without messages
   (:func:`replay`): the first segment goes up and down the tree, and each later one follows
   a credit round behind on every edge, each message taking its protocol + route latency plus
-  its bytes at the route's bandwidth, shared with the trees running in step with it on that
-  pair of ranks (the two trees of one channel share the chain inside a node). For k
-  segments and depth D it is about (2D + 2(k-1)) latencies plus the bytes: NCCL's own shape
-  of a pipelined tree's cost (``src/graph/tuning.cc``: a latency per tree level and per
-  step, and the bytes at the tree's bandwidth);
+  its bytes at the route's bandwidth, shared with the transfers that cross a link at the same
+  moment -- those of the same stage of the same sweep in the trees of its group (the two
+  trees of a channel share the chain inside a node; a rank sends to its children at once).
+  For k segments and depth D it is about 2D + 2(k-1) latencies plus the bytes: NCCL's own
+  shape of a pipelined tree's cost (``src/graph/tuning.cc``: a latency per tree level and
+  per step, and the bytes at the tree's bandwidth);
 * the **bandwidth bound** -- the slowest edge's flow, which has shared its links with every
   other edge of the call for the whole time, for the k-1 later segments, after the first.
 
 Reductions are in the replay (``reduce_cost`` per byte, at every rank with children).
 
-**Where it is the message path, and where not** (tests/validation/test_gpu_fidelity.py).
-With no two transfers of the call meeting on a link except in step -- ``nvls`` on one or two
-nodes, ``nccl_tree`` with one segment per tree on one node -- the two paths agree to the last
-digits on both network models (on the ``analytic`` one, which serves the transfers of one
-pair in turn, the second tree of a channel queues one transfer behind the first). Elsewhere
-the message path is slower once segments pipeline: on 1-4 dgx-h100 nodes from 16 MiB the
-fluid path is 5-40 % faster (``nvls`` 1 GiB on 16 nodes: 9.8 ms against 14.1 ms). The message
-path has one segment in flight per edge and every rank moving in step, so all the transfers
-on a link happen at the same moments, each taking the link's shared rate, *and* the credit
-round trip adds to every one of them (period 2 latencies + the shared transfer, where this
-charges the longer of the credit loop alone and the shared transfer); on ``fairshare`` a
-credit is moreover delivered after the other direction's segment sent before it on the same
-pair of ranks (messages of a pair arrive in order), one more transfer per period (8 ranks
-in a chain, 256 MiB: 4.2 ms against 1.8 ms). NCCL has neither: a connection keeps
-NCCL_STEPS = 8 slots in flight and its flags do not queue behind another connection's data,
-so the message path's extra time at these sizes is its own pipeline's, and the two network
-models disagree about it (the same chain: 2.6 ms on ``analytic``). With one segment per tree
-across nodes they agree within 3 %.
+**Where it is the message path, and where not** (tests/validation/test_gpu_fidelity.py,
+dgx-h100 nodes, both network models). With one segment per tree (1 MiB) the two paths agree
+within 0.3 % on 1, 2 and 4 nodes, and ``nvls`` on one or two nodes (one edge per rail tree)
+to the last digits at every size. Once segments pipeline they differ, and the message path
+is mostly the slower: ``nvls`` on 4 nodes 5 % at 16 MiB and 9-15 % at 256 MiB, ``nccl_tree``
+on 4 nodes 2-4 % at 16 MiB and 4-33 % at 256 MiB, on one node 16-56 % from 16 MiB; on 2 nodes
+``nccl_tree`` is within 3.3 % at 16 MiB and 2.4 % at 256 MiB on ``analytic``, 29 % faster on
+``fairshare``. The message path has one segment in flight per edge and all ranks moving in
+step, so the transfers sharing a link in the steady state happen at the same moments *and*
+the credit round trip adds to each (a period of 2 latencies + the fully shared transfer, where
+this charges the longer of the credit round and the shared transfer); on ``fairshare`` a
+credit moreover arrives only after the other direction's segment sent before it on the same
+pair of ranks (a pair's messages arrive in order), one transfer more per period (8 ranks in
+a chain, 256 MiB: 4.2 ms against 1.8 ms; on ``analytic`` the message path takes 2.6 ms).
+NCCL has neither: a connection keeps NCCL_STEPS = 8 slots in flight and its flags do not
+queue behind another connection's data. So at those sizes the difference is the message
+path's own pipeline, on which the two network models disagree by up to 1.6x, and this takes
+the side of the links: a tree is never faster than its busiest link allows.
 """
 
 from __future__ import annotations
@@ -144,6 +145,7 @@ def _edges(comm: Comm, trees: list[Tree]) -> list[_Edge]:
     """Both directions of every edge of every tree, with their costs."""
     topology = comm.world.topology
     out = []
+    wires: dict[tuple[int, str], tuple[int, ...]] = {}  # wire bytes of a tree's segments, by path kind
     for t, tree in enumerate(trees):
         for r, (parent, _) in enumerate(tree.links):
             if parent is None:
@@ -153,7 +155,9 @@ def _edges(comm: Comm, trees: list[Tree]) -> list[_Edge]:
                 kind = topology.path_kind(src, dst)
                 route = topology.route(src, dst)
                 solo = 1.0 / route.bottleneck if route.links else 0.0
-                wire = tuple(tree.wire.wire_bytes(n, kind) for n in tree.segments)
+                wire = wires.get((t, kind))
+                if wire is None:
+                    wire = wires[t, kind] = tuple(tree.wire.wire_bytes(n, kind) for n in tree.segments)
                 out.append(_Edge(t, a, b, up, tree.wire.latency(kind) + route.latency, route.latency, solo, wire))
     # The first segment crosses an edge up at its child's height in the tree (hops to the leaf
     # below it furthest away) and down at the child's depth. Edges of one group at the same stage
@@ -286,7 +290,12 @@ def replay(tree: Tree, edges: list[_Edge], gamma: float, k: int, in_turn: bool =
     s_down: dict[int, float] = {}
     g: dict[int, float] = {}
     md: dict[int, float] = {}
-    for j, nbytes in enumerate(tree.segments[:k]):
+    sizes = tree.segments[:k]
+    below = [r for r in order if links[r][0] is not None]  # the ranks with a down loop
+    j = 0
+    while j < len(sizes):
+        nbytes = sizes[j]
+        before = [*u_end.values(), *(d_end[r] for r in below)]
         for r in post_order:
             parent, children = links[r]
             arrived = max((s_up[c] + lat_up[c] + wire_up[c][j] * rate_up[c] for c in children), default=inf)
@@ -308,4 +317,21 @@ def replay(tree: Tree, edges: list[_Edge], gamma: float, k: int, in_turn: bool =
             d_end[r] = t
         g_prev, g = g, g_prev
         md_prev, md = md, md_prev
+        j += 1
+        # Steady state: once a segment moves every rank and every arrival by the same period as
+        # the one before, so will every later segment of the same size (the recurrence is
+        # max-plus: adding a constant to all its inputs adds it to all its outputs).
+        moved = [b - a for a, b in zip(before, [*u_end.values(), *(d_end[r] for r in below)], strict=True)]
+        period = moved[0]
+        uniform = all(abs(m - period) <= 1e-12 * abs(period) for m in moved)
+        uniform = uniform and all(abs((g_prev[r] - g[r]) - period) <= 1e-12 * abs(period) for r in order)
+        uniform = uniform and all(abs((md_prev[r] - md[r]) - period) <= 1e-12 * abs(period) for r in below)
+        if uniform and j < len(sizes) and sizes[j] == nbytes:
+            same = 0
+            while j + same < len(sizes) and sizes[j + same] == nbytes:
+                same += 1
+            for state, ranks in ((u_end, order), (g_prev, order), (d_end, below), (md_prev, below)):
+                for r in ranks:
+                    state[r] += same * period
+            j += same
     return max(max(u_end.values()), max(d_end.values()))
