@@ -24,26 +24,37 @@ after the longer of two bounds (:func:`tree_time`), for its slowest tree:
 * the **bandwidth bound** -- the slowest edge's flow, which has shared its links with every
   other edge of the call for the whole time, for the k-1 later segments, after the first.
 
-Reductions are in the replay (``reduce_cost`` per byte, at every rank with children).
+Reductions are in the replay (``reduce_cost`` per byte, at every rank with children). Once
+a segment moves every rank by the same period as the one before, the replay adds that
+period for the remaining segments of the same size instead of replaying them (exact for a
+max-plus recurrence), so a call costs about its edges, not its edges x segments.
 
-**Where it is the message path, and where not** (tests/validation/test_gpu_fidelity.py,
-dgx-h100 nodes, both network models). With one segment per tree (1 MiB) the two paths agree
-within 0.3 % on 1, 2 and 4 nodes, and ``nvls`` on one or two nodes (one edge per rail tree)
-to the last digits at every size. Once segments pipeline they differ, and the message path
-is mostly the slower: ``nvls`` on 4 nodes 5 % at 16 MiB and 9-15 % at 256 MiB, ``nccl_tree``
-on 4 nodes 2-4 % at 16 MiB and 4-33 % at 256 MiB, on one node 16-56 % from 16 MiB; on 2 nodes
-``nccl_tree`` is within 3.3 % at 16 MiB and 2.4 % at 256 MiB on ``analytic``, 29 % faster on
-``fairshare``. The message path has one segment in flight per edge and all ranks moving in
-step, so the transfers sharing a link in the steady state happen at the same moments *and*
-the credit round trip adds to each (a period of 2 latencies + the fully shared transfer, where
-this charges the longer of the credit round and the shared transfer); on ``fairshare`` a
-credit moreover arrives only after the other direction's segment sent before it on the same
-pair of ranks (a pair's messages arrive in order), one transfer more per period (8 ranks in
-a chain, 256 MiB: 4.2 ms against 1.8 ms; on ``analytic`` the message path takes 2.6 ms).
-NCCL has neither: a connection keeps NCCL_STEPS = 8 slots in flight and its flags do not
-queue behind another connection's data. So at those sizes the difference is the message
-path's own pipeline, on which the two network models disagree by up to 1.6x, and this takes
-the side of the links: a tree is never faster than its busiest link allows.
+**Where it is the message path, and where not** (tests/validation/test_gpu_fidelity.py;
+dgx-h100 nodes, both network models, fluid against message). Every link carries the same
+bytes, at every size. With one segment per tree (1 MiB) the times agree within 0.3 % on 1,
+2 and 4 nodes, and ``nvls`` on one or two nodes (one edge per rail tree) to the last digits
+at every size up to 1 GiB. Once segments pipeline the message path is mostly slower:
+
+==================  ================  ===========================  ===========================
+algorithm, nodes    16 MiB (fs / an)  256 MiB - 1 GiB, fairshare   256 MiB - 1 GiB, analytic
+==================  ================  ===========================  ===========================
+``nvls``, 4         -5 % / -4 %       -16 %                        -9 %
+``nccl_tree``, 1    -35 % / -26 %     -56 %                        -37 %
+``nccl_tree``, 2    +3 % / +1 %       -30 %                        +0.6 % to +2.4 %
+``nccl_tree``, 4    -2 % / -4 %       -4 %                         -33 %
+==================  ================  ===========================  ===========================
+
+(16 nodes, 1 GiB, fairshare: ``nccl_tree`` 6.4 ms against 9.7 ms, ``nvls`` 10.6 against
+14.1.) The message path keeps one segment in flight per edge and its ranks move in step, so
+the transfers sharing a link in the steady state happen at the same moments *and* the
+credit round trip adds to each of them: a period of 2 latencies + the fully shared
+transfer, where this charges the longer of the two. On ``fairshare`` a credit moreover
+arrives only after the other direction's segment sent before it on the same pair of ranks
+(a pair's messages arrive in order), one transfer more per period: 8 ranks in a chain at
+256 MiB take 4.2 ms there, 2.6 ms on ``analytic``, 1.8 ms here. NCCL has neither (a
+connection keeps NCCL_STEPS = 8 slots in flight, ``src/include/device.h``, and its flags do
+not queue behind another connection's data); the two network models disagree about that pipeline by up to 1.5x; and
+this path stays between the busiest link's bound and the message path (tested at 4 nodes).
 """
 
 from __future__ import annotations

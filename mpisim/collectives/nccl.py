@@ -703,7 +703,8 @@ def nccl_tree_allreduce(comm: Comm, buf: Payload, op: Op) -> Proc[Payload]:
     the network 2 lg(nodes) times in sequence where the ring does 2(nodes - 1).
 
     Cost: base + 2D(α + sβ + sγ) + 4(k-1)(α + sβ), D = (ranks per node - 1) + ceil(lg nodes),
-    k segments of s bytes per half (see predict_tree).
+    k segments of s bytes per half (see predict_tree). At ``fidelity: collective`` with
+    size-only data the trees run as one flow per edge (:mod:`~mpisim.collectives.fluid_tree`).
     """
     p = comm.size
     if p == 1:
@@ -756,7 +757,9 @@ def nvls_allreduce(comm: Comm, buf: Payload, op: Op) -> Proc[Payload]:
     they are plain Simple-protocol messages (the module docstring says why).
 
     Cost: base + 2(h + α + (p-1)(n/p)β/e) + ((p-1)/p)nγ on a switch whose ports the p-1 blocks
-    share (see predict_nvls).
+    share (see predict_nvls). At ``fidelity: collective`` with size-only data the rail trees
+    across nodes run as one flow per edge (:mod:`~mpisim.collectives.fluid_tree`); the in-node
+    exchanges, 2(q-1) messages a rank, stay messages.
     """
     p = comm.size
     if p == 1:
