@@ -25,8 +25,8 @@ MiB = 2**20
 Q = 8  # GPUs (and NICs) per dgx-h100 node
 
 
-def _world(nodes: int, model: str):
-    scenario = load({"units": "SI", "topology": {"preset": "dgx-h100", "nodes": nodes},
+def _world(nodes: int, model: str, fidelity: str = "message"):
+    scenario = load({"units": "SI", "topology": {"preset": "dgx-h100", "nodes": nodes}, "fidelity": fidelity,
                      "network": {"model": model}, "payload": "size",
                      "workload": {"kind": "collective", "collective": "allreduce", "algorithm": "nccl_ring",
                                   "sizes": [8]}})
@@ -105,6 +105,21 @@ def test_every_nic_carries_the_algorithms_cross_node_bytes(algorithm, nodes, mod
             got = sum(s.nbytes for name, s in stats.items() if name.endswith(f"->node{node}.nic{nic}"))
             assert sent == pytest.approx(out, rel=1e-6), (node, nic, "out")
             assert got == pytest.approx(inn, rel=1e-6), (node, nic, "in")
+    _assert_within_capacity(stats, elapsed)
+
+
+@pytest.mark.parametrize("model", ["fairshare", "analytic"])
+@pytest.mark.parametrize(("algorithm", "nodes"), [(a, n) for a in ("nccl_tree", "nvls") for n in (2, 4, 16)])
+def test_at_collective_fidelity_trees_put_the_same_bytes_on_every_nic(algorithm, nodes, model):
+    """The trees as one flow per edge (mpisim.collectives.fluid_tree) carry the algorithm's bytes too."""
+    nbytes = 16 * MiB * Q
+    world = _world(nodes, model, "collective")
+    elapsed, wire = _run(world, algorithm, nbytes)
+    stats = world.network.link_stats()
+    for (node, nic), (out, inn) in _expected_nic_bytes(algorithm, nodes, nbytes, wire).items():
+        sent, got = _nic_bytes(stats, node, nic)
+        assert sent == pytest.approx(out, rel=1e-6), (node, nic, "out")
+        assert got == pytest.approx(inn, rel=1e-6), (node, nic, "in")
     _assert_within_capacity(stats, elapsed)
 
 
