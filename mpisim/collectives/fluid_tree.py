@@ -102,7 +102,6 @@ class _Edge:
     dst: int
     up: bool
     latency: float  # protocol + route latency of one message
-    route_latency: float
     solo: float  # seconds per wire byte alone on the route
     wire: tuple[int, ...]  # wire bytes of each segment
     t_flow: float = 0.0
@@ -169,7 +168,7 @@ def _edges(comm: Comm, trees: list[Tree]) -> list[_Edge]:
                 wire = wires.get((t, kind))
                 if wire is None:
                     wire = wires[t, kind] = tuple(tree.wire.wire_bytes(n, kind) for n in tree.segments)
-                out.append(_Edge(t, a, b, up, tree.wire.latency(kind) + route.latency, route.latency, solo, wire))
+                out.append(_Edge(t, a, b, up, tree.wire.latency(kind) + route.latency, solo, wire))
     # The first segment crosses an edge up at its child's height in the tree (hops to the leaf
     # below it furthest away) and down at the child's depth. Edges of one group at the same stage
     # of the same sweep move it at the same moments: on a link they cross together, they share
@@ -271,8 +270,9 @@ def replay(tree: Tree, edges: list[_Edge], gamma: float, k: int, in_turn: bool =
     parent's credit for j has arrived; the root turns each reduced segment round to its
     children, and in its down loop every other rank passes segment j on to each child once
     that child's credit has arrived. A segment of w wire bytes on edge e takes e.latency +
-    w x the route's seconds per byte, times the trees sending on that pair in step with it
-    (unless the network serves them *in_turn*); a credit takes its path's latency.
+    w x the route's seconds per byte, times the transfers crossing its busiest link at the
+    same stage of the sweep (on a network that serves a pair *in_turn*, the distinct pairs
+    among them); a credit takes its path's latency.
     """
     if not edges:
         return 0.0
