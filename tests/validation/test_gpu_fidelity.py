@@ -166,3 +166,9 @@ def test_trees_with_real_data_take_the_message_path(algorithm):
     (a, _), (b, _) = _time_and_links(raw, "message"), _time_and_links(raw, "collective")
     assert a["verified"] is True and b["verified"] is True
     assert b["time_s"] == a["time_s"]
+
+
+def test_tree_rows_are_the_same_on_every_run():
+    raw = {**_tree("nccl_tree", 4, 64 * MiB), "fidelity": "collective"}
+    first, second = run_scenario(load(raw)).rows, run_scenario(load(raw)).rows
+    assert first == second
