@@ -48,9 +48,12 @@ from mpisim.mpi.payload import Payload
 #: Segment size (bytes) of the parameter server: each worker's vector travels in 4 MiB pieces
 #: (NCCL's default buffer size), so the server can send segment j back while segment j+1 arrives.
 PS_SEGMENT = 4 * 2**20
+#: Slots of one NCCL connection (NCCL_STEPS, src/include/device.h): a sender may have this many
+#: segments on an edge that its receiver has not consumed yet.
+NCCL_STEPS = 8
 #: Segment size (bytes) of the double binary tree: NCCL's Simple-protocol slot (its 4 MiB
-#: buffer over NCCL_STEPS = 8 slots).
-DBT_SEGMENT = 512 * 1024
+#: buffer over NCCL_STEPS slots).
+DBT_SEGMENT = 4 * 2**20 // NCCL_STEPS
 
 
 # ---------------------------------------------------------------------------------------- costs
@@ -374,21 +377,24 @@ def _tag(tree: int, phase: int, j: int, is_credit: bool = False) -> int:
 
 
 def _send_credited(comm: Comm, seg: Payload, dests: list[int], tree: int, phase: int, j: int,
-                   pending: list) -> Proc[None]:
-    """Send segment j to each of *dests* once it has granted a credit for it (segment 0 needs none)."""
+                   pending: list, window: int) -> Proc[None]:
+    """Send segment j to each of *dests* once it has granted a credit for it (the first *window* need none)."""
     for dest in dests:
-        if j > 0:
+        if j >= window:
             yield from comm.recv(source=dest, tag=_tag(tree, phase, j, is_credit=True))
         pending.append(comm.isend(seg, dest=dest, tag=_tag(tree, phase, j)))
 
 
 def tree_allreduce(comm: Comm, half: Payload, op: Op, parent: int | None, children: list[int],
-                    tree: int) -> Proc[Payload]:
+                    tree: int, window: int = 1) -> Proc[Payload]:
     """Allreduce *half* over one binary tree: pipelined reduce up to the root and broadcast down.
 
     Non-root ranks run the two directions as concurrent streams (as NCCL splits a tree's
     threads between "up" and "down"); the root turns each reduced segment around itself.
-    Every receiver grants a credit for segment j+1 when segment j has arrived.
+    A sender may have *window* segments on an edge that the receiver has not taken yet: the
+    receiver grants a credit for segment j+window when segment j has arrived. With one slot
+    (MPI's double binary tree) each segment waits for the credit round of the one before;
+    NCCL's connections have NCCL_STEPS slots, so the credits stay ahead of the data.
     """
     segs = segments(half, DBT_SEGMENT)
     k, pending, result = len(segs), [], list(segs)
@@ -396,8 +402,8 @@ def tree_allreduce(comm: Comm, half: Payload, op: Op, parent: int | None, childr
     def up() -> Proc[None]:
         for j in range(k):
             parts = yield from comm.waitall([comm.irecv(source=c, tag=_tag(tree, UP, j)) for c in children])
-            if j + 1 < k:
-                pending.extend(comm.isend(credit(), dest=c, tag=_tag(tree, UP, j + 1, True)) for c in children)
+            if j + window < k:
+                pending.extend(comm.isend(credit(), dest=c, tag=_tag(tree, UP, j + window, True)) for c in children)
             # In-order: left subtree op mine op right subtree.
             acc = segs[j]
             for i, part in enumerate(parts):
@@ -405,16 +411,16 @@ def tree_allreduce(comm: Comm, half: Payload, op: Op, parent: int | None, childr
                 acc = yield from comm.reduce_local(op, a, b)
             if parent is None:
                 result[j] = acc
-                yield from _send_credited(comm, acc, children, tree, DOWN, j, pending)
+                yield from _send_credited(comm, acc, children, tree, DOWN, j, pending, window)
             else:
-                yield from _send_credited(comm, acc, [parent], tree, UP, j, pending)
+                yield from _send_credited(comm, acc, [parent], tree, UP, j, pending, window)
 
     def down() -> Proc[None]:
         for j in range(k):
             result[j] = yield from comm.recv(source=parent, tag=_tag(tree, DOWN, j))
-            if j + 1 < k:
-                pending.append(comm.isend(credit(), dest=parent, tag=_tag(tree, DOWN, j + 1, True)))
-            yield from _send_credited(comm, result[j], children, tree, DOWN, j, pending)
+            if j + window < k:
+                pending.append(comm.isend(credit(), dest=parent, tag=_tag(tree, DOWN, j + window, True)))
+            yield from _send_credited(comm, result[j], children, tree, DOWN, j, pending, window)
 
     if parent is None:
         yield from up()

@@ -30,31 +30,30 @@ period for the remaining segments of the same size instead of replaying them (ex
 max-plus recurrence), so a call costs about its edges, not its edges x segments.
 
 **Where it is the message path, and where not** (tests/validation/test_gpu_fidelity.py;
-dgx-h100 nodes, both network models, fluid against message). Every link carries the same
-bytes, at every size. With one segment per tree (1 MiB) the times agree within 0.3 % on 1,
-2 and 4 nodes, and ``nvls`` on one or two nodes (one edge per rail tree) to the last digits
-at every size up to 1 GiB. Once segments pipeline the message path is mostly slower:
+dgx-h100 nodes, fluid against message; the two network models agree on the message path to
+1 %, because a tree has one connection per peer and NCCL_STEPS segments in flight on it).
+Every link carries the same bytes, at every size. With one segment per tree (1 MiB) the times
+agree within 1 % on 1, 2 and 4 nodes, and ``nvls`` on one node to the last digits. Once
+segments pipeline:
 
-==================  ================  ===========================  ===========================
-algorithm, nodes    16 MiB (fs / an)  256 MiB - 1 GiB, fairshare   256 MiB - 1 GiB, analytic
-==================  ================  ===========================  ===========================
-``nvls``, 4         -5 % / -4 %       -16 %                        -9 %
-``nccl_tree``, 1    -35 % / -26 %     -56 %                        -37 %
-``nccl_tree``, 2    +3 % / +1 %       -30 %                        +0.6 % to +2.4 %
-``nccl_tree``, 4    -2 % / -4 %       -4 %                         -33 %
-==================  ================  ===========================  ===========================
+==================  =====================  =====================
+algorithm, nodes    16 MiB (fs / an)       256 MiB (fs / an)
+==================  =====================  =====================
+``nccl_tree``, 1    +1.9 % / +2.9 %        +0.2 % / +0.3 %
+``nccl_tree``, 2    +4.0 % / +4.0 %        +2.7 % / +2.7 %
+``nccl_tree``, 4    -2.3 % / -2.5 %        -28 % / -24 %
+``nvls``, 2         +6.2 % / +6.2 %        +0.9 % / +0.9 %
+``nvls``, 4         +6.8 % / +8.4 %        -2.8 % / -1.4 %
+==================  =====================  =====================
 
-(16 nodes, 1 GiB, fairshare: ``nccl_tree`` 6.4 ms against 9.7 ms, ``nvls`` 10.6 against
-14.1.) The message path keeps one segment in flight per edge and its ranks move in step, so
-the transfers sharing a link in the steady state happen at the same moments *and* the
-credit round trip adds to each of them: a period of 2 latencies + the fully shared
-transfer, where this charges the longer of the two. On ``fairshare`` a credit moreover
-arrives only after the other direction's segment sent before it on the same pair of ranks
-(a pair's messages arrive in order), one transfer more per period: 8 ranks in a chain at
-256 MiB take 4.2 ms there, 2.6 ms on ``analytic``, 1.8 ms here. NCCL has neither (a
-connection keeps NCCL_STEPS = 8 slots in flight, ``src/include/device.h``, and its flags do
-not queue behind another connection's data); the two network models disagree about that pipeline by up to 1.5x; and
-this path stays between the busiest link's bound and the message path (tested at 4 nodes).
+At mid sizes the pipeline fills a little differently (the message path interleaves the two
+trees' segments on a pair's connection, the replay makes the later tree wait for the earlier
+one's first segment). On 4 nodes at large sizes the message path leaves every NIC idle about
+a quarter of the time (72.9 MB over node 1's NICs at 47 GB/s is 1.55 ms of a 2.29 ms call):
+a node's up and down streams share its NIC and each waits for segments the other's
+dependencies hold back. This path charges the busiest link's bytes at its full rate plus the
+pipeline's fill, which NCCL's own model does too (``src/graph/tuning.cc``); which of the
+two is nearer a real 4-node tree no published row here says.
 """
 
 from __future__ import annotations
@@ -62,8 +61,9 @@ from __future__ import annotations
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
+from itertools import pairwise
 
-from mpisim.collectives.allreduce import DBT_SEGMENT
+from mpisim.collectives.allreduce import DBT_SEGMENT, NCCL_STEPS
 from mpisim.collectives.bcast import segments
 from mpisim.engine.events import Call
 from mpisim.engine.sim import Proc
@@ -83,6 +83,7 @@ class Tree:
     wire: Wire
     segments: tuple[int, ...]
     group: int = 0
+    window: int = NCCL_STEPS  # segments a sender may have on an edge ahead of the receiver's credits
 
     @classmethod
     def over(cls, links: Links, wire: Wire, share: Payload, group: int = 0) -> Tree:
@@ -220,7 +221,9 @@ def _start(comm: Comm, call: _Call, trees: list[Tree]) -> None:
         call.pending -= 1
         if call.pending == 0:
             gamma = world.config.reduce_cost
-            in_turn = getattr(world.network, "serves_in_turn", False)
+            # The message path gives a tree one connection per peer (nccl.py): on either network
+            # a pair's segments are served in turn.
+            in_turn = True
             by_tree: list[list[_Edge]] = [[] for _ in trees]
             for e in edges:
                 by_tree[e.tree].append(e)
@@ -293,19 +296,25 @@ def replay(tree: Tree, edges: list[_Edge], gamma: float, k: int, in_turn: bool =
         (rate_up if e.up else rate_down)[child] = rate
         (wire_up if e.up else wire_down)[child] = e.wire
     inf = float("-inf")
-    g_prev: dict[int, float] = dict.fromkeys(order, inf)  # when segment j-1 arrived from the children
-    md_prev: dict[int, float] = dict.fromkeys(order, inf)  # when segment j-1 came down to the rank
+    window = tree.window
+    # Segment j waits for the credit its receiver grants when segment j - window has arrived, so
+    # the replay keeps the arrival times of the last window + 1 segments (newest last):
+    g_hist: list[dict[int, float]] = []  # when segment j arrived from the children, at every rank
+    md_hist: list[dict[int, float]] = []  # when segment j came down to every rank but the root
+    none: dict[int, float] = dict.fromkeys(order, inf)  # before the first segment: no wait
     u_end: dict[int, float] = dict.fromkeys(order, 0.0)  # when the up loop finished segment j-1
     d_end: dict[int, float] = dict.fromkeys(order, 0.0)  # when the down loop finished segment j-1
     s_up: dict[int, float] = {}
     s_down: dict[int, float] = {}
-    g: dict[int, float] = {}
-    md: dict[int, float] = {}
     sizes = tree.segments[:k]
     below = [r for r in order if links[r][0] is not None]  # the ranks with a down loop
     j = 0
     while j < len(sizes):
         nbytes = sizes[j]
+        g_credit = g_hist[-window] if len(g_hist) >= window else none
+        md_credit = md_hist[-window] if len(md_hist) >= window else none
+        g: dict[int, float] = {}
+        md: dict[int, float] = {}
         before = [*u_end.values(), *(d_end[r] for r in below)]
         for r in post_order:
             parent, children = links[r]
@@ -313,10 +322,10 @@ def replay(tree: Tree, edges: list[_Edge], gamma: float, k: int, in_turn: bool =
             g[r] = max(u_end[r], arrived)
             t = g[r] + len(children) * nbytes * gamma
             if parent is not None:
-                s_up[r] = t = max(t, g_prev[parent] + lat_down[r])
+                s_up[r] = t = max(t, g_credit[parent] + lat_down[r])
             else:
                 for c in children:
-                    s_down[c] = t = max(t, md_prev[c] + lat_up[c])
+                    s_down[c] = t = max(t, md_credit[c] + lat_up[c])
             u_end[r] = t
         for r in order:
             parent, children = links[r]
@@ -324,25 +333,38 @@ def replay(tree: Tree, edges: list[_Edge], gamma: float, k: int, in_turn: bool =
                 continue
             md[r] = t = max(d_end[r], s_down[r] + lat_down[r] + wire_down[r][j] * rate_down[r])
             for c in children:
-                s_down[c] = t = max(t, md_prev[c] + lat_up[c])
+                s_down[c] = t = max(t, md_credit[c] + lat_up[c])
             d_end[r] = t
-        g_prev, g = g, g_prev
-        md_prev, md = md, md_prev
+        g_hist = [*g_hist[-window:], g]
+        md_hist = [*md_hist[-window:], md]
         j += 1
-        # Steady state: once a segment moves every rank and every arrival by the same period as
-        # the one before, so will every later segment of the same size (the recurrence is
-        # max-plus: adding a constant to all its inputs adds it to all its outputs).
+        # Steady state: once a segment moves every rank, and every arrival of the last window + 1
+        # segments, by the same period as the one before, so will every later segment of the
+        # same size (the recurrence is max-plus: adding a constant to all its inputs adds it to
+        # all its outputs).
         moved = [b - a for a, b in zip(before, [*u_end.values(), *(d_end[r] for r in below)], strict=True)]
         period = moved[0]
-        uniform = all(abs(m - period) <= 1e-12 * abs(period) for m in moved)
-        uniform = uniform and all(abs((g_prev[r] - g[r]) - period) <= 1e-12 * abs(period) for r in order)
-        uniform = uniform and all(abs((md_prev[r] - md[r]) - period) <= 1e-12 * abs(period) for r in below)
-        if uniform and j < len(sizes) and sizes[j] == nbytes:
-            same = 0
-            while j + same < len(sizes) and sizes[j + same] == nbytes:
-                same += 1
-            for state, ranks in ((u_end, order), (g_prev, order), (d_end, below), (md_prev, below)):
-                for r in ranks:
-                    state[r] += same * period
-            j += same
+        if len(g_hist) <= window or j >= len(sizes) or sizes[j] != nbytes:
+            continue
+        if not (_shifted(moved, period) and _hist_shifted(g_hist, order, period)
+                and _hist_shifted(md_hist, below, period)):
+            continue
+        same = 0
+        while j + same < len(sizes) and sizes[j + same] == nbytes:
+            same += 1
+        for state, ranks in ((u_end, order), (d_end, below), *((h, order) for h in g_hist),
+                             *((h, below) for h in md_hist)):
+            for r in ranks:
+                state[r] += same * period
+        j += same
     return max(max(u_end.values()), max(d_end.values()))
+
+
+def _shifted(moved: list[float], period: float) -> bool:
+    """True if every value moved by *period* (to a relative 1e-12)."""
+    return all(abs(m - period) <= 1e-12 * abs(period) for m in moved)
+
+
+def _hist_shifted(hist: list[dict[int, float]], ranks: list[int], period: float) -> bool:
+    """True if each segment in *hist* arrived *period* after the one before, at every rank of *ranks*."""
+    return all(_shifted([b[r] - a[r] for r in ranks], period) for a, b in pairwise(hist))

@@ -74,7 +74,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from mpisim.collectives.allreduce import DBT_SEGMENT, double_binary_tree, tree_allreduce
+from mpisim.collectives.allreduce import DBT_SEGMENT, NCCL_STEPS, double_binary_tree, tree_allreduce
 from mpisim.collectives.fluid_tree import Tree, fluid_trees
 from mpisim.collectives.registry import algorithm
 from mpisim.engine.events import Call
@@ -715,13 +715,16 @@ def nccl_tree_allreduce(comm: Comm, buf: Payload, op: Op) -> Proc[Payload]:
     if _fluid(comm, buf):
         yield from fluid_trees(comm, lambda: _channel_trees(comm, buf, channels, choice.protocol.wire))
         return buf
-    wired = comm.with_wire(choice.protocol.wire)
+    # One connection per peer, as NCCL's tree has: a sender's segments to one peer go out one
+    # after the other (in flight at once they would share the link and all land at the end).
+    wired = comm.with_wire(choice.protocol.wire, shared=True)
     parts = buf.split(channels)
     streams = []
     for c in range(channels):
         trees = [tree[comm.rank] for tree in tree_links(comm, c)]
         halves = parts[c].split(2)
-        streams += [comm.env.process(tree_allreduce(wired, halves[t], op, *trees[t], 2 * c + t)) for t in (0, 1)]
+        streams += [comm.env.process(tree_allreduce(wired, halves[t], op, *trees[t], 2 * c + t, NCCL_STEPS))
+                    for t in (0, 1)]
     yield comm.env.all_of(streams)
     return type(buf).concat([stream.value for stream in streams])
 
@@ -784,10 +787,10 @@ def nvls_allreduce(comm: Comm, buf: Payload, op: Op) -> Proc[Payload]:
         yield from fluid_trees(comm, lambda: _rail_trees_of(comm, buf, groups))
     elif len(groups) > 1:
         # Between nodes: local rank j of every node allreduces block j over rail j (NVLS + tree).
-        simple = comm.with_wire(protocols(comm.world.topology.spec)["Simple"].wire)
+        simple = comm.with_wire(protocols(comm.world.topology.spec)["Simple"].wire, shared=True)
         trees = [tree[comm.rank] for tree in _rail_trees(groups, j, p)]
         halves = mine.split(2)
-        streams = [comm.env.process(tree_allreduce(simple, halves[t], op, *trees[t], t)) for t in (0, 1)]
+        streams = [comm.env.process(tree_allreduce(simple, halves[t], op, *trees[t], t, NCCL_STEPS)) for t in (0, 1)]
         yield comm.env.all_of(streams)
         mine = type(buf).concat([stream.value for stream in streams])
     # Multicast: the reduced block j reaches every rank of the node.

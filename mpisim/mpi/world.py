@@ -374,10 +374,11 @@ class World:
         if self.origin is not None:
             req.origin = self.origin()
         msg = Message(src, dst, rank, comm.context, tag, payload, user, protocol, req, env._now)
-        pair = (src, dst)
-        msg.seq = self._send_seq.get(pair, 0)
-        self._send_seq[pair] = msg.seq + 1
         cfg = self.config
+        if wire is None:  # MPI's non-overtaking order (a GPU library's: see _arrive)
+            pair = (src, dst)
+            msg.seq = self._send_seq.get(pair, 0)
+            self._send_seq[pair] = msg.seq + 1
         if wire is not None:
             # No CPU overhead and no copy: the send is complete at once, the protocol's latency
             # passes, then its bytes go on the wire (mpisim.mpi.wire).
@@ -568,8 +569,17 @@ class World:
     # ------------------------------------------------------------------ arrival and matching
 
     def _arrive(self, msg: Message) -> None:
-        """Offer an arrived envelope to matching, in send order per (source, destination)."""
+        """Offer an arrived envelope to matching, in send order per (source, destination).
+
+        A GPU library's message is offered as it lands: its connection already delivers one
+        connection's messages in order (see "Connections"), and NCCL orders nothing across
+        connections -- a flag (a pipeline's credit) is a write to the peer's memory that does
+        not wait for the data another connection is still moving to that peer.
+        """
         box = self.mailboxes[msg.dst]
+        if msg.wire is not None:
+            self._deliver(box, msg)
+            return
         expected = box.next_seq.get(msg.src, 0)
         if msg.seq != expected:
             box.held[(msg.src, msg.seq)] = msg  # overtook an earlier message: wait for it

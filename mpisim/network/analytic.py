@@ -146,10 +146,6 @@ class AnalyticNetwork:
     the link whose ``index`` is *i*; :meth:`link_stats` gives the same per link name.
     """
 
-    #: Transfers of one pair of ranks that meet on a link go one after the other, not together
-    #: (timings computed without messages, such as collective fidelity's, read this).
-    serves_in_turn = True
-
     def __init__(self, sim: Simulation, topology: Topology) -> None:
         self.sim = sim
         self.topology = topology

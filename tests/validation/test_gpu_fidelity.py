@@ -113,14 +113,27 @@ def test_trees_move_the_message_paths_bytes_over_every_link(algorithm, nodes, mi
 
 @pytest.mark.parametrize("model", MODELS)
 @pytest.mark.parametrize(("algorithm", "nodes", "mib"),
-                         [("nvls", nodes, mib) for nodes in (1, 2) for mib in (1, 64, 1024)]
-                         + [("nccl_tree", 1, 1)])
+                         [("nvls", 1, mib) for mib in (1, 64, 1024)] + [("nvls", 2, 1), ("nccl_tree", 1, 1)])
 def test_where_no_transfers_meet_out_of_step_trees_take_the_message_paths_time(algorithm, nodes, mib, model):
-    """nvls on one or two nodes (each rail tree one edge), and nccl_tree with one segment per tree
-    on one node: the replay is the message path's program, so the two agree to the last digits."""
+    """nvls on one node (no rail trees) or with one segment per rail tree (each one edge), and
+    nccl_tree with one segment per tree on one node: the replay is the message path's program,
+    so the two agree to the last digits."""
     raw = _tree(algorithm, nodes, mib * MiB, model)
     (a, _), (b, _) = _time_and_links(raw, "message"), _time_and_links(raw, "collective")
     assert b["time_s"] == pytest.approx(a["time_s"], rel=1e-9)
+
+
+@pytest.mark.parametrize("model", MODELS)
+@pytest.mark.parametrize(("algorithm", "nodes", "mib", "rel"),
+                         [("nvls", 2, 64, 0.04), ("nvls", 2, 1024, 0.01), ("nccl_tree", 1, 256, 0.01),
+                          ("nccl_tree", 2, 256, 0.03)])
+def test_pipelined_trees_on_one_or_two_nodes_come_close_to_the_message_path(algorithm, nodes, mib, rel, model):
+    """Many segments per tree, both trees of a channel on one pair of ranks: the message path
+    interleaves their segments on the pair's connection, the replay charges the later tree the
+    earlier one's first segment, so the pipeline fills a little differently (fluid_tree's table)."""
+    raw = _tree(algorithm, nodes, mib * MiB, model)
+    (a, _), (b, _) = _time_and_links(raw, "message"), _time_and_links(raw, "collective")
+    assert b["time_s"] == pytest.approx(a["time_s"], rel=rel)
 
 
 @pytest.mark.parametrize("model", MODELS)
@@ -138,8 +151,8 @@ def test_with_one_segment_per_tree_across_nodes_they_agree_within_one_percent(al
 def test_pipelined_trees_lie_between_their_busiest_link_and_the_message_paths_lockstep(algorithm, mib, model):
     """4 nodes, many segments per tree: the call lasts at least as long as its busiest link needs
     for its bytes (nvls's rail trees between its in-node phases, timed on one node), and no
-    longer than the message path, whose ranks move in step so that the credit round adds to
-    every shared transfer (fluid_tree's docstring: there the two paths differ)."""
+    longer than the message path, whose NICs idle between the up and down streams' segments
+    (fluid_tree's docstring: there the two paths differ)."""
     def run(nodes, fidelity):
         result = run_scenario(load({**_tree(algorithm, nodes, mib * MiB, model), "fidelity": fidelity}))
         (world,) = result.records
