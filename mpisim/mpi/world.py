@@ -42,6 +42,21 @@ Messages between one pair of ranks are *non-overtaking*: they are offered to mat
 order they were sent, even if a later small message physically arrives before an earlier
 large one (an arrival that is ahead of its turn is held back).
 
+**Collective fidelity** (``fidelity: collective``): a size-only message that an algorithm sends
+inside a collective call (the sending rank is in one) takes the *direct path*. Matching, the
+non-overtaking order, the per-message CPU overheads and copies, and the data's one flow
+through the network model (sharing links with everything else in flight) are the message
+path's own; what goes is the wire traffic of the rendezvous handshake and the record. An
+eager message is then exactly the message path's, without its record. A rendezvous message
+sends no RTS, CTS or FIN flows: the RTS and the CTS become delays of what a lone header takes
+on the route (latency + ``header_bytes`` / bottleneck bandwidth), so the data still waits for
+the receive to be posted and for the round trip, and the FIN, which nobody waits for, is
+dropped. That is the approximation: the control messages no longer load the links (a few
+dozen bytes beside a message above the eager limit), nor do they wait behind other traffic.
+It removes three of a rendezvous message's four flows, and the fair-share components that
+FIN and RTS flows of consecutive steps chain across all ranks. Real data always takes the
+message path, so results stay bit-identical.
+
 **Deadlock**: SimPy's event loop stops when nothing is scheduled. If ranks are still blocked
 then, nothing can ever wake them: :meth:`World.run` raises :class:`DeadlockError` naming each
 blocked rank, the call it is blocked in and the cycle of waits between ranks.
@@ -88,8 +103,8 @@ class Message:
     """A message in flight: its envelope (context, source, tag), payload and protocol state."""
 
     __slots__ = (
-        "connection", "context", "dst", "nbytes", "payload", "protocol", "recv_req", "send_req", "seq", "src",
-        "src_rank", "t_data", "t_match", "t_phase", "t_post", "tag", "unexpected", "user", "wire",
+        "connection", "context", "direct", "dst", "nbytes", "payload", "protocol", "recv_req", "send_req", "seq",
+        "src", "src_rank", "t_data", "t_match", "t_phase", "t_post", "tag", "unexpected", "user", "wire",
     )
 
     def __init__(self, src: int, dst: int, src_rank: int, context: int, tag: int,
@@ -112,6 +127,9 @@ class Message:
         self.unexpected = False
         self.wire: Wire | None = None  # a GPU collective protocol (see mpisim.mpi.wire), else MPI's
         self.recv_req: Request | None = None  # the receive it matched
+        #: On the collective-fidelity direct path (see World, "Collective fidelity"): its
+        #: handshake is timed, not sent, and it leaves no record.
+        self.direct = False
 
     def describe(self) -> str:
         return f"message from rank {self.src} to rank {self.dst} (tag {self.tag}, {self.nbytes} B, {self.protocol})"
@@ -202,8 +220,9 @@ class World:
         self.algorithms: dict[str, Any] = dict(algorithms or {})
         #: Rule set used by ``auto``: ``mpich`` or ``model``.
         self.selector = selector
-        #: ``message``: every message simulated; ``collective``: algorithms that can run as
-        #: pipelined flows do (see mpisim.collectives.nccl, "Collective fidelity").
+        #: ``message``: every message simulated; ``collective``: NCCL rings run as pipelined
+        #: flows (mpisim.collectives.nccl) and the MPI algorithms' size-only messages take the
+        #: direct path (see "Collective fidelity" above).
         self.fidelity = fidelity
         self.mailboxes = [Mailbox() for _ in range(self.size)]
         self.states = [RankState() for _ in range(self.size)]
@@ -374,6 +393,9 @@ class World:
         if self.origin is not None:
             req.origin = self.origin()
         msg = Message(src, dst, rank, comm.context, tag, payload, user, protocol, req, env._now)
+        if self.fidelity == "collective" and wire is None and payload.__class__ is SizePayload \
+                and self.states[src].collective is not None:
+            msg.direct = True  # see "Collective fidelity"
         cfg = self.config
         if wire is None:  # MPI's non-overtaking order (a GPU library's: see _arrive)
             pair = (src, dst)
@@ -419,6 +441,9 @@ class World:
             return
         # Rendezvous: request to send, wait for clear to send, then the data.
         msg.t_phase = self.env._now
+        if msg.direct:
+            self._after_control(msg.src, msg.dst, self._arrive, msg)
+            return
         # NOTE: with no span to record, the RTS's arrival is the envelope's arrival (one call less).
         then = self._rts_arrived if self.tracer.record_spans else self._arrive
         if self._post(msg.src, msg.dst, self.config.header_bytes, then, msg):
@@ -484,11 +509,23 @@ class World:
 
     def _start_cts(self, msg: Message) -> None:
         msg.t_phase = self.env._now
+        if msg.direct:
+            self._after_control(msg.dst, msg.src, self._cts_arrived, msg)
+            return
         if self._post(msg.dst, msg.src, self.config.header_bytes, self._cts_arrived, msg):
             self._cts_arrived(msg)
 
+    def _after_control(self, src: int, dst: int, fn: Callable[[Message], None], msg: Message) -> None:
+        """Call ``fn(msg)`` when a lone control message from *src* would have reached *dst* (direct path)."""
+        route = self.topology.route(src, dst)
+        delay = route.latency + self.config.header_bytes * route.beta if route.links else 0.0
+        if delay > 0:
+            Call(self.env, fn, msg, delay)
+        else:
+            fn(msg)
+
     def _cts_arrived(self, msg: Message) -> None:
-        if self.tracer.record_spans:
+        if self.tracer.record_spans and not msg.direct:
             self._span(msg.dst, "cts", msg.t_phase, "CTS", msg.src, self.config.header_bytes)
         overhead = self.config.rendezvous_overhead
         if not overhead or self._node_of[msg.src] == self._node_of[msg.dst]:
@@ -517,13 +554,14 @@ class World:
             self._land(msg)
         elif msg.payload.writable:
             msg.payload = msg.user = msg.payload.copy()
-        if self.tracer.record_spans:
+        if self.tracer.record_spans and not msg.direct:
             self._span(msg.src, "data", msg.t_data, "data", msg.dst, msg.nbytes)
         _succeed(self.env, msg.send_req, None)
         self._complete_recv(msg, self.config.recv_overhead)
         if self.config.rendezvous_overhead and self._node_of[msg.src] != self._node_of[msg.dst]:
             self._release_socket(msg)
-        self._call_soon(self._start_fin, msg)
+        if not msg.direct:
+            self._call_soon(self._start_fin, msg)
 
     def _start_fin(self, msg: Message) -> None:
         msg.t_phase = self.env._now
@@ -690,7 +728,7 @@ class World:
         if msg.protocol == "eager" and msg.recv_req.into is not None:  # type: ignore[union-attr]
             self._land(msg)
         tracer = self.tracer
-        if tracer.record_messages:
+        if tracer.record_messages and not msg.direct:
             tracer.message(MessageRecord(
                 msg.src, msg.dst, msg.tag, msg.context, msg.nbytes, msg.protocol if msg.wire is None else msg.wire.name,
                 msg.t_post, msg.t_match, msg.t_data, self.env._now,
