@@ -1,0 +1,90 @@
+"""``fidelity: collective`` gives the message path's answer for every MPI algorithm (issue 13 item 3).
+
+A fast subset of mpisim.validation_fidelity's grid: every registered algorithm that runs on a
+CPU cluster, 8 ranks on a fat tree, 1 KiB / 1 MiB / 1 GiB, collective time within 2 % of
+message time. The whole grid (five topologies, 8 and 64 ranks, the GPU algorithms on 4 x
+dgx-h100) is the report's Fidelity table.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from mpisim import validation_fidelity as fidelity
+from mpisim.mpi.payload import SizePayload
+from mpisim.scenario import load, run_scenario
+from tests.conftest import run_program
+
+CASE = "fat_tree, 8 ranks"
+BY_COLLECTIVE: dict[str, list] = {}
+for _algo in fidelity.algorithms(CASE):
+    BY_COLLECTIVE.setdefault(_algo.collective, []).append(_algo)
+
+
+@pytest.mark.parametrize("collective", sorted(BY_COLLECTIVE))
+def test_every_algorithm_comes_out_within_two_percent(collective):
+    for algo in BY_COLLECTIVE[collective]:
+        for row in fidelity.compare(CASE, algo):
+            assert abs(row["difference"]) <= fidelity.TOLERANCE, row
+
+
+def _ring(fidelity_name: str, payload: str = "size", nbytes: int = 2**20, **extra):
+    raw = {"units": "SI", "topology": {"nodes": 8, "inter": {"kind": "star", "bandwidth": 25e9, "latency": 1e-6}},
+           "payload": payload, "fidelity": fidelity_name, "trace": {"spans": False},
+           "workload": {"kind": "collective", "collective": "allreduce", "algorithm": "ring", "sizes": [nbytes]},
+           **extra}
+    return run_scenario(load(raw))
+
+
+def test_the_direct_path_sends_no_handshake_and_keeps_no_message_records():
+    detailed, fast = _ring("message"), _ring("collective")
+    (world_detailed,), (world_fast,) = detailed.records, fast.records
+    assert world_detailed.messages and not world_fast.messages
+    # The data's bytes cross every link as before; only the RTS, CTS and FIN headers are gone.
+    headers = {link["link"]: link["nbytes"] for link in world_detailed.link_totals}
+    data = {link["link"]: link["nbytes"] for link in world_fast.link_totals}
+    rendezvous = sum(1 for m in world_detailed.messages if m.protocol == "rendezvous")
+    assert rendezvous > 0
+    assert sum(headers.values()) - sum(data.values()) == rendezvous * 3 * 64 * 2  # 3 headers, 2 links each
+    assert fast.rows[0]["time_s"] == pytest.approx(detailed.rows[0]["time_s"], rel=1e-3)
+
+
+def test_eager_messages_are_timed_exactly_as_on_the_message_path():
+    assert _ring("collective", nbytes=4096).rows[0]["time_s"] == _ring("message", nbytes=4096).rows[0]["time_s"]
+
+
+def test_the_handshake_still_waits_for_a_late_receiver(world_factory):
+    """Rendezvous data moves only once the receive is posted: each rank leaves when it did on the message path."""
+
+    def program(comm):
+        if comm.rank == 1:
+            yield from comm.compute(1e-3)
+        yield from comm.allreduce(SizePayload(2**20, np.dtype(np.float32)), algorithm="ring")
+        return comm.now
+
+    def exits(fidelity_name):
+        world = world_factory(2)
+        world.fidelity = fidelity_name
+        import mpisim.collectives  # noqa: F401  (installs the collective runner)
+
+        return run_program(world, program)
+
+    detailed, fast = exits("message"), exits("collective")
+    # Within a header's time: on the message path rank 1's RTS and CTS to rank 0 share the link.
+    assert fast == pytest.approx(detailed, rel=1e-4)
+    assert min(fast) > 1e-3 + 2 * (2**21 / 1e9)  # two steps of 2 MiB after rank 1 arrives
+
+
+def test_per_message_overheads_are_kept():
+    overheads = {"mpi": {"send_overhead": 2e-6, "recv_overhead": 1e-6}}
+    detailed, fast = _ring("message", **overheads), _ring("collective", **overheads)
+    assert fast.rows[0]["time_s"] == pytest.approx(detailed.rows[0]["time_s"], rel=1e-3)
+
+
+def test_real_data_takes_the_message_path_bit_for_bit():
+    detailed, fast = _ring("message", payload="data"), _ring("collective", payload="data")
+    assert fast.rows[0]["verified"] is True
+    assert fast.rows[0]["time_s"] == detailed.rows[0]["time_s"]
+    (world_fast,) = fast.records
+    assert world_fast.messages  # every message recorded, as on the message path
