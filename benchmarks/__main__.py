@@ -3,7 +3,7 @@
     python -m benchmarks                 # everything (several minutes)
     python -m benchmarks --only scale    # one module: engine_overhead, scale, scenario_run,
                                          # realdata, sweeps, training, gpu, fairshare_bench,
-                                         # exec_pingpong, hybrid
+                                         # exec_pingpong, hybrid, fidelity
     python -m benchmarks --list          # the modules and their cases
 
 Each case runs in a fresh process (so its peak memory is its own), one after the other (so
@@ -25,6 +25,9 @@ a 2-core machine with 24 GiB:
    GPUs in <= 10 s, nccl_tree and nvls at 1 GiB on 16 nodes in <= 5 s each (fidelity: collective).
 7. hybrid: one hybrid-parallel iteration of GPT-3 175B on 1536 GPUs in <= 60 s, of a 1T model
    on 3072 GPUs in <= 120 s, and a 64-point 70B layout sweep on 1024 GPUs in <= 10 minutes.
+8. fidelity (``fidelity: collective``, issue 13): the 1024-rank ring through ``mpisim run`` in
+   <= 2 s, a 300M data-parallel iteration on 1024 GPUs in <= 5 s, double_binary_tree 1 GiB on
+   128 ranks in <= 10 s.
 
 Exit status 0 when every target is met, 1 otherwise.
 """
@@ -40,6 +43,7 @@ from benchmarks import (
     engine_overhead,
     exec_pingpong,
     fairshare_bench,
+    fidelity,
     gpu,
     hybrid,
     realdata,
@@ -62,6 +66,7 @@ MODULES = [
     ("fairshare_bench", {"cost-per-event": fairshare_bench.cost_per_event}, None),
     ("exec_pingpong", exec_pingpong.CASES, None),
     ("hybrid", hybrid.CASES, None),
+    ("fidelity", fidelity.CASES, None),
 ]
 
 
