@@ -47,8 +47,9 @@ DEFAULT_MPI = MpiConfig()
 DEFAULT_NAME = "scenario"
 
 PAYLOADS = ("data", "size")
-#: How finely collectives are timed: every message (``message``), or NCCL-style rings as one
-#: pipelined flow per hop (``collective``; see mpisim.collectives.nccl, "Collective fidelity").
+#: How finely collectives are timed: every message (``message``), or ``collective``: NCCL-style
+#: rings as one pipelined flow per hop (mpisim.collectives.nccl, "Collective fidelity") and the
+#: MPI algorithms' size-only messages on the direct path (mpisim.mpi.world, "Collective fidelity").
 FIDELITIES = ("message", "collective")
 DEFAULT_FIDELITY = "message"
 SELECTORS = ("mpich", "model", "nccl")  # rule sets of mpisim.collectives.select
