@@ -61,6 +61,11 @@ class Comm:
     #: With a wire: True if all of this handle's messages to one peer share one connection,
     #: in order, whatever their tags (:meth:`with_wire`); False: one connection per tag.
     wire_shared: bool = False
+    #: True on a communicator's collective-context handle (:attr:`coll`) and on the
+    #: communicators an algorithm derives from one (:meth:`sub`): their messages are an
+    #: algorithm's, inside a collective call (at ``fidelity: collective`` they take the direct
+    #: path, see mpisim.mpi.world).
+    internal: bool = False
 
     def __init__(self, world: World, group: tuple[int, ...], rank: int, context: int,
                  *, parent: Comm | None = None) -> None:
@@ -438,6 +443,7 @@ class Comm:
         if self._rank in members:
             ctx = self.world.context_for((self.context, "sub", *key))
             comm = Comm(self.world, tuple(self.group[r] for r in members), members.index(self._rank), ctx)
+            comm.internal = self.internal
         self._subs[key] = comm
         return comm
 
@@ -473,6 +479,7 @@ class Comm:
         view.coll_context = self.coll_context
         view.wire = wire
         view.wire_shared = shared
+        view.internal = self.internal
         return view
 
     @property
@@ -482,6 +489,7 @@ class Comm:
             return self
         if self._coll is None:
             self._coll = Comm(self.world, self.group, self._rank, self.coll_context, parent=self)
+            self._coll.internal = True
         return self._coll
 
     def next_collective(self, signature: str) -> int:

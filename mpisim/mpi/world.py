@@ -43,7 +43,8 @@ order they were sent, even if a later small message physically arrives before an
 large one (an arrival that is ahead of its turn is held back).
 
 **Collective fidelity** (``fidelity: collective``): a size-only message that an algorithm sends
-inside a collective call (the sending rank is in one) takes the *direct path*. Matching, the
+inside a collective call (on a communicator's collective context, or on one derived from it:
+``Comm.internal``) takes the *direct path*; a user's own messages never do. Matching, the
 non-overtaking order, the per-message CPU overheads and copies, and the data's one flow
 through the network model (sharing links with everything else in flight) are the message
 path's own; what goes is the wire traffic of the rendezvous handshake and the record. An
@@ -393,8 +394,7 @@ class World:
         if self.origin is not None:
             req.origin = self.origin()
         msg = Message(src, dst, rank, comm.context, tag, payload, user, protocol, req, env._now)
-        if self.fidelity == "collective" and wire is None and payload.__class__ is SizePayload \
-                and self.states[src].collective is not None:
+        if self.fidelity == "collective" and comm.internal and wire is None and payload.__class__ is SizePayload:
             msg.direct = True  # see "Collective fidelity"
         cfg = self.config
         if wire is None:  # MPI's non-overtaking order (a GPU library's: see _arrive)

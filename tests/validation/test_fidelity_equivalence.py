@@ -88,3 +88,23 @@ def test_real_data_takes_the_message_path_bit_for_bit():
     assert fast.rows[0]["time_s"] == detailed.rows[0]["time_s"]
     (world_fast,) = fast.records
     assert world_fast.messages  # every message recorded, as on the message path
+
+
+def test_a_users_own_messages_keep_the_message_path(world_factory):
+    """Only an algorithm's messages take the direct path, even while a collective runs on the rank."""
+    import mpisim.collectives  # noqa: F401  (installs the collective runner)
+
+    block = SizePayload(2**20, np.dtype(np.float32))
+
+    def program(comm):
+        running = comm.start(comm.allreduce(block, algorithm="ring"))
+        if comm.rank == 0:
+            yield from comm.send(block, dest=1, tag=5)
+        else:
+            yield from comm.recv(source=0, tag=5)
+        yield running
+
+    world = world_factory(2)
+    world.fidelity = "collective"
+    run_program(world, program)
+    assert [(m.tag, m.protocol) for m in world.tracer.messages] == [(5, "rendezvous")]
