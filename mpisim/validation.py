@@ -431,8 +431,10 @@ def _fidelity_section() -> list[str]:
         "as one pipelined flow per hop. Eager messages are timed exactly as before, so 1 KiB rows agree "
         "to the last digit. Where rows differ, the message path's headers shared a link with data: a "
         "header then waits behind other traffic, or takes a little bandwidth from it, which the direct "
-        "path does not model. The GPU algorithms other than the rings have no collective-level path "
-        "yet: their two runs are the same run. Re-run by "
+        "path does not model. The rows over 2 % are `nccl_ring` at 1 MiB across nodes, where the "
+        "pipelined-flow ring charges NCCL's per-step latency and the message path's channels hide each "
+        "other's latencies (mpisim.collectives.nccl, fluid_ring). The GPU algorithms other than the "
+        "rings have no collective-level path yet: their two runs are the same run. Re-run by "
         f"`{validation_fidelity.COMMAND}` (minutes; this report renders its JSON); "
         "tests/validation/test_fidelity_equivalence.py holds a fast subset to 2 %. "
         "Flagged ** where the difference exceeds 2 %.",
