@@ -362,6 +362,14 @@ def render(checks: Sequence[Check], closed: Sequence[Mapping[str, Any]], tuner: 
                      f"{_time(r['predicted'])} | {_time(r['simulated'])} | {_pct(r['simulated'] / r['predicted'] - 1)} |")
     lines += [
         "",
+        "Where they part: at mid sizes across nodes (1 MiB) the simulation is faster, because the "
+        "channels queued on one link hide each other's latencies, which the predictions add up; "
+        "and `nccl_tree` with many segments on 4 or more nodes is slower than predicted, because "
+        "a node's up and down streams share its NIC and each waits for segments the other's "
+        "dependencies hold back, leaving the NIC idle about a quarter of the time "
+        "(`mpisim/collectives/fluid_tree.py`). The predictions count each link's bytes at its "
+        "full rate plus the pipeline's fill, as NCCL's own model does.",
+        "",
         "## 300M-parameter examples",
         "",
         "1.2 GB of fp32 gradients (300M parameters) allreduced once. On the seed-1gbps preset "

@@ -279,7 +279,7 @@ def _hop_costs(comm: Comm, hops: list[tuple[int, int]], wire: Wire) -> list[tupl
 
 
 def predict_ring(comm: Comm, protocol: Protocol, nbytes: int, collective: str = "allreduce") -> float:
-    """Predicted time of ``nccl_ring`` with *protocol*: base + steps x (mean hop latency + slowest hop's bytes).
+    """Predicted time of ``nccl_ring`` with *protocol*: base + steps x (mean hop latency + slowest hop's bytes) on one channel.
 
     An allreduce takes 2(p-1) steps (p-1 of them reducing), a reduce-scatter p-1 reducing
     steps, an allgather p-1 plain ones; *nbytes* follows nccl-tests (each rank's buffer for
@@ -287,7 +287,9 @@ def predict_ring(comm: Comm, protocol: Protocol, nbytes: int, collective: str = 
     every hop of every channel at once, so its transfer waits for the slowest hop (bandwidth
     shared among the flows on each link). Latencies add up along the chain of steps, which
     goes once round the ring every p steps: the mean hop latency per step, as NCCL counts
-    2(nodes-1) network hops in an allreduce and NVLink hops for the rest. A reducing step also
+    2(nodes-1) network hops in an allreduce and NVLink hops for the rest. With several channels
+    (across nodes) one channel's latency passes while another's bytes move, so the steps'
+    latencies and their bytes overlap: the longer of the two counts. A reducing step also
     reduces its block (``reduce_cost``).
     """
     p = comm.size
@@ -298,10 +300,17 @@ def predict_ring(comm: Comm, protocol: Protocol, nbytes: int, collective: str = 
     block = nbytes / (len(rings) * p)
     costs = _hop_costs(comm, hops, protocol.wire)
     latency = sum(lat for lat, _ in costs) / len(costs)
-    transfer = max(block * per_byte for _, per_byte in costs)
     steps = 2 * (p - 1) if collective == "allreduce" else p - 1
     reducing = 0 if collective == "allgather" else p - 1
-    return protocol.base + steps * (latency + transfer) + reducing * block * comm.world.config.reduce_cost
+    if len(rings) == 1:
+        moving = steps * (latency + max(block * per_byte for _, per_byte in costs))
+    else:
+        # Channels queued on one link hide each other's latencies: the call takes the longer
+        # of its bytes on the slowest hop and its chain of step latencies (as fluid_ring).
+        flows = [steps * block * per_byte for _, per_byte in costs]
+        moving = max(max(lat + flow for (lat, _), flow in zip(costs, flows, strict=True)),
+                     steps * latency + sum(flows) / len(flows))
+    return protocol.base + moving + reducing * block * comm.world.config.reduce_cost
 
 
 def tree_links(comm: Comm, channel: int = 0) -> list[list[tuple[int | None, list[int]]]]:
@@ -348,16 +357,17 @@ def _tree_time(comm: Comm, links: list[list[tuple[int | None, list[int]]]], shar
 
     Each tree carries *share* bytes in k segments of s bytes (at most DBT_SEGMENT). The first
     segment climbs from the deepest leaf to the root (reduced at every level) and comes back
-    down the same path (bandwidth shared by the edges of all trees going the same way); every
-    later one follows a round behind. A round on an edge is the segment's transfer plus the
-    credit's latency back (2 x latency + s x seconds per byte), each link's bandwidth shared by
-    all the tree edges that cross it, up and down.
+    down the same path at each hop's own speed; the trees whose edges cross one link go
+    through it one after another (one connection per peer), so the last of L trees in line
+    starts (L-1) segment transfers late. Every later segment follows one period behind: the
+    busiest link's L segments, or a credit round (2 x latency + s x seconds per byte) over
+    the NCCL_STEPS segments a connection keeps in flight, whichever is longer.
     """
     ups = [(r, parent) for tree in links for r, (parent, _) in enumerate(tree) if parent is not None]
     downs = [(parent, r) for r, parent in ups]
-    # The first segment goes up all trees at once, then down all; later rounds load every edge.
-    up_cost = dict(zip(ups, _hop_costs(comm, ups, wire), strict=True))
-    down_cost = dict(zip(downs, _hop_costs(comm, downs, wire), strict=True))
+    hops = ups + downs
+    alone = dict(zip(hops, _hop_costs_unshared(comm, hops, wire), strict=True))
+    shared = _hop_costs(comm, hops, wire)
     s = min(DBT_SEGMENT, share)
     k = max(1, math.ceil(share / DBT_SEGMENT))
     gamma = comm.world.config.reduce_cost
@@ -367,14 +377,16 @@ def _tree_time(comm: Comm, links: list[list[tuple[int | None, list[int]]]], shar
             path, r = 0.0, leaf
             while tree[r][0] is not None:
                 parent = tree[r][0]
-                up, down = up_cost[(r, parent)], down_cost[(parent, r)]  # type: ignore[index]
+                up, down = alone[(r, parent)], alone[(parent, r)]  # type: ignore[index]
                 path += up[0] + s * (up[1] + gamma) + down[0] + s * down[1]
                 r = parent  # type: ignore[assignment]
             first = max(first, path)
+    queued = max(s * (per_byte - alone[hop][1]) for hop, (_, per_byte) in zip(hops, shared, strict=True))
     if k == 1:
-        return first
-    rounds = max(2 * lat + s * per_byte for lat, per_byte in _hop_costs(comm, ups + downs, wire))
-    return first + (k - 1) * rounds
+        return first + queued
+    period = max(max(s * per_byte, (2 * alone[hop][0] + s * alone[hop][1]) / NCCL_STEPS)
+                 for hop, (_, per_byte) in zip(hops, shared, strict=True))
+    return first + queued + (k - 1) * period
 
 
 def _hop_costs_unshared(comm: Comm, hops: list[tuple[int, int]], wire: Wire) -> list[tuple[float, float]]:
