@@ -10,7 +10,7 @@ the call instead posts, when its last rank has joined, one flow per tree edge an
 carrying all of that edge's segments (as the protocol puts them on the wire), through the
 World, so the flows share the links with each other and with everything else in flight and
 every link carries exactly the bytes the segments would have put on it. The call then ends
-after the longer of two bounds (:func:`tree_time`), for its slowest tree:
+after the longer of two bounds (:func:`static_bounds`), for its slowest tree:
 
 * the **latency bound** -- the tree program replayed segment by segment without messages
   (:func:`replay`): the first segment goes up and down the tree, and each later one follows
@@ -39,9 +39,9 @@ segments pipeline:
 ==================  =====================  =====================
 algorithm, nodes    16 MiB (fs / an)       256 MiB (fs / an)
 ==================  =====================  =====================
-``nccl_tree``, 1    +1.9 % / +2.9 %        +0.2 % / +0.3 %
-``nccl_tree``, 2    +4.0 % / +4.0 %        +2.7 % / +2.7 %
-``nccl_tree``, 4    -2.3 % / -2.5 %        -28 % / -24 %
+``nccl_tree``, 1    +1.9 % / +2.9 %        +0.4 % / +0.5 %
+``nccl_tree``, 2    +4.0 % / +4.0 %        +5.8 % / +5.8 %
+``nccl_tree``, 4    -2.3 % / -2.5 %        -23 % / -22 %
 ``nvls``, 2         +6.2 % / +6.2 %        +0.9 % / +0.9 %
 ``nvls``, 4         +6.8 % / +8.4 %        -2.8 % / -1.4 %
 ==================  =====================  =====================
@@ -49,7 +49,7 @@ algorithm, nodes    16 MiB (fs / an)       256 MiB (fs / an)
 At mid sizes the pipeline fills a little differently (the message path interleaves the two
 trees' segments on a pair's connection, the replay makes the later tree wait for the earlier
 one's first segment). On 4 nodes at large sizes the message path leaves every NIC idle about
-a quarter of the time (72.9 MB over node 1's NICs at 47 GB/s is 1.55 ms of a 2.29 ms call):
+a quarter of the time (with LL128, 72.9 MB over node 1's NICs at 47 GB/s was 1.55 ms of a 2.29 ms call):
 a node's up and down streams share its NIC and each waits for segments the other's
 dependencies hold back. This path charges the busiest link's bytes at its full rate plus the
 pipeline's fill, which NCCL's own model does too (``src/graph/tuning.cc``); which of the
@@ -59,7 +59,7 @@ two is nearer a real 4-node tree no published row here says.
 from __future__ import annotations
 
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from itertools import pairwise
 
@@ -96,7 +96,7 @@ class Tree:
 
 @dataclass
 class _Edge:
-    """One direction of one tree edge: its costs and, once its flow has finished, the flow's time."""
+    """One direction of one tree edge: its costs, and where it meets other edges on its links."""
 
     tree: int
     src: int
@@ -105,7 +105,6 @@ class _Edge:
     latency: float  # protocol + route latency of one message
     solo: float  # seconds per wire byte alone on the route
     wire: tuple[int, ...]  # wire bytes of each segment
-    t_flow: float = 0.0
     together: int = 1  # edges in step with this one on its busiest link (itself included)
     pairs: int = 1  # distinct pairs of ranks among them
     shares_pair: bool = False  # another tree of its group sends on the same pair in step
@@ -127,12 +126,14 @@ class _Call:
 _CALLS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def fluid_trees(comm: Comm, build: Callable[[], list[Tree]]) -> Proc[None]:
+def fluid_trees(comm: Comm, build: Callable[[], list[Tree]], shape: Hashable) -> Proc[None]:
     """Time pipelined tree allreduces running at once as one flow per tree edge (see the module docstring).
 
     Every rank of *comm* calls it; when the last one has joined, ``build()`` returns the
     call's trees (built once, not by every rank), their flows start, and every rank returns
-    when the slowest tree has finished.
+    when the slowest tree has finished. *shape* names what ``build()`` depends on besides the
+    communicator (algorithm, size, protocol): calls of one shape on one group of ranks reuse
+    its trees' edges and replays (a training run's equal buckets build them once).
     """
     world = comm.world
     calls = _CALLS.setdefault(world, {})
@@ -148,7 +149,12 @@ def fluid_trees(comm: Comm, build: Callable[[], list[Tree]]) -> Proc[None]:
     call.arrived += 1
     if call.arrived == comm.size:
         del calls[key]
-        _start(comm, call, build())
+        plans = _PLANS.setdefault(world, {})
+        plan_key = (tuple(comm.group), shape)
+        plan = plans.get(plan_key)
+        if plan is None:
+            plan = plans[plan_key] = _plan(comm, build())
+        _start(comm, call, plan)
     yield event
 
 
@@ -210,29 +216,53 @@ def _stages(links: Links) -> tuple[dict[int, int], dict[int, int]]:
     return height, depth
 
 
-def _start(comm: Comm, call: _Call, trees: list[Tree]) -> None:
-    world, env = comm.world, comm.env
+@dataclass(frozen=True)
+class _Plan:
+    """What a call's trees cost before any flow has run: their edges and their flow-free bounds."""
+
+    edges: list[_Edge]
+    by_tree: list[list[int]]  # the indices in edges of each tree's edges
+    static: list[tuple[float, float, float, int]]  # per tree: latency bound, first segment, queued, segments
+
+
+#: Plans per world, keyed by (the communicator's ranks, the call's shape).
+_PLANS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _plan(comm: Comm, trees: list[Tree]) -> _Plan:
     edges = _edges(comm, trees)
+    gamma = comm.world.config.reduce_cost
+    # The message path gives a tree one connection per peer (nccl.py): on either network a
+    # pair's segments are served in turn.
+    in_turn = True
+    by_tree: list[list[int]] = [[] for _ in trees]
+    for i, e in enumerate(edges):
+        by_tree[e.tree].append(i)
+    seen: dict[int, int] = {}
+    static = []
+    for t, tree in enumerate(trees):
+        position = seen.get(tree.group, 0)
+        seen[tree.group] = position + 1
+        static.append(static_bounds(tree, [edges[i] for i in by_tree[t]], gamma, in_turn, position))
+    return _Plan(edges, by_tree, static)
+
+
+def _start(comm: Comm, call: _Call, plan: _Plan) -> None:
+    world, env = comm.world, comm.env
+    edges = plan.edges
     call.t_start = env.now
     call.pending = len(edges)
+    t_flow = [0.0] * len(edges)
 
     def finished(i: int) -> None:
-        edges[i].t_flow = env.now - call.t_start
+        t_flow[i] = env.now - call.t_start
         call.pending -= 1
         if call.pending == 0:
-            gamma = world.config.reduce_cost
-            # The message path gives a tree one connection per peer (nccl.py): on either network
-            # a pair's segments are served in turn.
-            in_turn = True
-            by_tree: list[list[_Edge]] = [[] for _ in trees]
-            for e in edges:
-                by_tree[e.tree].append(e)
-            seen: dict[int, int] = {}
             span = 0.0
-            for t, tree in enumerate(trees):
-                position = seen.get(tree.group, 0)
-                seen[tree.group] = position + 1
-                span = max(span, tree_time(tree, by_tree[t], gamma, in_turn, position))
+            for indices, (latency_bound, first, queued, k) in zip(plan.by_tree, plan.static, strict=True):
+                if indices:
+                    bandwidth_bound = max(t_flow[i] for i in indices) * (k - 1) / k + first
+                    span = max(span, max(latency_bound, bandwidth_bound) + queued)
             end = call.t_start + span
             for event in call.events:
                 Call(env, lambda ev: ev.succeed(), event, max(0.0, end - env.now))
@@ -246,22 +276,23 @@ def _start(comm: Comm, call: _Call, trees: list[Tree]) -> None:
             finished(i)
 
 
-def tree_time(tree: Tree, edges: list[_Edge], gamma: float, in_turn: bool = False, position: int = 0) -> float:
-    """Seconds one pipelined tree takes: the longer of its latency bound and its bandwidth bound (module docstring).
+def static_bounds(tree: Tree, edges: list[_Edge], gamma: float, in_turn: bool = False,
+                  position: int = 0) -> tuple[float, float, float, int]:
+    """One pipelined tree's bounds that need no flow: (latency bound, first segment, queued, segments).
 
-    *edges* are the tree's, their flows finished. With *in_turn* (a network that serves one
-    pair's transfers one after the other), the tree that is *position* in its group's line
-    starts that many first-segment transfers late.
+    The tree takes the longer of its latency bound and its bandwidth bound (its slowest edge's
+    flow over the k-1 later segments, after the first), plus *queued* (module docstring). With
+    *in_turn* (one pair's transfers served one after the other), the tree that is *position*
+    in its group's line starts that many first-segment transfers late.
     """
     if not edges:
-        return 0.0
-    latency_bound = replay(tree, edges, gamma, len(tree.segments), in_turn)
-    first = replay(tree, edges, gamma, 1, in_turn)
+        return 0.0, 0.0, 0.0, 1
     k = len(tree.segments)
-    bandwidth_bound = max(e.t_flow for e in edges) * (k - 1) / k + first
+    latency_bound = replay(tree, edges, gamma, k, in_turn)
+    first = replay(tree, edges, gamma, 1, in_turn)
     # Queued behind the trees ahead of it in its group, on the pairs they share.
     queued = position * max((e.wire[0] * e.solo for e in edges if e.shares_pair), default=0.0) if in_turn else 0.0
-    return max(latency_bound, bandwidth_bound) + queued
+    return latency_bound, first, queued, k
 
 
 def replay(tree: Tree, edges: list[_Edge], gamma: float, k: int, in_turn: bool = False) -> float:

@@ -725,7 +725,8 @@ def nccl_tree_allreduce(comm: Comm, buf: Payload, op: Op) -> Proc[Payload]:
     yield from launch(comm, choice)
     channels = channel_count(comm)
     if _fluid(comm, buf):
-        yield from fluid_trees(comm, lambda: _channel_trees(comm, buf, channels, choice.protocol.wire))
+        yield from fluid_trees(comm, lambda: _channel_trees(comm, buf, channels, choice.protocol.wire),
+                               ("nccl_tree", buf.count, buf.dtype.str, choice.protocol.name, channels))
         return buf
     # One connection per peer, as NCCL's tree has: a sender's segments to one peer go out one
     # after the other (in flight at once they would share the link and all land at the end).
@@ -796,7 +797,7 @@ def nvls_allreduce(comm: Comm, buf: Payload, op: Op) -> Proc[Payload]:
     yield from wired.waitall(sends)
     if len(groups) > 1 and _fluid(comm, buf):
         # At collective fidelity the rail trees run as flows (the in-node exchanges stay messages).
-        yield from fluid_trees(comm, lambda: _rail_trees_of(comm, buf, groups))
+        yield from fluid_trees(comm, lambda: _rail_trees_of(comm, buf, groups), ("nvls", buf.count, buf.dtype.str))
     elif len(groups) > 1:
         # Between nodes: local rank j of every node allreduces block j over rail j (NVLS + tree).
         simple = comm.with_wire(protocols(comm.world.topology.spec)["Simple"].wire, shared=True)
