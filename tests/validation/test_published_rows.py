@@ -29,15 +29,39 @@ def test_every_calibration_row_is_reproduced(generated):
     assert sorted({c.row for c in checks if c.calibration}) == list(ROWS)
 
 
-@pytest.mark.parametrize("row", [*ROWS, "H1", "H2", "H10"])
+@pytest.mark.parametrize("row", [*ROWS, "H1", "H2", "H3", "H5", "H10"])
 def test_row_within_fifteen_percent(generated, row):
-    """published.md's rows, and the published rows outside it (H1, H2, H10) too."""
+    """published.md's rows, and the other published rows (H...) except H4's small size, below."""
     _, checks = generated
     for check in (c for c in checks if c.row == row):
         assert abs(check.error) <= validation.TOLERANCE, (
             f"{check.scenario} at {check.point}: measured {check.measured:.6g}, predicted "
             f"{check.predicted:.6g} ({check.error:+.1%})"
         )
+
+
+def test_multinode_bandwidth_points_within_fifteen_percent(generated):
+    """Across nodes, every point but H4's known misses is within 15 %.
+
+    H4's points are the known misses: its 1 MiB ring (40 ranks, latency-bound) and its 1 GiB
+    tree (the simulation's credit hold); the report's multi-node section says why, and this test
+    would see any new one.
+    """
+    _, checks = generated
+    multinode = [c for c in checks if c.multinode]
+    assert {c.row for c in multinode} >= {"C7", "H3", "H4", "H5"}
+    known = {("H4", "1 MiB", "nccl_ring"), ("H4", "1 GiB", "nccl_tree")}
+    misses = {(c.row, c.point, c.model) for c in multinode if abs(c.error) > validation.TOLERANCE}
+    assert misses <= known, [(c.row, c.point, c.model, f"{c.error:+.1%}") for c in multinode]
+
+
+def test_report_has_the_multinode_section_with_its_summary(generated):
+    text, checks = generated
+    median, worst = validation.multinode_summary(checks)
+    section = text.split("## Multi-node GPU collectives", 1)[1].split("\n## ", 1)[0]
+    assert f"median absolute error {median * 100:.1f} %, worst {abs(worst.error) * 100:.1f} %" in section
+    for check in (c for c in checks if c.multinode):
+        assert f"| {check.row} | {check.hardware} | {check.nodes} nodes x {check.ranks} ranks | {check.point} |" in section
 
 
 def test_megatron_rows_within_ten_percent_with_one_efficiency(generated):
