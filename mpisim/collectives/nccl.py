@@ -157,7 +157,7 @@ def protocols(spec: TopologySpec) -> dict[str, Protocol]:
     return out
 
 
-def nvls_groups(comm: Comm) -> list[list[int]] | None:
+def nvls_groups(comm: Comm) -> Sequence[Sequence[int]] | None:
     """Return *comm*'s ranks by node if every node's NVSwitch can reduce in the switch (NVLS), else None.
 
     NVLS needs at least two ranks on each node and, across nodes, the same number on each
@@ -168,9 +168,20 @@ def nvls_groups(comm: Comm) -> list[list[int]] | None:
         return None
     nodes = node_members(comm)
     q = len(nodes[0])
-    if q < 2 or any(len(members) != q for members in nodes):
+    if q < 2 or not _evenly_spread(comm):
         return None
     return nodes
+
+
+def _evenly_spread(comm: Comm) -> bool:
+    """True if every node holds the same number of *comm*'s ranks."""
+    layouts = _LAYOUTS.setdefault(comm.world, {})
+    key = ("even", comm.group)
+    even = layouts.get(key)
+    if even is None:
+        nodes = node_members(comm)
+        even = layouts[key] = all(len(members) == len(nodes[0]) for members in nodes)
+    return even
 
 
 def in_switch_reduction(comm: Comm) -> bool:
@@ -195,17 +206,25 @@ def nvls_wire(comm: Comm) -> Protocol:
 # ---------------------------------------------------------------------------------------- layout
 
 
+#: Each world's communicator layouts, by group of world ranks: every rank of every call asks.
+_LAYOUTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
 def node_order(comm: Comm) -> list[int]:
     """Return *comm*'s ranks sorted by node, then by rank: the order NCCL's rings and trees follow."""
     return sorted(range(comm.size), key=lambda r: (comm.node_of(r), r))
 
 
-def node_members(comm: Comm) -> list[list[int]]:
+def node_members(comm: Comm) -> tuple[tuple[int, ...], ...]:
     """Return *comm*'s ranks grouped by node, nodes in order, ranks in order within each."""
-    nodes: dict[int, list[int]] = {}
-    for r in node_order(comm):
-        nodes.setdefault(comm.node_of(r), []).append(r)
-    return list(nodes.values())
+    layouts = _LAYOUTS.setdefault(comm.world, {})
+    members = layouts.get(comm.group)
+    if members is None:
+        nodes: dict[int, list[int]] = {}
+        for r in node_order(comm):
+            nodes.setdefault(comm.node_of(r), []).append(r)
+        members = layouts[comm.group] = tuple(tuple(ranks) for ranks in nodes.values())
+    return members
 
 
 def channel_count(comm: Comm) -> int:
@@ -219,7 +238,7 @@ def channel_count(comm: Comm) -> int:
     nodes = node_members(comm)
     q = len(nodes[0])
     inter = comm.world.topology.spec.inter
-    if len(nodes) == 1 or inter is None or any(len(members) != q for members in nodes):
+    if len(nodes) == 1 or inter is None or not _evenly_spread(comm):
         return 1
     return max(1, min(inter.nics, q, MAX_CHANNELS))
 
@@ -233,7 +252,7 @@ def ring_orders(comm: Comm) -> list[list[int]]:
     """
     channels = channel_count(comm)
     if channels == 1:
-        return [node_order(comm)]
+        return [[r for members in node_members(comm) for r in members]]
     nodes = node_members(comm)
     q = len(nodes[0])
     rings = []
@@ -349,10 +368,11 @@ def predict_tree(comm: Comm, protocol: Protocol, nbytes: int) -> float:
         return 0.0
     channels = channel_count(comm)
     links = [tree for c in range(channels) for tree in tree_links(comm, c)]
-    return protocol.base + _tree_time(comm, links, nbytes / (2 * channels), protocol.wire)
+    return protocol.base + _tree_time(comm, links, nbytes / (2 * channels), protocol.wire, "nccl_tree")
 
 
-def _tree_time(comm: Comm, links: list[list[tuple[int | None, list[int]]]], share: float, wire: Wire) -> float:
+def _tree_time(comm: Comm, links: list[list[tuple[int | None, list[int]]]], share: float, wire: Wire,
+               trees: str) -> float:
     """Time of pipelined tree allreduces running at once, each over *share* bytes in segments.
 
     Each tree carries *share* bytes in k segments of s bytes (at most DBT_SEGMENT). The first
@@ -363,11 +383,7 @@ def _tree_time(comm: Comm, links: list[list[tuple[int | None, list[int]]]], shar
     busiest link's L segments, or a credit round (2 x latency + s x seconds per byte) over
     the NCCL_STEPS segments a connection keeps in flight, whichever is longer.
     """
-    ups = [(r, parent) for tree in links for r, (parent, _) in enumerate(tree) if parent is not None]
-    downs = [(parent, r) for r, parent in ups]
-    hops = ups + downs
-    alone = dict(zip(hops, _hop_costs_unshared(comm, hops, wire), strict=True))
-    shared = _hop_costs(comm, hops, wire)
+    hops, alone, shared = _tree_hop_costs(comm, links, wire, trees)
     s = min(DBT_SEGMENT, share)
     k = max(1, math.ceil(share / DBT_SEGMENT))
     gamma = comm.world.config.reduce_cost
@@ -387,6 +403,23 @@ def _tree_time(comm: Comm, links: list[list[tuple[int | None, list[int]]]], shar
     period = max(max(s * per_byte, (2 * alone[hop][0] + s * alone[hop][1]) / NCCL_STEPS)
                  for hop, (_, per_byte) in zip(hops, shared, strict=True))
     return first + queued + (k - 1) * period
+
+
+def _tree_hop_costs(comm: Comm, links: list[list[tuple[int | None, list[int]]]], wire: Wire, trees: str):
+    """Every tree edge both ways, with its costs alone and shared (see _hop_costs), once per layout and wire.
+
+    *trees* names which trees *links* are (``"nccl_tree"``, ``"nvls"``): with the communicator's
+    ranks and the wire it fixes them, so every size the tuner tries reuses the costs.
+    """
+    layouts = _LAYOUTS.setdefault(comm.world, {})
+    key = ("tree hops", trees, comm.group, wire)
+    cached = layouts.get(key)
+    if cached is None:
+        ups = [(r, parent) for tree in links for r, (parent, _) in enumerate(tree) if parent is not None]
+        hops = ups + [(parent, r) for r, parent in ups]
+        alone = dict(zip(hops, _hop_costs_unshared(comm, hops, wire), strict=True))
+        cached = layouts[key] = (hops, alone, _hop_costs(comm, hops, wire))
+    return cached
 
 
 def _hop_costs_unshared(comm: Comm, hops: list[tuple[int, int]], wire: Wire) -> list[tuple[float, float]]:
@@ -424,10 +457,10 @@ def predict_nvls(comm: Comm, protocol: Protocol, nbytes: int) -> float:
         return intra
     simple = protocols(comm.world.topology.spec)["Simple"]
     links = [tree for j in range(q) for tree in _rail_trees(groups, j, comm.size)]
-    return intra + _tree_time(comm, links, block / 2, simple.wire)
+    return intra + _tree_time(comm, links, block / 2, simple.wire, "nvls")
 
 
-def _rail_trees(groups: list[list[int]], j: int, size: int) -> list[list[tuple[int | None, list[int]]]]:
+def _rail_trees(groups: Sequence[Sequence[int]], j: int, size: int) -> list[list[tuple[int | None, list[int]]]]:
     """Return the double binary trees joining local rank *j* of every node, as ``links[t][r]`` (see tree_links)."""
     rail = [members[j] for members in groups]
     links: list[list[tuple[int | None, list[int]]]] = [[(None, [])] * size for _ in range(2)]
@@ -751,7 +784,7 @@ def _channel_trees(comm: Comm, buf: Payload, channels: int, wire: Wire) -> list[
     return trees
 
 
-def _rail_trees_of(comm: Comm, buf: Payload, groups: list[list[int]]) -> list[Tree]:
+def _rail_trees_of(comm: Comm, buf: Payload, groups: Sequence[Sequence[int]]) -> list[Tree]:
     """The trees of an ``nvls`` call across nodes: two per rail j, each over half of block j."""
     simple = protocols(comm.world.topology.spec)["Simple"].wire
     trees = []
