@@ -62,6 +62,7 @@ import weakref
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from itertools import pairwise
+from typing import Any
 
 from mpisim.collectives.allreduce import DBT_SEGMENT, NCCL_STEPS
 from mpisim.collectives.bcast import segments
@@ -126,6 +127,30 @@ class _Call:
 _CALLS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
+def join_call(comm: Comm, calls_by_world: weakref.WeakKeyDictionary, new_call: Callable[[], Any]) -> tuple[Any, Any, bool]:
+    """Join this rank to its communicator's next collective-fidelity call: (call, wake-up event, last to join).
+
+    Every rank's n-th call on a communicator is the same call (collectives are called in the
+    same order by all ranks), kept in *calls_by_world* until its last rank has joined; *new_call*
+    makes the call's record (with ``arrived`` and ``events``) when the first rank joins.
+    """
+    calls = calls_by_world.setdefault(comm.world, {})
+    seq_key = ("seq", comm.context, comm.rank)
+    number = calls.get(seq_key, 0)
+    calls[seq_key] = number + 1
+    key = (comm.context, number)
+    call = calls.get(key)
+    if call is None:
+        call = calls[key] = new_call()
+    event = comm.env.event()
+    call.events.append(event)
+    call.arrived += 1
+    last = call.arrived == comm.size
+    if last:
+        del calls[key]
+    return call, event, last
+
+
 def fluid_trees(comm: Comm, build: Callable[[], list[Tree]], shape: Hashable) -> Proc[None]:
     """Time pipelined tree allreduces running at once as one flow per tree edge (see the module docstring).
 
@@ -136,19 +161,8 @@ def fluid_trees(comm: Comm, build: Callable[[], list[Tree]], shape: Hashable) ->
     its trees' edges and replays (a training run's equal buckets build them once).
     """
     world = comm.world
-    calls = _CALLS.setdefault(world, {})
-    seq_key = ("seq", comm.context, comm.rank)
-    number = calls.get(seq_key, 0)
-    calls[seq_key] = number + 1
-    key = (comm.context, number)
-    call = calls.get(key)
-    if call is None:
-        call = calls[key] = _Call()
-    event = comm.env.event()
-    call.events.append(event)
-    call.arrived += 1
-    if call.arrived == comm.size:
-        del calls[key]
+    call, event, last = join_call(comm, _CALLS, _Call)
+    if last:
         plans = _PLANS.setdefault(world, {})
         plan_key = (tuple(comm.group), shape)
         plan = plans.get(plan_key)

@@ -75,7 +75,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from mpisim.collectives.allreduce import DBT_SEGMENT, NCCL_STEPS, double_binary_tree, tree_allreduce
-from mpisim.collectives.fluid_tree import Tree, fluid_trees
+from mpisim.collectives.fluid_tree import Tree, fluid_trees, join_call
 from mpisim.collectives.registry import algorithm
 from mpisim.engine.events import Call
 from mpisim.engine.sim import Proc
@@ -614,20 +614,8 @@ def fluid_ring(comm: Comm, wire: Wire, rings: list[list[int]], block: float, ste
     at those sizes says which is nearer. No message is matched or recorded; the links' byte
     counters are exact.
     """
-    world = comm.world
-    calls = _FLUID.setdefault(world, {})
-    seq_key = ("seq", comm.context, comm.rank)
-    number = calls.get(seq_key, 0)
-    calls[seq_key] = number + 1
-    key = (comm.context, number)
-    call = calls.get(key)
-    if call is None:
-        call = calls[key] = _FluidCall()
-    event = comm.env.event()
-    call.events.append(event)
-    call.arrived += 1
-    if call.arrived == comm.size:
-        del calls[key]
+    call, event, last = join_call(comm, _FLUID, _FluidCall)
+    if last:
         _start_fluid(comm, call, wire, rings, block, steps, reducing)
     yield event
 
