@@ -732,11 +732,13 @@ def nccl_tree_allreduce(comm: Comm, buf: Payload, op: Op) -> Proc[Payload]:
     c in channel c, so each channel crosses the network through its own NIC); the heads form
     NCCL's double binary tree (see tree_links). Each of the two trees reduces half of the vector up to
     its root and broadcasts it back down, in pipelined segments (as double_binary_tree
-    allreduce does), and every message rides the chosen protocol. On many nodes it crosses
-    the network 2 lg(nodes) times in sequence where the ring does 2(nodes - 1).
+    allreduce does, but with NCCL_STEPS segments in flight per connection and one connection
+    per peer), and every message rides the chosen protocol. On many nodes it crosses the
+    network 2 lg(nodes) times in sequence where the ring does 2(nodes - 1).
 
-    Cost: base + 2D(α + sβ + sγ) + 4(k-1)(α + sβ), D = (ranks per node - 1) + ceil(lg nodes),
-    k segments of s bytes per half (see predict_tree). At ``fidelity: collective`` with
+    Cost: base + 2D(α + sβ + sγ) + (k-1) max(L sβ, (2α + sβ)/NCCL_STEPS), D = (ranks per node
+    - 1) + ceil(lg nodes), k segments of s bytes per half, L trees' edges on the busiest link
+    (see predict_tree). At ``fidelity: collective`` with
     size-only data the trees run as one flow per edge (:mod:`~mpisim.collectives.fluid_tree`).
     """
     p = comm.size
