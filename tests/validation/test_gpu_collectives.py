@@ -56,6 +56,32 @@ def test_a_wire_message_pays_the_protocol_latency_and_bandwidth_share_and_no_cpu
     assert (record.protocol, record.nbytes) == ("LL", 1000)
 
 
+@pytest.mark.parametrize("model", ["fairshare", "analytic"])
+def test_a_gpu_flag_does_not_wait_for_another_connections_chunk(model):
+    """NCCL's flags (pipeline credits) are writes to the peer's memory: a zero-byte message on one
+    connection arrives after its latency even while a chunk on another connection to the same
+    peer is still moving (MPI's per-pair order does not apply to a GPU library's messages)."""
+    world = make_world(2, model=model, alpha=1e-6, bandwidth=1e9)
+    wire = Wire("Simple", latency_inter=2e-6, efficiency_inter=1.0)
+
+    def program(comm):
+        wired = comm.coll.with_wire(wire)
+        if comm.rank == 0:
+            big = wired.isend(SizePayload(10**6, np.uint8), dest=1, tag=1)
+            yield from wired.send(SizePayload(0, np.uint8), dest=1, tag=2)
+            yield from wired.wait(big)
+            return comm.now
+        flag_at = None
+        yield from wired.recv(source=0, tag=2)
+        flag_at = comm.now
+        yield from wired.recv(source=0, tag=1)
+        return flag_at, comm.now
+
+    _, (flag_at, chunk_at) = run_program(world, program)
+    assert flag_at == pytest.approx(2e-6 + 1e-6, rel=1e-9)
+    assert chunk_at == pytest.approx(2e-6 + 1e-6 + 1e6 / 1e9, rel=1e-9)
+
+
 def test_without_a_wire_the_same_message_pays_mpi_overheads():
     world = make_world(2, alpha=1e-6, bandwidth=1e9, send_overhead=5e-6, recv_overhead=5e-6)
     _, t_recv = _one_message(world, 1000, None)
