@@ -199,9 +199,13 @@ def _hybrid_estimate(params: Any, scenario: Scenario, records: bool) -> Estimate
     layers = max(1, model.layers // pp) if not model.flat else 1
     per_rank = 2 * micro_batches * layers * 2 + micro_batches * layers * passes * calls * tp_call
     per_rank += 2 * micro_batches * params.chunks * EVENTS_PER_MESSAGE  # pipeline messages
-    held = model.params if model.flat or not model.moe else \
-        model.params - model.layers * (model.experts - model.experts // params.ep) * model.expert_params()
-    gradient_bytes = held / (tp * pp) * _itemsize(params.dtype)
+    if model.flat or not model.moe:
+        held = model.params / (tp * pp)
+    else:  # dense weights split over tp x pp; a GPU's experts over etp x pp (whole experts: etp 1)
+        experts = model.layers * model.experts * model.expert_params()
+        etp = tp if params.etp is None else params.etp
+        held = (model.params - experts) / (tp * pp) + experts / params.ep / (etp * pp)
+    gradient_bytes = held * _itemsize(params.dtype)
     events_dp = 0
     if dp > 1:
         bucket = min(gradient_bytes, params.bucket_cap)
