@@ -106,8 +106,7 @@ class _Edge:
     latency: float  # protocol + route latency of one message
     solo: float  # seconds per wire byte alone on the route
     wire: tuple[int, ...]  # wire bytes of each segment
-    together: int = 1  # edges in step with this one on its busiest link (itself included)
-    pairs: int = 1  # distinct pairs of ranks among them
+    pairs: int = 1  # distinct pairs of ranks in step with this one on its busiest link (its own included)
     shares_pair: bool = False  # another tree of its group sends on the same pair in step
 
 
@@ -192,8 +191,8 @@ def _edges(comm: Comm, trees: list[Tree]) -> list[_Edge]:
                 out.append(_Edge(t, a, b, up, tree.wire.latency(kind) + route.latency, solo, wire))
     # The first segment crosses an edge up at its child's height in the tree (hops to the leaf
     # below it furthest away) and down at the child's depth. Edges of one group at the same stage
-    # of the same sweep move it at the same moments: on a link they cross together, they share
-    # it (a network that serves one pair in turn serves a pair's one after the other).
+    # of the same sweep move it at the same moments: on a link they cross together, the pairs
+    # share it, and a pair's edges (one connection per peer, nccl.py) go one after the other.
     stages = [_stages(tree.links) for tree in trees]
     routes = [topology.route(comm.group[e.src], comm.group[e.dst]) for e in out]
     keys = []
@@ -207,7 +206,6 @@ def _edges(comm: Comm, trees: list[Tree]) -> list[_Edge]:
             on_link.setdefault((*key, i), set()).add((e.src, e.dst, e.tree))
     for e, key, route in zip(out, keys, routes, strict=True):
         crossing = [on_link[(*key, i)] for i in route.ids]
-        e.together = max((len(edges) for edges in crossing), default=1)
         e.pairs = max((len({(a, b) for a, b, _ in edges}) for edges in crossing), default=1)
         e.shares_pair = any((a, b) == (e.src, e.dst) and t != e.tree for edges in crossing for a, b, t in edges)
     return out
@@ -246,9 +244,6 @@ _PLANS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 def _plan(comm: Comm, trees: list[Tree]) -> _Plan:
     edges = _edges(comm, trees)
     gamma = comm.world.config.reduce_cost
-    # The message path gives a tree one connection per peer (nccl.py): on either network a
-    # pair's segments are served in turn.
-    in_turn = True
     by_tree: list[list[int]] = [[] for _ in trees]
     for i, e in enumerate(edges):
         by_tree[e.tree].append(i)
@@ -257,7 +252,7 @@ def _plan(comm: Comm, trees: list[Tree]) -> _Plan:
     for t, tree in enumerate(trees):
         position = seen.get(tree.group, 0)
         seen[tree.group] = position + 1
-        static.append(static_bounds(tree, [edges[i] for i in by_tree[t]], gamma, in_turn, position))
+        static.append(static_bounds(tree, [edges[i] for i in by_tree[t]], gamma, position))
     return _Plan(edges, by_tree, static)
 
 
@@ -290,26 +285,25 @@ def _start(comm: Comm, call: _Call, plan: _Plan) -> None:
             finished(i)
 
 
-def static_bounds(tree: Tree, edges: list[_Edge], gamma: float, in_turn: bool = False,
-                  position: int = 0) -> tuple[float, float, float, int]:
+def static_bounds(tree: Tree, edges: list[_Edge], gamma: float, position: int = 0) -> tuple[float, float, float, int]:
     """One pipelined tree's bounds that need no flow: (latency bound, first segment, queued, segments).
 
     The tree takes the longer of its latency bound and its bandwidth bound (its slowest edge's
-    flow over the k-1 later segments, after the first), plus *queued* (module docstring). With
-    *in_turn* (one pair's transfers served one after the other), the tree that is *position*
-    in its group's line starts that many first-segment transfers late.
+    flow over the k-1 later segments, after the first), plus *queued* (module docstring): a
+    pair's transfers go one after the other (one connection per peer), so the tree that is
+    *position* in its group's line starts that many first-segment transfers late.
     """
     if not edges:
         return 0.0, 0.0, 0.0, 1
     k = len(tree.segments)
-    latency_bound = replay(tree, edges, gamma, k, in_turn)
-    first = replay(tree, edges, gamma, 1, in_turn)
+    latency_bound = replay(tree, edges, gamma, k)
+    first = replay(tree, edges, gamma, 1)
     # Queued behind the trees ahead of it in its group, on the pairs they share.
-    queued = position * max((e.wire[0] * e.solo for e in edges if e.shares_pair), default=0.0) if in_turn else 0.0
+    queued = position * max((e.wire[0] * e.solo for e in edges if e.shares_pair), default=0.0)
     return latency_bound, first, queued, k
 
 
-def replay(tree: Tree, edges: list[_Edge], gamma: float, k: int, in_turn: bool = False) -> float:
+def replay(tree: Tree, edges: list[_Edge], gamma: float, k: int) -> float:
     """Seconds the first *k* segments of one tree take: tree_allreduce's program, replayed without messages.
 
     The message path's dependencies, as a max-plus recurrence over segments: in its up loop a
@@ -318,9 +312,8 @@ def replay(tree: Tree, edges: list[_Edge], gamma: float, k: int, in_turn: bool =
     parent's credit for j has arrived; the root turns each reduced segment round to its
     children, and in its down loop every other rank passes segment j on to each child once
     that child's credit has arrived. A segment of w wire bytes on edge e takes e.latency +
-    w x the route's seconds per byte, times the transfers crossing its busiest link at the
-    same stage of the sweep (on a network that serves a pair *in_turn*, the distinct pairs
-    among them); a credit takes its path's latency.
+    w x the route's seconds per byte, times the distinct pairs of ranks whose transfers cross
+    its busiest link at the same stage of the sweep; a credit takes its path's latency.
     """
     if not edges:
         return 0.0
@@ -335,7 +328,7 @@ def replay(tree: Tree, edges: list[_Edge], gamma: float, k: int, in_turn: bool =
     # Per child rank: latency and seconds per wire byte of its edge up (to its parent) and down (from it).
     lat_up, lat_down, rate_up, rate_down, wire_up, wire_down = {}, {}, {}, {}, {}, {}
     for e in edges:
-        rate = e.solo * (e.pairs if in_turn else e.together)
+        rate = e.solo * e.pairs
         child = e.src if e.up else e.dst
         (lat_up if e.up else lat_down)[child] = e.latency
         (rate_up if e.up else rate_down)[child] = rate
