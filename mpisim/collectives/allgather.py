@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from mpisim.collectives import registry
 from mpisim.collectives.costmodel import ceil_lg, lg
+from mpisim.collectives.fluid_mpi_ring import RingPhase, fluid, fluid_mpi_ring
 from mpisim.collectives.registry import algorithm
 from mpisim.engine.sim import Proc
 from mpisim.mpi.comm import Comm
@@ -52,6 +53,9 @@ def ring_allgather(comm: Comm, buf: Payload) -> Proc[Payload]:
     p, r = comm.size, comm.rank
     right, left = (r + 1) % p, (r - 1) % p
     blocks: list[Payload] = [buf] * p  # only blocks[r] is real until the ring fills the others
+    if fluid(comm, buf):  # fidelity: collective -- the same steps, timed as a recurrence
+        yield from fluid_mpi_ring(comm, blocks, (RingPhase(p - 1, 0, False),))
+        return type(buf).concat(blocks)
 
     # After step k, rank r holds the blocks of ranks r-k-1 .. r.
     for k in range(p - 1):

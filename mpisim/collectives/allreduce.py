@@ -31,6 +31,8 @@ import math
 from mpisim.collectives import registry
 from mpisim.collectives.bcast import binomial_bcast, credit, segments
 from mpisim.collectives.costmodel import ceil_lg, floor_lg, lg, pof2_below
+from mpisim.collectives.fluid_mpi_ring import RingPhase, fluid_mpi_ring
+from mpisim.collectives.fluid_mpi_ring import fluid as fluid_ring
 from mpisim.collectives.reduce import (
     binomial_reduce,
     halving_ranges,
@@ -303,6 +305,9 @@ def ring_allreduce(comm: Comm, buf: Payload, op: Op) -> Proc[Payload]:
     p, r = comm.size, comm.rank
     right, left = (r + 1) % p, (r - 1) % p
     blocks = buf.split_ceil(p)
+    if fluid_ring(comm, buf):  # fidelity: collective -- the same steps, timed as a recurrence
+        yield from fluid_mpi_ring(comm, blocks, (RingPhase(p - 1, 1, True), RingPhase(p - 1, 0, False)))
+        return buf
 
     # Reduce-scatter. Step k sends block (r - k - 1) and adds the incoming block (r - k - 2)
     # into this rank's copy; after step p - 2 rank r holds block r complete.
@@ -462,6 +467,9 @@ def ring_reduce_scatter(comm: Comm, blocks: list[Payload], op: Op) -> Proc[None]
     """The reduce-scatter half of ring allreduce, in place: rank r ends with block (r+1) mod p reduced."""
     p, r = comm.size, comm.rank
     right, left = (r + 1) % p, (r - 1) % p
+    if fluid_ring(comm, blocks[0]):
+        yield from fluid_mpi_ring(comm, blocks, (RingPhase(p - 1, 0, True),))
+        return
     # After step k, blocks[(r - k - 1) % p] holds k + 2 contributions.
     for k in range(p - 1):
         send_i, recv_i = (r - k) % p, (r - k - 1) % p
@@ -473,6 +481,9 @@ def ring_allgather_blocks(comm: Comm, blocks: list[Payload]) -> Proc[None]:
     """The allgather half of ring allreduce, in place: rank r starts out owning block (r+1) mod p."""
     p, r = comm.size, comm.rank
     right, left = (r + 1) % p, (r - 1) % p
+    if fluid_ring(comm, blocks[0]):
+        yield from fluid_mpi_ring(comm, blocks, (RingPhase(p - 1, -1, False),))
+        return
     for k in range(p - 1):
         send_i, recv_i = (r + 1 - k) % p, (r - k) % p
         blocks[recv_i] = yield from comm.sendrecv(blocks[send_i], dest=right, source=left)

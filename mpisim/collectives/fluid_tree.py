@@ -62,10 +62,10 @@ import weakref
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from itertools import pairwise
-from typing import Any
 
 from mpisim.collectives.allreduce import DBT_SEGMENT, NCCL_STEPS
 from mpisim.collectives.bcast import segments
+from mpisim.collectives.calls import join_call
 from mpisim.engine.events import Call
 from mpisim.engine.sim import Proc
 from mpisim.mpi.comm import Comm
@@ -124,30 +124,6 @@ class _Call:
 
 #: Calls in progress per world, keyed by (communicator context, call number).
 _CALLS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
-def join_call(comm: Comm, calls_by_world: weakref.WeakKeyDictionary, new_call: Callable[[], Any]) -> tuple[Any, Any, bool]:
-    """Join this rank to its communicator's next collective-fidelity call: (call, wake-up event, last to join).
-
-    Every rank's n-th call on a communicator is the same call (collectives are called in the
-    same order by all ranks), kept in *calls_by_world* until its last rank has joined; *new_call*
-    makes the call's record (with ``arrived`` and ``events``) when the first rank joins.
-    """
-    calls = calls_by_world.setdefault(comm.world, {})
-    seq_key = ("seq", comm.context, comm.rank)
-    number = calls.get(seq_key, 0)
-    calls[seq_key] = number + 1
-    key = (comm.context, number)
-    call = calls.get(key)
-    if call is None:
-        call = calls[key] = new_call()
-    event = comm.env.event()
-    call.events.append(event)
-    call.arrived += 1
-    last = call.arrived == comm.size
-    if last:
-        del calls[key]
-    return call, event, last
 
 
 def fluid_trees(comm: Comm, build: Callable[[], list[Tree]], shape: Hashable) -> Proc[None]:

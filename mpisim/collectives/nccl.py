@@ -75,7 +75,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from mpisim.collectives.allreduce import DBT_SEGMENT, NCCL_STEPS, double_binary_tree, tree_allreduce
-from mpisim.collectives.fluid_tree import Tree, fluid_trees, join_call
+from mpisim.collectives.calls import join_call
+from mpisim.collectives.fluid_tree import Tree, fluid_trees
 from mpisim.collectives.registry import algorithm
 from mpisim.engine.events import Call
 from mpisim.engine.sim import Proc

@@ -278,6 +278,15 @@ class SizePayload(Payload):
         small = SizePayload(base, self.dtype)
         return [big] * extra + [small] * (parts - extra)  # type: ignore[list-item]
 
+    def split_ceil(self, parts: int) -> list[Payload]:
+        # NOTE: as split: full blocks, then at most one short one, then empty ones, shared.
+        size = -(-self.count // parts) if parts else 0
+        full, rest = divmod(self.count, size) if size else (0, 0)
+        blocks: list[Payload] = [SizePayload(size, self.dtype)] * full
+        if rest:
+            blocks.append(SizePayload(rest, self.dtype))
+        return blocks + [SizePayload(0, self.dtype)] * (parts - len(blocks))
+
     def combine(self, other: Payload, op: Op) -> SizePayload:
         if other.count != self.count:
             raise ValueError(f"cannot combine payloads of {self.count} and {other.count} elements")

@@ -56,7 +56,9 @@ dropped. That is the approximation: the control messages no longer load the link
 dozen bytes beside a message above the eager limit), nor do they wait behind other traffic.
 It removes three of a rendezvous message's four flows, and the fair-share components that
 FIN and RTS flows of consecutive steps chain across all ranks. Real data always takes the
-message path, so results stay bit-identical.
+message path, so results stay bit-identical. Algorithms whose steps repeat (the MPI rings)
+go one level further and send no messages at all: they replay their steps as a recurrence
+with the costs :meth:`World.direct_costs` states (mpisim.collectives.fluid_mpi_ring).
 
 **Deadlock**: SimPy's event loop stops when nothing is scheduled. If ranks are still blocked
 then, nothing can ever wake them: :meth:`World.run` raises :class:`DeadlockError` naming each
@@ -68,7 +70,7 @@ from __future__ import annotations
 import os
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 import simpy
@@ -98,6 +100,17 @@ if TYPE_CHECKING:
     from mpisim.mpi.comm import Comm
     from mpisim.network.base import NetworkModel
     from mpisim.network.topology import Topology
+
+
+class DirectCosts(NamedTuple):
+    """The route and protocol costs of a message from one rank to another on the direct path (World.direct_costs)."""
+
+    latency: float  # the route's latency
+    beta: float  # seconds per byte alone on the route
+    eager_limit: int  # largest message sent eagerly on this path
+    rts: float  # a lone request to send, there
+    cts: float  # a lone clear to send, back
+    rendezvous_overhead: float  # the sender's connection work before the data (between nodes)
 
 
 class Message:
@@ -517,12 +530,46 @@ class World:
 
     def _after_control(self, src: int, dst: int, fn: Callable[[Message], None], msg: Message) -> None:
         """Call ``fn(msg)`` when a lone control message from *src* would have reached *dst* (direct path)."""
-        route = self.topology.route(src, dst)
-        delay = route.latency + self.config.header_bytes * route.beta if route.links else 0.0
+        delay = self._control_delay(src, dst)
         if delay > 0:
             Call(self.env, fn, msg, delay)
         else:
             fn(msg)
+
+    def _control_delay(self, src: int, dst: int) -> float:
+        """Seconds a lone control message (``header_bytes``) takes from *src* to *dst*."""
+        route = self.topology.route(src, dst)
+        return route.latency + self.config.header_bytes * route.beta if route.links else 0.0
+
+    def direct_costs(self, src: int, dst: int) -> DirectCosts:
+        """What the direct path charges an MPI message from world rank *src* to *dst* (see "Collective fidelity").
+
+        With *n* bytes, the send posted at *s* and the receive posted at *r* (and nothing else
+        on the route), the direct path runs:
+
+        * eager (``n <= eager_limit``): the send completes at ``s + send_overhead + copy(n)``,
+          the data arrives ``latency + n * beta`` later, and the receive completes
+          ``recv_overhead`` after the later of its arrival and *r* -- plus ``copy(n)`` out of the
+          unexpected queue if it arrived first;
+        * rendezvous: the request to send reaches the receiver at ``s + send_overhead + rts``, is
+          matched at the later of that and *r*, the clear to send comes back ``cts`` later, the
+          data leaves ``rendezvous_overhead`` after it and arrives ``latency + n * beta`` after
+          that, completing the send; the receive completes ``recv_overhead`` later.
+
+        Algorithms timed as step programs (mpisim.collectives.fluid_mpi_ring) use these, and
+        tests/mpi/test_direct_costs.py holds them to the simulated messages.
+        """
+        cfg = self.config
+        route = self.topology.route(src, dst)
+        between_nodes = self._node_of[src] != self._node_of[dst]
+        return DirectCosts(
+            latency=route.latency,
+            beta=route.beta,
+            eager_limit=cfg.eager_limit_inter if between_nodes else cfg.eager_limit_intra,
+            rts=self._control_delay(src, dst),
+            cts=self._control_delay(dst, src),
+            rendezvous_overhead=cfg.rendezvous_overhead if between_nodes else 0.0,
+        )
 
     def _cts_arrived(self, msg: Message) -> None:
         if self.tracer.record_spans and not msg.direct:

@@ -1,0 +1,267 @@
+"""MPI rings at collective fidelity: a ring's steps as a recurrence, its bytes as one flow per hop.
+
+A ring algorithm (ring allreduce, allgather, reduce-scatter, and the rings inside the
+hierarchical allreduce) runs p-1 or 2(p-1) steps; in each, every rank sends one block to its
+right neighbour and receives one from its left (``MPI_Sendrecv``), then maybe reduces it. On
+the message path that is p messages per step, each with its requests, matching and flows:
+about two million messages for a 1024-rank allreduce. At ``fidelity: collective``
+(:func:`fluid_mpi_ring`) the call instead, once its last rank has joined,
+
+1. replays the **step program** as a max-plus recurrence over the ranks, vectorised with numpy
+   (:func:`replay`), from the instant each rank joined: rank r starts step k+1 when its send
+   and its receive of step k are complete and its reduction is done, each message timed as
+   the MPI layer's direct path times it (:meth:`~mpisim.mpi.world.World.direct_costs`: send
+   and receive overheads, the eager copy, the rendezvous handshake waiting for the receive to
+   be posted, the bytes at the route's rate -- shared with the ring's own hops that cross the
+   same link, since they move in step);
+2. posts **one flow per hop** carrying all the bytes the hop's messages would carry, through
+   the World, so the flows share the links with each other and with everything else in flight
+   and every link's byte counter is exact. A flow that lands later than the ring's own sharing
+   lets it was slowed by other traffic, and the two ranks at its ends leave that much later.
+
+Each rank returns at its own finish time; a rank that joined late starts late in the
+recurrence, and its neighbours wait for it, as on the message path.
+
+**Where it is the message path, and where not** (tests/collectives/test_fluid_mpi_ring.py;
+``reports/validation.md``, "Fidelity"). Where each hop has its links to itself (``full``, a star,
+a fat tree, rails, one DGX's NVLink and its NICs) or shares them only with the ring's own hops,
+every rank leaves when it does on the message path, to rounding, on both network models --
+also with fast shared-memory hops and slow network hops in one ring, above the eager limit.
+Three approximations remain. (a) Below the eager limit, ranks before a slow hop run ahead and
+queue messages on it; here they go through one after the other, as one connection delivers
+them, while the message path shares the hop between them at once, so there the call ends up
+to 8 % sooner. (b) Traffic from outside the ring slows a hop by the flow's average loss over
+the whole call, not step by step. (c) On ``analytic``, transfers that reach a link at
+different instants are served in turn, which lets some ranks start their next step early;
+the recurrence shares the link evenly (up to 7 % slower where four hops share a NIC).
+
+A steady ring moves every rank by the same period each step: once two steps in a row have
+done so and the blocks are all alike, the remaining steps are added as that period (exact for
+a max-plus recurrence), so a 1024-rank ring costs a few steps, not 2046.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from mpisim.collectives.calls import join_call
+from mpisim.engine.events import Call
+from mpisim.engine.sim import Proc
+from mpisim.mpi.comm import Comm
+from mpisim.mpi.payload import Payload, SizePayload
+
+__all__ = ["RingPhase", "fluid", "fluid_mpi_ring", "replay"]
+
+
+@dataclass(frozen=True)
+class RingPhase:
+    """One phase of a ring program: *steps* steps in which rank r sends, at step k, block
+    ``(r - k - send_shift) mod p`` to rank r+1, and then (unless *reduces* is False) reduces
+    the block it received (the same size as the one its left neighbour sent)."""
+
+    steps: int
+    send_shift: int
+    reduces: bool
+
+
+def fluid(comm: Comm, buf: Payload) -> bool:
+    """True if a ring call on *comm* runs at collective fidelity: the world asks for it, the data is
+    size-only and the messages are MPI's (not a GPU library's).
+
+    Real data always takes the message path, so results stay bit-identical to it.
+    """
+    return comm.world.fidelity == "collective" and isinstance(buf, SizePayload) and comm.wire is None
+
+
+class _Call:
+    """One ring call in progress: who has joined, when, and their wake-up events."""
+
+    __slots__ = ("arrived", "events", "joined", "ranks")
+
+    def __init__(self) -> None:
+        self.arrived = 0
+        self.events: list = []
+        self.ranks: list[int] = []
+        self.joined: list[float] = []
+
+
+#: Calls in progress per world, keyed by (communicator context, call number).
+_CALLS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def fluid_mpi_ring(comm: Comm, blocks: Sequence[Payload], phases: Sequence[RingPhase]) -> Proc[None]:
+    """Time a ring program over *comm* (rank r's right neighbour is r+1) at collective fidelity.
+
+    *blocks* are the p blocks the ring moves (every rank cuts its buffer the same way);
+    *phases* its program. Every rank of *comm* calls it; it returns at that rank's finish time.
+    """
+    call, event, last = join_call(comm, _CALLS, _Call)
+    call.ranks.append(comm.rank)
+    call.joined.append(comm.env.now)
+    if last:
+        _start(comm, call, np.array([b.nbytes for b in blocks], dtype=np.int64), tuple(phases))
+    yield event
+
+
+@dataclass(frozen=True)
+class _Hops:
+    """The per-hop costs of a ring (hop r: rank r to rank r+1), as arrays over r.
+
+    ``beta`` is seconds per byte with the hop's links shared by the ring's own hops: a hop
+    whose busiest link also carries k-1 other hops of the ring (which move in step with it)
+    gets 1/k of that link.
+    """
+
+    latency: np.ndarray
+    beta: np.ndarray
+    eager_limit: np.ndarray
+    rts: np.ndarray
+    cts: np.ndarray
+    rendezvous_overhead: np.ndarray
+
+
+#: Hop costs per world, keyed by the communicator's ranks.
+_HOPS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _hops(comm: Comm) -> _Hops:
+    cache = _HOPS.setdefault(comm.world, {})
+    key = tuple(comm.group)
+    hops = cache.get(key)
+    if hops is None:
+        world, p = comm.world, comm.size
+        pairs = [(comm.group[r], comm.group[(r + 1) % p]) for r in range(p)]
+        costs = [world.direct_costs(a, b) for a, b in pairs]
+        hops = _Hops(*(np.array(column) for column in zip(*costs, strict=True)))
+        routes = [world.topology.route(a, b) for a, b in pairs]
+        sharing: dict[int, int] = {}
+        for route in routes:
+            for i in route.ids:
+                sharing[i] = sharing.get(i, 0) + 1
+        shared = [max((sharing[link.index] / link.effective_bandwidth for link in route.links), default=0.0)
+                  for route in routes]
+        hops = cache[key] = _with_beta(hops, np.maximum(hops.beta, shared))
+    return hops
+
+
+def hop_bytes(blocks: np.ndarray, phases: Sequence[RingPhase]) -> np.ndarray:
+    """Bytes each hop carries over the whole program (hop r: rank r to r+1).
+
+    In a phase of s steps hop r sends blocks (r - shift - k) mod p for k < s: a window of s
+    blocks ending at (r - shift) mod p, summed from a cumulative sum over two laps of the ring.
+    """
+    p = len(blocks)
+    laps = np.concatenate([[0], np.cumsum(np.concatenate([blocks, blocks]))])
+    total = np.zeros(p, dtype=np.int64)
+    for phase in phases:
+        last = (np.arange(p) - phase.send_shift) % p + p  # the window's last block, in the second lap
+        total += laps[last + 1] - laps[last + 1 - phase.steps]
+    return total
+
+
+def _start(comm: Comm, call: _Call, blocks: np.ndarray, phases: tuple[RingPhase, ...]) -> None:
+    world, env = comm.world, comm.env
+    cfg = world.config
+    p = comm.size
+    hops = _hops(comm)
+    start = np.empty(p)
+    start[call.ranks] = call.joined
+    finish = replay(start, blocks, phases, hops, cfg.send_overhead, cfg.recv_overhead, 1.0 / cfg.copy_bandwidth,
+                    cfg.reduce_cost)
+    carried = hop_bytes(blocks, phases)
+    t_post = env.now
+    world.tracer.count_messages(p * sum(phase.steps for phase in phases), int(carried.sum()))
+    # A flow that lands later than the ring's own sharing of its links lets it was slowed by
+    # other traffic: the ranks at its two ends are held back by as much. A rank whose replayed
+    # finish comes before one of its flows could have landed leaves without it (the flows all
+    # start at the last join, while the rank's own messages went earlier).
+    expected = t_post + hops.latency + carried * hops.beta
+    events = dict(zip(call.ranks, call.events, strict=True))
+    extra: dict[int, float] = {}  # hop -> how much later than expected its flow landed
+    held: dict[int, list[int]] = {}  # hop -> ranks waiting for its (late) flow
+
+    def own(rank: int) -> set[int]:
+        return {rank, (rank - 1) % p}  # its send hop and its receive hop
+
+    def leave(rank: int) -> None:
+        late = [h for h in own(rank) if h not in extra and env.now > expected[h]]
+        if late:
+            held.setdefault(late[0], []).append(rank)  # wait for that flow, then look again
+            return
+        end = float(finish[rank]) + max((extra[h] for h in own(rank) if h in extra), default=0.0)
+        Call(env, lambda ev: ev.succeed(), events[rank], max(0.0, end - env.now))
+
+    def landed(hop: int) -> None:
+        extra[hop] = max(0.0, env.now - float(expected[hop]))
+        for rank in held.pop(hop, ()):
+            leave(rank)
+
+    for rank in range(p):
+        Call(env, lambda r: leave(r), rank, max(0.0, float(finish[rank]) - t_post))
+    for r in range(p):
+        if world._post(comm.group[r], comm.group[(r + 1) % p], int(carried[r]), landed, r):
+            landed(r)
+
+
+def _with_beta(hops: _Hops, beta: np.ndarray) -> _Hops:
+    return _Hops(hops.latency, beta, hops.eager_limit, hops.rts, hops.cts, hops.rendezvous_overhead)
+
+
+def replay(start: np.ndarray, blocks: np.ndarray, phases: Sequence[RingPhase], hops: _Hops,
+           send_overhead: float, recv_overhead: float, copy_beta: float, reduce_cost: float) -> np.ndarray:
+    """Each rank's finish time of the ring program, from each rank's *start* time.
+
+    The message path's dependencies as a max-plus recurrence (see World.direct_costs for one
+    message's timing): at step k rank r posts its send to r+1 and its receive from r-1 at
+    ``S[r]``; its step ends when both are complete, and its next step starts after the
+    reduction of the received block, if the phase reduces. *copy_beta* is seconds per byte of
+    a memory copy (0 for none).
+    """
+    p = len(blocks)
+    ranks = np.arange(p)
+    s = start.astype(float).copy()
+    uniform = bool(np.all(blocks == blocks[0]))
+    # When the last message on each hop lands: an eager sender may run ahead of a slow hop,
+    # and its messages then go through the hop's links one after the other.
+    last = np.full(p, -np.inf)
+    for phase in phases:
+        k = 0
+        previous_move = None
+        while k < phase.steps:
+            n = blocks[(ranks - k - phase.send_shift) % p]  # bytes on hop r: rank r -> r+1
+            s_dst = np.roll(s, -1)  # when the receiver of hop r posts its receive
+            wire = hops.latency + n * hops.beta
+            copy = n * copy_beta
+            # Eager: the sender copies and injects; the receiver matches on arrival, or copies
+            # the message out of the unexpected queue if it arrived before the receive.
+            inject = s + send_overhead + copy
+            arrival = np.maximum(inject + wire, last + n * hops.beta)
+            eager_recv = np.where(arrival >= s_dst, arrival + recv_overhead, s_dst + recv_overhead + copy)
+            # Rendezvous: the request waits for the receive; data after the clear to send.
+            matched = np.maximum(s + send_overhead + hops.rts, s_dst)
+            landed = matched + hops.cts + hops.rendezvous_overhead + wire
+            eager = n <= hops.eager_limit
+            send_done = np.where(eager, inject, landed)
+            last = np.where(eager, arrival, landed)
+            recv_done = np.roll(np.where(eager, eager_recv, landed + recv_overhead), 1)  # rank r hears hop r-1
+            done = np.maximum(send_done, recv_done)
+            if phase.reduces:
+                done = done + np.roll(n, 1) * reduce_cost
+            move = done - s
+            s = done
+            k += 1
+            # Steady state: with every block alike, a step that moved every rank by the same
+            # period as the step before will be repeated by every later step of the phase.
+            if uniform and previous_move is not None and k < phase.steps:
+                period = move[0]
+                if np.all(np.abs(move - period) <= 1e-12 * abs(period)) and \
+                        np.all(np.abs(previous_move - period) <= 1e-12 * abs(period)):
+                    s = s + (phase.steps - k) * period
+                    last = last + (phase.steps - k) * period
+                    k = phase.steps
+            previous_move = move
+    return s
