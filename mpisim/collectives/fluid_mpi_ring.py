@@ -43,7 +43,7 @@ a max-plus recurrence), so a 1024-rank ring costs a few steps, not 2046.
 from __future__ import annotations
 
 import weakref
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -60,21 +60,24 @@ __all__ = ["RingPhase", "fluid", "fluid_mpi_ring", "replay"]
 @dataclass(frozen=True)
 class RingPhase:
     """One phase of a ring program: *steps* steps in which rank r sends, at step k, block
-    ``(r - k - send_shift) mod p`` to rank r+1, and then (unless *reduces* is False) reduces
-    the block it received (the same size as the one its left neighbour sent)."""
+    ``(r - k - send_shift) mod p`` to rank r + *distance*, receives from rank r - *distance*,
+    and then (unless *reduces* is False) reduces the block it received (the same size as the
+    one its left neighbour sent). A ring has distance 1; a dissemination barrier is one step
+    at each distance 1, 2, 4, ... with empty blocks."""
 
     steps: int
     send_shift: int
     reduces: bool
+    distance: int = 1
 
 
-def fluid(comm: Comm, buf: Payload) -> bool:
-    """True if a ring call on *comm* runs at collective fidelity: the world asks for it, the data is
-    size-only and the messages are MPI's (not a GPU library's).
+def fluid(comm: Comm, buf: Payload | None = None) -> bool:
+    """True if a ring call on *comm* runs at collective fidelity: the world asks for it, the data
+    (if any) is size-only and the messages are MPI's (not a GPU library's).
 
     Real data always takes the message path, so results stay bit-identical to it.
     """
-    return comm.world.fidelity == "collective" and isinstance(buf, SizePayload) and comm.wire is None
+    return comm.world.fidelity == "collective" and comm.wire is None and (buf is None or isinstance(buf, SizePayload))
 
 
 class _Call:
@@ -93,17 +96,19 @@ class _Call:
 _CALLS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def fluid_mpi_ring(comm: Comm, blocks: Sequence[Payload], phases: Sequence[RingPhase]) -> Proc[None]:
+def fluid_mpi_ring(comm: Comm, blocks: Sequence[Payload] | None, phases: Sequence[RingPhase]) -> Proc[None]:
     """Time a ring program over *comm* (rank r's right neighbour is r+1) at collective fidelity.
 
-    *blocks* are the p blocks the ring moves (every rank cuts its buffer the same way);
-    *phases* its program. Every rank of *comm* calls it; it returns at that rank's finish time.
+    *blocks* are the p blocks the ring moves (every rank cuts its buffer the same way), None
+    for zero-byte messages; *phases* its program. Every rank of *comm* calls it; it returns at
+    that rank's finish time.
     """
     call, event, last = join_call(comm, _CALLS, _Call)
     call.ranks.append(comm.rank)
     call.joined.append(comm.env.now)
     if last:
-        _start(comm, call, np.array([b.nbytes for b in blocks], dtype=np.int64), tuple(phases))
+        sizes = np.zeros(comm.size, dtype=np.int64) if blocks is None else np.array([b.nbytes for b in blocks])
+        _start(comm, call, sizes, tuple(phases))
     yield event
 
 
@@ -124,27 +129,31 @@ class _Hops:
     rendezvous_overhead: np.ndarray
 
 
-#: Hop costs per world, keyed by the communicator's ranks.
+#: Hop costs per world, keyed by (the communicator's ranks, distance, whether bytes move).
 _HOPS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def _hops(comm: Comm) -> _Hops:
+def _hops(comm: Comm, distance: int, moves_bytes: bool) -> _Hops:
+    """The costs of the hops r -> r + distance; with *moves_bytes*, their rates shared between
+    them (without, every message is empty, hence eager, and needs no handshake costs)."""
     cache = _HOPS.setdefault(comm.world, {})
-    key = tuple(comm.group)
+    key = (tuple(comm.group), distance, moves_bytes)
     hops = cache.get(key)
     if hops is None:
         world, p = comm.world, comm.size
-        pairs = [(comm.group[r], comm.group[(r + 1) % p]) for r in range(p)]
-        costs = [world.direct_costs(a, b) for a, b in pairs]
+        pairs = [(comm.group[r], comm.group[(r + distance) % p]) for r in range(p)]
+        costs = [world.direct_costs(a, b, moves_bytes) for a, b in pairs]
         hops = _Hops(*(np.array(column) for column in zip(*costs, strict=True)))
-        routes = [world.topology.route(a, b) for a, b in pairs]
-        sharing: dict[int, int] = {}
-        for route in routes:
-            for i in route.ids:
-                sharing[i] = sharing.get(i, 0) + 1
-        shared = [max((sharing[link.index] / link.effective_bandwidth for link in route.links), default=0.0)
-                  for route in routes]
-        hops = cache[key] = _with_beta(hops, np.maximum(hops.beta, shared))
+        if moves_bytes:  # only then do the routes' links matter
+            routes = [world.topology.route(a, b) for a, b in pairs]
+            sharing: dict[int, int] = {}
+            for route in routes:
+                for i in route.ids:
+                    sharing[i] = sharing.get(i, 0) + 1
+            shared = [max((sharing[link.index] / link.effective_bandwidth for link in route.links), default=0.0)
+                      for route in routes]
+            hops = _with_beta(hops, np.maximum(hops.beta, shared))
+        cache[key] = hops
     return hops
 
 
@@ -167,59 +176,63 @@ def _start(comm: Comm, call: _Call, blocks: np.ndarray, phases: tuple[RingPhase,
     world, env = comm.world, comm.env
     cfg = world.config
     p = comm.size
-    hops = _hops(comm)
+    distances = sorted({phase.distance for phase in phases})
+    carried = {d: hop_bytes(blocks, [phase for phase in phases if phase.distance == d]) for d in distances}
+    hops = {d: _hops(comm, d, bool(carried[d].any())) for d in distances}
     start = np.empty(p)
     start[call.ranks] = call.joined
     finish = replay(start, blocks, phases, hops, cfg.send_overhead, cfg.recv_overhead, 1.0 / cfg.copy_bandwidth,
                     cfg.reduce_cost)
-    carried = hop_bytes(blocks, phases)
     t_post = env.now
-    world.tracer.count_messages(p * sum(phase.steps for phase in phases), int(carried.sum()))
+    world.tracer.count_messages(p * sum(phase.steps for phase in phases), int(sum(c.sum() for c in carried.values())))
     # A flow that lands later than the ring's own sharing of its links lets it was slowed by
     # other traffic: the ranks at its two ends are held back by as much. A rank whose replayed
     # finish comes before one of its flows could have landed leaves without it (the flows all
     # start at the last join, while the rank's own messages went earlier).
-    expected = t_post + hops.latency + carried * hops.beta
+    flows = [(d, r) for d in distances for r in range(p) if carried[d][r]]
+    expected = {(d, r): t_post + hops[d].latency[r] + carried[d][r] * hops[d].beta[r] for d, r in flows}
     events = dict(zip(call.ranks, call.events, strict=True))
-    extra: dict[int, float] = {}  # hop -> how much later than expected its flow landed
-    held: dict[int, list[int]] = {}  # hop -> ranks waiting for its (late) flow
+    extra: dict[tuple[int, int], float] = {}  # flow -> how much later than expected it landed
+    held: dict[tuple[int, int], list[int]] = {}  # flow -> ranks waiting for it (late)
 
-    def own(rank: int) -> set[int]:
-        return {rank, (rank - 1) % p}  # its send hop and its receive hop
+    def own(rank: int) -> list[tuple[int, int]]:
+        """The flows of its sends and its receives."""
+        return [hop for d in distances for hop in ((d, rank), (d, (rank - d) % p)) if hop in expected]
 
     def leave(rank: int) -> None:
-        late = [h for h in own(rank) if h not in extra and env.now > expected[h]]
+        mine = own(rank)
+        late = [hop for hop in mine if hop not in extra and env.now > expected[hop]]
         if late:
             held.setdefault(late[0], []).append(rank)  # wait for that flow, then look again
             return
-        end = float(finish[rank]) + max((extra[h] for h in own(rank) if h in extra), default=0.0)
+        end = float(finish[rank]) + max((extra[hop] for hop in mine if hop in extra), default=0.0)
         Call(env, lambda ev: ev.succeed(), events[rank], max(0.0, end - env.now))
 
-    def landed(hop: int) -> None:
+    def landed(hop: tuple[int, int]) -> None:
         extra[hop] = max(0.0, env.now - float(expected[hop]))
         for rank in held.pop(hop, ()):
             leave(rank)
 
     for rank in range(p):
-        Call(env, lambda r: leave(r), rank, max(0.0, float(finish[rank]) - t_post))
-    for r in range(p):
-        if world._post(comm.group[r], comm.group[(r + 1) % p], int(carried[r]), landed, r):
-            landed(r)
+        Call(env, leave, rank, max(0.0, float(finish[rank]) - t_post))
+    for d, r in flows:
+        if world._post(comm.group[r], comm.group[(r + d) % p], int(carried[d][r]), landed, (d, r)):
+            landed((d, r))
 
 
 def _with_beta(hops: _Hops, beta: np.ndarray) -> _Hops:
     return _Hops(hops.latency, beta, hops.eager_limit, hops.rts, hops.cts, hops.rendezvous_overhead)
 
 
-def replay(start: np.ndarray, blocks: np.ndarray, phases: Sequence[RingPhase], hops: _Hops,
+def replay(start: np.ndarray, blocks: np.ndarray, phases: Sequence[RingPhase], hops: Mapping[int, _Hops],
            send_overhead: float, recv_overhead: float, copy_beta: float, reduce_cost: float) -> np.ndarray:
     """Each rank's finish time of the ring program, from each rank's *start* time.
 
     The message path's dependencies as a max-plus recurrence (see World.direct_costs for one
     message's timing): at step k rank r posts its send to r+1 and its receive from r-1 at
     ``S[r]``; its step ends when both are complete, and its next step starts after the
-    reduction of the received block, if the phase reduces. *copy_beta* is seconds per byte of
-    a memory copy (0 for none).
+    reduction of the received block, if the phase reduces. *hops* holds the hop costs of each
+    phase's distance; *copy_beta* is seconds per byte of a memory copy (0 for none).
     """
     p = len(blocks)
     ranks = np.arange(p)
@@ -227,30 +240,31 @@ def replay(start: np.ndarray, blocks: np.ndarray, phases: Sequence[RingPhase], h
     uniform = bool(np.all(blocks == blocks[0]))
     # When the last message on each hop lands: an eager sender may run ahead of a slow hop,
     # and its messages then go through the hop's links one after the other.
-    last = np.full(p, -np.inf)
+    last = {d: np.full(p, -np.inf) for d in hops}
     for phase in phases:
+        d, h = phase.distance, hops[phase.distance]
         k = 0
         previous_move = None
         while k < phase.steps:
-            n = blocks[(ranks - k - phase.send_shift) % p]  # bytes on hop r: rank r -> r+1
-            s_dst = np.roll(s, -1)  # when the receiver of hop r posts its receive
-            wire = hops.latency + n * hops.beta
+            n = blocks[(ranks - k - phase.send_shift) % p]  # bytes on hop r: rank r -> r + d
+            s_dst = np.roll(s, -d)  # when the receiver of hop r posts its receive
+            wire = h.latency + n * h.beta
             copy = n * copy_beta
             # Eager: the sender copies and injects; the receiver matches on arrival, or copies
             # the message out of the unexpected queue if it arrived before the receive.
             inject = s + send_overhead + copy
-            arrival = np.maximum(inject + wire, last + n * hops.beta)
+            arrival = np.maximum(inject + wire, last[d] + n * h.beta)
             eager_recv = np.where(arrival >= s_dst, arrival + recv_overhead, s_dst + recv_overhead + copy)
             # Rendezvous: the request waits for the receive; data after the clear to send.
-            matched = np.maximum(s + send_overhead + hops.rts, s_dst)
-            landed = matched + hops.cts + hops.rendezvous_overhead + wire
-            eager = n <= hops.eager_limit
+            matched = np.maximum(s + send_overhead + h.rts, s_dst)
+            landed = matched + h.cts + h.rendezvous_overhead + wire
+            eager = n <= h.eager_limit
             send_done = np.where(eager, inject, landed)
-            last = np.where(eager, arrival, landed)
-            recv_done = np.roll(np.where(eager, eager_recv, landed + recv_overhead), 1)  # rank r hears hop r-1
+            last[d] = np.where(eager, arrival, landed)
+            recv_done = np.roll(np.where(eager, eager_recv, landed + recv_overhead), d)  # rank r hears hop r - d
             done = np.maximum(send_done, recv_done)
             if phase.reduces:
-                done = done + np.roll(n, 1) * reduce_cost
+                done = done + np.roll(n, d) * reduce_cost
             move = done - s
             s = done
             k += 1
@@ -261,7 +275,7 @@ def replay(start: np.ndarray, blocks: np.ndarray, phases: Sequence[RingPhase], h
                 if np.all(np.abs(move - period) <= 1e-12 * abs(period)) and \
                         np.all(np.abs(previous_move - period) <= 1e-12 * abs(period)):
                     s = s + (phase.steps - k) * period
-                    last = last + (phase.steps - k) * period
+                    last[d] = last[d] + (phase.steps - k) * period
                     k = phase.steps
             previous_move = move
     return s

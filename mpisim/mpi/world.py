@@ -541,7 +541,7 @@ class World:
         route = self.topology.route(src, dst)
         return route.latency + self.config.header_bytes * route.beta if route.links else 0.0
 
-    def direct_costs(self, src: int, dst: int) -> DirectCosts:
+    def direct_costs(self, src: int, dst: int, handshake: bool = True) -> DirectCosts:
         """What the direct path charges an MPI message from world rank *src* to *dst* (see "Collective fidelity").
 
         With *n* bytes, the send posted at *s* and the receive posted at *r* (and nothing else
@@ -557,17 +557,22 @@ class World:
           that, completing the send; the receive completes ``recv_overhead`` later.
 
         Algorithms timed as step programs (mpisim.collectives.fluid_mpi_ring) use these, and
-        tests/mpi/test_direct_costs.py holds them to the simulated messages.
+        tests/mpi/test_direct_costs.py holds them to the simulated messages. Without
+        *handshake* (a program whose messages are all eager) ``rts`` and ``cts`` are left 0.
         """
         cfg = self.config
-        route = self.topology.route(src, dst)
+        # NOTE: Topology.path_costs, not route(): a barrier over 131072 ranks asks for 2.2 million
+        # pairs once each, which the route cache would keep.
+        latency, beta = self.topology.path_costs(src, dst)
+        back_latency, back_beta = self.topology.path_costs(dst, src) if handshake else (0.0, 0.0)
+        header = cfg.header_bytes
         between_nodes = self._node_of[src] != self._node_of[dst]
         return DirectCosts(
-            latency=route.latency,
-            beta=route.beta,
+            latency=latency,
+            beta=beta,
             eager_limit=cfg.eager_limit_inter if between_nodes else cfg.eager_limit_intra,
-            rts=self._control_delay(src, dst),
-            cts=self._control_delay(dst, src),
+            rts=latency + header * beta if handshake else 0.0,
+            cts=back_latency + header * back_beta,
             rendezvous_overhead=cfg.rendezvous_overhead if between_nodes else 0.0,
         )
 

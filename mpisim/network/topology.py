@@ -610,6 +610,15 @@ class Topology:
             route = self._routes[key] = Route.through(self._links_between(src, dst))
         return route
 
+    def path_costs(self, src: int, dst: int) -> tuple[float, float]:
+        """Return (latency, seconds per byte) of the route from *src* to *dst*, as :meth:`route`
+        would, without building or keeping a Route (for one-off pairs of very large worlds)."""
+        links = self._links_between(src, dst)
+        if not links:
+            return 0.0, 0.0
+        bottleneck = min(link.effective_bandwidth for link in links)
+        return sum(link.latency for link in links), 0.0 if math.isinf(bottleneck) else 1.0 / bottleneck
+
     def _links_between(self, src: int, dst: int) -> list[Link]:
         for rank in (src, dst):
             if not 0 <= rank < self.size:

@@ -136,8 +136,8 @@ def test_the_steady_state_shortcut_is_the_step_by_step_answer():
         phases = [RingPhase(p - 1, 1, True), RingPhase(p - 1, 0, False)]
         one_by_one = [RingPhase(1, phase.send_shift + k, phase.reduces) for phase in phases for k in range(phase.steps)]
         args = (1e-6, 0.5e-6, 1 / 8e9, 1e-10)
-        assert replay(start, blocks, phases, hops, *args) == pytest.approx(
-            replay(start, blocks, one_by_one, hops, *args), rel=1e-12)
+        assert replay(start, blocks, phases, {1: hops}, *args) == pytest.approx(
+            replay(start, blocks, one_by_one, {1: hops}, *args), rel=1e-12)
 
 
 @pytest.mark.parametrize("p", [1, 2, 3, 8, 17])
@@ -147,3 +147,29 @@ def test_hop_bytes_sum_each_hops_blocks(p):
         by_step = sum((blocks[(np.arange(p) - k - phase.send_shift) % p] for k in range(phase.steps)),
                       np.zeros(p, dtype=np.int64))
         assert list(hop_bytes(blocks, [phase])) == list(by_step)
+
+
+@pytest.mark.parametrize("late", [0.0, 40e-6])
+@pytest.mark.parametrize("p", [8, 13])
+def test_a_dissemination_barrier_is_a_ring_program_with_growing_distances(p, late):
+    """Rounds at distance 1, 2, 4, ... of empty messages: every rank leaves as on the message path."""
+
+    def exits(fidelity):
+        world = make_world(p, **MPI) if p % 4 else _world()
+        world.fidelity = fidelity
+        import mpisim.collectives  # noqa: F401  (installs the collective runner)
+
+        def program(comm):
+            if comm.rank == 5:
+                yield from comm.compute(late)
+            yield from comm.barrier(algorithm="dissemination")
+            return comm.now
+
+        procs = world.launch(program)
+        world.run()
+        return [proc.value for proc in procs], world.tracer.message_count
+
+    (detailed, count_detailed), (fast, count_fast) = exits("message"), exits("collective")
+    assert fast == pytest.approx(detailed, rel=1e-9)
+    assert count_fast == count_detailed
+    assert min(fast) >= late
