@@ -16,6 +16,8 @@ rank, the least possible; they differ in the number of messages (alpha terms).
 
 from __future__ import annotations
 
+import numpy as np
+
 from mpisim.collectives import registry
 from mpisim.collectives.costmodel import ceil_lg, lg
 from mpisim.collectives.fluid_mpi_ring import RingPhase, fluid, fluid_mpi_ring
@@ -52,10 +54,10 @@ def ring_allgather(comm: Comm, buf: Payload) -> Proc[Payload]:
     """
     p, r = comm.size, comm.rank
     right, left = (r + 1) % p, (r - 1) % p
-    blocks: list[Payload] = [buf] * p  # only blocks[r] is real until the ring fills the others
     if fluid(comm, buf):  # fidelity: collective -- the same steps, timed as a recurrence
-        yield from fluid_mpi_ring(comm, blocks, (RingPhase(p - 1, 0, False),))
-        return type(buf).concat(blocks)
+        yield from fluid_mpi_ring(comm, lambda: np.full(p, buf.nbytes, dtype=np.int64), (RingPhase(p - 1, 0, False),))
+        return buf.like(buf.count * p)
+    blocks: list[Payload] = [buf] * p  # only blocks[r] is real until the ring fills the others
 
     # After step k, rank r holds the blocks of ranks r-k-1 .. r.
     for k in range(p - 1):

@@ -31,7 +31,7 @@ import math
 from mpisim.collectives import registry
 from mpisim.collectives.bcast import binomial_bcast, credit, segments
 from mpisim.collectives.costmodel import ceil_lg, floor_lg, lg, pof2_below
-from mpisim.collectives.fluid_mpi_ring import RingPhase, fluid_mpi_ring
+from mpisim.collectives.fluid_mpi_ring import RingPhase, ceil_blocks, fluid_mpi_ring, listed_blocks
 from mpisim.collectives.fluid_mpi_ring import fluid as fluid_ring
 from mpisim.collectives.reduce import (
     binomial_reduce,
@@ -303,11 +303,11 @@ def ring_allreduce(comm: Comm, buf: Payload, op: Op) -> Proc[Payload]:
     (otherwise the largest block, ceil(count/p) elements, sets each step's time).
     """
     p, r = comm.size, comm.rank
+    if fluid_ring(comm, buf):  # fidelity: collective -- the same steps, timed as a recurrence
+        yield from fluid_mpi_ring(comm, lambda: ceil_blocks(buf, p), (RingPhase(p - 1, 1, True), RingPhase(p - 1, 0, False)))
+        return buf
     right, left = (r + 1) % p, (r - 1) % p
     blocks = buf.split_ceil(p)
-    if fluid_ring(comm, buf):  # fidelity: collective -- the same steps, timed as a recurrence
-        yield from fluid_mpi_ring(comm, blocks, (RingPhase(p - 1, 1, True), RingPhase(p - 1, 0, False)))
-        return buf
 
     # Reduce-scatter. Step k sends block (r - k - 1) and adds the incoming block (r - k - 2)
     # into this rank's copy; after step p - 2 rank r holds block r complete.
@@ -468,7 +468,7 @@ def ring_reduce_scatter(comm: Comm, blocks: list[Payload], op: Op) -> Proc[None]
     p, r = comm.size, comm.rank
     right, left = (r + 1) % p, (r - 1) % p
     if fluid_ring(comm, blocks[0]):
-        yield from fluid_mpi_ring(comm, blocks, (RingPhase(p - 1, 0, True),))
+        yield from fluid_mpi_ring(comm, listed_blocks(blocks), (RingPhase(p - 1, 0, True),))
         return
     # After step k, blocks[(r - k - 1) % p] holds k + 2 contributions.
     for k in range(p - 1):
@@ -482,7 +482,7 @@ def ring_allgather_blocks(comm: Comm, blocks: list[Payload]) -> Proc[None]:
     p, r = comm.size, comm.rank
     right, left = (r + 1) % p, (r - 1) % p
     if fluid_ring(comm, blocks[0]):
-        yield from fluid_mpi_ring(comm, blocks, (RingPhase(p - 1, -1, False),))
+        yield from fluid_mpi_ring(comm, listed_blocks(blocks), (RingPhase(p - 1, -1, False),))
         return
     for k in range(p - 1):
         send_i, recv_i = (r + 1 - k) % p, (r - k) % p

@@ -43,7 +43,7 @@ a max-plus recurrence), so a 1024-rank ring costs a few steps, not 2046.
 from __future__ import annotations
 
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -54,7 +54,7 @@ from mpisim.engine.sim import Proc
 from mpisim.mpi.comm import Comm
 from mpisim.mpi.payload import Payload, SizePayload
 
-__all__ = ["RingPhase", "fluid", "fluid_mpi_ring", "replay"]
+__all__ = ["RingPhase", "ceil_blocks", "even_blocks", "fluid", "fluid_mpi_ring", "listed_blocks", "replay"]
 
 
 @dataclass(frozen=True)
@@ -80,6 +80,24 @@ def fluid(comm: Comm, buf: Payload | None = None) -> bool:
     return comm.world.fidelity == "collective" and comm.wire is None and (buf is None or isinstance(buf, SizePayload))
 
 
+def ceil_blocks(buf: Payload, parts: int) -> np.ndarray:
+    """Bytes of the blocks of ``buf.split_ceil(parts)`` (MPICH's ring cut), without making them."""
+    size = -(-buf.count // parts)
+    counts = np.clip(buf.count - size * np.arange(parts, dtype=np.int64), 0, size)
+    return counts * buf.dtype.itemsize
+
+
+def even_blocks(buf: Payload, parts: int) -> np.ndarray:
+    """Bytes of the blocks of ``buf.split(parts)`` (``np.array_split``'s cut), without making them."""
+    base, extra = divmod(buf.count, parts)
+    return (base + (np.arange(parts) < extra)).astype(np.int64) * buf.dtype.itemsize
+
+
+def listed_blocks(blocks: Sequence[Payload]) -> Callable[[], np.ndarray]:
+    """``blocks()`` for blocks already cut."""
+    return lambda: np.array([b.nbytes for b in blocks], dtype=np.int64)
+
+
 class _Call:
     """One ring call in progress: who has joined, when, and their wake-up events."""
 
@@ -96,18 +114,20 @@ class _Call:
 _CALLS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def fluid_mpi_ring(comm: Comm, blocks: Sequence[Payload] | None, phases: Sequence[RingPhase]) -> Proc[None]:
+def fluid_mpi_ring(comm: Comm, blocks: Callable[[], np.ndarray] | None, phases: Sequence[RingPhase]) -> Proc[None]:
     """Time a ring program over *comm* (rank r's right neighbour is r+1) at collective fidelity.
 
-    *blocks* are the p blocks the ring moves (every rank cuts its buffer the same way), None
-    for zero-byte messages; *phases* its program. Every rank of *comm* calls it; it returns at
+    ``blocks()`` returns the bytes of each of the p blocks the ring moves (every rank cuts its
+    buffer the same way; see :func:`ceil_blocks`, :func:`even_blocks`), called once per call and
+    not by every rank, so a ring over 131072 ranks never holds p blocks per rank; None for
+    zero-byte messages. *phases* is its program. Every rank of *comm* calls it; it returns at
     that rank's finish time.
     """
     call, event, last = join_call(comm, _CALLS, _Call)
     call.ranks.append(comm.rank)
     call.joined.append(comm.env.now)
     if last:
-        sizes = np.zeros(comm.size, dtype=np.int64) if blocks is None else np.array([b.nbytes for b in blocks])
+        sizes = np.zeros(comm.size, dtype=np.int64) if blocks is None else blocks()
         _start(comm, call, sizes, tuple(phases))
     yield event
 
@@ -224,6 +244,11 @@ def _with_beta(hops: _Hops, beta: np.ndarray) -> _Hops:
     return _Hops(hops.latency, beta, hops.eager_limit, hops.rts, hops.cts, hops.rendezvous_overhead)
 
 
+#: Rank-steps (p times the program's steps) up to which blocks of unequal sizes are replayed
+#: step by step; above it they are all taken as large as the largest (see replay).
+EXACT_WORK = 2**22
+
+
 def replay(start: np.ndarray, blocks: np.ndarray, phases: Sequence[RingPhase], hops: Mapping[int, _Hops],
            send_overhead: float, recv_overhead: float, copy_beta: float, reduce_cost: float) -> np.ndarray:
     """Each rank's finish time of the ring program, from each rank's *start* time.
@@ -238,6 +263,11 @@ def replay(start: np.ndarray, blocks: np.ndarray, phases: Sequence[RingPhase], h
     ranks = np.arange(p)
     s = start.astype(float).copy()
     uniform = bool(np.all(blocks == blocks[0]))
+    if not uniform and p * sum(phase.steps for phase in phases) > EXACT_WORK:
+        # Too long a program to replay step by step: every block as large as the largest, whose
+        # steps set the ring's pace (a few blocks are a little short when p does not divide the
+        # count), so the steady state can be found and skipped.
+        blocks, uniform = np.full(p, blocks.max()), True
     # When the last message on each hop lands: an eager sender may run ahead of a slow hop,
     # and its messages then go through the hop's links one after the other.
     last = {d: np.full(p, -np.inf) for d in hops}

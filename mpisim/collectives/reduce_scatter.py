@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from mpisim.collectives import registry
 from mpisim.collectives.costmodel import ceil_lg, floor_lg, pof2_below
-from mpisim.collectives.fluid_mpi_ring import RingPhase, fluid, fluid_mpi_ring
+from mpisim.collectives.fluid_mpi_ring import RingPhase, even_blocks, fluid, fluid_mpi_ring
 from mpisim.collectives.reduce import binomial_reduce
 from mpisim.collectives.registry import algorithm
 from mpisim.collectives.scatter import binomial_scatter
@@ -75,10 +75,10 @@ def ring_reduce_scatter(comm: Comm, buf: Payload, op: Op) -> Proc[Payload]:
     """
     p, r = comm.size, comm.rank
     right, left = (r + 1) % p, (r - 1) % p
-    blocks = buf.split(p)
     if fluid(comm, buf):  # fidelity: collective -- the same steps, timed as a recurrence
-        yield from fluid_mpi_ring(comm, blocks, (RingPhase(p - 1, 1, True),))
-        return blocks[r]
+        yield from fluid_mpi_ring(comm, lambda: even_blocks(buf, p), (RingPhase(p - 1, 1, True),))
+        return buf.slice(*split_offsets(buf.count, p)[r:r + 2])
+    blocks = buf.split(p)
 
     # After step k, blocks[(r - k - 2) % p] holds the contributions of ranks r-k-1 .. r.
     for k in range(p - 1):

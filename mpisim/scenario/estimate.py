@@ -41,6 +41,8 @@ EVENTS_PER_MESSAGE = 5
 SECONDS_PER_EVENT = 7e-6
 RANK_BYTES = 4096
 VIEW_BYTES = 56
+#: A size-only block view: blocks of one size are one shared object, so a view is its list slots.
+SHARED_VIEW_BYTES = 16
 RECORD_BYTES = 200
 #: The interpreter, numpy and mpisim before any world exists.
 BASE_BYTES = 80 * 2**20
@@ -52,6 +54,13 @@ _P_VIEW_COLLECTIVES = frozenset({"allgather", "alltoall", "reduce_scatter", "gat
 #: Algorithms that cut every rank's buffer into p blocks (ring and scatter-allgather schemes).
 _P_VIEW_ALGORITHMS = frozenset({"ring", "rabenseifner", "nccl_ring", "scatter_ring_allgather",
                                 "scatter_recursive_doubling_allgather"})
+
+#: Algorithms that at ``fidelity: collective`` with size-only data run as step programs
+#: (mpisim.collectives.fluid_mpi_ring): no blocks per rank, a few events per rank per call.
+_STEP_PROGRAMS = frozenset({("allreduce", "ring"), ("allgather", "ring"), ("reduce_scatter", "ring"),
+                            ("barrier", "dissemination")})
+#: Events per rank of a step program's call (joining, leaving, its flow).
+_STEP_PROGRAM_EVENTS = 4
 
 
 @dataclass(frozen=True)
@@ -99,12 +108,16 @@ def _views(collective: str, algorithm: str | None, p: int) -> int:
 
 
 def call_estimate(collective: str, algorithm: str | None, p: int, nbytes: int, *, data: bool = False,
-                  records: bool = True, calls: int = 1) -> Estimate:
+                  records: bool = True, calls: int = 1, fidelity: str = "message") -> Estimate:
     """The cost of one world running *calls* of one collective on *p* ranks with *nbytes* each."""
+    if fidelity == "collective" and not data and (collective, algorithm) in _STEP_PROGRAMS:
+        events = p * calls * _STEP_PROGRAM_EVENTS
+        detail = f"{p} ranks x {algorithm} {collective} as a step program: ranks {_bytes(p * RANK_BYTES)}"
+        return Estimate(events, BASE_BYTES + p * RANK_BYTES, events * SECONDS_PER_EVENT, detail)
     messages = int(_steps(collective, algorithm, p, nbytes) * p * calls)
     events = messages * EVENTS_PER_MESSAGE
     views = _views(collective, algorithm, p)
-    view_bytes = p * views * VIEW_BYTES
+    view_bytes = p * views * (VIEW_BYTES if data else SHARED_VIEW_BYTES)
     kept = min(messages, _record_budget()) * 2 * RECORD_BYTES if records else 0
     payload = 0
     if data:
@@ -144,7 +157,7 @@ def estimate(scenario: Scenario) -> Estimate:
         for algorithm in params.algorithms or (default,):
             for size in params.sizes:
                 worlds.append(call_estimate(params.collective, algorithm, p, size, data=data, records=records,
-                                            calls=max(1, params.iterations)))
+                                            calls=max(1, params.iterations), fidelity=scenario.fidelity))
     elif kind == "training" and not hasattr(params, "first_bucket"):
         worlds.append(_hybrid_estimate(params, scenario, records))
     elif kind == "training":
@@ -153,7 +166,8 @@ def estimate(scenario: Scenario) -> Estimate:
         bucket = min(nbytes, max(params.bucket_cap, params.first_bucket))
         sync = params.sync or scenario.algorithms.per_collective.get("allreduce")
         sync = "ring" if sync == "parameter_server" else sync  # p-1 transfers each way: a ring's count
-        per_bucket = call_estimate("allreduce", sync, p, bucket, data=False, records=records)
+        per_bucket = call_estimate("allreduce", sync, p, bucket, data=False, records=records,
+                                   fidelity=scenario.fidelity)
         calls = buckets * max(1, params.iterations)
         worlds.append(Estimate(per_bucket.events * calls, per_bucket.memory, per_bucket.wall_s * calls,
                                per_bucket.detail.replace("allreduce", f"allreduce ({buckets} buckets)", 1)))
@@ -248,6 +262,8 @@ def check_fits(scenario: Scenario, available: int | None = None, *, headroom: fl
     if "block views" in est.detail:
         advice.append("an algorithm that does not cut the buffer into one block per rank "
                       "(workload.algorithm: recursive_doubling)")
+        if scenario.fidelity != "collective" and scenario.payload == "size":
+            advice.append("fidelity: collective (rings run as step programs, without blocks per rank)")
     raise memory.MemoryLimitError(
         f"this run would need about {_bytes(est.memory)} of memory ({est.detail}) but {_bytes(available)} "
         f"is available; use {' or '.join(advice)}", "topology")

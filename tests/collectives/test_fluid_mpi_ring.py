@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from mpisim.collectives.fluid_mpi_ring import RingPhase, _Hops, hop_bytes, replay
+from mpisim.collectives.fluid_mpi_ring import RingPhase, _Hops, ceil_blocks, even_blocks, hop_bytes, replay
 from mpisim.mpi.payload import SizePayload
 from mpisim.network.topology import FabricSpec
 from tests.conftest import make_world
@@ -173,3 +175,10 @@ def test_a_dissemination_barrier_is_a_ring_program_with_growing_distances(p, lat
     assert fast == pytest.approx(detailed, rel=1e-9)
     assert count_fast == count_detailed
     assert min(fast) >= late
+
+
+@given(count=st.integers(0, 5000), parts=st.integers(1, 200))
+def test_block_sizes_without_the_blocks(count, parts):
+    buf = SizePayload(count, np.dtype(np.float64))
+    assert list(ceil_blocks(buf, parts)) == [b.nbytes for b in buf.split_ceil(parts)]
+    assert list(even_blocks(buf, parts)) == [b.nbytes for b in buf.split(parts)]

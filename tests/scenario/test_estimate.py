@@ -73,10 +73,18 @@ def test_a_run_that_cannot_fit_is_refused_naming_what_to_change():
     with pytest.raises(MemoryLimitError) as info:
         check_fits(scenario, available=16 * 10**9)
     text = str(info.value)
-    assert text.startswith("topology: this run would need about 560 GB of memory (100000 ranks x ring allreduce")
+    assert text.startswith("topology: this run would need about 160 GB of memory (100000 ranks x ring allreduce")
     assert "100000 block views per rank" in text and "but 16 GB is available" in text
     assert "fewer ranks (topology.nodes)" in text and "workload.algorithm: recursive_doubling" in text
     assert check_fits(load_dict(ring(100_000, algorithm="recursive_doubling")), available=16 * 10**9)
+
+
+def test_at_collective_fidelity_a_ring_holds_no_blocks_per_rank():
+    """A size-only ring at ``fidelity: collective`` is a step program: it fits where the message path would not."""
+    with pytest.raises(MemoryLimitError, match="or fidelity: collective"):
+        check_fits(load_dict(ring(100_000)), available=16 * 10**9)
+    est = check_fits(load_dict({**ring(100_000), "fidelity": "collective"}), available=16 * 10**9)
+    assert "step program" in est.detail and est.memory < 2 * 10**9
 
 
 def test_a_sweep_names_the_point_that_cannot_fit():
@@ -110,14 +118,14 @@ def _cli(tmp_path: Path, raw: dict, limit: int, *args: str):
 def test_the_100000_rank_ring_is_refused_at_once(tmp_path):
     code, err, seconds = _cli(tmp_path, ring(100_000), 2 * 1024**3)
     assert code == 2 and seconds < 10
-    assert err.count("\n") == 1 and err.startswith("s.yaml: topology: this run would need about 560 GB")
+    assert err.count("\n") == 1 and err.startswith("s.yaml: topology: this run would need about 160 GB")
 
 
 def test_a_process_memory_limit_counts_as_what_is_available(tmp_path):
     """MemAvailable is the machine's; ``ulimit -v`` (or a container's cgroup) can be far smaller."""
-    code, err, seconds = _cli(tmp_path, ring(6000), 900 * 1024**2)
+    code, err, seconds = _cli(tmp_path, ring(12000), 900 * 1024**2)
     assert code == 2 and seconds < 10, err
-    assert err.count("\n") == 1 and err.startswith("s.yaml: topology: this run would need about 2.1")
+    assert err.count("\n") == 1 and err.startswith("s.yaml: topology: this run would need about 2.4")
     assert "MB is available" in err
 
 
