@@ -3,7 +3,7 @@
     python -m benchmarks                 # everything (several minutes)
     python -m benchmarks --only scale    # one module: engine_overhead, scale, scenario_run,
                                          # realdata, sweeps, training, gpu, fairshare_bench,
-                                         # exec_pingpong, hybrid, fidelity
+                                         # exec_pingpong, hybrid, fidelity, scaling
     python -m benchmarks --list          # the modules and their cases
 
 Each case runs in a fresh process (so its peak memory is its own), one after the other (so
@@ -28,6 +28,8 @@ a 2-core machine with 24 GiB:
 8. fidelity (``fidelity: collective``, issue 13): the 1024-rank ring through ``mpisim run`` in
    <= 2 s, a 300M data-parallel iteration on 1024 GPUs in <= 5 s, double_binary_tree 1 GiB on
    128 ranks in <= 10 s.
+9. scaling (``fidelity: collective``): a dissemination barrier and a ring allreduce from 128 to
+   131072 ranks, wall time and memory; the barrier over 131072 ranks in <= 60 s.
 
 Exit status 0 when every target is met, 1 otherwise.
 """
@@ -48,6 +50,7 @@ from benchmarks import (
     hybrid,
     realdata,
     scale,
+    scaling,
     scenario_run,
     sweeps,
     training,
@@ -67,6 +70,7 @@ MODULES = [
     ("exec_pingpong", exec_pingpong.CASES, None),
     ("hybrid", hybrid.CASES, None),
     ("fidelity", fidelity.CASES, None),
+    ("scaling", scaling.CASES, scaling.table),
 ]
 
 
