@@ -48,8 +48,10 @@ DEFAULT_NAME = "scenario"
 
 PAYLOADS = ("data", "size")
 #: How finely collectives are timed: every message (``message``), or ``collective``: NCCL-style
-#: rings as one pipelined flow per hop (mpisim.collectives.nccl, "Collective fidelity") and the
-#: MPI algorithms' size-only messages on the direct path (mpisim.mpi.world, "Collective fidelity").
+#: rings as one pipelined flow per hop (mpisim.collectives.nccl, "Collective fidelity"), NCCL's
+#: trees as one flow per edge (mpisim.collectives.fluid_tree), MPI rings and the dissemination
+#: barrier as step programs (mpisim.collectives.fluid_mpi_ring) and the other MPI algorithms'
+#: size-only messages on the direct path (mpisim.mpi.world, "Collective fidelity").
 FIDELITIES = ("message", "collective")
 DEFAULT_FIDELITY = "message"
 SELECTORS = ("mpich", "model", "nccl")  # rule sets of mpisim.collectives.select
