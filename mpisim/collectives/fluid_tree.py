@@ -230,10 +230,10 @@ def _stages(links: Links) -> tuple[dict[int, int], dict[int, int]]:
 
 @dataclass(frozen=True)
 class _Plan:
-    """What a call's trees cost before any flow has run: their edges and their flow-free bounds."""
+    """What a call's trees cost before any flow has run: their flows and their flow-free bounds."""
 
-    edges: list[_Edge]
-    by_tree: list[list[int]]  # the indices in edges of each tree's edges
+    flows: list[tuple[int, int, int, int]]  # (src, dst, wire bytes, weight) of each flow, world ranks
+    by_tree: list[list[int]]  # the indices in flows of each tree's edges' flows (each once)
     static: list[tuple[float, float, float, int]]  # per tree: latency bound, first segment, queued, segments
 
 
@@ -242,26 +242,49 @@ _PLANS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def _plan(comm: Comm, trees: list[Tree]) -> _Plan:
+    """The call's flows and bounds (see _Plan).
+
+    On a network that takes weighted flows (mpisim.network.fairshare, "Weighted flows") the
+    edges of one pair of ranks with equal bytes -- the two trees of a channel share a node's
+    chain, and the chains of a node's channels share all but one of its pairs -- become one
+    flow of that weight: max-min fair share serves equal flows that start together on one
+    route identically, so each edge finishes when it would have on its own, and every link
+    carries the same bytes. Edges of one pair with different bytes stay separate flows.
+    """
     edges = _edges(comm, trees)
     gamma = comm.world.config.reduce_cost
+    merge = getattr(type(comm.world.network), "weighted_post", False)
+    flows: list[tuple[int, int, int, int]] = []
+    index: dict[tuple[int, int, int], int] = {}
     by_tree: list[list[int]] = [[] for _ in trees]
-    for i, e in enumerate(edges):
-        by_tree[e.tree].append(i)
+    by_tree_edges: list[list[_Edge]] = [[] for _ in trees]
+    for e in edges:
+        src, dst, nbytes = comm.group[e.src], comm.group[e.dst], sum(e.wire)
+        f = index.get((src, dst, nbytes), -1) if merge else -1
+        if f < 0:
+            f = len(flows)
+            flows.append((src, dst, nbytes, 1))
+            if merge:
+                index[src, dst, nbytes] = f
+        else:
+            flows[f] = (src, dst, nbytes, flows[f][3] + 1)
+        by_tree[e.tree].append(f)  # a tree has one edge per pair and direction: each flow once
+        by_tree_edges[e.tree].append(e)
     seen: dict[int, int] = {}
     static = []
     for t, tree in enumerate(trees):
         position = seen.get(tree.group, 0)
         seen[tree.group] = position + 1
-        static.append(static_bounds(tree, [edges[i] for i in by_tree[t]], gamma, position))
-    return _Plan(edges, by_tree, static)
+        static.append(static_bounds(tree, by_tree_edges[t], gamma, position))
+    return _Plan(flows, by_tree, static)
 
 
 def _start(comm: Comm, call: _Call, plan: _Plan) -> None:
     world, env = comm.world, comm.env
-    edges = plan.edges
+    flows = plan.flows
     call.t_start = env.now
-    call.pending = len(edges)
-    t_flow = [0.0] * len(edges)
+    call.pending = len(flows)
+    t_flow = [0.0] * len(flows)
 
     def finished(i: int) -> None:
         t_flow[i] = env.now - call.t_start
@@ -276,12 +299,17 @@ def _start(comm: Comm, call: _Call, plan: _Plan) -> None:
             for event in call.events:
                 Call(env, lambda ev: ev.succeed(), event, max(0.0, end - env.now))
 
-    if not edges:  # a tree of one rank: nothing moves
+    if not flows:  # a tree of one rank: nothing moves
         for event in call.events:
             event.succeed()
         return
-    for i, edge in enumerate(edges):
-        if world._post(comm.group[edge.src], comm.group[edge.dst], sum(edge.wire), finished, i):
+    post = world._post
+    for i, (src, dst, nbytes, weight) in enumerate(flows):
+        if weight == 1:
+            done = post(src, dst, nbytes, finished, i)
+        else:
+            done = post(src, dst, nbytes * weight, finished, i, weight=weight)
+        if done:
             finished(i)
 
 
