@@ -172,10 +172,36 @@ def fluid_trees(comm: Comm, build: Callable[[], list[Tree]], shape: Hashable) ->
 
 
 def _edges(comm: Comm, trees: list[Tree]) -> list[_Edge]:
-    """Both directions of every edge of every tree, with their costs."""
-    topology = comm.world.topology
+    """Both directions of every edge of every tree, with their costs.
+
+    All but the segments' wire bytes depend only on the trees' shapes, protocols and groups,
+    which a training run's buckets of different sizes share: that part is worked out once
+    per world (:func:`_edge_shapes`).
+    """
+    shapes_by_key = _PLANS.setdefault(comm.world, {})
+    key = ("edges", tuple(comm.group), tuple((_frozen(tree.links), tree.wire, tree.group) for tree in trees))
+    shapes = shapes_by_key.get(key)
+    if shapes is None:
+        shapes = shapes_by_key[key] = _edge_shapes(comm, trees)
     out = []
     wires: dict[tuple[int, str], tuple[int, ...]] = {}  # wire bytes of a tree's segments, by path kind
+    for t, a, b, up, kind, latency, solo, pairs, shares_pair in shapes:
+        wire = wires.get((t, kind))
+        if wire is None:
+            tree = trees[t]
+            wire = wires[t, kind] = tuple(tree.wire.wire_bytes(n, kind) for n in tree.segments)
+        out.append(_Edge(t, a, b, up, latency, solo, wire, pairs, shares_pair))
+    return out
+
+
+def _frozen(links: Links) -> tuple:
+    return tuple((parent, tuple(children)) for parent, children in links)
+
+
+def _edge_shapes(comm: Comm, trees: list[Tree]) -> list[tuple]:
+    """Each edge of :func:`_edges` as (tree, src, dst, up, path kind, latency, solo, pairs, shares_pair)."""
+    topology = comm.world.topology
+    out = []
     for t, tree in enumerate(trees):
         for r, (parent, _) in enumerate(tree.links):
             if parent is None:
@@ -185,30 +211,27 @@ def _edges(comm: Comm, trees: list[Tree]) -> list[_Edge]:
                 kind = topology.path_kind(src, dst)
                 route = topology.route(src, dst)
                 solo = 1.0 / route.bottleneck if route.links else 0.0
-                wire = wires.get((t, kind))
-                if wire is None:
-                    wire = wires[t, kind] = tuple(tree.wire.wire_bytes(n, kind) for n in tree.segments)
-                out.append(_Edge(t, a, b, up, tree.wire.latency(kind) + route.latency, solo, wire))
+                out.append([t, a, b, up, kind, tree.wire.latency(kind) + route.latency, solo, 1, False])
     # The first segment crosses an edge up at its child's height in the tree (hops to the leaf
     # below it furthest away) and down at the child's depth. Edges of one group at the same stage
     # of the same sweep move it at the same moments: on a link they cross together, the pairs
     # share it, and a pair's edges (one connection per peer, nccl.py) go one after the other.
     stages = [_stages(tree.links) for tree in trees]
-    routes = [topology.route(comm.group[e.src], comm.group[e.dst]) for e in out]
+    routes = [topology.route(comm.group[e[1]], comm.group[e[2]]) for e in out]
     keys = []
-    for e in out:
-        height, depth = stages[e.tree]
-        child = e.src if e.up else e.dst
-        keys.append((trees[e.tree].group, e.up, height[child] if e.up else depth[child]))
+    for t, a, b, up, *_ in out:
+        height, depth = stages[t]
+        child = a if up else b
+        keys.append((trees[t].group, up, height[child] if up else depth[child]))
     on_link: dict[tuple, set] = {}
     for e, key, route in zip(out, keys, routes, strict=True):
         for i in route.ids:
-            on_link.setdefault((*key, i), set()).add((e.src, e.dst, e.tree))
+            on_link.setdefault((*key, i), set()).add((e[1], e[2], e[0]))
     for e, key, route in zip(out, keys, routes, strict=True):
         crossing = [on_link[(*key, i)] for i in route.ids]
-        e.pairs = max((len({(a, b) for a, b, _ in edges}) for edges in crossing), default=1)
-        e.shares_pair = any((a, b) == (e.src, e.dst) and t != e.tree for edges in crossing for a, b, t in edges)
-    return out
+        e[7] = max((len({(a, b) for a, b, _ in edges}) for edges in crossing), default=1)
+        e[8] = any((a, b) == (e[1], e[2]) and t != e[0] for edges in crossing for a, b, t in edges)
+    return [tuple(e) for e in out]
 
 
 def _stages(links: Links) -> tuple[dict[int, int], dict[int, int]]:
@@ -272,10 +295,11 @@ def _plan(comm: Comm, trees: list[Tree]) -> _Plan:
         by_tree_edges[e.tree].append(e)
     seen: dict[int, int] = {}
     static = []
+    replays: dict = {}  # the channels' trees are copies of each other on other ranks: replay each shape once
     for t, tree in enumerate(trees):
         position = seen.get(tree.group, 0)
         seen[tree.group] = position + 1
-        static.append(static_bounds(tree, by_tree_edges[t], gamma, position))
+        static.append(static_bounds(tree, by_tree_edges[t], gamma, position, replays))
     return _Plan(flows, by_tree, static)
 
 
@@ -313,22 +337,49 @@ def _start(comm: Comm, call: _Call, plan: _Plan) -> None:
             finished(i)
 
 
-def static_bounds(tree: Tree, edges: list[_Edge], gamma: float, position: int = 0) -> tuple[float, float, float, int]:
+def static_bounds(tree: Tree, edges: list[_Edge], gamma: float, position: int = 0,
+                  replays: dict | None = None) -> tuple[float, float, float, int]:
     """One pipelined tree's bounds that need no flow: (latency bound, first segment, queued, segments).
 
     The tree takes the longer of its latency bound and its bandwidth bound (its slowest edge's
     flow over the k-1 later segments, after the first), plus *queued* (module docstring): a
     pair's transfers go one after the other (one connection per peer), so the tree that is
-    *position* in its group's line starts that many first-segment transfers late.
+    *position* in its group's line starts that many first-segment transfers late. *replays*,
+    if given, keeps the replays' results by the tree's shape (:func:`_shape`) for the next tree.
     """
     if not edges:
         return 0.0, 0.0, 0.0, 1
     k = len(tree.segments)
-    latency_bound = replay(tree, edges, gamma, k)
-    first = replay(tree, edges, gamma, 1)
+    key = _shape(tree, edges) if replays is not None else None
+    bounds = replays.get(key) if replays is not None else None
+    if bounds is None:
+        bounds = (replay(tree, edges, gamma, k), replay(tree, edges, gamma, 1))
+        if replays is not None:
+            replays[key] = bounds
+    latency_bound, first = bounds
     # Queued behind the trees ahead of it in its group, on the pairs they share.
     queued = position * max((e.wire[0] * e.solo for e in edges if e.shares_pair), default=0.0)
     return latency_bound, first, queued, k
+
+
+def _shape(tree: Tree, edges: list[_Edge]) -> tuple:
+    """Everything :func:`replay` reads of a tree, with its ranks renamed by their place in its walk.
+
+    The replay adds, multiplies and takes maxima rank by rank along the tree, never looking at
+    a rank's number, so two trees of equal shapes replay to the very same floats.
+    """
+    links = tree.links
+    root = next(r for r, (parent, children) in enumerate(links) if parent is None and children)
+    costs = {}
+    for e in edges:
+        costs[e.src if e.up else e.dst, e.up] = (e.latency, e.solo * e.pairs, e.wire)
+    order, stack = [], [root]  # as replay walks it
+    while stack:
+        r = stack.pop()
+        order.append(r)
+        stack.extend(links[r][1])
+    return (tree.segments, tree.window,
+            tuple((len(links[r][1]), costs.get((r, True)), costs.get((r, False))) for r in order))
 
 
 def replay(tree: Tree, edges: list[_Edge], gamma: float, k: int) -> float:

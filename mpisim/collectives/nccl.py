@@ -383,30 +383,40 @@ def _tree_time(comm: Comm, links: list[list[tuple[int | None, list[int]]]], shar
     busiest link's L segments, or a credit round (2 x latency + s x seconds per byte) over
     the NCCL_STEPS segments a connection keeps in flight, whichever is longer.
     """
-    hops, alone, shared = _tree_hop_costs(comm, links, wire, trees)
+    alone, costs = _tree_hop_costs(comm, links, wire, trees)
     s = min(DBT_SEGMENT, share)
     k = max(1, math.ceil(share / DBT_SEGMENT))
     gamma = comm.world.config.reduce_cost
     first = 0.0
     for tree in links:
-        for leaf in range(len(tree)):
+        # The slowest path is a leaf's: a rank above it has a suffix of its path, and a float
+        # sum of costs >= 0 never drops below the same sum without the first terms.
+        cost = {}
+        for r, (parent, _) in enumerate(tree):
+            if parent is not None:
+                up, down = alone[(r, parent)], alone[(parent, r)]
+                cost[r] = up[0] + s * (up[1] + gamma) + down[0] + s * down[1]
+        for leaf, (parent, children) in enumerate(tree):
+            if parent is None or children:
+                continue
             path, r = 0.0, leaf
-            while tree[r][0] is not None:
-                parent = tree[r][0]
-                up, down = alone[(r, parent)], alone[(parent, r)]  # type: ignore[index]
-                path += up[0] + s * (up[1] + gamma) + down[0] + s * down[1]
-                r = parent  # type: ignore[assignment]
+            while parent is not None:
+                path += cost[r]
+                r, parent = parent, tree[parent][0]
             first = max(first, path)
-    queued = max(s * (per_byte - alone[hop][1]) for hop, (_, per_byte) in zip(hops, shared, strict=True))
+    # Over the distinct (latency alone, seconds per byte alone, shared) of the hops: the same
+    # maxima as over every hop.
+    queued = max(s * (per_byte - alone_per_byte) for _, alone_per_byte, per_byte in costs)
     if k == 1:
         return first + queued
-    period = max(max(s * per_byte, (2 * alone[hop][0] + s * alone[hop][1]) / NCCL_STEPS)
-                 for hop, (_, per_byte) in zip(hops, shared, strict=True))
+    period = max(max(s * per_byte, (2 * latency + s * alone_per_byte) / NCCL_STEPS)
+                 for latency, alone_per_byte, per_byte in costs)
     return first + queued + (k - 1) * period
 
 
 def _tree_hop_costs(comm: Comm, links: list[list[tuple[int | None, list[int]]]], wire: Wire, trees: str):
-    """Every tree edge both ways, with its costs alone and shared (see _hop_costs), once per layout and wire.
+    """Every tree edge both ways with its costs alone, and the distinct (latency alone, seconds
+    per byte alone, seconds per byte shared) of them (see _hop_costs), once per layout and wire.
 
     *trees* names which trees *links* are (``"nccl_tree"``, ``"nvls"``): with the communicator's
     ranks and the wire it fixes them, so every size the tuner tries reuses the costs.
@@ -418,7 +428,9 @@ def _tree_hop_costs(comm: Comm, links: list[list[tuple[int | None, list[int]]]],
         ups = [(r, parent) for tree in links for r, (parent, _) in enumerate(tree) if parent is not None]
         hops = ups + [(parent, r) for r, parent in ups]
         alone = dict(zip(hops, _hop_costs_unshared(comm, hops, wire), strict=True))
-        cached = layouts[key] = (hops, alone, _hop_costs(comm, hops, wire))
+        shared = _hop_costs(comm, hops, wire)
+        costs = sorted({(*alone[hop], per_byte) for hop, (_, per_byte) in zip(hops, shared, strict=True)})
+        cached = layouts[key] = (alone, costs)
     return cached
 
 
