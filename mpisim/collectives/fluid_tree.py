@@ -200,37 +200,41 @@ def _frozen(links: Links) -> tuple:
 
 def _edge_shapes(comm: Comm, trees: list[Tree]) -> list[tuple]:
     """Each edge of :func:`_edges` as (tree, src, dst, up, path kind, latency, solo, pairs, shares_pair)."""
-    topology = comm.world.topology
-    out = []
+    topology, group = comm.world.topology, comm.group
+    out, routes = [], []
     for t, tree in enumerate(trees):
         for r, (parent, _) in enumerate(tree.links):
             if parent is None:
                 continue
             for a, b, up in ((r, parent, True), (parent, r, False)):
-                src, dst = comm.group[a], comm.group[b]
+                src, dst = group[a], group[b]
                 kind = topology.path_kind(src, dst)
                 route = topology.route(src, dst)
                 solo = 1.0 / route.bottleneck if route.links else 0.0
                 out.append([t, a, b, up, kind, tree.wire.latency(kind) + route.latency, solo, 1, False])
+                routes.append(route)
     # The first segment crosses an edge up at its child's height in the tree (hops to the leaf
     # below it furthest away) and down at the child's depth. Edges of one group at the same stage
     # of the same sweep move it at the same moments: on a link they cross together, the pairs
     # share it, and a pair's edges (one connection per peer, nccl.py) go one after the other.
     stages = [_stages(tree.links) for tree in trees]
-    routes = [topology.route(comm.group[e[1]], comm.group[e[2]]) for e in out]
     keys = []
     for t, a, b, up, *_ in out:
         height, depth = stages[t]
-        child = a if up else b
-        keys.append((trees[t].group, up, height[child] if up else depth[child]))
-    on_link: dict[tuple, set] = {}
+        keys.append((trees[t].group, up, height[a] if up else depth[b]))
+    # Per (group, sweep, stage, link): how many edges of each pair cross it then (a tree has
+    # one edge per pair and direction, so a count above one is another tree on the same pair).
+    on_link: dict[tuple, dict[tuple[int, int], int]] = {}
     for e, key, route in zip(out, keys, routes, strict=True):
+        pair = (e[1], e[2])
         for i in route.ids:
-            on_link.setdefault((*key, i), set()).add((e[1], e[2], e[0]))
+            pairs = on_link.setdefault((*key, i), {})
+            pairs[pair] = pairs.get(pair, 0) + 1
     for e, key, route in zip(out, keys, routes, strict=True):
         crossing = [on_link[(*key, i)] for i in route.ids]
-        e[7] = max((len({(a, b) for a, b, _ in edges}) for edges in crossing), default=1)
-        e[8] = any((a, b) == (e[1], e[2]) and t != e[0] for edges in crossing for a, b, t in edges)
+        pair = (e[1], e[2])
+        e[7] = max((len(pairs) for pairs in crossing), default=1)
+        e[8] = any(pairs[pair] > 1 for pairs in crossing)
     return [tuple(e) for e in out]
 
 
@@ -317,7 +321,7 @@ def _start(comm: Comm, call: _Call, plan: _Plan) -> None:
             span = 0.0
             for indices, (latency_bound, first, queued, k) in zip(plan.by_tree, plan.static, strict=True):
                 if indices:
-                    bandwidth_bound = max(t_flow[i] for i in indices) * (k - 1) / k + first
+                    bandwidth_bound = max(map(t_flow.__getitem__, indices)) * (k - 1) / k + first
                     span = max(span, max(latency_bound, bandwidth_bound) + queued)
             end = call.t_start + span
             for event in call.events:

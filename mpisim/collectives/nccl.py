@@ -238,12 +238,19 @@ def channel_count(comm: Comm) -> int:
     :data:`MAX_CHANNELS`, so that every NIC carries one channel's cross-node traffic (rail-optimized: the channel of NIC c leaves
     every node from local rank c).
     """
-    nodes = node_members(comm)
-    q = len(nodes[0])
-    inter = comm.world.topology.spec.inter
-    if len(nodes) == 1 or inter is None or not _evenly_spread(comm):
-        return 1
-    return max(1, min(inter.nics, q, MAX_CHANNELS))
+    layouts = _LAYOUTS.setdefault(comm.world, {})
+    key = ("channels", comm.context)
+    channels = layouts.get(key)
+    if channels is None:
+        nodes = node_members(comm)
+        q = len(nodes[0])
+        inter = comm.world.topology.spec.inter
+        if len(nodes) == 1 or inter is None or not _evenly_spread(comm):
+            channels = 1
+        else:
+            channels = max(1, min(inter.nics, q, MAX_CHANNELS))
+        layouts[key] = channels
+    return channels
 
 
 def ring_orders(comm: Comm) -> list[list[int]]:
@@ -433,12 +440,47 @@ def _tree_hop_costs(comm: Comm, build: Callable[[], list[list[tuple[int | None, 
     key = ("tree hops", trees, comm.group, wire)
     cached = layouts.get(key)
     if cached is None:
+        classes, hop_classes, path_classes = _tree_hop_classes(comm, build, trees)
+        # Each class's costs, as _hop_costs_unshared and _hop_costs work them out for its hops.
+        factors = {kind: (wire.wire_bytes(1 << 20, kind) / (1 << 20), wire.latency(kind)) for kind in {c[0] for c in classes}}
+        alone, shared = [], []
+        for kind, latency, bottleneck, rate in classes:
+            per_byte, wire_latency = factors[kind]
+            alone.append((wire_latency + latency, 0.0 if rate is None else per_byte / bottleneck))
+            shared.append(0.0 if rate is None else per_byte / rate)
+        costs = sorted({(*alone[c], shared[c]) for c in hop_classes})
+        paths = sorted({tuple((alone[up], alone[down]) for up, down in path) for path in path_classes})
+        cached = layouts[key] = (paths, costs)
+    return cached
+
+
+def _tree_hop_classes(comm: Comm, build: Callable[[], list[list[tuple[int | None, list[int]]]]], trees: str):
+    """What the tree edges' costs depend on besides the wire, once per layout (see _tree_hop_costs).
+
+    Returns (classes, hop classes, path classes): the distinct (path kind, route latency,
+    route bottleneck, bandwidth shared among the hops on its busiest link; None without links)
+    of the edges; the class of every edge both ways; and each leaf's path to its root as
+    (up class, down class) pairs, each distinct path once.
+    """
+    layouts = _LAYOUTS.setdefault(comm.world, {})
+    key = ("tree hop classes", trees, comm.group)
+    cached = layouts.get(key)
+    if cached is None:
+        topology, group = comm.world.topology, comm.group
         links = build()
         ups = [(r, parent) for tree in links for r, (parent, _) in enumerate(tree) if parent is not None]
         hops = ups + [(parent, r) for r, parent in ups]
-        alone = dict(zip(hops, _hop_costs_unshared(comm, hops, wire), strict=True))
-        shared = _hop_costs(comm, hops, wire)
-        costs = sorted({(*alone[hop], per_byte) for hop, (_, per_byte) in zip(hops, shared, strict=True)})
+        routes = [topology.route(group[a], group[b]) for a, b in hops]
+        load = link_loads(routes)
+        index: dict[tuple, int] = {}
+        hop_class: dict[tuple[int, int], int] = {}
+        hop_classes = []
+        for hop, route in zip(hops, routes, strict=True):
+            rate = min(link.effective_bandwidth / load.get(link.index, 1) for link in route.links) if route.links else None
+            shape = (topology.path_kind(group[hop[0]], group[hop[1]]), route.latency, route.bottleneck, rate)
+            c = index.setdefault(shape, len(index))
+            hop_class[hop] = c
+            hop_classes.append(c)
         paths = set()
         for tree in links:
             for leaf, (parent, children) in enumerate(tree):
@@ -446,10 +488,10 @@ def _tree_hop_costs(comm: Comm, build: Callable[[], list[list[tuple[int | None, 
                     continue
                 path, r = [], leaf
                 while parent is not None:
-                    path.append((alone[(r, parent)], alone[(parent, r)]))
+                    path.append((hop_class[(r, parent)], hop_class[(parent, r)]))
                     r, parent = parent, tree[parent][0]
                 paths.add(tuple(path))
-        cached = layouts[key] = (sorted(paths), costs)
+        cached = layouts[key] = (list(index), sorted(set(hop_classes)), sorted(paths))
     return cached
 
 
@@ -528,8 +570,9 @@ class Choice:
     predicted: float
 
 
-#: Tuner decisions per world, keyed by (communicator context, collective, algorithm, bytes):
-#: every rank of a call asks, and they must all get the same answer without recomputing it p times.
+#: Tuner decisions per world, keyed by (communicator context, collective, algorithm, bytes), and
+#: the best algorithm's by ("best", context, collective, bytes): every rank of a call asks, and
+#: they must all get the same answer without recomputing it p times.
 _CHOICES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
@@ -573,8 +616,13 @@ def candidates(comm: Comm, collective: str = "allreduce") -> list[str]:
 
 def best(comm: Comm, nbytes: int, collective: str = "allreduce") -> Choice:
     """Return the (algorithm, protocol) with the least predicted time, as NCCL's tuner picks them."""
-    timed = [tune(comm, name, nbytes, collective) for name in candidates(comm, collective)]
-    return min(timed, key=lambda c: (c.predicted, ALGORITHMS.index(c.algorithm)))
+    cache = _CHOICES.setdefault(comm.world, {})
+    key = ("best", comm.context, collective, nbytes)  # every rank of a call asks, as for tune
+    choice = cache.get(key)
+    if choice is None:
+        timed = [tune(comm, name, nbytes, collective) for name in candidates(comm, collective)]
+        choice = cache[key] = min(timed, key=lambda c: (c.predicted, ALGORITHMS.index(c.algorithm)))
+    return choice
 
 
 def call_shape(comm: Comm, algorithm: str, nbytes: int, collective: str = "allreduce") -> dict[str, object]:

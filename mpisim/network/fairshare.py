@@ -618,14 +618,16 @@ class FairShareNetwork:
         elsewhere, over the flows left, is *m* exactly (halving and subtracting a half are
         exact in binary floating point); and every other link's share exceeds *m* by more
         than the rounding of its subtractions could take away (at most about ``n**2 / 2``
-        units in the last place for *n* flows), so it never fills first.
+        units in the last place for *n* flows), so it never fills first. Once weighted flows
+        are about, shares are over weights and *m* is a share per unit of weight: the same
+        allocation as progressive filling in real numbers, and in floats to rounding (its
+        subtractions of w x m need not be exact).
         """
-        if self._weighted:
-            return False  # its exactness argument counts flows; weighted components take the heap
         flows_on, capacity, share = self._flows_on, self._capacity, self._cap_left
+        weighted = self._weighted
         level = math.inf
         for i in links:
-            n = len(flows_on[i])
+            n = sum(flow.weight for flow in flows_on[i].values()) if weighted else len(flows_on[i])
             s = capacity[i] / n if n else math.inf
             share[i] = s
             if s < level:
