@@ -171,26 +171,57 @@ def fluid_trees(comm: Comm, build: Callable[[], list[Tree]], shape: Hashable) ->
     yield event
 
 
-def _edges(comm: Comm, trees: list[Tree]) -> list[_Edge]:
-    """Both directions of every edge of every tree, with their costs.
+@dataclass(frozen=True)
+class _Skeleton:
+    """What a call's edges cost besides their segments' bytes: shared by calls of other sizes."""
 
-    All but the segments' wire bytes depend only on the trees' shapes, protocols and groups,
-    which a training run's buckets of different sizes share: that part is worked out once
-    per world (:func:`_edge_shapes`).
+    shapes: list[tuple]  # per edge, both ways: (tree, src, dst, up, path kind, route latency, solo, pairs, shares_pair)
+    by_tree: list[list[int]]  # the indices in shapes of each tree's edges
+    classes: list[int]  # per tree: trees of one class with equal segments have equal bounds (see _classes)
+
+
+def _skeleton(comm: Comm, trees: list[Tree]) -> _Skeleton:
+    """The trees' edges without their segments' bytes (see _Edge), once per world and tree layout.
+
+    They depend only on the trees' shapes and groups, which a training run's buckets of
+    different sizes and protocols share.
     """
-    shapes_by_key = _PLANS.setdefault(comm.world, {})
-    key = ("edges", tuple(comm.group), tuple((_frozen(tree.links), tree.wire, tree.group) for tree in trees))
-    shapes = shapes_by_key.get(key)
-    if shapes is None:
-        shapes = shapes_by_key[key] = _edge_shapes(comm, trees)
+    cache = _PLANS.setdefault(comm.world, {})
+    key = ("edges", tuple(comm.group), tuple((_frozen(tree.links), tree.group) for tree in trees))
+    skeleton = cache.get(key)
+    if skeleton is None:
+        shapes = _edge_shapes(comm, trees)
+        by_tree: list[list[int]] = [[] for _ in trees]
+        for i, shape in enumerate(shapes):
+            by_tree[shape[0]].append(i)
+        skeleton = cache[key] = _Skeleton(shapes, by_tree, _classes(trees, shapes, by_tree))
+    return skeleton
+
+
+def _classes(trees: list[Tree], shapes: list[tuple], by_tree: list[list[int]]) -> list[int]:
+    """Number the trees by everything their bounds read but their segments, ranks renamed by a walk.
+
+    :func:`replay` adds, multiplies and takes maxima rank by rank along a tree, never looking
+    at a rank's number, and the queue ahead of a tree reads its edges' costs only: two trees
+    of one class with the same protocol and segments have the very same floats (the channels'
+    trees are copies of each other on other ranks).
+    """
+    index: dict[tuple, int] = {}
     out = []
-    wires: dict[tuple[int, str], tuple[int, ...]] = {}  # wire bytes of a tree's segments, by path kind
-    for t, a, b, up, kind, latency, solo, pairs, shares_pair in shapes:
-        wire = wires.get((t, kind))
-        if wire is None:
-            tree = trees[t]
-            wire = wires[t, kind] = tuple(tree.wire.wire_bytes(n, kind) for n in tree.segments)
-        out.append(_Edge(t, a, b, up, latency, solo, wire, pairs, shares_pair))
+    for t, tree in enumerate(trees):
+        links = tree.links
+        costs = {}
+        for i in by_tree[t]:
+            _, a, b, up, kind, latency, solo, pairs, shares_pair = shapes[i]
+            costs[a if up else b, up] = (kind, latency, solo, pairs, shares_pair)
+        roots = [r for r, (parent, children) in enumerate(links) if parent is None and children]
+        order, stack = [], roots[:1]  # as replay walks it
+        while stack:
+            r = stack.pop()
+            order.append(r)
+            stack.extend(links[r][1])
+        signature = tuple((len(links[r][1]), costs.get((r, True)), costs.get((r, False))) for r in order)
+        out.append(index.setdefault(signature, len(index)))
     return out
 
 
@@ -199,7 +230,7 @@ def _frozen(links: Links) -> tuple:
 
 
 def _edge_shapes(comm: Comm, trees: list[Tree]) -> list[tuple]:
-    """Each edge of :func:`_edges` as (tree, src, dst, up, path kind, latency, solo, pairs, shares_pair)."""
+    """Each edge of :func:`_skeleton`, both ways, as (tree, src, dst, up, path kind, latency, solo, pairs, shares_pair)."""
     topology, group = comm.world.topology, comm.group
     out, routes = [], []
     for t, tree in enumerate(trees):
@@ -211,7 +242,7 @@ def _edge_shapes(comm: Comm, trees: list[Tree]) -> list[tuple]:
                 kind = topology.path_kind(src, dst)
                 route = topology.route(src, dst)
                 solo = 1.0 / route.bottleneck if route.links else 0.0
-                out.append([t, a, b, up, kind, tree.wire.latency(kind) + route.latency, solo, 1, False])
+                out.append([t, a, b, up, kind, route.latency, solo, 1, False])
                 routes.append(route)
     # The first segment crosses an edge up at its child's height in the tree (hops to the leaf
     # below it furthest away) and down at the child's depth. Edges of one group at the same stage
@@ -278,15 +309,20 @@ def _plan(comm: Comm, trees: list[Tree]) -> _Plan:
     route identically, so each edge finishes when it would have on its own, and every link
     carries the same bytes. Edges of one pair with different bytes stay separate flows.
     """
-    edges = _edges(comm, trees)
+    skeleton = _skeleton(comm, trees)
+    shapes, group = skeleton.shapes, comm.group
     gamma = comm.world.config.reduce_cost
     merge = getattr(type(comm.world.network), "weighted_post", False)
+    wires: dict[tuple[int, str], tuple[tuple[int, ...], int]] = {}  # a tree's segments' wire bytes, and their sum
     flows: list[tuple[int, int, int, int]] = []
     index: dict[tuple[int, int, int], int] = {}
     by_tree: list[list[int]] = [[] for _ in trees]
-    by_tree_edges: list[list[_Edge]] = [[] for _ in trees]
-    for e in edges:
-        src, dst, nbytes = comm.group[e.src], comm.group[e.dst], sum(e.wire)
+    for t, a, b, _, kind, *_ in shapes:
+        wire = wires.get((t, kind))
+        if wire is None:
+            wire_bytes = tuple(trees[t].wire.wire_bytes(n, kind) for n in trees[t].segments)
+            wire = wires[t, kind] = (wire_bytes, sum(wire_bytes))
+        src, dst, nbytes = group[a], group[b], wire[1]
         f = index.get((src, dst, nbytes), -1) if merge else -1
         if f < 0:
             f = len(flows)
@@ -295,15 +331,23 @@ def _plan(comm: Comm, trees: list[Tree]) -> _Plan:
                 index[src, dst, nbytes] = f
         else:
             flows[f] = (src, dst, nbytes, flows[f][3] + 1)
-        by_tree[e.tree].append(f)  # a tree has one edge per pair and direction: each flow once
-        by_tree_edges[e.tree].append(e)
+        by_tree[t].append(f)  # a tree has one edge per pair and direction: each flow once
     seen: dict[int, int] = {}
     static = []
-    replays: dict = {}  # the channels' trees are copies of each other on other ranks: replay each shape once
+    bounds: dict[tuple, tuple[float, float, float, int]] = {}  # by class and segments (see _classes)
     for t, tree in enumerate(trees):
         position = seen.get(tree.group, 0)
         seen[tree.group] = position + 1
-        static.append(static_bounds(tree, by_tree_edges[t], gamma, position, replays))
+        key = (skeleton.classes[t], tree.wire, tree.segments, tree.window)
+        one = bounds.get(key)
+        if one is None:
+            latency = tree.wire.latency  # the protocol's, added to the route's
+            edges = [_Edge(t, a, b, up, latency(kind) + route_latency, solo, wires[t, kind][0], pairs, shares_pair)
+                     for _, a, b, up, kind, route_latency, solo, pairs, shares_pair
+                     in map(shapes.__getitem__, skeleton.by_tree[t])]
+            one = bounds[key] = static_bounds(tree, edges, gamma, 1)
+        latency_bound, first, queued_one, k = one
+        static.append((latency_bound, first, position * queued_one, k))
     return _Plan(flows, by_tree, static)
 
 
@@ -341,49 +385,22 @@ def _start(comm: Comm, call: _Call, plan: _Plan) -> None:
             finished(i)
 
 
-def static_bounds(tree: Tree, edges: list[_Edge], gamma: float, position: int = 0,
-                  replays: dict | None = None) -> tuple[float, float, float, int]:
+def static_bounds(tree: Tree, edges: list[_Edge], gamma: float, position: int = 0) -> tuple[float, float, float, int]:
     """One pipelined tree's bounds that need no flow: (latency bound, first segment, queued, segments).
 
     The tree takes the longer of its latency bound and its bandwidth bound (its slowest edge's
     flow over the k-1 later segments, after the first), plus *queued* (module docstring): a
     pair's transfers go one after the other (one connection per peer), so the tree that is
-    *position* in its group's line starts that many first-segment transfers late. *replays*,
-    if given, keeps the replays' results by the tree's shape (:func:`_shape`) for the next tree.
+    *position* in its group's line starts that many first-segment transfers late.
     """
     if not edges:
         return 0.0, 0.0, 0.0, 1
     k = len(tree.segments)
-    key = _shape(tree, edges) if replays is not None else None
-    bounds = replays.get(key) if replays is not None else None
-    if bounds is None:
-        bounds = (replay(tree, edges, gamma, k), replay(tree, edges, gamma, 1))
-        if replays is not None:
-            replays[key] = bounds
-    latency_bound, first = bounds
+    latency_bound = replay(tree, edges, gamma, k)
+    first = replay(tree, edges, gamma, 1)
     # Queued behind the trees ahead of it in its group, on the pairs they share.
     queued = position * max((e.wire[0] * e.solo for e in edges if e.shares_pair), default=0.0)
     return latency_bound, first, queued, k
-
-
-def _shape(tree: Tree, edges: list[_Edge]) -> tuple:
-    """Everything :func:`replay` reads of a tree, with its ranks renamed by their place in its walk.
-
-    The replay adds, multiplies and takes maxima rank by rank along the tree, never looking at
-    a rank's number, so two trees of equal shapes replay to the very same floats.
-    """
-    links = tree.links
-    root = next(r for r, (parent, children) in enumerate(links) if parent is None and children)
-    costs = {}
-    for e in edges:
-        costs[e.src if e.up else e.dst, e.up] = (e.latency, e.solo * e.pairs, e.wire)
-    order, stack = [], [root]  # as replay walks it
-    while stack:
-        r = stack.pop()
-        order.append(r)
-        stack.extend(links[r][1])
-    return (tree.segments, tree.window,
-            tuple((len(links[r][1]), costs.get((r, True)), costs.get((r, False))) for r in order))
 
 
 def replay(tree: Tree, edges: list[_Edge], gamma: float, k: int) -> float:
