@@ -256,15 +256,20 @@ def _edge_shapes(comm: Comm, trees: list[Tree]) -> list[tuple]:
     # Per (group, sweep, stage, link): how many edges of each pair cross it then (a tree has
     # one edge per pair and direction, so a count above one is another tree on the same pair).
     on_link: dict[tuple, dict[tuple[int, int], int]] = {}
+    crossings = []  # per edge, the counts of the links it crosses
     for e, key, route in zip(out, keys, routes, strict=True):
         pair = (e[1], e[2])
+        crossing = []
         for i in route.ids:
-            pairs = on_link.setdefault((*key, i), {})
+            pairs = on_link.get((key, i))
+            if pairs is None:
+                pairs = on_link[key, i] = {}
             pairs[pair] = pairs.get(pair, 0) + 1
-    for e, key, route in zip(out, keys, routes, strict=True):
-        crossing = [on_link[(*key, i)] for i in route.ids]
+            crossing.append(pairs)
+        crossings.append(crossing)
+    for e, crossing in zip(out, crossings, strict=True):
         pair = (e[1], e[2])
-        e[7] = max((len(pairs) for pairs in crossing), default=1)
+        e[7] = max(map(len, crossing), default=1)
         e[8] = any(pairs[pair] > 1 for pairs in crossing)
     return [tuple(e) for e in out]
 

@@ -473,14 +473,14 @@ def _tree_hop_classes(comm: Comm, build: Callable[[], list[list[tuple[int | None
         routes = [topology.route(group[a], group[b]) for a, b in hops]
         load = link_loads(routes)
         index: dict[tuple, int] = {}
-        hop_class: dict[tuple[int, int], int] = {}
-        hop_classes = []
+        hop_class: dict[tuple[int, int], int] = {}  # the trees share most hops: each is worked out once
         for hop, route in zip(hops, routes, strict=True):
+            if hop in hop_class:
+                continue
             rate = min(link.effective_bandwidth / load.get(link.index, 1) for link in route.links) if route.links else None
             shape = (topology.path_kind(group[hop[0]], group[hop[1]]), route.latency, route.bottleneck, rate)
-            c = index.setdefault(shape, len(index))
-            hop_class[hop] = c
-            hop_classes.append(c)
+            hop_class[hop] = index.setdefault(shape, len(index))
+        hop_classes = set(hop_class.values())
         paths = set()
         for tree in links:
             for leaf, (parent, children) in enumerate(tree):
@@ -491,7 +491,7 @@ def _tree_hop_classes(comm: Comm, build: Callable[[], list[list[tuple[int | None
                     path.append((hop_class[(r, parent)], hop_class[(parent, r)]))
                     r, parent = parent, tree[parent][0]
                 paths.add(tuple(path))
-        cached = layouts[key] = (list(index), sorted(set(hop_classes)), sorted(paths))
+        cached = layouts[key] = (list(index), sorted(hop_classes), sorted(paths))
     return cached
 
 
