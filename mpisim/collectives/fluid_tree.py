@@ -373,8 +373,9 @@ def _start(comm: Comm, call: _Call, plan: _Plan) -> None:
                     bandwidth_bound = max(map(t_flow.__getitem__, indices)) * (k - 1) / k + first
                     span = max(span, max(latency_bound, bandwidth_bound) + queued)
             end = call.t_start + span
-            for event in call.events:
-                Call(env, lambda ev: ev.succeed(), event, max(0.0, end - env.now))
+            # NOTE: one queue entry wakes every rank, in joining order: what an entry per rank,
+            # all due at one instant one after another, would do.
+            Call(env, _wake, call.events, max(0.0, end - env.now))
 
     if not flows:  # a tree of one rank: nothing moves
         for event in call.events:
@@ -388,6 +389,11 @@ def _start(comm: Comm, call: _Call, plan: _Plan) -> None:
             done = post(src, dst, nbytes * weight, finished, i, weight=weight)
         if done:
             finished(i)
+
+
+def _wake(events: list) -> None:
+    for event in events:
+        event.succeed()
 
 
 def static_bounds(tree: Tree, edges: list[_Edge], gamma: float, position: int = 0) -> tuple[float, float, float, int]:
