@@ -29,6 +29,16 @@ a segment moves every rank by the same period as the one before, the replay adds
 period for the remaining segments of the same size instead of replaying them (exact for a
 max-plus recurrence), so a call costs about its edges, not its edges x segments.
 
+**Fewer flows than edges.** Many edges join the same two ranks: the two trees of a channel
+share a node's chain, and the chains of a node's channels share all but one of its pairs
+(``nccl_tree`` on 128 x dgx-h100: 32,736 edges, 5,600 distinct pairs). On the fair-share
+network, which serves equal flows that start together on one route identically, the edges
+of one pair with equal bytes ride one flow weighted by their number
+(:mod:`mpisim.network.fairshare`, "Weighted flows"): each edge finishes when its own flow
+would have, and every link carries the same bytes. The edges' costs are worked out once
+per tree layout (a training run's buckets of every size and protocol share them), and the
+trees that are copies of each other on other ranks are replayed once per call shape.
+
 **Where it is the message path, and where not** (tests/validation/test_gpu_fidelity.py;
 dgx-h100 nodes, fluid against message; the two network models agree on the message path to
 1 %, because a tree has one connection per peer and NCCL_STEPS segments in flight on it).
