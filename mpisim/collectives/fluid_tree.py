@@ -240,18 +240,23 @@ def _frozen(links: Links) -> tuple:
 
 
 def _edge_shapes(comm: Comm, trees: list[Tree]) -> list[tuple]:
-    """Each edge of :func:`_skeleton`, both ways, as (tree, src, dst, up, path kind, latency, solo, pairs, shares_pair)."""
+    """Each edge of :func:`_skeleton`, both ways, as (tree, src, dst, up, path kind, route latency, solo, pairs,
+    shares_pair)."""
     topology, group = comm.world.topology, comm.group
     out, routes = [], []
+    paths: dict[tuple[int, int], tuple] = {}  # (kind, route, solo) per pair: the trees share most pairs
     for t, tree in enumerate(trees):
         for r, (parent, _) in enumerate(tree.links):
             if parent is None:
                 continue
             for a, b, up in ((r, parent, True), (parent, r, False)):
-                src, dst = group[a], group[b]
-                kind = topology.path_kind(src, dst)
-                route = topology.route(src, dst)
-                solo = 1.0 / route.bottleneck if route.links else 0.0
+                path = paths.get((a, b))
+                if path is None:
+                    src, dst = group[a], group[b]
+                    route = topology.route(src, dst)
+                    path = paths[a, b] = (topology.path_kind(src, dst), route,
+                                          1.0 / route.bottleneck if route.links else 0.0)
+                kind, route, solo = path
                 out.append([t, a, b, up, kind, route.latency, solo, 1, False])
                 routes.append(route)
     # The first segment crosses an edge up at its child's height in the tree (hops to the leaf
