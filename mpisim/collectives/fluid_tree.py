@@ -187,7 +187,7 @@ class _Skeleton:
 
     shapes: list[tuple]  # per edge, both ways: (tree, src, dst, up, path kind, route latency, solo, pairs, shares_pair)
     by_tree: list[list[int]]  # the indices in shapes of each tree's edges
-    classes: list[int]  # per tree: trees of one class with equal segments have equal bounds (see _classes)
+    classes: list[int]  # per tree: trees of one class with equal protocols and segments have equal bounds
 
 
 def _skeleton(comm: Comm, trees: list[Tree]) -> _Skeleton:
@@ -315,7 +315,8 @@ class _Plan:
     static: list[tuple[float, float, float, int]]  # per tree: latency bound, first segment, queued, segments
 
 
-#: Plans per world, keyed by (the communicator's ranks, the call's shape).
+#: Plans per world, keyed by (the communicator's ranks, the call's shape), and skeletons (see
+#: _skeleton) keyed by ("edges", the communicator's ranks, the trees' layout).
 _PLANS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
