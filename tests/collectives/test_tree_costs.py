@@ -44,13 +44,16 @@ def _run_counting_flows(raw: dict, monkeypatch) -> tuple[float, dict[str, int], 
     return result.rows[0]["time_s"], {link["link"]: link["nbytes"] for link in world.link_totals}, len(posted)
 
 
-@pytest.mark.parametrize(("algorithm", "nodes", "mib", "fewer"), [("nccl_tree", 1, 64, 2), ("nccl_tree", 4, 64, 5),
-                                                                  ("nccl_tree", 4, 1, 5), ("nvls", 4, 256, 1)])
-def test_one_weighted_flow_per_pair_gives_one_flow_per_edges_time_and_bytes(algorithm, nodes, mib, fewer, monkeypatch):
+@pytest.mark.parametrize(("algorithm", "nodes", "nbytes", "fewer"),
+                         [("nccl_tree", 1, 64 * MiB, 2), ("nccl_tree", 4, 64 * MiB, 5), ("nccl_tree", 4, MiB, 5),
+                          ("nccl_tree", 4, 64 * MiB + 12, 2), ("nvls", 4, 256 * MiB, 1)])
+def test_one_weighted_flow_per_pair_gives_one_flow_per_edges_time_and_bytes(algorithm, nodes, nbytes, fewer,
+                                                                            monkeypatch):
     """The same time and link bytes with *fewer* times fewer flows: on one node the two trees of
     the one channel share the chain; across nodes 8 channels' chains (2 trees x 7 edges each way)
-    share a node's 8 pairs each way, and nvls's rail trees share few pairs."""
-    raw = _tree_call(algorithm, nodes, mib * MiB)
+    share a node's 8 pairs each way, and nvls's rail trees share few pairs. A vector that does
+    not split evenly gives trees of different bytes, whose edges on one pair stay apart."""
+    raw = _tree_call(algorithm, nodes, nbytes)
     merged_time, merged_links, merged_flows = _run_counting_flows(raw, monkeypatch)
     monkeypatch.setattr(FairShareNetwork, "weighted_post", False)  # one flow per edge, as before
     apart_time, apart_links, apart_flows = _run_counting_flows(raw, monkeypatch)
