@@ -29,6 +29,16 @@ a segment moves every rank by the same period as the one before, the replay adds
 period for the remaining segments of the same size instead of replaying them (exact for a
 max-plus recurrence), so a call costs about its edges, not its edges x segments.
 
+**Fewer flows than edges.** Many edges join the same two ranks: the two trees of a channel
+share a node's chain, and the chains of a node's channels share all but one of its pairs
+(``nccl_tree`` on 128 x dgx-h100: 32,736 edges, 5,600 distinct pairs). On the fair-share
+network, which serves equal flows that start together on one route identically, the edges
+of one pair with equal bytes ride one flow weighted by their number
+(:mod:`mpisim.network.fairshare`, "Weighted flows"): each edge finishes when its own flow
+would have, and every link carries the same bytes. The edges' costs are worked out once
+per tree layout (a training run's buckets of every size and protocol share them), and the
+trees that are copies of each other on other ranks are replayed once per call shape.
+
 **Where it is the message path, and where not** (tests/validation/test_gpu_fidelity.py;
 dgx-h100 nodes, fluid against message; the two network models agree on the message path to
 1 %, because a tree has one connection per peer and NCCL_STEPS segments in flight on it).
@@ -147,44 +157,112 @@ def fluid_trees(comm: Comm, build: Callable[[], list[Tree]], shape: Hashable) ->
     yield event
 
 
-def _edges(comm: Comm, trees: list[Tree]) -> list[_Edge]:
-    """Both directions of every edge of every tree, with their costs."""
-    topology = comm.world.topology
+@dataclass(frozen=True)
+class _Skeleton:
+    """What a call's edges cost besides their segments' bytes: shared by calls of other sizes."""
+
+    shapes: list[tuple]  # per edge, both ways: (tree, src, dst, up, path kind, route latency, solo, pairs, shares_pair)
+    by_tree: list[list[int]]  # the indices in shapes of each tree's edges
+    classes: list[int]  # per tree: trees of one class with equal protocols and segments have equal bounds
+
+
+def _skeleton(comm: Comm, trees: list[Tree]) -> _Skeleton:
+    """The trees' edges without their segments' bytes (see _Edge), once per world and tree layout.
+
+    They depend only on the trees' shapes and groups, which a training run's buckets of
+    different sizes and protocols share.
+    """
+    cache = _PLANS.setdefault(comm.world, {})
+    key = ("edges", tuple(comm.group), tuple((_frozen(tree.links), tree.group) for tree in trees))
+    skeleton = cache.get(key)
+    if skeleton is None:
+        shapes = _edge_shapes(comm, trees)
+        by_tree: list[list[int]] = [[] for _ in trees]
+        for i, shape in enumerate(shapes):
+            by_tree[shape[0]].append(i)
+        skeleton = cache[key] = _Skeleton(shapes, by_tree, _classes(trees, shapes, by_tree))
+    return skeleton
+
+
+def _classes(trees: list[Tree], shapes: list[tuple], by_tree: list[list[int]]) -> list[int]:
+    """Number the trees by everything their bounds read but their segments, ranks renamed by a walk.
+
+    :func:`replay` adds, multiplies and takes maxima rank by rank along a tree, never looking
+    at a rank's number, and the queue ahead of a tree reads its edges' costs only: two trees
+    of one class with the same protocol and segments have the very same floats (the channels'
+    trees are copies of each other on other ranks).
+    """
+    index: dict[tuple, int] = {}
     out = []
-    wires: dict[tuple[int, str], tuple[int, ...]] = {}  # wire bytes of a tree's segments, by path kind
+    for t, tree in enumerate(trees):
+        links = tree.links
+        costs = {}
+        for i in by_tree[t]:
+            _, a, b, up, kind, latency, solo, pairs, shares_pair = shapes[i]
+            costs[a if up else b, up] = (kind, latency, solo, pairs, shares_pair)
+        roots = [r for r, (parent, children) in enumerate(links) if parent is None and children]
+        order, stack = [], roots[:1]  # as replay walks it
+        while stack:
+            r = stack.pop()
+            order.append(r)
+            stack.extend(links[r][1])
+        signature = tuple((len(links[r][1]), costs.get((r, True)), costs.get((r, False))) for r in order)
+        out.append(index.setdefault(signature, len(index)))
+    return out
+
+
+def _frozen(links: Links) -> tuple:
+    return tuple((parent, tuple(children)) for parent, children in links)
+
+
+def _edge_shapes(comm: Comm, trees: list[Tree]) -> list[tuple]:
+    """Each edge of :func:`_skeleton`, both ways, as (tree, src, dst, up, path kind, route latency, solo, pairs,
+    shares_pair)."""
+    topology, group = comm.world.topology, comm.group
+    out, routes = [], []
+    paths: dict[tuple[int, int], tuple] = {}  # (kind, route, solo) per pair: the trees share most pairs
     for t, tree in enumerate(trees):
         for r, (parent, _) in enumerate(tree.links):
             if parent is None:
                 continue
             for a, b, up in ((r, parent, True), (parent, r, False)):
-                src, dst = comm.group[a], comm.group[b]
-                kind = topology.path_kind(src, dst)
-                route = topology.route(src, dst)
-                solo = 1.0 / route.bottleneck if route.links else 0.0
-                wire = wires.get((t, kind))
-                if wire is None:
-                    wire = wires[t, kind] = tuple(tree.wire.wire_bytes(n, kind) for n in tree.segments)
-                out.append(_Edge(t, a, b, up, tree.wire.latency(kind) + route.latency, solo, wire))
+                path = paths.get((a, b))
+                if path is None:
+                    src, dst = group[a], group[b]
+                    route = topology.route(src, dst)
+                    path = paths[a, b] = (topology.path_kind(src, dst), route,
+                                          1.0 / route.bottleneck if route.links else 0.0)
+                kind, route, solo = path
+                out.append([t, a, b, up, kind, route.latency, solo, 1, False])
+                routes.append(route)
     # The first segment crosses an edge up at its child's height in the tree (hops to the leaf
     # below it furthest away) and down at the child's depth. Edges of one group at the same stage
     # of the same sweep move it at the same moments: on a link they cross together, the pairs
     # share it, and a pair's edges (one connection per peer, nccl.py) go one after the other.
     stages = [_stages(tree.links) for tree in trees]
-    routes = [topology.route(comm.group[e.src], comm.group[e.dst]) for e in out]
     keys = []
-    for e in out:
-        height, depth = stages[e.tree]
-        child = e.src if e.up else e.dst
-        keys.append((trees[e.tree].group, e.up, height[child] if e.up else depth[child]))
-    on_link: dict[tuple, set] = {}
+    for t, a, b, up, *_ in out:
+        height, depth = stages[t]
+        keys.append((trees[t].group, up, height[a] if up else depth[b]))
+    # Per (group, sweep, stage, link): how many edges of each pair cross it then (a tree has
+    # one edge per pair and direction, so a count above one is another tree on the same pair).
+    on_link: dict[tuple, dict[tuple[int, int], int]] = {}
+    crossings = []  # per edge, the counts of the links it crosses
     for e, key, route in zip(out, keys, routes, strict=True):
+        pair = (e[1], e[2])
+        crossing = []
         for i in route.ids:
-            on_link.setdefault((*key, i), set()).add((e.src, e.dst, e.tree))
-    for e, key, route in zip(out, keys, routes, strict=True):
-        crossing = [on_link[(*key, i)] for i in route.ids]
-        e.pairs = max((len({(a, b) for a, b, _ in edges}) for edges in crossing), default=1)
-        e.shares_pair = any((a, b) == (e.src, e.dst) and t != e.tree for edges in crossing for a, b, t in edges)
-    return out
+            pairs = on_link.get((key, i))
+            if pairs is None:
+                pairs = on_link[key, i] = {}
+            pairs[pair] = pairs.get(pair, 0) + 1
+            crossing.append(pairs)
+        crossings.append(crossing)
+    for e, crossing in zip(out, crossings, strict=True):
+        pair = (e[1], e[2])
+        e[7] = max(map(len, crossing), default=1)
+        e[8] = any(pairs[pair] > 1 for pairs in crossing)
+    return [tuple(e) for e in out]
 
 
 def _stages(links: Links) -> tuple[dict[int, int], dict[int, int]]:
@@ -206,38 +284,76 @@ def _stages(links: Links) -> tuple[dict[int, int], dict[int, int]]:
 
 @dataclass(frozen=True)
 class _Plan:
-    """What a call's trees cost before any flow has run: their edges and their flow-free bounds."""
+    """What a call's trees cost before any flow has run: their flows and their flow-free bounds."""
 
-    edges: list[_Edge]
-    by_tree: list[list[int]]  # the indices in edges of each tree's edges
+    flows: list[tuple[int, int, int, int]]  # (src, dst, wire bytes, weight) of each flow, world ranks
+    by_tree: list[list[int]]  # the indices in flows of each tree's edges' flows (each once)
     static: list[tuple[float, float, float, int]]  # per tree: latency bound, first segment, queued, segments
 
 
-#: Plans per world, keyed by (the communicator's ranks, the call's shape).
+#: Plans per world, keyed by (the communicator's ranks, the call's shape), and skeletons (see
+#: _skeleton) keyed by ("edges", the communicator's ranks, the trees' layout).
 _PLANS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def _plan(comm: Comm, trees: list[Tree]) -> _Plan:
-    edges = _edges(comm, trees)
+    """The call's flows and bounds (see _Plan).
+
+    On a network that takes weighted flows (mpisim.network.fairshare, "Weighted flows") the
+    edges of one pair of ranks with equal bytes -- the two trees of a channel share a node's
+    chain, and the chains of a node's channels share all but one of its pairs -- become one
+    flow of that weight: max-min fair share serves equal flows that start together on one
+    route identically, so each edge finishes when it would have on its own, and every link
+    carries the same bytes. Edges of one pair with different bytes stay separate flows.
+    """
+    skeleton = _skeleton(comm, trees)
+    shapes, group = skeleton.shapes, comm.group
     gamma = comm.world.config.reduce_cost
+    merge = getattr(type(comm.world.network), "weighted_post", False)
+    wires: dict[tuple[int, str], tuple[tuple[int, ...], int]] = {}  # a tree's segments' wire bytes, and their sum
+    flows: list[tuple[int, int, int, int]] = []
+    index: dict[tuple[int, int, int], int] = {}
     by_tree: list[list[int]] = [[] for _ in trees]
-    for i, e in enumerate(edges):
-        by_tree[e.tree].append(i)
+    for t, a, b, _, kind, *_ in shapes:
+        wire = wires.get((t, kind))
+        if wire is None:
+            wire_bytes = tuple(trees[t].wire.wire_bytes(n, kind) for n in trees[t].segments)
+            wire = wires[t, kind] = (wire_bytes, sum(wire_bytes))
+        src, dst, nbytes = group[a], group[b], wire[1]
+        f = index.get((src, dst, nbytes), -1) if merge else -1
+        if f < 0:
+            f = len(flows)
+            flows.append((src, dst, nbytes, 1))
+            if merge:
+                index[src, dst, nbytes] = f
+        else:
+            flows[f] = (src, dst, nbytes, flows[f][3] + 1)
+        by_tree[t].append(f)  # a tree has one edge per pair and direction: each flow once
     seen: dict[int, int] = {}
     static = []
+    bounds: dict[tuple, tuple[float, float, float, int]] = {}  # by class and segments (see _classes)
     for t, tree in enumerate(trees):
         position = seen.get(tree.group, 0)
         seen[tree.group] = position + 1
-        static.append(static_bounds(tree, [edges[i] for i in by_tree[t]], gamma, position))
-    return _Plan(edges, by_tree, static)
+        key = (skeleton.classes[t], tree.wire, tree.segments, tree.window)
+        one = bounds.get(key)
+        if one is None:
+            latency = tree.wire.latency  # the protocol's, added to the route's
+            edges = [_Edge(t, a, b, up, latency(kind) + route_latency, solo, wires[t, kind][0], pairs, shares_pair)
+                     for _, a, b, up, kind, route_latency, solo, pairs, shares_pair
+                     in map(shapes.__getitem__, skeleton.by_tree[t])]
+            one = bounds[key] = static_bounds(tree, edges, gamma, 1)
+        latency_bound, first, queued_one, k = one
+        static.append((latency_bound, first, position * queued_one, k))
+    return _Plan(flows, by_tree, static)
 
 
 def _start(comm: Comm, call: _Call, plan: _Plan) -> None:
     world, env = comm.world, comm.env
-    edges = plan.edges
+    flows = plan.flows
     call.t_start = env.now
-    call.pending = len(edges)
-    t_flow = [0.0] * len(edges)
+    call.pending = len(flows)
+    t_flow = [0.0] * len(flows)
 
     def finished(i: int) -> None:
         t_flow[i] = env.now - call.t_start
@@ -246,19 +362,30 @@ def _start(comm: Comm, call: _Call, plan: _Plan) -> None:
             span = 0.0
             for indices, (latency_bound, first, queued, k) in zip(plan.by_tree, plan.static, strict=True):
                 if indices:
-                    bandwidth_bound = max(t_flow[i] for i in indices) * (k - 1) / k + first
+                    bandwidth_bound = max(map(t_flow.__getitem__, indices)) * (k - 1) / k + first
                     span = max(span, max(latency_bound, bandwidth_bound) + queued)
             end = call.t_start + span
-            for event in call.events:
-                Call(env, lambda ev: ev.succeed(), event, max(0.0, end - env.now))
+            # NOTE: one queue entry wakes every rank, in joining order: what an entry per rank,
+            # all due at one instant one after another, would do.
+            Call(env, _wake, call.events, max(0.0, end - env.now))
 
-    if not edges:  # a tree of one rank: nothing moves
+    if not flows:  # a tree of one rank: nothing moves
         for event in call.events:
             event.succeed()
         return
-    for i, edge in enumerate(edges):
-        if world._post(comm.group[edge.src], comm.group[edge.dst], sum(edge.wire), finished, i):
+    post = world._post
+    for i, (src, dst, nbytes, weight) in enumerate(flows):
+        if weight == 1:
+            done = post(src, dst, nbytes, finished, i)
+        else:
+            done = post(src, dst, nbytes * weight, finished, i, weight=weight)
+        if done:
             finished(i)
+
+
+def _wake(events: list) -> None:
+    for event in events:
+        event.succeed()
 
 
 def static_bounds(tree: Tree, edges: list[_Edge], gamma: float, position: int = 0) -> tuple[float, float, float, int]:

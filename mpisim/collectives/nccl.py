@@ -177,7 +177,7 @@ def nvls_groups(comm: Comm) -> Sequence[Sequence[int]] | None:
 def _evenly_spread(comm: Comm) -> bool:
     """True if every node holds the same number of *comm*'s ranks."""
     layouts = _LAYOUTS.setdefault(comm.world, {})
-    key = ("even", comm.group)
+    key = ("even", comm.context)
     even = layouts.get(key)
     if even is None:
         nodes = node_members(comm)
@@ -207,7 +207,9 @@ def nvls_wire(comm: Comm) -> Protocol:
 # ---------------------------------------------------------------------------------------- layout
 
 
-#: Each world's communicator layouts, by group of world ranks: every rank of every call asks.
+#: Each world's communicator layouts: every rank of every call asks. Keyed by the handle's
+#: context (one communicator's, cheaper to look up than its group of world ranks) or, for
+#: costs that every communicator of the same ranks shares (hop costs), by its group.
 _LAYOUTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
@@ -219,12 +221,13 @@ def node_order(comm: Comm) -> list[int]:
 def node_members(comm: Comm) -> tuple[tuple[int, ...], ...]:
     """Return *comm*'s ranks grouped by node, nodes in order, ranks in order within each."""
     layouts = _LAYOUTS.setdefault(comm.world, {})
-    members = layouts.get(comm.group)
+    key = ("members", comm.context)
+    members = layouts.get(key)
     if members is None:
         nodes: dict[int, list[int]] = {}
         for r in node_order(comm):
             nodes.setdefault(comm.node_of(r), []).append(r)
-        members = layouts[comm.group] = tuple(tuple(ranks) for ranks in nodes.values())
+        members = layouts[key] = tuple(tuple(ranks) for ranks in nodes.values())
     return members
 
 
@@ -236,12 +239,19 @@ def channel_count(comm: Comm) -> int:
     :data:`MAX_CHANNELS`, so that every NIC carries one channel's cross-node traffic (rail-optimized: the channel of NIC c leaves
     every node from local rank c).
     """
-    nodes = node_members(comm)
-    q = len(nodes[0])
-    inter = comm.world.topology.spec.inter
-    if len(nodes) == 1 or inter is None or not _evenly_spread(comm):
-        return 1
-    return max(1, min(inter.nics, q, MAX_CHANNELS))
+    layouts = _LAYOUTS.setdefault(comm.world, {})
+    key = ("channels", comm.context)
+    channels = layouts.get(key)
+    if channels is None:
+        nodes = node_members(comm)
+        q = len(nodes[0])
+        inter = comm.world.topology.spec.inter
+        if len(nodes) == 1 or inter is None or not _evenly_spread(comm):
+            channels = 1
+        else:
+            channels = max(1, min(inter.nics, q, MAX_CHANNELS))
+        layouts[key] = channels
+    return channels
 
 
 def ring_orders(comm: Comm) -> list[list[int]]:
@@ -282,19 +292,22 @@ def _hop_costs(comm: Comm, hops: list[tuple[int, int]], wire: Wire) -> list[tupl
     divided among the hops that cross that link at the same time (on either network model: the
     analytic one serves them in turn, the fair-share one at once).
     """
-    world = comm.world
-    topology = world.topology
-    routes = [topology.route(comm.group[a], comm.group[b]) for a, b in hops]
+    topology = comm.world.topology
+    group = comm.group
+    routes = [topology.route(group[a], group[b]) for a, b in hops]
     load = link_loads(routes)
+    by_kind: dict[str, tuple[float, float]] = {}  # the wire's bytes per payload byte and latency
     out = []
     for (a, b), route in zip(hops, routes, strict=True):
-        kind = topology.path_kind(comm.group[a], comm.group[b])
         if not route.links:
             out.append((0.0, 0.0))
             continue
+        kind = topology.path_kind(group[a], group[b])
+        factors = by_kind.get(kind)
+        if factors is None:
+            factors = by_kind[kind] = (wire.wire_bytes(1 << 20, kind) / (1 << 20), wire.latency(kind))
         rate = min(link.effective_bandwidth / load.get(link.index, 1) for link in route.links)
-        per_byte = wire.wire_bytes(1 << 20, kind) / (1 << 20) / rate
-        out.append((wire.latency(kind) + route.latency, per_byte))
+        out.append((factors[1] + route.latency, factors[0] / rate))
     return out
 
 
@@ -316,9 +329,13 @@ def predict_ring(comm: Comm, protocol: Protocol, nbytes: int, collective: str = 
     if p == 1:
         return 0.0
     rings = ring_orders(comm)
-    hops = [(ring[i], ring[(i + 1) % p]) for ring in rings for i in range(p)]
     block = nbytes / (len(rings) * p)
-    costs = _hop_costs(comm, hops, protocol.wire)
+    layouts = _LAYOUTS.setdefault(comm.world, {})
+    key = ("ring hops", comm.group, protocol.wire)
+    costs = layouts.get(key)
+    if costs is None:  # the tuner asks once per size and protocol; the hops are the same
+        hops = [(ring[i], ring[(i + 1) % p]) for ring in rings for i in range(p)]
+        costs = layouts[key] = _hop_costs(comm, hops, protocol.wire)
     latency = sum(lat for lat, _ in costs) / len(costs)
     steps = 2 * (p - 1) if collective == "allreduce" else p - 1
     reducing = 0 if collective == "allgather" else p - 1
@@ -368,13 +385,15 @@ def predict_tree(comm: Comm, protocol: Protocol, nbytes: int) -> float:
     if comm.size == 1:
         return 0.0
     channels = channel_count(comm)
-    links = [tree for c in range(channels) for tree in tree_links(comm, c)]
-    return protocol.base + _tree_time(comm, links, nbytes / (2 * channels), protocol.wire, "nccl_tree")
+    return protocol.base + _tree_time(comm, lambda: [tree for c in range(channels) for tree in tree_links(comm, c)],
+                                      nbytes / (2 * channels), protocol.wire, "nccl_tree")
 
 
-def _tree_time(comm: Comm, links: list[list[tuple[int | None, list[int]]]], share: float, wire: Wire,
+def _tree_time(comm: Comm, build: Callable[[], list[list[tuple[int | None, list[int]]]]], share: float, wire: Wire,
                trees: str) -> float:
     """Time of pipelined tree allreduces running at once, each over *share* bytes in segments.
+
+    ``build()`` returns the trees' links (only the first call per layout and wire needs them).
 
     Each tree carries *share* bytes in k segments of s bytes (at most DBT_SEGMENT). The first
     segment climbs from the deepest leaf to the root (reduced at every level) and comes back
@@ -384,42 +403,96 @@ def _tree_time(comm: Comm, links: list[list[tuple[int | None, list[int]]]], shar
     busiest link's L segments, or a credit round (2 x latency + s x seconds per byte) over
     the NCCL_STEPS segments a connection keeps in flight, whichever is longer.
     """
-    hops, alone, shared = _tree_hop_costs(comm, links, wire, trees)
+    paths, costs = _tree_hop_costs(comm, build, wire, trees)
     s = min(DBT_SEGMENT, share)
     k = max(1, math.ceil(share / DBT_SEGMENT))
     gamma = comm.world.config.reduce_cost
     first = 0.0
-    for tree in links:
-        for leaf in range(len(tree)):
-            path, r = 0.0, leaf
-            while tree[r][0] is not None:
-                parent = tree[r][0]
-                up, down = alone[(r, parent)], alone[(parent, r)]  # type: ignore[index]
-                path += up[0] + s * (up[1] + gamma) + down[0] + s * down[1]
-                r = parent  # type: ignore[assignment]
-            first = max(first, path)
-    queued = max(s * (per_byte - alone[hop][1]) for hop, (_, per_byte) in zip(hops, shared, strict=True))
+    for hops in paths:
+        path = 0.0
+        for up, down in hops:
+            path += up[0] + s * (up[1] + gamma) + down[0] + s * down[1]
+        first = max(first, path)
+    # Over the distinct (latency alone, seconds per byte alone, shared) of the hops: the same
+    # maxima as over every hop.
+    queued = max(s * (per_byte - alone_per_byte) for _, alone_per_byte, per_byte in costs)
     if k == 1:
         return first + queued
-    period = max(max(s * per_byte, (2 * alone[hop][0] + s * alone[hop][1]) / NCCL_STEPS)
-                 for hop, (_, per_byte) in zip(hops, shared, strict=True))
+    period = max(max(s * per_byte, (2 * latency + s * alone_per_byte) / NCCL_STEPS)
+                 for latency, alone_per_byte, per_byte in costs)
     return first + queued + (k - 1) * period
 
 
-def _tree_hop_costs(comm: Comm, links: list[list[tuple[int | None, list[int]]]], wire: Wire, trees: str):
-    """Every tree edge both ways, with its costs alone and shared (see _hop_costs), once per layout and wire.
+def _tree_hop_costs(comm: Comm, build: Callable[[], list[list[tuple[int | None, list[int]]]]], wire: Wire, trees: str):
+    """The paths of the first segment and the hops' costs, once per layout and wire: (paths, costs).
 
-    *trees* names which trees *links* are (``"nccl_tree"``, ``"nvls"``): with the communicator's
-    ranks and the wire it fixes them, so every size the tuner tries reuses the costs.
+    *paths* holds, for each leaf of each tree, its edges' costs alone ((latency, seconds per
+    byte) up, then down) from the leaf to the root, each distinct sequence once: the slowest
+    path is a leaf's (a rank above one has a suffix of its path, and a float sum of costs >= 0
+    never drops below the same sum without its first terms). *costs* holds the distinct
+    (latency alone, seconds per byte alone, seconds per byte shared) of the edges both ways
+    (see _hop_costs): the maxima over them are the maxima over every hop.
+
+    *trees* names which trees ``build()`` returns (``"nccl_tree"``, ``"nvls"``): with the
+    communicator's ranks and the wire it fixes them, so every size the tuner tries reuses the
+    costs (and builds no trees).
     """
     layouts = _LAYOUTS.setdefault(comm.world, {})
     key = ("tree hops", trees, comm.group, wire)
     cached = layouts.get(key)
     if cached is None:
+        classes, hop_classes, path_classes = _tree_hop_classes(comm, build, trees)
+        # Each class's costs, as _hop_costs_unshared and _hop_costs work them out for its hops.
+        factors = {kind: (wire.wire_bytes(1 << 20, kind) / (1 << 20), wire.latency(kind)) for kind in {c[0] for c in classes}}
+        alone, shared = [], []
+        for kind, latency, bottleneck, rate in classes:
+            per_byte, wire_latency = factors[kind]
+            alone.append((wire_latency + latency, 0.0 if rate is None else per_byte / bottleneck))
+            shared.append(0.0 if rate is None else per_byte / rate)
+        costs = sorted({(*alone[c], shared[c]) for c in hop_classes})
+        paths = sorted({tuple((alone[up], alone[down]) for up, down in path) for path in path_classes})
+        cached = layouts[key] = (paths, costs)
+    return cached
+
+
+def _tree_hop_classes(comm: Comm, build: Callable[[], list[list[tuple[int | None, list[int]]]]], trees: str):
+    """What the tree edges' costs depend on besides the wire, once per layout (see _tree_hop_costs).
+
+    Returns (classes, hop classes, path classes): the distinct (path kind, route latency,
+    route bottleneck, bandwidth shared among the hops on its busiest link; None without links)
+    of the edges; the class of every edge both ways; and each leaf's path to its root as
+    (up class, down class) pairs, each distinct path once.
+    """
+    layouts = _LAYOUTS.setdefault(comm.world, {})
+    key = ("tree hop classes", trees, comm.group)
+    cached = layouts.get(key)
+    if cached is None:
+        topology, group = comm.world.topology, comm.group
+        links = build()
         ups = [(r, parent) for tree in links for r, (parent, _) in enumerate(tree) if parent is not None]
         hops = ups + [(parent, r) for r, parent in ups]
-        alone = dict(zip(hops, _hop_costs_unshared(comm, hops, wire), strict=True))
-        cached = layouts[key] = (hops, alone, _hop_costs(comm, hops, wire))
+        routes = [topology.route(group[a], group[b]) for a, b in hops]
+        load = link_loads(routes)
+        index: dict[tuple, int] = {}
+        hop_class: dict[tuple[int, int], int] = {}  # the trees share most hops: each is worked out once
+        for hop, route in zip(hops, routes, strict=True):
+            if hop in hop_class:
+                continue
+            rate = min(link.effective_bandwidth / load.get(link.index, 1) for link in route.links) if route.links else None
+            shape = (topology.path_kind(group[hop[0]], group[hop[1]]), route.latency, route.bottleneck, rate)
+            hop_class[hop] = index.setdefault(shape, len(index))
+        hop_classes = set(hop_class.values())
+        paths = set()
+        for tree in links:
+            for leaf, (parent, children) in enumerate(tree):
+                if parent is None or children:
+                    continue
+                path, r = [], leaf
+                while parent is not None:
+                    path.append((hop_class[(r, parent)], hop_class[(parent, r)]))
+                    r, parent = parent, tree[parent][0]
+                paths.add(tuple(path))
+        cached = layouts[key] = (list(index), sorted(hop_classes), sorted(paths))
     return cached
 
 
@@ -457,8 +530,8 @@ def predict_nvls(comm: Comm, protocol: Protocol, nbytes: int) -> float:
     if len(groups) == 1:
         return intra
     simple = protocols(comm.world.topology.spec)["Simple"]
-    links = [tree for j in range(q) for tree in _rail_trees(groups, j, comm.size)]
-    return intra + _tree_time(comm, links, block / 2, simple.wire, "nvls")
+    return intra + _tree_time(comm, lambda: [tree for j in range(q) for tree in _rail_trees(groups, j, comm.size)],
+                              block / 2, simple.wire, "nvls")
 
 
 def _rail_trees(groups: Sequence[Sequence[int]], j: int, size: int) -> list[list[tuple[int | None, list[int]]]]:
@@ -498,8 +571,9 @@ class Choice:
     predicted: float
 
 
-#: Tuner decisions per world, keyed by (communicator context, collective, algorithm, bytes):
-#: every rank of a call asks, and they must all get the same answer without recomputing it p times.
+#: Tuner decisions per world, keyed by (communicator context, collective, algorithm, bytes), and
+#: the best algorithm's by ("best", context, collective, bytes): every rank of a call asks, and
+#: they must all get the same answer without recomputing it p times.
 _CHOICES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
@@ -543,8 +617,13 @@ def candidates(comm: Comm, collective: str = "allreduce") -> list[str]:
 
 def best(comm: Comm, nbytes: int, collective: str = "allreduce") -> Choice:
     """Return the (algorithm, protocol) with the least predicted time, as NCCL's tuner picks them."""
-    timed = [tune(comm, name, nbytes, collective) for name in candidates(comm, collective)]
-    return min(timed, key=lambda c: (c.predicted, ALGORITHMS.index(c.algorithm)))
+    cache = _CHOICES.setdefault(comm.world, {})
+    key = ("best", comm.context, collective, nbytes)  # every rank of a call asks, as for tune
+    choice = cache.get(key)
+    if choice is None:
+        timed = [tune(comm, name, nbytes, collective) for name in candidates(comm, collective)]
+        choice = cache[key] = min(timed, key=lambda c: (c.predicted, ALGORITHMS.index(c.algorithm)))
+    return choice
 
 
 def call_shape(comm: Comm, algorithm: str, nbytes: int, collective: str = "allreduce") -> dict[str, object]:

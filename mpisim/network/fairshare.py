@@ -49,6 +49,15 @@ every rank at one instant and chain every other rank's links together (two flows
 each at half its capacity). The shortcut is taken only where it gives progressive filling's
 very floats (see :meth:`FairShareNetwork._solve_one_level`); otherwise the heap runs.
 
+**Weighted flows.** Equal transfers between the same two ranks that start at the same instant
+(the edges of several pipelined trees on one pair, mpisim.collectives.fluid_tree) are served
+identically by max-min fairness: same links, same bytes, same start, so the same rate at every
+moment and the same finish. :meth:`FairShareNetwork.post` can take *w* of them as one flow of
+*weight* w carrying their summed bytes, whose rate is the sum of theirs: a link's fair share is
+its capacity left over the *weights* of its unfixed flows, and fixing a flow takes w shares
+from every link it crosses. That is the same allocation in real numbers (in floats, to
+rounding), with one flow to solve instead of w; link byte counters get the same sum.
+
 **Events batched at one instant.** For the MPI layer, which calls :meth:`FairShareNetwork.post`
 rather than running a ``transfer`` generator, the other per-transfer events are batched too:
 transfers whose latency ends at the same instant share one event that turns them into flows
@@ -143,10 +152,11 @@ class Flow:
         "t_last",
         "t_start",
         "version",
+        "weight",
     )
 
     def __init__(self, seq: int, route: Route, nbytes: int, done: simpy.Event | None,
-                 fn: Callable[[Any], None] | None = None, arg: Any = None) -> None:
+                 fn: Callable[[Any], None] | None = None, arg: Any = None, weight: int = 1) -> None:
         self.seq = seq  # creation order; the tie-breaker everywhere
         self.links = route.links
         self.ids = route.ids
@@ -163,6 +173,7 @@ class Flow:
         self.version = 0
         self.mark = 0  # solve stamp: == stamp when in the component, == -stamp once its rate is fixed
         self.finished = False
+        self.weight = weight  # the equal flows it stands for (see "Weighted flows"); rate is their sum
 
     def __repr__(self) -> str:
         return f"Flow(#{self.seq}, {self.remaining:g}/{self.nbytes} B at {self.rate:g} B/s)"
@@ -224,6 +235,9 @@ class FairShareNetwork:
     once a flow has used the link.
     """
 
+    #: :meth:`post` takes ``weight``: one flow may stand for equal transfers started together.
+    weighted_post = True
+
     def __init__(self, sim: Simulation, topology: Topology) -> None:
         self.sim = sim
         self.topology = topology
@@ -265,6 +279,9 @@ class FairShareNetwork:
         self.recomputations = 0
         self.rates_recomputed = 0
         self.one_level_solves = 0
+        # True once a flow of weight > 1 has been posted: from then on link shares count
+        # weights, not flows (a run without weighted flows keeps the plain counts' code).
+        self._weighted = False
 
     # -- the NetworkModel interface -------------------------------------------------------
 
@@ -289,14 +306,16 @@ class FairShareNetwork:
         yield done
 
     def post(self, src: int, dst: int, nbytes: int, fn: Callable[[Any], None] | None, arg: Any,
-             latency: float | None = None, route: Route | None = None) -> bool:
+             latency: float | None = None, route: Route | None = None, weight: int = 1) -> bool:
         """Start the same transfer as :meth:`transfer` and call ``fn(arg)`` when it has arrived.
 
         *fn* may be None for a transfer nobody waits for (it still shares the links). *latency*,
         if given, replaces the route's: the part of it still to pass for a transfer that was
         held back after its latency had begun (a connection's queue, see mpisim.mpi.world).
         *route*, if given, replaces the topology's route from *src* to *dst* (a relayed path
-        such as :meth:`~mpisim.network.topology.Topology.pxn_route`).
+        such as :meth:`~mpisim.network.topology.Topology.pxn_route`). *weight* > 1 makes it
+        one flow standing for that many equal transfers of ``nbytes / weight`` bytes each
+        between the same ranks, started together (module docstring, "Weighted flows").
 
         Returns True, without calling *fn*, when the transfer is over at once (a rank sending
         to itself, or a zero-byte transfer on a route without latency); the caller then goes
@@ -310,6 +329,8 @@ class FairShareNetwork:
             return True
         if latency is None:
             latency = route.latency
+        if weight != 1:
+            self._weighted = True
         if latency > 0:
             if nbytes <= 0:
                 _InFlight(self, route, nbytes, fn, arg, latency)  # its arrival is what the caller waits for
@@ -324,13 +345,13 @@ class FairShareNetwork:
             if batch is None:
                 batch = self._first_bytes[t_first] = []
                 Call(env, self._first_bytes_cb, t_first, latency)
-            batch.append(Flow(-1, route, nbytes, None, fn, arg))
+            batch.append(Flow(-1, route, nbytes, None, fn, arg, weight))
             return False
         if nbytes <= 0:
             return True
         if self._first_bytes:
             self._first_bytes_cb(self.env._now)  # flows due now start first, as posted
-        self._start_flow(route, nbytes, None, fn, arg)
+        self._start_flow(route, nbytes, None, fn, arg, weight)
         return False
 
     def _first_bytes_cb(self, t_first: float) -> None:
@@ -357,8 +378,8 @@ class FairShareNetwork:
             self._start_flow(pending.route, pending.nbytes, None, pending.fn, pending.arg)
 
     def _start_flow(self, route: Route, nbytes: int, done: simpy.Event | None,
-                    fn: Callable[[Any], None] | None, arg: Any) -> None:
-        flow = Flow(self._next_seq, route, nbytes, done, fn, arg)
+                    fn: Callable[[Any], None] | None, arg: Any, weight: int = 1) -> None:
+        flow = Flow(self._next_seq, route, nbytes, done, fn, arg, weight)
         self._next_seq += 1
         self.flows_started += 1
         self._starting.append(flow)
@@ -535,13 +556,15 @@ class FairShareNetwork:
             return
         self.rates_recomputed += len(live)
         if len(links) == 1:
-            # One link: max-min fairness is an equal split.
-            self._set_rates(live, self._capacity[links[0]] / len(live), now)
+            # One link: max-min fairness is an equal split (between weights, when weighted).
+            total = sum(flow.weight for flow in live) if self._weighted else len(live)
+            self._set_rates(live, self._capacity[links[0]] / total, now)
         elif len(live) == 1:
             # One flow left: it gets its bottleneck's capacity, what progressive filling would
             # find without the heap. (Links of flows that just ended may be in *links*, empty.)
             capacity = self._capacity
-            self._set_rates(live, min(capacity[i] for i in live[0].ids), now)
+            rate, weight = min(capacity[i] for i in live[0].ids), live[0].weight
+            self._set_rates(live, rate if weight == 1 else rate / weight, now)
         elif not self._solve_one_level(links, live, now):
             self._progressive_filling(links, len(live), stamp, now)
 
@@ -595,12 +618,16 @@ class FairShareNetwork:
         elsewhere, over the flows left, is *m* exactly (halving and subtracting a half are
         exact in binary floating point); and every other link's share exceeds *m* by more
         than the rounding of its subtractions could take away (at most about ``n**2 / 2``
-        units in the last place for *n* flows), so it never fills first.
+        units in the last place for *n* flows), so it never fills first. Once weighted flows
+        are about, shares are over weights and *m* is a share per unit of weight: the same
+        allocation as progressive filling in real numbers, and in floats to rounding (its
+        subtractions of w x m need not be exact).
         """
         flows_on, capacity, share = self._flows_on, self._capacity, self._cap_left
+        weighted = self._weighted
         level = math.inf
         for i in links:
-            n = len(flows_on[i])
+            n = sum(flow.weight for flow in flows_on[i].values()) if weighted else len(flows_on[i])
             s = capacity[i] / n if n else math.inf
             share[i] = s
             if s < level:
@@ -630,9 +657,10 @@ class FairShareNetwork:
     def _progressive_filling(self, links: list[int], n_flows: int, stamp: int, now: float) -> None:
         """Fix the rates of the component's flows, tightest link first (see module docstring)."""
         flows_on, cap_left, unfixed = self._flows_on, self._cap_left, self._unfixed
+        weighted = self._weighted
         heap: list[tuple[float, int]] = []
         for i in links:
-            n = len(flows_on[i])
+            n = sum(flow.weight for flow in flows_on[i].values()) if weighted else len(flows_on[i])
             unfixed[i] = n
             cap_left[i] = self._capacity[i]
             if n:
@@ -652,23 +680,29 @@ class FairShareNetwork:
                     continue
                 flow.mark = fixed
                 bottlenecked.append(flow)
+                w = flow.weight
+                rate = share if w == 1 else share * w
                 for j in flow.ids:
                     if j != i:
-                        left = cap_left[j] - share
+                        left = cap_left[j] - rate
                         cap_left[j] = left if left > 0.0 else 0.0
-                        unfixed[j] -= 1
+                        unfixed[j] -= w
                         if unfixed[j]:
                             heapq.heappush(heap, (cap_left[j] / unfixed[j], j))
             unfixed[i] = 0
             n_flows -= len(bottlenecked)
             self._set_rates(bottlenecked, share, now)
 
-    def _set_rates(self, flows: list[Flow], rate: float, now: float) -> None:
-        """Give *flows* the new *rate* and queue their new completion times."""
+    def _set_rates(self, flows: list[Flow], share: float, now: float) -> None:
+        """Give *flows* the new *share* each (times its weight) and queue their new completion times."""
         heap = self._heap
         group: list[tuple[int, int, Flow]] | None = None
         t_group = -1.0
+        weighted = self._weighted
+        rate = share
         for flow in flows:
+            if weighted:
+                rate = share if flow.weight == 1 else share * flow.weight
             if rate == flow.rate:
                 continue  # same rate: the scheduled completion time is still exact
             flow.rate = rate

@@ -551,3 +551,70 @@ def test_one_level_solve_serves_a_ring_of_control_messages():
     finish = run_transfers(net, transfers)
     assert net.one_level_solves == 1
     assert finish[0] == pytest.approx(64 / 1e9, rel=REL)
+
+
+# -- weighted flows: one flow of weight w is w equal flows started together -------------------
+
+
+def _posted(transfers, capacities, routes, *, merged: bool):
+    """Post each ``(t_issue, src, dst, nbytes, w)``: w flows of nbytes, or one of weight w and w x nbytes.
+
+    Returns each transfer's finish time, the bytes per link, and the network.
+    """
+    links = [line(f"l{i}", c, 1e-6) for i, c in enumerate(capacities)]
+    net = FairShareNetwork(Simulation(), FakeTopology(links, routes))
+    env = net.sim.env
+    finish: list[list[float]] = [[] for _ in transfers]
+
+    def issue(k, t_issue, src, dst, nbytes, w):
+        if t_issue > 0:
+            yield env.timeout(t_issue)
+        if merged:
+            net.post(src, dst, w * nbytes, lambda k: finish[k].append(env.now), k, weight=w)
+        else:
+            for _ in range(w):
+                net.post(src, dst, nbytes, lambda k: finish[k].append(env.now), k)
+
+    for k, spec in enumerate(transfers):
+        env.process(issue(k, *spec))
+    net.sim.run()
+    return finish, {name: stats.nbytes for name, stats in net.link_stats().items()}, net
+
+
+def _compare_weighted(seed: int) -> None:
+    rng = random.Random(seed)
+    n = rng.randint(2, 7)
+    caps = [rng.choice([25e9, 12.5e9, 1e9 / 3, 3e10 * 0.95, 50e9]) for _ in range(n)]
+    routes, transfers = {}, []
+    for f in range(rng.randint(1, 9)):
+        routes[(2 * f, 2 * f + 1)] = [f"l{i}" for i in rng.sample(range(n), rng.randint(1, min(3, n)))]
+        transfers.append((rng.choice([0.0, 0.0, 2e-6, rng.uniform(0, 1e-4)]), 2 * f, 2 * f + 1,
+                          rng.randint(1, 10**6), rng.choice([1, 1, 2, 3, 14])))
+    merged, merged_bytes, net = _posted(transfers, caps, routes, merged=True)
+    apart, apart_bytes, _ = _posted(transfers, caps, routes, merged=False)
+    assert merged_bytes == apart_bytes  # the links carry the same bytes, exactly
+    for k, (times, w) in enumerate(zip(merged, (t[4] for t in transfers), strict=True)):
+        assert len(times) == 1 and len(apart[k]) == w
+        # The w flows apart finish together (to rounding), when the weighted one does.
+        assert apart[k] == [pytest.approx(times[0], rel=1e-12)] * w
+    assert net.flows_started == len(transfers)
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_a_weighted_flow_finishes_when_its_equal_flows_would(seed):
+    """Random networks, flows of weights 1 to 14 among others: the same finish times and link bytes."""
+    _compare_weighted(seed)
+
+
+def test_a_weighted_flow_takes_its_weights_share_of_a_link():
+    """Weight 3 (3 x 30 B) against weight 1 (10 B) on one 40 B/s link: 30 B/s against 10 B/s.
+
+    The light flow is done at 1 s; the heavy one has 60 B left, alone at 40 B/s: done at 2.5 s.
+    """
+    net = FairShareNetwork(Simulation(), FakeTopology([line("l", 40.0)], {(0, 1): ["l"], (2, 1): ["l"]}))
+    env = net.sim.env
+    done = {}
+    net.post(0, 1, 90, lambda name: done.setdefault(name, env.now), "heavy", weight=3)
+    net.post(2, 1, 10, lambda name: done.setdefault(name, env.now), "light")
+    net.sim.run()
+    assert done == {"heavy": pytest.approx(2.5, rel=REL), "light": pytest.approx(1.0, rel=REL)}
