@@ -26,8 +26,8 @@ a 2-core machine with 24 GiB:
 7. hybrid: one hybrid-parallel iteration of GPT-3 175B on 1536 GPUs in <= 60 s, of a 1T model
    on 3072 GPUs in <= 120 s, and a 64-point 70B layout sweep on 1024 GPUs in <= 10 minutes.
 8. fidelity (``fidelity: collective``, issue 13): the 1024-rank ring through ``mpisim run`` in
-   <= 2 s, a 300M data-parallel iteration on 1024 GPUs in <= 5 s, double_binary_tree 1 GiB on
-   128 ranks in <= 10 s.
+   <= 2 s, a 300M data-parallel iteration on 1024 GPUs in <= 5 s and on 16384 GPUs in <= 60 s
+   and < 4 GiB, double_binary_tree 1 GiB on 128 ranks in <= 10 s.
 9. scaling (``fidelity: collective``): a dissemination barrier and a ring allreduce from 128 to
    131072 ranks, wall time and memory; the barrier over 131072 ranks in <= 60 s.
 

@@ -10,6 +10,8 @@ handshake's flows (its RTS and CTS become delays, the FIN goes) and keep no reco
   FILE --json`` in a child process; target <= 2 s;
 * ``train-300m-1024``: one data-parallel iteration of the 300M-parameter model (the
   ``training`` module's scenario) on 128 x dgx-h100 (1024 GPUs); target <= 5 s;
+* ``train-300m-16384``: the same iteration on 2048 x dgx-h100 (16384 GPUs); targets <= 60 s
+  and < 4 GiB;
 * ``dbt-128``: ``double_binary_tree`` allreduce of 1 GiB over 128 ranks on the same fat tree;
   target <= 10 s.
 """
@@ -22,7 +24,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmarks.common import ROOT, Figure, command, info, module_main, stopwatch, target
+from benchmarks.common import ROOT, Figure, GiB, command, info, module_main, peak_rss, stopwatch, target
 from benchmarks.scenario_run import SCENARIO
 from benchmarks.training import scenario_dict
 
@@ -72,6 +74,19 @@ def train_300m_1024() -> list[Figure]:
     ]
 
 
+def train_300m_16384() -> list[Figure]:
+    raw = scenario_dict()
+    raw.update(name="bench-train-300m-16384", fidelity="collective", topology={"preset": "dgx-h100", "nodes": 2048})
+    row, wall = _run(raw)
+    cmd = command(MODULE, "train-300m-16384")
+    return [
+        target("300M data-parallel iteration, 16384 GPUs (2048 x dgx-h100), fidelity collective: wall time",
+               wall, "s", 60.0, reproduce=cmd, note=f"{row['buckets']} buckets, allreduce {row['algorithm']}"),
+        target("same: peak memory", peak_rss() / GiB, "GiB", 4.0, reproduce=cmd),
+        info("simulated iteration time", row["iteration_time_s"] * 1e3, "ms", reproduce=cmd),
+    ]
+
+
 def dbt_128() -> list[Figure]:
     raw = {"name": "bench-dbt-128", "topology": {"nodes": 128, "inter": FAT_TREE}, "network": "fairshare",
            "payload": "size", "fidelity": "collective", "trace": {"messages": False, "spans": False},
@@ -83,7 +98,8 @@ def dbt_128() -> list[Figure]:
                    note=f"simulated {row['time_s'] * 1e3:.2f} ms, busbw {row['busbw_GBps']:.1f} GB/s")]
 
 
-CASES = {"ring-1024": ring_1024, "train-300m-1024": train_300m_1024, "dbt-128": dbt_128}
+CASES = {"ring-1024": ring_1024, "train-300m-1024": train_300m_1024, "train-300m-16384": train_300m_16384,
+         "dbt-128": dbt_128}
 
 
 def main(argv: list[str] | None = None) -> int:
