@@ -88,6 +88,7 @@ from mpisim.errors import (
 )
 from mpisim.mpi.config import MpiConfig
 from mpisim.mpi.constants import ANY_SOURCE, ANY_TAG, MAX_TAG, PROC_NULL
+from mpisim.mpi.cost import MessageCost, message_cost
 from mpisim.mpi.ops import Op
 from mpisim.mpi.payload import DataPayload, Payload, SizePayload, as_payload
 from mpisim.mpi.request import Request, Status
@@ -356,6 +357,15 @@ class World:
         state.call = ""
 
     # ------------------------------------------------------------------ sending
+
+    def message_cost(self, src: int, dst: int, nbytes: int) -> MessageCost:
+        """The phases of an MPI message of *nbytes* from world rank *src* to *dst*, alone on its route.
+
+        ``message_cost(src, dst, n).lone`` is the time from posting the send to the receive
+        completing, with the receive posted first, as the protocols below give it
+        (:mod:`mpisim.mpi.cost`); models that replay an algorithm without its messages use it.
+        """
+        return message_cost(self.config, self.topology, src, dst, nbytes)
 
     def post_send(self, comm: Comm, buf: Any, dest: int, tag: int, *, synchronous: bool = False) -> Request:
         """Start sending *buf* to communicator rank *dest*; return the send request."""

@@ -1,0 +1,83 @@
+"""What one MPI message costs, phase by phase, when nothing else is on its links.
+
+The World moves a message through its protocol step by step (:mod:`mpisim.mpi.world`). A model
+that replays an algorithm without sending its messages -- a pipelined tree at collective
+fidelity (:mod:`mpisim.collectives.fluid_tree`) -- needs the same costs as numbers, with the
+two instants a message depends on: when its send is posted (*t_send*) and when its receive is
+posted (*t_recv*). With *o_s*, *o_r* the CPU overheads, *c* the copy time of the payload, *L*
+and *L'* the route latencies there and back, *h* the header, β and β' the seconds per byte
+there and back, and *V* the rendezvous overhead between nodes:
+
+==============  =====================================================================
+protocol        the receive completes at
+==============  =====================================================================
+eager           a + o_r if the data arrived (a = t_send + o_s + c + L + nβ) by t_recv,
+                else t_recv + o_r + c (copied out of the unexpected queue)
+rendezvous      max(t_send + o_s + L + hβ, t_recv) + L' + hβ' + V + L + nβ + o_r
+==============  =====================================================================
+
+The rendezvous handshake (RTS there, CTS back) starts when both sides are there, which is
+why the receive's posting matters to it. ``data_seconds`` is the only term that other traffic
+on the links stretches; a caller that knows the data shares its links scales it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from mpisim.mpi.config import MpiConfig
+from mpisim.network.topology import Topology
+
+
+@dataclass(frozen=True, slots=True)
+class MessageCost:
+    """One message's protocol and the seconds of each of its phases, alone on its route."""
+
+    rendezvous: bool
+    envelope: float  # send posted -> the envelope (RTS, or the eager data less its bytes) at the receiver
+    handshake: float  # rendezvous: receive matched -> its data starts to move (CTS back, rendezvous overhead)
+    data_latency: float  # rendezvous: the data's route latency (an eager message's is in envelope)
+    data_seconds: float  # the payload's bytes at the route's bottleneck bandwidth
+    recv_overhead: float
+    copy: float  # eager: copying the payload out of the unexpected queue
+
+    def complete(self, t_send: float, t_recv: float, share: float = 1.0) -> float:
+        """When the receive completes, for a send posted at *t_send* and its receive at *t_recv*.
+
+        *share* stretches the data's bytes (the number of transfers it shares its busiest
+        link with, itself included; 1 when alone).
+        """
+        if self.rendezvous:
+            t_match = max(t_send + self.envelope, t_recv)
+            return t_match + self.handshake + self.data_latency + self.data_seconds * share + self.recv_overhead
+        arrived = t_send + self.envelope + self.data_seconds * share
+        if arrived >= t_recv:
+            return arrived + self.recv_overhead
+        return t_recv + self.recv_overhead + self.copy
+
+    @property
+    def lone(self) -> float:
+        """Seconds from posting the send to the receive completing, with the receive posted first."""
+        return self.complete(0.0, float("-inf"))
+
+
+def message_cost(config: MpiConfig, topology: Topology, src: int, dst: int, nbytes: int) -> MessageCost:
+    """The phases of an MPI message of *nbytes* from world rank *src* to *dst* (see the module docstring).
+
+    The protocol is the World's choice: eager up to the path's eager limit, rendezvous above.
+    """
+    kind = topology.path_kind(src, dst)
+    there = topology.route(src, dst)
+    data_seconds = nbytes * there.beta
+    copy = config.copy_time(nbytes)
+    if nbytes <= config.eager_limit(kind):
+        # A zero-byte transfer on a route without links is over at once (the network's post()).
+        return MessageCost(False, config.send_overhead + copy + there.latency, 0.0, 0.0, data_seconds,
+                           config.recv_overhead, copy)
+    back = topology.route(dst, src)
+    header = config.header_bytes
+    rts = there.latency + header * there.beta if there.links else 0.0
+    cts = back.latency + header * back.beta if back.links else 0.0
+    overhead = config.rendezvous_overhead if kind == "inter" else 0.0
+    return MessageCost(True, config.send_overhead + rts, cts + overhead, there.latency, data_seconds,
+                       config.recv_overhead, 0.0)
