@@ -69,6 +69,7 @@ from mpisim.collectives.bcast import segments
 from mpisim.engine.events import Call
 from mpisim.engine.sim import Proc
 from mpisim.mpi.comm import Comm
+from mpisim.mpi.cost import MessageCost
 from mpisim.mpi.payload import Payload
 from mpisim.mpi.wire import Wire
 
@@ -81,18 +82,18 @@ class Tree:
     """One pipelined tree of a call: its shape, the protocol of its messages, and its segments' sizes."""
 
     links: Links
-    wire: Wire
+    wire: Wire | None  # a GPU library's protocol; None: MPI messages, with the World's protocols and costs
     segments: tuple[int, ...]
     group: int = 0
     window: int = NCCL_STEPS  # segments a sender may have on an edge ahead of the receiver's credits
 
     @classmethod
-    def over(cls, links: Links, wire: Wire, share: Payload, group: int = 0) -> Tree:
+    def over(cls, links: Links, wire: Wire | None, share: Payload, group: int = 0, window: int = NCCL_STEPS) -> Tree:
         """The tree that allreduces *share* over *links* in DBT_SEGMENT segments, as tree_allreduce cuts it.
 
         Trees of one *group* (the two trees of a channel, or of a rail) run in step.
         """
-        return cls(links, wire, tuple(seg.nbytes for seg in segments(share, DBT_SEGMENT)), group)
+        return cls(links, wire, tuple(seg.nbytes for seg in segments(share, DBT_SEGMENT)), group, window)
 
 
 @dataclass
@@ -106,8 +107,11 @@ class _Edge:
     latency: float  # protocol + route latency of one message
     solo: float  # seconds per wire byte alone on the route
     wire: tuple[int, ...]  # wire bytes of each segment
-    pairs: int = 1  # distinct pairs of ranks in step with this one on its busiest link (its own included)
+    pairs: int = 1  # transfers in step with this one on its busiest link (its own included; see _edges)
     shares_pair: bool = False  # another tree of its group sends on the same pair in step
+    #: MPI trees: each segment size's message, and the zero-byte credit back (mpisim.mpi.cost).
+    costs: dict[int, MessageCost] | None = None
+    credit: MessageCost | None = None
 
 
 class _Call:
@@ -173,7 +177,8 @@ def fluid_trees(comm: Comm, build: Callable[[], list[Tree]], shape: Hashable) ->
 
 def _edges(comm: Comm, trees: list[Tree]) -> list[_Edge]:
     """Both directions of every edge of every tree, with their costs."""
-    topology = comm.world.topology
+    world = comm.world
+    topology = world.topology
     out = []
     wires: dict[tuple[int, str], tuple[int, ...]] = {}  # wire bytes of a tree's segments, by path kind
     for t, tree in enumerate(trees):
@@ -185,6 +190,11 @@ def _edges(comm: Comm, trees: list[Tree]) -> list[_Edge]:
                 kind = topology.path_kind(src, dst)
                 route = topology.route(src, dst)
                 solo = 1.0 / route.bottleneck if route.links else 0.0
+                if tree.wire is None:  # MPI messages: the payload's bytes, the World's protocols
+                    costs = {n: world.message_cost(src, dst, n) for n in set(tree.segments)}
+                    out.append(_Edge(t, a, b, up, route.latency, solo, tree.segments, costs=costs,
+                                     credit=world.message_cost(dst, src, 0)))
+                    continue
                 wire = wires.get((t, kind))
                 if wire is None:
                     wire = wires[t, kind] = tuple(tree.wire.wire_bytes(n, kind) for n in tree.segments)
@@ -206,7 +216,10 @@ def _edges(comm: Comm, trees: list[Tree]) -> list[_Edge]:
             on_link.setdefault((*key, i), set()).add((e.src, e.dst, e.tree))
     for e, key, route in zip(out, keys, routes, strict=True):
         crossing = [on_link[(*key, i)] for i in route.ids]
-        e.pairs = max((len({(a, b) for a, b, _ in edges}) for edges in crossing), default=1)
+        if e.costs is None:
+            e.pairs = max((len({(a, b) for a, b, _ in edges}) for edges in crossing), default=1)
+        else:  # MPI messages of one pair do not queue on a connection: they share the link
+            e.pairs = max((len(edges) for edges in crossing), default=1)
         e.shares_pair = any((a, b) == (e.src, e.dst) and t != e.tree for edges in crossing for a, b, t in edges)
     return out
 
@@ -235,6 +248,7 @@ class _Plan:
     edges: list[_Edge]
     by_tree: list[list[int]]  # the indices in edges of each tree's edges
     static: list[tuple[float, float, float, int]]  # per tree: latency bound, first segment, queued, segments
+    messages: tuple[int, int] = (0, 0)  # MPI trees: the messages (segments and credits) they stand for, and their bytes
 
 
 #: Plans per world, keyed by (the communicator's ranks, the call's shape).
@@ -253,7 +267,10 @@ def _plan(comm: Comm, trees: list[Tree]) -> _Plan:
         position = seen.get(tree.group, 0)
         seen[tree.group] = position + 1
         static.append(static_bounds(tree, [edges[i] for i in by_tree[t]], gamma, position))
-    return _Plan(edges, by_tree, static)
+    # An MPI tree's edge stands for one message per segment and a credit for each after the window.
+    count = sum(2 * len(e.wire) - min(trees[e.tree].window, len(e.wire)) for e in edges if e.costs is not None)
+    nbytes = sum(sum(e.wire) for e in edges if e.costs is not None)
+    return _Plan(edges, by_tree, static, (count, nbytes))
 
 
 def _start(comm: Comm, call: _Call, plan: _Plan) -> None:
@@ -276,6 +293,9 @@ def _start(comm: Comm, call: _Call, plan: _Plan) -> None:
             for event in call.events:
                 Call(env, lambda ev: ev.succeed(), event, max(0.0, end - env.now))
 
+    count, nbytes = plan.messages
+    if count:
+        world.tracer.count_messages(count, nbytes)
     if not edges:  # a tree of one rank: nothing moves
         for event in call.events:
             event.succeed()
@@ -298,8 +318,9 @@ def static_bounds(tree: Tree, edges: list[_Edge], gamma: float, position: int = 
     k = len(tree.segments)
     latency_bound = replay(tree, edges, gamma, k)
     first = replay(tree, edges, gamma, 1)
-    # Queued behind the trees ahead of it in its group, on the pairs they share.
-    queued = position * max((e.wire[0] * e.solo for e in edges if e.shares_pair), default=0.0)
+    # Queued behind the trees ahead of it in its group, on the pairs they share (a GPU library's
+    # connection; MPI's messages of one pair share the link instead, which pairs counts).
+    queued = position * max((e.wire[0] * e.solo for e in edges if e.shares_pair and e.costs is None), default=0.0)
     return latency_bound, first, queued, k
 
 
@@ -327,12 +348,18 @@ def replay(tree: Tree, edges: list[_Edge], gamma: float, k: int) -> float:
     post_order = order[::-1]
     # Per child rank: latency and seconds per wire byte of its edge up (to its parent) and down (from it).
     lat_up, lat_down, rate_up, rate_down, wire_up, wire_down = {}, {}, {}, {}, {}, {}
+    # MPI trees: per child rank, its edges' messages by size, the credits back, and the link's sharing.
+    cost_up, cost_down, credit_up, credit_down, share_up, share_down = {}, {}, {}, {}, {}, {}
     for e in edges:
         rate = e.solo * e.pairs
         child = e.src if e.up else e.dst
         (lat_up if e.up else lat_down)[child] = e.latency
         (rate_up if e.up else rate_down)[child] = rate
         (wire_up if e.up else wire_down)[child] = e.wire
+        (cost_up if e.up else cost_down)[child] = e.costs
+        (credit_up if e.up else credit_down)[child] = e.credit
+        (share_up if e.up else share_down)[child] = e.pairs
+    mpi = tree.wire is None
     inf = float("-inf")
     window = tree.window
     # Segment j waits for the credit its receiver grants when segment j - window has arrived, so
@@ -354,24 +381,46 @@ def replay(tree: Tree, edges: list[_Edge], gamma: float, k: int) -> float:
         g: dict[int, float] = {}
         md: dict[int, float] = {}
         before = [*u_end.values(), *(d_end[r] for r in below)]
+        credited = j >= window  # a send waits for its receiver's credit
         for r in post_order:
             parent, children = links[r]
-            arrived = max((s_up[c] + lat_up[c] + wire_up[c][j] * rate_up[c] for c in children), default=inf)
+            if mpi:  # the receives were posted when the loop came round (u_end): see mpisim.mpi.cost
+                posted = u_end[r]
+                arrived = max((cost_up[c][nbytes].complete(s_up[c], posted, share_up[c]) for c in children),
+                              default=inf)
+            else:
+                arrived = max((s_up[c] + lat_up[c] + wire_up[c][j] * rate_up[c] for c in children), default=inf)
             g[r] = max(u_end[r], arrived)
             t = g[r] + len(children) * nbytes * gamma
             if parent is not None:
-                s_up[r] = t = max(t, g_credit[parent] + lat_down[r])
+                if mpi:
+                    t = credit_up[r].complete(g_credit[parent], t) if credited else t
+                else:
+                    t = max(t, g_credit[parent] + lat_down[r])
+                s_up[r] = t
             else:
                 for c in children:
-                    s_down[c] = t = max(t, md_credit[c] + lat_up[c])
+                    if mpi:
+                        t = credit_down[c].complete(md_credit[c], t) if credited else t
+                    else:
+                        t = max(t, md_credit[c] + lat_up[c])
+                    s_down[c] = t
             u_end[r] = t
         for r in order:
             parent, children = links[r]
             if parent is None:
                 continue
-            md[r] = t = max(d_end[r], s_down[r] + lat_down[r] + wire_down[r][j] * rate_down[r])
+            if mpi:
+                t = max(d_end[r], cost_down[r][nbytes].complete(s_down[r], d_end[r], share_down[r]))
+            else:
+                t = max(d_end[r], s_down[r] + lat_down[r] + wire_down[r][j] * rate_down[r])
+            md[r] = t
             for c in children:
-                s_down[c] = t = max(t, md_credit[c] + lat_up[c])
+                if mpi:
+                    t = credit_down[c].complete(md_credit[c], t) if credited else t
+                else:
+                    t = max(t, md_credit[c] + lat_up[c])
+                s_down[c] = t
             d_end[r] = t
         g_hist = [*g_hist[-window:], g]
         md_hist = [*md_hist[-window:], md]

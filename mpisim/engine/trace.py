@@ -60,6 +60,11 @@ class Tracer:
         self.message_count += 1
         self.message_bytes += nbytes
 
+    def count_messages(self, count: int, nbytes: int) -> None:
+        """Count *count* messages of *nbytes* in all that a model stood in for without sending them."""
+        self.message_count += count
+        self.message_bytes += nbytes
+
     def span(self, record: SpanRecord) -> None:
         """Keep a rank activity span if spans are recorded (zero-length spans are dropped)."""
         if self.record_spans and record.t_end > record.t_start:
