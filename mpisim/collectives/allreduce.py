@@ -448,12 +448,12 @@ def double_binary_tree_allreduce(comm: Comm, buf: Payload, op: Op) -> Proc[Paylo
     Cost: 2⌈lg p⌉(α + sβ + sγ) + 4(k-1)(α + sβ) for k segments of s bytes per tree (see
     double_binary_tree_cost); a single-port estimate, about 2nβ for long vectors.
 
-    At ``fidelity: collective``, with size-only data and MPI's own messages (no GPU wire), a
-    call whose trees carry one segment each runs as one flow per edge, its segments timed as
-    MPI messages without being sent (:mod:`~mpisim.collectives.fluid_tree`); longer vectors
-    keep the messages (see _fluid_dbt for why).
+    At ``fidelity: collective``, with size-only data and MPI's own messages (no GPU wire), the
+    two trees run as one flow per edge, their segments and credits timed as MPI messages
+    without being sent (:mod:`~mpisim.collectives.fluid_tree`; with several segments a tree,
+    the program runs as a fluid until its period shows: :mod:`~mpisim.collectives.fluid_pipeline`).
     """
-    if _fluid_dbt(comm, buf):
+    if comm.world.fidelity == "collective" and comm.wire is None and buf.__class__ is SizePayload:
         # NOTE: imported here because fluid_tree takes this module's segment size.
         from mpisim.collectives.fluid_tree import Tree, fluid_trees
 
@@ -469,27 +469,6 @@ def double_binary_tree_allreduce(comm: Comm, buf: Payload, op: Op) -> Proc[Paylo
     streams = [comm.env.process(tree_allreduce(comm, halves[t], op, *trees[t], t)) for t in (0, 1)]
     yield comm.env.all_of(streams)
     return type(buf).concat([s.value for s in streams])
-
-
-def _fluid_dbt(comm: Comm, buf: Payload) -> bool:
-    """True if this double binary tree runs as flows (fluid_tree): collective fidelity, size-only, one segment a tree.
-
-    With one segment per tree the replay is the message path's own program: every MPI
-    message's protocol (eager, or the rendezvous handshake once its receive is posted),
-    overheads and bytes, shared with the transfers of the same stage (tests/validation/
-    test_fidelity_equivalence.py: within 0.02 % on every case of the grid). Once segments
-    pipeline, each tree edge is a stream with one segment in flight (window 1), and the
-    streams that share a link (four on a rank's NIC: its parent and children in one tree, its
-    parent in the other) fall in and out of phase under fair sharing: the message path is
-    4 % (star, fat tree, rail) to 11 % (4 x dgx-h100) slower than the flows' bandwidth bound,
-    and 9 to 17 % faster than a replay that charges every stream's segment the whole share.
-    No static count of the sharing gives it within 2 %, so those calls keep the messages
-    (the direct path, mpisim.mpi.world).
-    """
-    if comm.world.fidelity != "collective" or comm.wire is not None or buf.__class__ is not SizePayload:
-        return False
-    per_segment = max(1, DBT_SEGMENT // buf.dtype.itemsize)
-    return -(-buf.count // 2) <= per_segment  # the larger half of buf.split(2)
 
 
 # ---------------------------------------------------------------------------------------- hierarchical

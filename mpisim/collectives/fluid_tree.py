@@ -66,6 +66,7 @@ from typing import Any
 
 from mpisim.collectives.allreduce import DBT_SEGMENT, NCCL_STEPS
 from mpisim.collectives.bcast import segments
+from mpisim.collectives.fluid_pipeline import PipelineEdge, pipeline_time
 from mpisim.engine.events import Call
 from mpisim.engine.sim import Proc
 from mpisim.mpi.comm import Comm
@@ -112,6 +113,7 @@ class _Edge:
     #: MPI trees: each segment size's message, and the zero-byte credit back (mpisim.mpi.cost).
     costs: dict[int, MessageCost] | None = None
     credit: MessageCost | None = None
+    links: tuple[int, ...] = ()  # the ids of its route's links
 
 
 class _Call:
@@ -212,6 +214,7 @@ def _edges(comm: Comm, trees: list[Tree]) -> list[_Edge]:
         keys.append((trees[e.tree].group, e.up, height[child] if e.up else depth[child]))
     on_link: dict[tuple, set] = {}
     for e, key, route in zip(out, keys, routes, strict=True):
+        e.links = route.ids
         for i in route.ids:
             on_link.setdefault((*key, i), set()).add((e.src, e.dst, e.tree))
     for e, key, route in zip(out, keys, routes, strict=True):
@@ -267,10 +270,35 @@ def _plan(comm: Comm, trees: list[Tree]) -> _Plan:
         position = seen.get(tree.group, 0)
         seen[tree.group] = position + 1
         static.append(static_bounds(tree, [edges[i] for i in by_tree[t]], gamma, position))
+    if any(tree.wire is None and len(tree.segments) > 1 for tree in trees):
+        static = _pipeline_bounds(comm, trees, [[edges[i] for i in indices] for indices in by_tree], static)
     # An MPI tree's edge stands for one message per segment and a credit for each after the window.
     count = sum(2 * len(e.wire) - min(trees[e.tree].window, len(e.wire)) for e in edges if e.costs is not None)
     nbytes = sum(sum(e.wire) for e in edges if e.costs is not None)
     return _Plan(edges, by_tree, static, (count, nbytes))
+
+
+def _pipeline_bounds(comm: Comm, trees: list[Tree], edges: list[list[_Edge]],
+                     static: list[tuple[float, float, float, int]]) -> list[tuple[float, float, float, int]]:
+    """MPI trees of several segments: their latency bound is the program run as a fluid (fluid_pipeline).
+
+    The trees run together there, so each tree's bound is the call's.
+    """
+    topology = comm.world.topology
+    program = []
+    for tree, tree_edges in zip(trees, edges, strict=True):
+        up, down = {}, {}
+        for e in tree_edges:
+            edge = PipelineEdge(e.costs, e.credit, e.links)  # type: ignore[arg-type]
+            if e.up:
+                up[e.src] = edge
+            else:
+                down[e.dst] = edge
+        program.append((tree.links, tree.segments, up, down))
+    window = trees[0].window
+    total = pipeline_time(program, window, comm.world.config.reduce_cost,
+                          lambda link: topology.links[link].effective_bandwidth)
+    return [(total, first, queued, k) for _, first, queued, k in static]
 
 
 def _start(comm: Comm, call: _Call, plan: _Plan) -> None:
@@ -286,7 +314,11 @@ def _start(comm: Comm, call: _Call, plan: _Plan) -> None:
         if call.pending == 0:
             span = 0.0
             for indices, (latency_bound, first, queued, k) in zip(plan.by_tree, plan.static, strict=True):
-                if indices:
+                if indices and edges[indices[0]].costs is not None:
+                    # An MPI tree's latency bound has its own links' sharing in it (fluid_pipeline):
+                    # its flows bound it only where other traffic slows them beyond that.
+                    span = max(span, latency_bound, max(t_flow[i] for i in indices))
+                elif indices:
                     bandwidth_bound = max(t_flow[i] for i in indices) * (k - 1) / k + first
                     span = max(span, max(latency_bound, bandwidth_bound) + queued)
             end = call.t_start + span

@@ -47,12 +47,18 @@ class MessageCost:
         *share* stretches the data's bytes (the number of transfers it shares its busiest
         link with, itself included; 1 when alone).
         """
+        return self.finish(self.data_start(t_send, t_recv) + self.data_seconds * share, t_recv)
+
+    def data_start(self, t_send: float, t_recv: float) -> float:
+        """When the payload's first byte starts to cross the links (after the route latency)."""
         if self.rendezvous:
-            t_match = max(t_send + self.envelope, t_recv)
-            return t_match + self.handshake + self.data_latency + self.data_seconds * share + self.recv_overhead
-        arrived = t_send + self.envelope + self.data_seconds * share
-        if arrived >= t_recv:
-            return arrived + self.recv_overhead
+            return max(t_send + self.envelope, t_recv) + self.handshake + self.data_latency
+        return t_send + self.envelope
+
+    def finish(self, t_data_end: float, t_recv: float) -> float:
+        """When the receive completes, for a payload whose last byte arrived at *t_data_end*."""
+        if self.rendezvous or t_data_end >= t_recv:
+            return t_data_end + self.recv_overhead
         return t_recv + self.recv_overhead + self.copy
 
     @property
