@@ -213,15 +213,15 @@ class _Program:
     def _arrival(self, key: tuple) -> None:
         """The envelope and the receive have met (now): finish the protocol."""
         fluid = self.fluid
-        cost, _, _ = self.costs[key]
-        if cost.rendezvous:
-            fluid.at(fluid.now + cost.handshake + cost.data_latency, self._rendezvous_data, key)
+        cost = self.costs[key][0]
+        if cost.rendezvous:  # the CTS back, then the data (a pair's socket is not modelled: see allreduce)
+            fluid.at(fluid.now + cost.handshake + cost.overhead + cost.data_latency, self._data_moves, key)
             return
         # Eager: the data is here; copied out of the unexpected queue if it came first.
         late = self.posted[key] > self.arrived[key]
         fluid.at(fluid.now + cost.recv_overhead + (cost.copy if late else 0.0), fluid.fire, self.signal(key))
 
-    def _rendezvous_data(self, key: tuple) -> None:
+    def _data_moves(self, key: tuple) -> None:
         fluid = self.fluid
         cost, links, nbytes = self.costs[key]
         fluid.transfer(nbytes, links, lambda t: fluid.at(t + cost.recv_overhead, fluid.fire, self.signal(key)))

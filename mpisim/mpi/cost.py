@@ -17,7 +17,9 @@ rendezvous      max(t_send + o_s + L + hβ, t_recv) + L' + hβ' + V + L + nβ + 
 ==============  =====================================================================
 
 The rendezvous handshake (RTS there, CTS back) starts when both sides are there, which is
-why the receive's posting matters to it. ``data_seconds`` is the only term that other traffic
+why the receive's posting matters to it. *V* holds the pair's socket (MpiConfig.rendezvous_overhead):
+a lone message pays it, and messages of one pair between nodes pay it one after another, each once
+the one before has delivered its data -- which a caller that runs several messages must model. ``data_seconds`` is the only term that other traffic
 on the links stretches; a caller that knows the data shares its links scales it.
 """
 
@@ -35,7 +37,8 @@ class MessageCost:
 
     rendezvous: bool
     envelope: float  # send posted -> the envelope (RTS, or the eager data less its bytes) at the receiver
-    handshake: float  # rendezvous: receive matched -> its data starts to move (CTS back, rendezvous overhead)
+    handshake: float  # rendezvous: receive matched -> the CTS is back at the sender
+    overhead: float  # rendezvous between nodes: CTS back -> its data starts to move (it holds the pair's socket)
     data_latency: float  # rendezvous: the data's route latency (an eager message's is in envelope)
     data_seconds: float  # the payload's bytes at the route's bottleneck bandwidth
     recv_overhead: float
@@ -52,7 +55,7 @@ class MessageCost:
     def data_start(self, t_send: float, t_recv: float) -> float:
         """When the payload's first byte starts to cross the links (after the route latency)."""
         if self.rendezvous:
-            return max(t_send + self.envelope, t_recv) + self.handshake + self.data_latency
+            return max(t_send + self.envelope, t_recv) + self.handshake + self.overhead + self.data_latency
         return t_send + self.envelope
 
     def finish(self, t_data_end: float, t_recv: float) -> float:
@@ -78,12 +81,12 @@ def message_cost(config: MpiConfig, topology: Topology, src: int, dst: int, nbyt
     copy = config.copy_time(nbytes)
     if nbytes <= config.eager_limit(kind):
         # A zero-byte transfer on a route without links is over at once (the network's post()).
-        return MessageCost(False, config.send_overhead + copy + there.latency, 0.0, 0.0, data_seconds,
+        return MessageCost(False, config.send_overhead + copy + there.latency, 0.0, 0.0, 0.0, data_seconds,
                            config.recv_overhead, copy)
     back = topology.route(dst, src)
     header = config.header_bytes
     rts = there.latency + header * there.beta if there.links else 0.0
     cts = back.latency + header * back.beta if back.links else 0.0
     overhead = config.rendezvous_overhead if kind == "inter" else 0.0
-    return MessageCost(True, config.send_overhead + rts, cts + overhead, there.latency, data_seconds,
+    return MessageCost(True, config.send_overhead + rts, cts, overhead, there.latency, data_seconds,
                        config.recv_overhead, 0.0)

@@ -119,21 +119,22 @@ def test_a_users_own_messages_keep_the_message_path(world_factory):
     assert [(m.tag, m.protocol) for m in world.tracer.messages] == [(5, "rendezvous")]
 
 
-# --- double_binary_tree: one flow per tree edge (mpisim.collectives.fluid_tree) while each tree has one segment.
+# --- double_binary_tree: one flow per tree edge (mpisim.collectives.fluid_tree), the program as a fluid
+# (mpisim.collectives.fluid_pipeline) once its trees have several segments.
 
 DBT = "double_binary_tree"
 
 
 @pytest.mark.parametrize("case", fidelity.cases())
 def test_double_binary_tree_comes_out_within_two_percent_on_every_case(case):
-    """1 KiB and 1 MiB run as flows (one segment a tree), 2 MiB keeps the messages: all within 2 %.
+    """1 KiB (eager) and 1 MiB (rendezvous): one segment a tree; 16 MiB: 16 segments a tree, pipelined.
 
-    The grid's large sizes (64 MiB, 1 GiB) keep the messages too (see allreduce._fluid_dbt):
-    the report's Fidelity table has them.
+    The grid's large sizes (1 GiB; 64 MiB with 64 ranks) take too long on the message path for
+    the suite: the report's Fidelity table has them.
     """
     from mpisim.collectives import registry
 
-    for row in fidelity.compare(case, registry.get("allreduce", DBT), (2**10, 2**20, 2**21)):
+    for row in fidelity.compare(case, registry.get("allreduce", DBT), (2**10, 2**20, 2**24)):
         assert abs(row["difference"]) <= fidelity.TOLERANCE, row
 
 
@@ -148,7 +149,7 @@ def _dbt(fidelity_name: str, nbytes: int, **extra):
     return run_scenario(load(_dbt_raw(fidelity_name, nbytes, **extra)))
 
 
-@pytest.mark.parametrize("nbytes", [2**10, 2**20], ids=["eager", "rendezvous"])
+@pytest.mark.parametrize("nbytes", [2**10, 2**20, 2**23], ids=["eager", "rendezvous", "pipelined"])
 def test_double_binary_tree_flows_carry_the_segments_bytes_and_count_its_messages(nbytes):
     """As flows the call counts the messages it stands for, and each link carries exactly its segments' bytes.
 
@@ -177,15 +178,22 @@ def test_double_binary_tree_flows_carry_the_segments_bytes_and_count_its_message
     on_links = lambda world: {link["link"]: link["nbytes"] for link in world.link_totals if link["nbytes"]}  # noqa: E731
     assert on_links(world_fast) == data
     assert on_links(world_detailed) == {name: data.get(name, 0) + headers.get(name, 0) for name in on_links(world_detailed)}
-    # The flows ran (a plan for the call's trees), and came out as the messages did.
+    # The flows ran (a plan for the call's trees), and came out as the messages did (pipelined, the
+    # messages' headers share the links with the data and the links are shared max-min: 0.2 % here).
     assert fluid_tree._PLANS
-    assert fast.rows[0]["time_s"] == pytest.approx(detailed.rows[0]["time_s"], rel=1e-3)
+    assert fast.rows[0]["time_s"] == pytest.approx(detailed.rows[0]["time_s"], rel=1e-3 if nbytes <= 2**20 else 5e-3)
 
 
-def test_double_binary_tree_keeps_mpi_overheads_and_the_rendezvous_overhead():
-    """The flows' replay charges the MPI layer's per-message costs as the messages do."""
-    mpi = {"mpi": {"send_overhead": 2e-6, "recv_overhead": 1e-6, "copy_bandwidth": 5e9, "rendezvous_overhead": 3e-6}}
-    for nbytes in (2**10, 2**20):
+def test_double_binary_tree_keeps_the_mpi_overheads():
+    """The flows' replay and fluid charge the MPI layer's per-message costs as the messages do."""
+    from mpisim.collectives import fluid_tree
+
+    mpi = {"mpi": {"send_overhead": 2e-6, "recv_overhead": 1e-6, "copy_bandwidth": 5e9, "reduce_cost": 1e-11}}
+    for nbytes in (2**10, 2**20, 2**23):
         detailed, fast = _dbt("message", nbytes, **mpi), _dbt("collective", nbytes, **mpi)
-        assert fast.rows[0]["time_s"] == pytest.approx(detailed.rows[0]["time_s"], rel=2e-3), nbytes
+        assert fast.rows[0]["time_s"] == pytest.approx(detailed.rows[0]["time_s"], rel=5e-3), nbytes
         assert fast.rows[0]["time_s"] > _dbt("collective", nbytes).rows[0]["time_s"]
+    # A rendezvous overhead serialises a pair's large messages on its socket: those calls keep the messages.
+    fluid_tree._PLANS.clear()
+    _dbt("collective", 2**23, mpi={"rendezvous_overhead": 3e-6})
+    assert not fluid_tree._PLANS
