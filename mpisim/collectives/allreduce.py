@@ -44,6 +44,7 @@ from mpisim.errors import MPIError
 from mpisim.mpi.comm import Comm
 from mpisim.mpi.ops import Op
 from mpisim.mpi.payload import Payload, SizePayload
+from mpisim.network.fairshare import FairShareNetwork
 
 #: Segment size (bytes) of the parameter server: each worker's vector travels in 4 MiB pieces
 #: (NCCL's default buffer size), so the server can send segment j back while segment j+1 arrives.
@@ -452,13 +453,16 @@ def double_binary_tree_allreduce(comm: Comm, buf: Payload, op: Op) -> Proc[Paylo
     two trees run as one flow per edge, their segments and credits timed as MPI messages
     without being sent (:mod:`~mpisim.collectives.fluid_tree`; with several segments a tree,
     the program runs as a fluid until its period shows: :mod:`~mpisim.collectives.fluid_pipeline`).
-    Not with a ``rendezvous_overhead``: a pair's socket then carries its rendezvous messages
-    one at a time, which the fluid does not model (with it modelled, 8 MiB on 8 ranks of a
-    star came out 7 % slower than the messages, for a reason not found), so the messages stay.
+    The fluid shares links as the ``fairshare`` network does; on another network (``analytic``
+    serves a link's transfers in turn: 4 % apart at 16 MiB on 8 ranks of a star; ``ports``
+    hold a rank's messages back: 35 % apart with one port) the messages stay. So they do with a
+    ``rendezvous_overhead``: a pair's socket then carries its rendezvous messages one at a
+    time, which the fluid does not model (with it modelled, 8 MiB on 8 ranks of a star came out
+    7 % slower than the messages, for a reason not found).
     """
     world = comm.world
     if (world.fidelity == "collective" and comm.wire is None and buf.__class__ is SizePayload
-            and not world.config.rendezvous_overhead):
+            and world.network.__class__ is FairShareNetwork and not world.config.rendezvous_overhead):
         # NOTE: imported here because fluid_tree takes this module's segment size.
         from mpisim.collectives.fluid_tree import Tree, fluid_trees
 

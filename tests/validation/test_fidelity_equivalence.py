@@ -186,14 +186,25 @@ def test_double_binary_tree_flows_carry_the_segments_bytes_and_count_its_message
 
 def test_double_binary_tree_keeps_the_mpi_overheads():
     """The flows' replay and fluid charge the MPI layer's per-message costs as the messages do."""
-    from mpisim.collectives import fluid_tree
 
     mpi = {"mpi": {"send_overhead": 2e-6, "recv_overhead": 1e-6, "copy_bandwidth": 5e9, "reduce_cost": 1e-11}}
     for nbytes in (2**10, 2**20, 2**23):
         detailed, fast = _dbt("message", nbytes, **mpi), _dbt("collective", nbytes, **mpi)
         assert fast.rows[0]["time_s"] == pytest.approx(detailed.rows[0]["time_s"], rel=5e-3), nbytes
         assert fast.rows[0]["time_s"] > _dbt("collective", nbytes).rows[0]["time_s"]
-    # A rendezvous overhead serialises a pair's large messages on its socket: those calls keep the messages.
+
+
+
+@pytest.mark.parametrize("extra", [{"mpi": {"rendezvous_overhead": 3e-6}}, {"network": "analytic"},
+                                   {"network": {"model": "fairshare", "ports": 1}}],
+                         ids=["rendezvous-overhead", "analytic", "one-port"])
+def test_double_binary_tree_keeps_the_messages_where_the_fluid_does_not_hold(extra):
+    """A pair's socket, links served in turn, a port per rank: the fluid models none of them."""
+    from mpisim.collectives import fluid_tree
+
     fluid_tree._PLANS.clear()
-    _dbt("collective", 2**23, mpi={"rendezvous_overhead": 3e-6})
+    fast = _dbt("collective", 2**23, **extra)
     assert not fluid_tree._PLANS
+    if "network" not in extra or extra["network"] == "analytic":
+        # (With ports the direct path is itself apart from the messages: its handshake holds no port.)
+        assert fast.rows[0]["time_s"] == pytest.approx(_dbt("message", 2**23, **extra).rows[0]["time_s"], rel=0.02)
