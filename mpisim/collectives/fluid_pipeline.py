@@ -19,6 +19,16 @@ period P after the one before, it will do so until the last (the program is the 
 segment of one size). So the fluid runs K segments only -- enough to see the period and the
 pipeline's fill and drain -- and the k-segment call takes T(K) + (k - K) P. If no period shows
 by the time K reaches k, the fluid has simply run the whole call.
+
+**Where it is the message path** (mpisim.validation_fidelity's grid, fair-share network: full,
+star, fat tree and rail with 8 and 64 ranks, 4 x dgx-h100; up to 1 GiB): within 0.2 % on every
+case; with two or four ranks a node (shared memory inside, a star or fat tree between) within
+0.6 % at 16 MiB. What it leaves out: the rendezvous headers' bytes on the links, MPI's
+non-overtaking order (a credit that waits behind a segment's envelope), and the max-min
+share's gift of what a transfer bottlenecked elsewhere leaves on a link (an even split gives
+it nothing), which is likely why a rendezvous overhead's socket turns, which make the streams'
+rates unequal, put it 7 % off; such calls, and other network models, keep the messages
+(:func:`~mpisim.collectives.allreduce.double_binary_tree_allreduce`).
 """
 
 from __future__ import annotations
