@@ -24,10 +24,11 @@ by the time K reaches k, the fluid has simply run the whole call.
 star, fat tree and rail with 8 and 64 ranks, 4 x dgx-h100; up to 1 GiB): within 0.2 % on every
 case; with two or four ranks a node (shared memory inside, a star or fat tree between) within
 0.6 % at 16 MiB. What it leaves out: the rendezvous headers' bytes on the links, MPI's
-non-overtaking order (a credit that waits behind a segment's envelope), and the max-min
-share's gift of what a transfer bottlenecked elsewhere leaves on a link (an even split gives
-it nothing), which is likely why a rendezvous overhead's socket turns, which make the streams'
-rates unequal, put it 7 % off; such calls, and other network models, keep the messages
+non-overtaking order (a credit that waits behind a segment's envelope), and what max-min
+sharing gives a transfer from a link's share that another, bottlenecked elsewhere, leaves
+unused (an even split gives it nothing). With a rendezvous overhead (a pair's socket taking
+its rendezvous messages in turn, modelled) it came out 7 % slower than the messages on 8 ranks
+of a star, for a reason not found; such calls, and other network models, keep the messages
 (:func:`~mpisim.collectives.allreduce.double_binary_tree_allreduce`).
 """
 
