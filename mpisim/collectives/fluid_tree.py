@@ -378,7 +378,10 @@ def replay(tree: Tree, edges: list[_Edge], gamma: float, k: int) -> float:
     children, and in its down loop every other rank passes segment j on to each child once
     that child's credit has arrived. A segment of w wire bytes on edge e takes e.latency +
     w x the route's seconds per byte, times the distinct pairs of ranks whose transfers cross
-    its busiest link at the same stage of the sweep; a credit takes its path's latency.
+    its busiest link at the same stage of the sweep; a credit takes its path's latency. An MPI
+    tree's segments and credits are MPI messages instead (:class:`~mpisim.mpi.cost.MessageCost`),
+    each with its receive posted when its loop came round to it: a rendezvous handshake waits
+    for that, and a message's CPU overheads and copies are in its time.
     """
     if not edges:
         return 0.0
