@@ -457,8 +457,8 @@ def double_binary_tree_allreduce(comm: Comm, buf: Payload, op: Op) -> Proc[Paylo
     serves a link's transfers in turn: 4 % apart at 16 MiB on 8 ranks of a star; ``ports``
     hold a rank's messages back: 35 % apart with one port) the messages stay. So they do with a
     ``rendezvous_overhead``: a pair's socket then carries its rendezvous messages one at a
-    time, which the fluid does not model (with it modelled, 8 MiB on 8 ranks of a star came out
-    7 % slower than the messages, for a reason not found).
+    time, which makes the streams' rates unequal, and then an even split of a link is not the
+    fair share (fluid_pipeline's docstring has the figures).
     """
     world = comm.world
     if (world.fidelity == "collective" and comm.wire is None and buf.__class__ is SizePayload

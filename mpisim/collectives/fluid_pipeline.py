@@ -26,9 +26,11 @@ case; with two or four ranks a node (shared memory inside, a star or fat tree be
 0.6 % at 16 MiB. What it leaves out: the rendezvous headers' bytes on the links, MPI's
 non-overtaking order (a credit that waits behind a segment's envelope), and what max-min
 sharing gives a transfer from a link's share that another, bottlenecked elsewhere, leaves
-unused (an even split gives it nothing). With a rendezvous overhead (a pair's socket taking
-its rendezvous messages in turn, modelled) it came out 7 % slower than the messages on 8 ranks
-of a star, for a reason not found; such calls, and other network models, keep the messages
+unused (an even split gives it nothing). That last one matters once the streams' rates are
+unequal, as a rendezvous overhead makes them (a pair's socket taking its rendezvous messages in
+turn): 8 MiB on 8 ranks of a star came out 7 % slower than the messages with the sockets
+modelled and an even split, and 0.02 % faster with a global max-min solve at every start and
+end, which took 50 s for 32 ranks. So such calls, and other network models, keep the messages
 (:func:`~mpisim.collectives.allreduce.double_binary_tree_allreduce`).
 """
 
