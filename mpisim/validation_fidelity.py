@@ -2,8 +2,8 @@
 
 At collective fidelity the size-only messages inside collective calls take the MPI layer's
 direct path (mpisim.mpi.world, "Collective fidelity": the rendezvous handshake is timed, not
-sent, and nothing is recorded) and NCCL rings run as pipelined flows
-(mpisim.collectives.nccl). This module runs every registered algorithm both ways over a grid
+sent, and nothing is recorded), NCCL rings run as pipelined flows (mpisim.collectives.nccl),
+and tree algorithms as one flow per tree edge (mpisim.collectives.fluid_tree). This module runs every registered algorithm both ways over a grid
 of topologies, sizes and rank counts, and records each pair of simulated times with the wall
 time of each run:
 

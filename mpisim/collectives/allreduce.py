@@ -45,7 +45,8 @@ from mpisim.engine.sim import Proc
 from mpisim.errors import MPIError
 from mpisim.mpi.comm import Comm
 from mpisim.mpi.ops import Op
-from mpisim.mpi.payload import Payload
+from mpisim.mpi.payload import Payload, SizePayload
+from mpisim.network.fairshare import FairShareNetwork
 
 #: Segment size (bytes) of the parameter server: each worker's vector travels in 4 MiB pieces
 #: (NCCL's default buffer size), so the server can send segment j back while segment j+1 arrives.
@@ -452,7 +453,31 @@ def double_binary_tree_allreduce(comm: Comm, buf: Payload, op: Op) -> Proc[Paylo
 
     Cost: 2⌈lg p⌉(α + sβ + sγ) + 4(k-1)(α + sβ) for k segments of s bytes per tree (see
     double_binary_tree_cost); a single-port estimate, about 2nβ for long vectors.
+
+    At ``fidelity: collective``, with size-only data and MPI's own messages (no GPU wire), the
+    two trees run as one flow per edge, their segments and credits timed as MPI messages
+    without being sent (:mod:`~mpisim.collectives.fluid_tree`; with several segments a tree,
+    the program runs as a fluid until its period shows: :mod:`~mpisim.collectives.fluid_pipeline`).
+    The fluid shares links as the ``fairshare`` network does; on another network (``analytic``
+    serves a link's transfers in turn: 4 % apart at 16 MiB on 8 ranks of a star; ``ports``
+    hold a rank's messages back: 35 % apart with one port) the messages stay. So they do with a
+    ``rendezvous_overhead``: a pair's socket then carries its rendezvous messages one at a
+    time, which makes the streams' rates unequal, and then an even split of a link is not the
+    fair share (fluid_pipeline's docstring has the figures).
     """
+    world = comm.world
+    if (world.fidelity == "collective" and comm.wire is None and buf.__class__ is SizePayload
+            and world.network.__class__ is FairShareNetwork and not world.config.rendezvous_overhead):
+        # NOTE: imported here because fluid_tree takes this module's segment size.
+        from mpisim.collectives.fluid_tree import Tree, fluid_trees
+
+        def build() -> list[Tree]:
+            links = [double_binary_tree(comm.size, r) for r in range(comm.size)]
+            return [Tree.over([tree[t] for tree in links], None, half, 0, window=1)
+                    for t, half in enumerate(buf.split(2))]
+
+        yield from fluid_trees(comm, build, ("double_binary_tree", buf.count, buf.dtype.str))
+        return buf
     trees = double_binary_tree(comm.size, comm.rank)
     halves = buf.split(2)
     streams = [comm.env.process(tree_allreduce(comm, halves[t], op, *trees[t], t)) for t in (0, 1)]

@@ -61,7 +61,8 @@ class Tracer:
         self.message_bytes += nbytes
 
     def count_messages(self, count: int, nbytes: int) -> None:
-        """Count *count* finished messages of *nbytes* in all whose records are not kept (a step program's)."""
+        """Count *count* messages of *nbytes* in all that a model stood in for without sending them
+        (a step program's, a fluid tree's): their records are not kept."""
         self.message_count += count
         self.message_bytes += nbytes
 

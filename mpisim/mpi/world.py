@@ -70,7 +70,7 @@ from __future__ import annotations
 import os
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import simpy
@@ -90,6 +90,7 @@ from mpisim.errors import (
 )
 from mpisim.mpi.config import MpiConfig
 from mpisim.mpi.constants import ANY_SOURCE, ANY_TAG, MAX_TAG, PROC_NULL
+from mpisim.mpi.cost import DirectCosts, MessageCost, message_cost
 from mpisim.mpi.ops import Op
 from mpisim.mpi.payload import DataPayload, Payload, SizePayload, as_payload
 from mpisim.mpi.request import Request, Status
@@ -100,17 +101,6 @@ if TYPE_CHECKING:
     from mpisim.mpi.comm import Comm
     from mpisim.network.base import NetworkModel
     from mpisim.network.topology import Topology
-
-
-class DirectCosts(NamedTuple):
-    """The route and protocol costs of a message from one rank to another on the direct path (World.direct_costs)."""
-
-    latency: float  # the route's latency
-    beta: float  # seconds per byte alone on the route
-    eager_limit: int  # largest message sent eagerly on this path
-    rts: float  # a lone request to send, there
-    cts: float  # a lone clear to send, back
-    rendezvous_overhead: float  # the sender's connection work before the data (between nodes)
 
 
 class Message:
@@ -369,6 +359,16 @@ class World:
         state.call = ""
 
     # ------------------------------------------------------------------ sending
+
+    def message_cost(self, src: int, dst: int, nbytes: int) -> MessageCost:
+        """The phases of an MPI message of *nbytes* from world rank *src* to *dst*, alone on its route.
+
+        ``message_cost(src, dst, n).lone`` is the time from posting the send to the receive
+        completing, with the receive posted first, as the protocols below give it
+        (:mod:`mpisim.mpi.cost`, from :meth:`direct_costs`); models that replay an algorithm
+        without its messages use it.
+        """
+        return message_cost(self.config, self.direct_costs(src, dst), nbytes)
 
     def post_send(self, comm: Comm, buf: Any, dest: int, tag: int, *, synchronous: bool = False) -> Request:
         """Start sending *buf* to communicator rank *dest*; return the send request."""
