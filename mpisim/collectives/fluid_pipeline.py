@@ -261,11 +261,7 @@ class _Program:
                 edge = up_edges[r]
                 self.send((t, "up", r, j), edge.costs[nbytes], edge.links, nbytes)
             else:
-                for c in children:
-                    if j >= window:
-                        yield self.recv((t, "credit down", c, j))
-                    edge = down_edges[c]
-                    self.send((t, "down", c, j), edge.costs[nbytes], edge.links, nbytes)
+                yield from self._to_children(t, children, down_edges, j, nbytes)
             done.append(fluid.now)
 
     def down(self, t: int, r: int, sizes: Sequence[int]) -> Generator:
@@ -277,12 +273,16 @@ class _Program:
             yield self.recv((t, "down", r, j))
             if j + window < len(sizes):
                 self.send((t, "credit down", r, j + window), down_edges[r].credit, ())
-            for c in children:
-                if j >= window:
-                    yield self.recv((t, "credit down", c, j))
-                edge = down_edges[c]
-                self.send((t, "down", c, j), edge.costs[nbytes], edge.links, nbytes)
+            yield from self._to_children(t, children, down_edges, j, nbytes)
             done.append(fluid.now)
+
+    def _to_children(self, t: int, children: Sequence[int], down_edges: dict, j: int, nbytes: int) -> Generator:
+        """Send segment j down to each child once it has granted its credit for it."""
+        for c in children:
+            if j >= self.window:
+                yield self.recv((t, "credit down", c, j))
+            edge = down_edges[c]
+            self.send((t, "down", c, j), edge.costs[nbytes], edge.links, nbytes)
 
 
 #: Rounds of one period the fluid must see repeat, to the relative TOLERANCE, before it trusts it.
