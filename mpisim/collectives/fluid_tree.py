@@ -570,6 +570,13 @@ def replay(tree: Tree, edges: list[_Edge], gamma: float, k: int) -> float:
     mpi = tree.wire is None
     inf = float("-inf")
     window = tree.window
+
+    def to_child(c: int, t: float, md_credit: dict[int, float], credited: bool) -> float:
+        """When a segment ready at *t* can go down to child *c*: once the child's credit for it is back."""
+        if mpi:
+            return credit_down[c].complete(md_credit[c], t) if credited else t
+        return max(t, md_credit[c] + lat_up[c])
+
     # Segment j waits for the credit its receiver grants when segment j - window has arrived, so
     # the replay keeps the arrival times of the last window + 1 segments (newest last):
     g_hist: list[dict[int, float]] = []  # when segment j arrived from the children, at every rank
@@ -608,11 +615,7 @@ def replay(tree: Tree, edges: list[_Edge], gamma: float, k: int) -> float:
                 s_up[r] = t
             else:
                 for c in children:
-                    if mpi:
-                        t = credit_down[c].complete(md_credit[c], t) if credited else t
-                    else:
-                        t = max(t, md_credit[c] + lat_up[c])
-                    s_down[c] = t
+                    s_down[c] = t = to_child(c, t, md_credit, credited)
             u_end[r] = t
         for r in order:
             parent, children = links[r]
@@ -624,11 +627,7 @@ def replay(tree: Tree, edges: list[_Edge], gamma: float, k: int) -> float:
                 t = max(d_end[r], s_down[r] + lat_down[r] + wire_down[r][j] * rate_down[r])
             md[r] = t
             for c in children:
-                if mpi:
-                    t = credit_down[c].complete(md_credit[c], t) if credited else t
-                else:
-                    t = max(t, md_credit[c] + lat_up[c])
-                s_down[c] = t
+                s_down[c] = t = to_child(c, t, md_credit, credited)
             d_end[r] = t
         g_hist = [*g_hist[-window:], g]
         md_hist = [*md_hist[-window:], md]
