@@ -494,14 +494,19 @@ def _multinode_section(checks: Sequence[Check]) -> list[str]:
     return lines
 
 
+def _committed(relative: Path) -> Any:
+    """A committed JSON document of the repository (None if this checkout has none)."""
+    path = validation_dir().parents[1] / relative
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+
+
 def _sweeps_section() -> list[str]:
     """The smoothness sweeps, rendered from their committed JSON (see mpisim.validation_sweeps)."""
     from mpisim import validation_sweeps
 
-    path = validation_dir().parents[1] / validation_sweeps.DEFAULT_JSON
-    if not path.is_file():
+    document = _committed(validation_sweeps.DEFAULT_JSON)
+    if document is None:
         return []
-    document = json.loads(path.read_text(encoding="utf-8"))
     return [
         "",
         "## Smoothness: time against bandwidth and size",
@@ -527,10 +532,9 @@ def _fidelity_section() -> list[str]:
     """The Fidelity table, rendered from its committed JSON (see mpisim.validation_fidelity)."""
     from mpisim import validation_fidelity
 
-    path = validation_dir().parents[1] / validation_fidelity.DEFAULT_JSON
-    if not path.is_file():
+    document = _committed(validation_fidelity.DEFAULT_JSON)
+    if document is None:
         return []
-    document = json.loads(path.read_text(encoding="utf-8"))
     return [
         "",
         "## Fidelity: collective against message",
