@@ -43,3 +43,22 @@ def test_the_setup_commands_are_the_install_and_the_test_command():
     assert len(setup) == 2
     assert "pip install" in setup[0] and "mpisim run scenarios/" in setup[0]
     assert "pytest" in setup[1]
+
+
+def test_the_readme_collective_fidelity_command_runs_what_the_message_path_refuses():
+    """The 100000-rank ring: refused at message fidelity (exit 2), a step program at collective fidelity."""
+    import subprocess
+    import sys
+
+    lines = [line.split("#")[0].strip() for block in code_blocks("bash") for line in block.splitlines()]
+    refused = next(line for line in lines if "topology.nodes=100000" in line and "fidelity" not in line)
+    fast = next(line for line in lines if "topology.nodes=100000" in line and "fidelity=collective" in line)
+    stderr = {}
+    for command, code in ((refused, 2), (fast, 0)):
+        words = shlex.split(command)
+        assert words[0] == "mpisim"
+        done = subprocess.run([sys.executable, "-m", "mpisim", *words[1:]], cwd=ROOT, capture_output=True, text=True,
+                              timeout=300, check=False)
+        assert done.returncode == code, done.stderr[-500:]
+        stderr[code] = done.stderr
+    assert "or fidelity: collective" in stderr[2] and stderr[2].count("\n") <= 2  # a note and the one line
