@@ -39,6 +39,7 @@ from typing import Any
 import numpy as np
 from scipy.optimize import least_squares
 
+from mpisim.calibrate.consistency import faster_than_the_host_cap
 from mpisim.calibrate.measurements import Point, Series
 from mpisim.calibrate.model import (
     CPU_PARAMS,
@@ -145,6 +146,8 @@ class Problem:
 
     def __init__(self, series: Sequence[Series], base: Mapping[str, Any], nodes: int, ranks_per_node: int) -> None:
         self.notes: list[str] = []
+        #: Measurements that no cluster could produce together (:mod:`~mpisim.calibrate.consistency`).
+        self.disagreements: list[str] = []
         kept = []
         for s in series:
             if s.test in NOT_MODELLED:
@@ -197,16 +200,19 @@ def _candidates(problem: Problem, base: Mapping[str, Any]) -> list[Param]:
     return seen
 
 
-def _duplex_cap(problem: Problem) -> float | None:
-    """The bibw figure at the largest size measured by both osu_bw and osu_bibw, when bibw falls
-    short of twice bw (C4b): both directions share one host resource. None otherwise."""
+def _duplex_cap(problem: Problem) -> tuple[float, str] | None:
+    """The bibw figure at the largest size measured by both osu_bw and osu_bibw, and its point's
+    name, when bibw falls short of 1.5x bw (C4b): both directions share one host resource.
+    None otherwise."""
     bw = {p.nbytes: p.value for s in problem.series if s.test == "bandwidth" for p in s.points}
-    bibw = {p.nbytes: p.value for s in problem.series if s.test == "bibw" for p in s.points}
+    bibw = {p.nbytes: (p.value, f"{Path(s.file).name}:{p.line}")
+            for s in problem.series if s.test == "bibw" for p in s.points}
     common = sorted(set(bw) & set(bibw))
     if not common:
         return None
     size = common[-1]
-    return bibw[size] if bibw[size] < DUPLEX * bw[size] else None
+    value, source = bibw[size]
+    return (value, source) if value < DUPLEX * bw[size] else None
 
 
 @dataclass
@@ -299,7 +305,7 @@ def fit(series: Sequence[Series], base: Mapping[str, Any], base_name: str, *, no
     trials: list[tuple[str, float, str]] = []
     cap = _duplex_cap(problem)
     if cap is not None and get(base, "inter") is not None and get(base, "inter.host_bandwidth") is None:
-        trials.append(("inter.host_bandwidth", cap, "bandwidth"))
+        trials.append(("inter.host_bandwidth", cap[0], "bandwidth"))
     if get(base, "mpi") is not None and not get(base, "mpi.rendezvous_overhead") and _streams_and_pings(problem):
         zero_byte = sum(si_value("time", get(base, k) or "0 s")
                         for k in ("mpi.send_overhead", "inter.latency", "mpi.recv_overhead"))
@@ -318,6 +324,10 @@ def fit(series: Sequence[Series], base: Mapping[str, Any], base_name: str, *, no
             best = trial
         else:
             problem.notes.append(f"{key} tried and left out: it does not improve the fit ({_MECHANISMS[key]})")
+    if cap is not None:
+        inter_node = [s for s, shape in zip(problem.series, problem.shapes, strict=True) if shape.nodes > 1]
+        problem.disagreements += faster_than_the_host_cap(inter_node, *cap,
+                                                          eager_limit=best.limits.get(EAGER_KEYS["inter"], 0))
     return _result(problem, mask, base, base_name, best, holdout)
 
 
@@ -358,6 +368,7 @@ def _result(problem: Problem, mask: Sequence[Sequence[bool]], base: Mapping[str,
             points.append(PointFit(s, p, b, f, not m))
     warnings = [f"{point_name(p.series, p.point)}: the fitted model is {p.error:+.1%} off; the model cannot "
                 "follow the data here (a dip or step it has no parameter for)" for p in points if abs(p.error) > WARN_ERROR]
+    warnings += problem.disagreements
     return FitResult(base_name, preset, fitted_params, best.eager, points, warnings, problem.notes, holdout,
                      problem.evaluations)
 

@@ -189,3 +189,23 @@ def test_holdout_predicts_the_points_it_left_out():
     assert max(result.errors(True)) < 0.01  # the truth is in the model: unseen points are predicted too
     again = fit(series, load_preset("ib-hdr"), "ib-hdr", nodes=2, ranks_per_node=1, holdout=0.2)
     assert [p.point for p in again.points if p.held_out] == [p.point for p in held]  # seeded: the same draw
+
+
+def test_c4_says_which_measurements_disagree(c4):
+    # The ping-pong's slope from 1 to 4 MiB beats the host cap bibw shows: named, with both files.
+    (line,) = [w for w in c4.warnings if "cannot outrun" in w]
+    assert line.startswith("c4_osu_latency.txt:7-8") and "c4b_osu_bibw.txt:3" in line and "6.91 GB/s" in line
+
+
+def test_host_capped_round_trip_has_no_disagreement():
+    # mpisim's own ping-pong, bw and bibw on a host-capped cluster are consistent by construction:
+    # the check must stay quiet, and the cap is fitted back.
+    truth = _truth("cloud-100g-tcp", {"inter.host_bandwidth": "6 GB/s"})
+    series = []
+    for test in ("latency", "bandwidth", "bibw"):
+        sizes = ["0 B", "1 KiB", "64 KiB", "1 MiB", "4 MiB"] if test == "latency" else ["4 MiB"]
+        rows = mpisim_rows(truth, {"kind": "p2p", "test": test, "sizes": sizes}, 2, 1)
+        series.append(osu.parse(osu_text(test, rows), f"osu_{test}.txt"))
+    result = fit(series, load_preset("cloud-100g-tcp"), "cloud-100g-tcp", nodes=2, ranks_per_node=1)
+    assert not [w for w in result.warnings if "cannot outrun" in w]
+    assert params(result)["inter.host_bandwidth"].value == pytest.approx(6e9, rel=0.01)
