@@ -260,16 +260,25 @@ def ring_orders(comm: Comm) -> list[list[int]]:
     One channel: a single ring in :func:`node_order`. Otherwise, in channel c every node's
     ranks are visited starting after local rank c, so the rank that leaves a node -- local
     rank c, through NIC c -- differs between channels and all NICs carry traffic at once.
+    Worked out once per communicator (every rank of every call asks): callers must not change
+    the lists.
     """
+    layouts = _LAYOUTS.setdefault(comm.world, {})
+    key = ("rings", comm.context)
+    rings = layouts.get(key)
+    if rings is not None:
+        return rings
     channels = channel_count(comm)
-    if channels == 1:
-        return [[r for members in node_members(comm) for r in members]]
     nodes = node_members(comm)
-    q = len(nodes[0])
-    rings = []
-    for c in range(channels):
-        start = (c + 1) % q
-        rings.append([members[(start + j) % q] for members in nodes for j in range(q)])
+    if channels == 1:
+        rings = [[r for members in nodes for r in members]]
+    else:
+        q = len(nodes[0])
+        rings = []
+        for c in range(channels):
+            start = (c + 1) % q
+            rings.append([members[(start + j) % q] for members in nodes for j in range(q)])
+    layouts[key] = rings
     return rings
 
 

@@ -83,6 +83,22 @@ def test_layout_puts_tp_innermost_and_groups_differ_along_one_dimension():
     assert megatron.coords(13) == Coords(tp=1, pp=1, dp=1) and megatron.coords(5) == Coords(tp=1, pp=0, dp=1)
 
 
+@pytest.mark.parametrize("order", [("tp", "pp", "dp"), ("tp", "dp", "pp"), ("dp", "pp", "tp")])
+def test_groups_are_the_ranks_that_differ_along_one_coordinate(order):
+    # Layout.group and the expert groups are computed arithmetically (they are built for every
+    # rank of a 100 000-GPU layout); here against their definitions, over every rank.
+    layout = Layout(tp=2, pp=3, dp=8, ep=4, order=order)
+    for rank in range(layout.size):
+        here = layout.coords(rank)
+        for dim in ("tp", "pp", "dp"):
+            expected = tuple(sorted((r for r in range(layout.size)
+                                     if all(getattr(layout.coords(r), d) == getattr(here, d) for d in ("tp", "pp", "dp")
+                                            if d != dim)), key=lambda r: getattr(layout.coords(r), dim)))
+            assert layout.group(rank, dim) == expected
+        same_experts = tuple(r for r in layout.group(rank, "dp") if layout.coords(r).dp % 4 == here.dp % 4)
+        assert layout.edp_group(rank) == same_experts
+
+
 @pytest.mark.parametrize(("name", "billions"), [("megatron-1.7b", 1.7), ("megatron-18.4b", 18.4),
                                                 ("megatron-145.6b", 145.6), ("llama3-8b", 8.0),
                                                 ("llama3-70b", 70.6), ("mixtral-8x7b", 46.7)])
@@ -166,6 +182,39 @@ def test_folding_tensor_parallel_groups_gives_the_same_iteration(parallel):
     folded, full = row(raw), row({**raw, "workload": {**raw["workload"], "fold": "none"}})
     assert folded["simulated_ranks"] == full["simulated_ranks"] // 8
     assert folded["iteration_time_s"] == pytest.approx(full["iteration_time_s"], rel=0.01)
+
+
+@pytest.mark.parametrize("recompute", ["none", "full"])
+def test_a_folded_layer_as_one_delay_gives_the_same_iteration(recompute):
+    # Without a timeline, a folded layer's compute and tensor-parallel delays are one event
+    # (_Rank.layer); with spans kept they are one event each. Same times, same tallies.
+    raw = scenario({"preset": "dgx-h100", "nodes": 4}, parallel={"tp": 8, "pp": 2}, batch={"global": 8},
+                   recompute=recompute, zero=1)
+    raw["network"] = {"model": "fairshare"}
+    merged, stepped = row({**raw, "trace": {"spans": False}}), row({**raw, "trace": {"spans": True}})
+    assert merged["simulated_ranks"] == 4  # folded: one GPU per tensor-parallel group
+    for key, value in stepped.items():
+        if isinstance(value, float):
+            assert merged[key] == pytest.approx(value, rel=1e-12, abs=1e-15), key
+        else:
+            assert merged[key] == value, key
+    delays = {}
+    for spans in (False, True):
+        loaded = load_dict({**raw, "trace": {"spans": spans}})
+        new_world, _ = new_world_factory(loaded)
+        world = new_world()
+        job = make_job(loaded.workload.params, world, new_world)
+        timeout, count = world.env.timeout, [0]
+
+        def counted(delay, value=None, timeout=timeout, count=count):
+            count[0] += 1
+            return timeout(delay, value)
+
+        world.env.timeout = counted
+        by_rank = play(job, world).tallies
+        delays[spans] = (count[0], [t.tp_calls for t in by_rank.values()])
+    assert delays[False][1] == delays[True][1] and delays[False][1][0]  # the same tensor-parallel calls
+    assert delays[False][0] < delays[True][0] / 2  # ... in half the delays or fewer
 
 
 def test_slower_network_or_bigger_model_never_makes_the_iteration_faster():

@@ -315,6 +315,15 @@ def _tp_calls(job: Job) -> list[tuple[str, int]]:
     return [("allreduce", job.tp_count)]
 
 
+def _tp_blocks(job: Job) -> int:
+    """The blocks of a layer that make tensor-parallel collectives: attention and MLP.
+
+    Whole experts (etp: 1) take the sequence-parallel share of tokens each tp rank holds
+    straight into the all-to-all: the MoE block needs no tensor-parallel gather or scatter.
+    """
+    return 1 if job.params.model.moe and job.layout.expert_tp < job.layout.tp else 2
+
+
 def _measure_tp(job: Job, new_world: Callable[[], World]) -> dict[tuple[str, int], float]:
     """Time each tensor-parallel collective of the first tp group on a fresh world, alone."""
     group = job.layout.group(0, "tp")
@@ -417,6 +426,11 @@ class _Rank:
         self.edp = comm.sub(edp, "edp") if len(edp) > 1 else None
         self.pp_group = layout.group(me, "pp")
         self.sends: list[Any] = []
+        # Folded tensor-parallel collectives are fixed delays (job.tp_times): where nothing can
+        # happen between a layer's compute and them -- no expert all-to-alls, no timeline to
+        # draw -- a layer is one delay (see layer()).
+        self.layer_is_one_delay = (job.fold and not (self.ep is not None and job.params.model.moe)
+                                   and not comm.world.tracer.record_spans)
 
     # ------------------------------------------------------------------ communication pieces
 
@@ -429,14 +443,31 @@ class _Rank:
             yield from _collective(self.tp, kind, count, self.job.dtype)
         self.tally.tp += self.comm.now - t0
 
+    def layer(self, seconds: float, label: str, passes: int) -> Proc[None]:
+        """One layer: *seconds* of compute, then the tensor- and expert-parallel collectives of *passes* passes.
+
+        With folded tensor-parallel groups and nothing else between them (``layer_is_one_delay``)
+        the layer is a single delay of the same length, tallied the same way: one event
+        where the compute and each collective would take one each (5 per layer forward, 9
+        backward with recomputation), which is most of a 100 000-GPU layout's events.
+        """
+        if not self.layer_is_one_delay:
+            yield from self.compute(seconds, label)
+            yield from self.layer_comm(passes)
+            return
+        tp = 0.0
+        for kind, count in _tp_calls(self.job) * (_tp_blocks(self.job) * passes):
+            tp += self.job.tp_times[(kind, count)]
+            self.tally.tp_calls[(kind, count)] += 1
+        self.tally.compute += seconds
+        self.tally.tp += tp
+        yield self.comm.env.timeout(seconds + tp)
+
     def layer_comm(self, passes: int) -> Proc[None]:
         """The tensor- and expert-parallel collectives of *passes* forward-like passes through one layer."""
         job = self.job
-        # Whole experts (etp: 1) take the sequence-parallel share of tokens each tp rank holds
-        # straight into the all-to-all: the MoE block needs no tensor-parallel gather or scatter.
-        blocks = 1 if job.params.model.moe and job.layout.expert_tp < job.layout.tp else 2
         for _ in range(passes):
-            for _ in range(blocks):  # attention and MLP blocks
+            for _ in range(_tp_blocks(job)):
                 for kind, count in _tp_calls(job):
                     yield from self.tp_collective(kind, count)
             if self.ep is not None and job.params.model.moe:
@@ -486,8 +517,7 @@ class _Rank:
         for _ in range(job.layers_per_chunk):
             if params_ready is not None:
                 yield from params_ready()
-            yield from self.compute(job.forward_layer_s, label)
-            yield from self.layer_comm(1)
+            yield from self.layer(job.forward_layer_s, label, 1)
         if vs == job.virtual_stages - 1:
             yield from self.compute(job.logits_forward_s, label)
         else:
@@ -527,8 +557,7 @@ class _Rank:
             for layer in range(job.layers_per_chunk):
                 if params_ready is not None:
                     yield from params_ready()
-                yield from self.compute(job.backward_layer_s, label)
-                yield from self.layer_comm(passes)
+                yield from self.layer(job.backward_layer_s, label, passes)
                 fire(layer + 1)
         fire(math.inf)
         if vs > 0:

@@ -87,9 +87,22 @@ class Layout:
         return Coords(**position)
 
     def group(self, rank: int, dim: str) -> tuple[int, ...]:
-        """The ranks that differ from *rank* only along *dim*, in order of that coordinate."""
-        here = self.coords(rank)._asdict()
-        return tuple(self.rank(Coords(**{**here, dim: i})) for i in range(self._sizes()[dim]))
+        """The ranks that differ from *rank* only along *dim*, in order of that coordinate.
+
+        Ranks are mixed-radix numbers over ``order``, so the group is an arithmetic sequence:
+        its step is the product of the sizes of the dimensions before *dim*::
+
+            >>> Layout(tp=2, pp=3, dp=4).group(7, "dp")
+            (1, 7, 13, 19)
+        """
+        sizes = self._sizes()
+        stride = 1
+        for name in self.order:
+            if name == dim:
+                break
+            stride *= sizes[name]
+        first = rank - (rank // stride) % sizes[dim] * stride
+        return tuple(range(first, first + sizes[dim] * stride, stride))
 
     def _expert_grid(self, rank: int) -> tuple[list[int], int]:
         """The stage's tp x dp GPUs in expert order (tp fastest), and *rank*'s index in it."""
@@ -121,8 +134,7 @@ class Layout:
             ((0,), (0, 4))
         """
         if self.expert_tp == self.tp:
-            dp_group = self.group(rank, "dp")
-            mine = self.coords(rank).dp % self.ep
-            return tuple(r for r in dp_group if self.coords(r).dp % self.ep == mine)
+            dp_group = self.group(rank, "dp")  # in order of the dp coordinate
+            return dp_group[self.coords(rank).dp % self.ep::self.ep]
         grid, index = self._expert_grid(rank)
         return tuple(grid[index % self.ep::self.ep])
