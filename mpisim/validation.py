@@ -483,10 +483,10 @@ def _multinode_section(checks: Sequence[Check]) -> list[str]:
         "(8 channels of 24 GB/s, Intel hosts; lat + bytes / bw, the Simple ring's latency x 1.4 across "
         "nodes), predicts LL128 194.8 us, LL 201.8 us, Simple 542.1 us (AMD hosts: 201.6, 277.2, 789.6 us; "
         "NCCL 2.30: 190.6, 198.4, 512.4 us) and picks LL128 (LL where the NICs are not on the GPUs' PCIe "
-        "switches, as NCCL then disables LL128): NCCL's model too is 43 to 45 % short of the measurement. (Simple's latency without the x 1.4 and with 2(nodes-1) network steps, 8.4 + 70 x 3.4 "
+        "switches, as NCCL then disables LL128): NCCL's model too is 22 % (LL, AMD hosts) to 45 % short of the measurement. (Simple's latency without the x 1.4 and with 2(nodes-1) network steps, 8.4 + 70 x 3.4 "
         "+ 8 x 14 = 358 us, matches the measurement, but NCCL's tuner does not pick Simple at 1 MiB.) mpisim's "
-        "LL is faster than NCCL's formula because NCCL adds the capped bytes to every step's latency, while in "
-        "a latency-bound ring only the network steps move at the capped rate. No published osu_latency or "
+        "LL is faster than NCCL's formula because the formula moves every step's bytes at the capped rate, while "
+        "in a latency-bound ring only the network steps do. No published osu_latency or "
         "small-size row on that RoCE fabric says where the rest goes, so the point stays a miss, not tuned "
         "away.",
         "- Trees: each connection keeps NCCL_STEPS = 8 segments in flight and the credits do not wait "

@@ -69,7 +69,7 @@ costs, and both the tuner and the messages follow them: LL128 only where GPUs ar
 NVLink (:func:`ll128_enabled`), and a ring spanning several nodes pays the network post
 overhead on every step and, with LL, a cap on its bandwidth (:func:`ring_protocol`). What
 NCCL's tuner has and this model does not: the Simple ring's "plateau" factor (tuning.cc
-``ncclTopoGetAlgoTime``: latency x 1.4 across nodes on Ampere and later) is an empirical
+``ncclTopoGetAlgoTime``: an allreduce's latency x 1.4 across nodes, x 1.9 before Ampere) is an empirical
 correction of NCCL's own estimate, with nothing in the hardware for a simulation to charge;
 Simple's flush latency (``interLat += latencyInter``) is the network device's declared
 latency, which NCCL's InfiniBand/RoCE transport sets to 0; and the LL128 cap per channel
@@ -330,7 +330,12 @@ def ring_protocol(comm: Comm, protocol: Protocol, collective: str = "allreduce")
       Simple): an intra-node hop's latency, the path's own included, is raised to it;
     * LL's bus bandwidth is capped at NCCL_LL_MAX_BUSBW (2 nodes, 3 or more): LL's share of
       each NIC becomes the cap over what the ring's NICs carry at full rate (one channel per
-      NIC, see ring_orders), unless its own share is less already.
+      NIC, see ring_orders), unless its own share is less already. LL's network buffers live
+      in host memory (NCCL's ``net.cc`` never maps them for GPUDirect) and the proxy thread
+      checks every line's flags before it posts a send, so its network steps are the slow
+      ones; the NVLink steps keep LL's own share. As for every protocol's share (see
+      :mod:`mpisim.mpi.wire`), the cap shows as bytes on the wire, so a NIC's byte counter
+      includes what LL's slower pace costs it.
     """
     if collective not in RING_COLLECTIVES:
         return protocol
