@@ -63,6 +63,18 @@ wire over the route's bandwidth, shared among the channels' concurrent flows on 
 network, in turn on the analytic one and at once on the fair-share one -- so the tuner's choice is the simulation's fastest protocol, up to the
 contention the closed forms approximate. The ``nccl`` rule set of :mod:`~mpisim.collectives.select`
 takes the least predicted time over (algorithm, protocol).
+
+Two rules of NCCL's tuner decide which protocols exist at all and what a ring across nodes
+costs, and both the tuner and the messages follow them: LL128 only where GPUs are joined by
+NVLink (:func:`ll128_enabled`), and a ring spanning several nodes pays the network post
+overhead on every step and, with LL, a cap on its bandwidth (:func:`ring_protocol`). What
+NCCL's tuner has and this model does not: the Simple ring's "plateau" factor (tuning.cc
+``ncclTopoGetAlgoTime``: an allreduce's latency x 1.4 across nodes, x 1.9 before Ampere) is an empirical
+correction of NCCL's own estimate, with nothing in the hardware for a simulation to charge;
+Simple's flush latency (``interLat += latencyInter``) is the network device's declared
+latency, which NCCL's InfiniBand/RoCE transport sets to 0; and the LL128 cap per channel
+(``perChMaxRingLL128Bw``, 36.7 GB/s on Hopper) is per NCCL channel, of which NCCL runs more
+than mpisim's one per NIC, so that across nodes it exceeds what the NICs carry and does not bind.
 """
 
 from __future__ import annotations
@@ -114,6 +126,23 @@ NCCL_EFFICIENCY = {"LL": 0.5, "LL128": 0.92, "Simple": 1.0, "NVLS": 0.85}
 #: Which row of NCCL_HOP_LATENCY an intra-node fabric kind uses (GPUs on shared memory go
 #: through PCIe and host memory).
 LINK_TYPE = {"nvswitch": "nvlink", "pcie": "pcie", "shm": "pcie"}
+#: NCCL's network post overhead (tuning.cc ``getNetOverhead``: 1 us on Intel x86 and non-x86
+#: hosts, 2 us on AMD x86 ones; mpisim's topologies do not name the host CPU, so NCCL's default).
+#: A ring across nodes is paced by its network steps, each posted by the CPU proxy thread, so
+#: no step of it -- NVLink ones included -- goes faster than one post ("Inter-node rings still
+#: have to launch nsteps * net overhead", ``intraLat = max(intraLat, netOverhead)``).
+NCCL_NET_OVERHEAD = 1.0 * US
+#: Posts per step by protocol: Simple's step is a send, a receive and the GPUDirect flush of
+#: what was received (tuning.cc ``if (p == NCCL_PROTO_SIMPLE) netOverhead *= 3``).
+NCCL_NET_OVERHEAD_POSTS = {"LL": 1, "LL128": 1, "Simple": 3}
+#: LL's bus bandwidth across nodes, all channels of a GPU together (tuning.cc ``llMaxBws``,
+#: multi-node columns of the Intel/other row: 2 nodes, 3 nodes or more; AMD hosts 22.5, 19.0).
+#: LL moves 8 bytes of data per 16-byte store through a small buffer that the proxy turns
+#: round once per network step, so across nodes it reaches this rate whatever the NICs.
+NCCL_LL_MAX_BUSBW = {2: 39.0e9, 3: 20.4e9}
+#: Collectives whose rings NCCL charges the network overhead on every step (tuning.cc: all but
+#: Broadcast and Reduce, which pipeline one way and take one hop's latency).
+RING_COLLECTIVES = ("allreduce", "allgather", "reduce_scatter")
 
 
 # ---------------------------------------------------------------------------------------- protocols
@@ -156,6 +185,23 @@ def protocols(spec: TopologySpec) -> dict[str, Protocol]:
         out[name] = Protocol(name, base.get(name, NCCL_BASE_LATENCY[name]),
                              Wire(name, lat_intra, lat_inter, eff_intra, eff_inter))
     return out
+
+
+def ll128_enabled(spec: TopologySpec) -> bool:
+    """True if NCCL enables LL128 on this cluster by default: GPUs joined by NVLink.
+
+    tuning.cc enables LL128 only where the ring's intra-node path is NVLink (``typeIntra <=
+    PATH_NVB``) and the NIC hangs off the GPU's PCIe switch (``typeInter <= PATH_PXB``, or
+    ``PATH_PXN`` on Hopper): "Other cases are not tested and may cause silent data
+    corruption", since LL128 relies on 128-byte stores arriving whole, which NVLink
+    guarantees and PCIe does not. mpisim's NICs sit by their GPUs (rail-optimized), so the
+    fabric inside a node decides: an ``nvswitch`` node has LL128; a ``pcie`` or ``shm`` one
+    only if its fabric lists LL128 (as ``NCCL_PROTO=LL128`` forces it).
+    """
+    intra = spec.intra
+    if intra is None:
+        return True  # one rank per node: no intra-node path to rule LL128 out
+    return intra.kind == "nvswitch" or intra.protocol("LL128") is not None
 
 
 def nvls_groups(comm: Comm) -> Sequence[Sequence[int]] | None:
@@ -280,6 +326,43 @@ def ring_orders(comm: Comm) -> list[list[int]]:
             rings.append([members[(start + j) % q] for members in nodes for j in range(q)])
     layouts[key] = rings
     return rings
+
+
+def ring_protocol(comm: Comm, protocol: Protocol, collective: str = "allreduce") -> Protocol:
+    """Return *protocol* as a ring of *comm* runs it: NCCL's costs of a ring across nodes added.
+
+    On one node the protocol is unchanged. Across nodes, for the rings of RING_COLLECTIVES,
+    NCCL's model (tuning.cc ``ncclTopoTuneModel``, ring branch) has two terms more, and so do
+    this ring's messages (the wire), so the tuner and the simulation agree:
+
+    * every step costs at least the network post overhead (NCCL_NET_OVERHEAD, three posts for
+      Simple): an intra-node hop's latency, the path's own included, is raised to it;
+    * LL's bus bandwidth is capped at NCCL_LL_MAX_BUSBW (2 nodes, 3 or more): LL's share of
+      each NIC becomes the cap over what the ring's NICs carry at full rate (one channel per
+      NIC, see ring_orders), unless its own share is less already. LL's network buffers live
+      in host memory (NCCL's ``net.cc`` never maps them for GPUDirect) and the proxy thread
+      checks every line's flags before it posts a send, so its network steps are the slow
+      ones; the NVLink steps keep LL's own share. As for every protocol's share (see
+      :mod:`mpisim.mpi.wire`), the cap shows as bytes on the wire, so a NIC's byte counter
+      includes what LL's slower pace costs it.
+    """
+    if collective not in RING_COLLECTIVES:
+        return protocol
+    spec = comm.world.topology.spec
+    m = len(node_members(comm))
+    if m == 1 or spec.inter is None:
+        return protocol
+    wire = protocol.wire
+    path = spec.intra.latency if spec.intra is not None else 0.0
+    latency_intra = max(wire.latency_intra, NCCL_NET_OVERHEAD * NCCL_NET_OVERHEAD_POSTS[protocol.name] - path)
+    efficiency_inter = wire.efficiency_inter
+    if protocol.name == "LL":
+        nics = len(ring_orders(comm)) * spec.inter.bandwidth * spec.inter.efficiency
+        efficiency_inter = min(efficiency_inter, NCCL_LL_MAX_BUSBW[min(m, 3)] / nics)
+    if latency_intra == wire.latency_intra and efficiency_inter == wire.efficiency_inter:
+        return protocol
+    return Protocol(protocol.name, protocol.base,
+                    Wire(wire.name, latency_intra, wire.latency_inter, wire.efficiency_intra, efficiency_inter, wire.pxn))
 
 
 # ---------------------------------------------------------------------------------------- predictions
@@ -599,8 +682,11 @@ def tune(comm: Comm, algorithm: str, nbytes: int, collective: str = "allreduce")
         if algorithm == "nvls":
             options = [nvls_wire(comm)]
         else:
-            table = protocols(comm.world.topology.spec)
-            options = [table[name] for name in PROTOCOLS]
+            spec = comm.world.topology.spec
+            table = protocols(spec)
+            options = [table[name] for name in PROTOCOLS if name != "LL128" or ll128_enabled(spec)]
+            if algorithm == "nccl_ring":
+                options = [ring_protocol(comm, proto, collective) for proto in options]
         predictor = _COLLECTIVE_PREDICTORS.get((collective, algorithm))
         if predictor is not None:
             timed = [(predictor(comm, proto, nbytes), i, proto) for i, proto in enumerate(options)]

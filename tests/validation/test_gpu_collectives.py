@@ -180,6 +180,59 @@ def test_the_tuner_picks_the_protocol_with_the_least_predicted_time():
     assert picked == {32 * KiB: "LL", MiB: "LL", 8 * MiB: "LL128", 256 * MiB: "Simple"}
 
 
+H100x4 = {"preset": "dgx-h100", "nodes": 4}
+PCIE_GPUS = {"nodes": 1, "ranks_per_node": 8, "device": "gpu",
+             "intra": {"kind": "pcie", "bandwidth": "31.5 GB/s", "latency": "1.5 us"}}
+
+
+def test_a_ring_across_nodes_pays_the_network_post_overhead_on_every_step():
+    """tuning.cc: intraLat = max(intraLat, netOverhead), netOverhead x3 for Simple, for rings across nodes."""
+    comm = coll_comm(H100x4)
+    spec = comm.world.topology.spec
+    table = nccl.protocols(spec)
+    for name, nvlink in (("LL", 0.6e-6), ("LL128", 1.9e-6), ("Simple", 3.4e-6)):
+        floor = nccl.NCCL_NET_OVERHEAD * nccl.NCCL_NET_OVERHEAD_POSTS[name]
+        wire = nccl.ring_protocol(comm, table[name]).wire
+        assert wire.latency_intra + spec.intra.latency == pytest.approx(max(nvlink, floor))
+        assert wire.latency_inter == table[name].wire.latency_inter
+    assert nccl.ring_protocol(comm, table["LL"]).wire.latency_intra > table["LL"].wire.latency_intra
+    # One node, and NCCL's broadcast ring (one hop's latency in NCCL's model): unchanged.
+    assert nccl.ring_protocol(coll_comm(H100), table["LL"]) is table["LL"]
+    assert nccl.ring_protocol(comm, table["LL"], "bcast") is table["LL"]
+
+
+@pytest.mark.parametrize(("nodes", "cap"), [(2, 39.0e9), (4, 20.4e9)])
+def test_ll_bus_bandwidth_across_nodes_is_nccls_cap(nodes, cap):
+    """tuning.cc llMaxBws: a ring's LL busbw across nodes reaches 39 GB/s on 2 nodes, 20.4 from 3 on."""
+    comm = coll_comm({"preset": "dgx-h100", "nodes": nodes})
+    ll = nccl.ring_protocol(comm, nccl.protocols(comm.world.topology.spec)["LL"])
+    p, n = comm.size, GiB
+    busbw = 2 * (p - 1) / p * n / nccl.predict_ring(comm, ll, n)
+    assert busbw == pytest.approx(cap, rel=0.01)
+    assert ll.wire.efficiency_intra == nccl.NCCL_EFFICIENCY["LL"]  # NVLink steps keep LL's share
+
+
+@pytest.mark.parametrize("network", ["analytic", "fairshare"])
+def test_ring_across_nodes_takes_the_tuners_prediction_with_the_costs_across_nodes(network):
+    """4 x dgx-h100 at 1 MiB: the ring picks LL, capped and with the post overhead; simulated = predicted."""
+    comm = coll_comm(H100x4, network)
+    choice = nccl.tune(comm, "nccl_ring", MiB)
+    assert choice.protocol.name == "LL"
+    assert choice.protocol.wire.efficiency_inter < nccl.NCCL_EFFICIENCY["LL"]
+    (row,) = rows(H100x4, ["nccl_ring"], [MiB], network=network)
+    assert row["time_s"] == pytest.approx(choice.predicted, rel=0.01)
+
+
+def test_ll128_only_where_nvlink_joins_the_gpus():
+    """tuning.cc enables LL128 by default only over NVLink (typeIntra <= PATH_NVB); a fabric may list it."""
+    assert nccl.ll128_enabled(coll_comm(A100).world.topology.spec)
+    comm = coll_comm(PCIE_GPUS)
+    assert not nccl.ll128_enabled(comm.world.topology.spec)
+    assert {nccl.tune(comm, "nccl_ring", n).protocol.name for n in (KiB, MiB, 8 * MiB, 256 * MiB)} <= {"LL", "Simple"}
+    listed = {**PCIE_GPUS, "intra": {**PCIE_GPUS["intra"], "protocols": {"LL128": {"latency": "1 us", "efficiency": 0.9}}}}
+    assert nccl.ll128_enabled(coll_comm(listed).world.topology.spec)
+
+
 def test_small_messages_on_a_dgx_cost_tens_of_microseconds():
     (row,) = rows(A100, ["nccl_ring"], [8])
     assert 20e-6 < row["time_s"] < 100e-6
