@@ -67,8 +67,13 @@ takes the least predicted time over (algorithm, protocol).
 Two rules of NCCL's tuner decide which protocols exist at all and what a ring across nodes
 costs, and both the tuner and the messages follow them: LL128 only where GPUs are joined by
 NVLink (:func:`ll128_enabled`), and a ring spanning several nodes pays the network post
-overhead on every step and, with LL, a cap on its bandwidth (:func:`ring_protocol`). What
-NCCL's tuner has and this model does not: the Simple ring's "plateau" factor (tuning.cc
+overhead on every step (:func:`ring_protocol`). What NCCL's tuner has and this model does
+not: the cap on LL's bus bandwidth across nodes (``llMaxBws``: 39 GB/s on 2 nodes, 20.4 from
+3 on) is the pace of the proxy thread that turns LL's host-memory buffers round, not bytes on
+a link, and a protocol's share here is charged as bytes on the wire -- the cap would put about
+nine times the payload on each NIC, in its byte counter and in its contention with everything
+else, so it is left out (an LL ring across nodes is then faster than NCCL's own estimate
+wherever its bytes, not its steps, set the time); the Simple ring's "plateau" factor (tuning.cc
 ``ncclTopoGetAlgoTime``: an allreduce's latency x 1.4 across nodes, x 1.9 before Ampere) is an empirical
 correction of NCCL's own estimate, with nothing in the hardware for a simulation to charge;
 Simple's flush latency (``interLat += latencyInter``) is the network device's declared
@@ -135,11 +140,6 @@ NCCL_NET_OVERHEAD = 1.0 * US
 #: Posts per step by protocol: Simple's step is a send, a receive and the GPUDirect flush of
 #: what was received (tuning.cc ``if (p == NCCL_PROTO_SIMPLE) netOverhead *= 3``).
 NCCL_NET_OVERHEAD_POSTS = {"LL": 1, "LL128": 1, "Simple": 3}
-#: LL's bus bandwidth across nodes, all channels of a GPU together (tuning.cc ``llMaxBws``,
-#: multi-node columns of the Intel/other row: 2 nodes, 3 nodes or more; AMD hosts 22.5, 19.0).
-#: LL moves 8 bytes of data per 16-byte store through a small buffer that the proxy turns
-#: round once per network step, so across nodes it reaches this rate whatever the NICs.
-NCCL_LL_MAX_BUSBW = {2: 39.0e9, 3: 20.4e9}
 #: Collectives whose rings NCCL charges the network overhead on every step (tuning.cc: all but
 #: Broadcast and Reduce, which pipeline one way and take one hop's latency).
 RING_COLLECTIVES = ("allreduce", "allgather", "reduce_scatter")
@@ -332,19 +332,11 @@ def ring_protocol(comm: Comm, protocol: Protocol, collective: str = "allreduce")
     """Return *protocol* as a ring of *comm* runs it: NCCL's costs of a ring across nodes added.
 
     On one node the protocol is unchanged. Across nodes, for the rings of RING_COLLECTIVES,
-    NCCL's model (tuning.cc ``ncclTopoTuneModel``, ring branch) has two terms more, and so do
-    this ring's messages (the wire), so the tuner and the simulation agree:
-
-    * every step costs at least the network post overhead (NCCL_NET_OVERHEAD, three posts for
-      Simple): an intra-node hop's latency, the path's own included, is raised to it;
-    * LL's bus bandwidth is capped at NCCL_LL_MAX_BUSBW (2 nodes, 3 or more): LL's share of
-      each NIC becomes the cap over what the ring's NICs carry at full rate (one channel per
-      NIC, see ring_orders), unless its own share is less already. LL's network buffers live
-      in host memory (NCCL's ``net.cc`` never maps them for GPUDirect) and the proxy thread
-      checks every line's flags before it posts a send, so its network steps are the slow
-      ones; the NVLink steps keep LL's own share. As for every protocol's share (see
-      :mod:`mpisim.mpi.wire`), the cap shows as bytes on the wire, so a NIC's byte counter
-      includes what LL's slower pace costs it.
+    NCCL's model (tuning.cc ``ncclTopoTuneModel``, ring branch) has one term more, and so do
+    this ring's messages (the wire), so the tuner and the simulation agree: every step costs
+    at least the network post overhead (NCCL_NET_OVERHEAD, three posts for Simple), so an
+    intra-node hop's latency, the path's own included, is raised to it. (NCCL's cap on LL's
+    bandwidth across nodes is left out: see the module docstring.)
     """
     if collective not in RING_COLLECTIVES:
         return protocol
@@ -355,14 +347,11 @@ def ring_protocol(comm: Comm, protocol: Protocol, collective: str = "allreduce")
     wire = protocol.wire
     path = spec.intra.latency if spec.intra is not None else 0.0
     latency_intra = max(wire.latency_intra, NCCL_NET_OVERHEAD * NCCL_NET_OVERHEAD_POSTS[protocol.name] - path)
-    efficiency_inter = wire.efficiency_inter
-    if protocol.name == "LL":
-        nics = len(ring_orders(comm)) * spec.inter.bandwidth * spec.inter.efficiency
-        efficiency_inter = min(efficiency_inter, NCCL_LL_MAX_BUSBW[min(m, 3)] / nics)
-    if latency_intra == wire.latency_intra and efficiency_inter == wire.efficiency_inter:
+    if latency_intra == wire.latency_intra:
         return protocol
     return Protocol(protocol.name, protocol.base,
-                    Wire(wire.name, latency_intra, wire.latency_inter, wire.efficiency_intra, efficiency_inter, wire.pxn))
+                    Wire(wire.name, latency_intra, wire.latency_inter, wire.efficiency_intra, wire.efficiency_inter,
+                         wire.pxn))
 
 
 # ---------------------------------------------------------------------------------------- predictions
