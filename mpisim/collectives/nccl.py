@@ -1042,7 +1042,7 @@ def nccl_ring_allgather(comm: Comm, buf: Payload) -> Proc[Payload]:
     rings = ring_orders(comm)
     if _fluid(comm, buf):
         yield from fluid_ring(comm, choice.protocol.wire, rings, buf.nbytes / len(rings), p - 1, 0)
-        return type(buf).concat([buf] * p)
+        return buf.repeat(p)
     mine = buf.split(len(rings))
     procs = []
     for c, ring in enumerate(rings):
@@ -1087,7 +1087,7 @@ def nccl_ring_reduce_scatter(comm: Comm, buf: Payload, op: Op) -> Proc[Payload]:
     rings = ring_orders(comm)
     if _fluid(comm, buf):
         yield from fluid_ring(comm, choice.protocol.wire, rings, buf.nbytes / (p * len(rings)), p - 1, p - 1)
-        return buf.split(p)[comm.rank]
+        return buf.split_block(p, comm.rank)
     parts = _channel_parts(buf.split(p), len(rings))
     procs = [comm.env.process(_ring_reduce_scatter_on(wired, list(parts[c]), op, ring, c))
              for c, ring in enumerate(rings)]

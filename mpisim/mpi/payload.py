@@ -102,6 +102,14 @@ class Payload(ABC):
         offsets = split_offsets(self.count, parts)
         return [self.slice(offsets[i], offsets[i + 1]) for i in range(parts)]
 
+    def split_block(self, parts: int, index: int) -> Payload:
+        """Block *index* of :meth:`split` into *parts*, without the others."""
+        return self.split(parts)[index]
+
+    def repeat(self, times: int) -> Payload:
+        """*times* copies end to end: ``concat([self] * times)``."""
+        return self.concat([self] * times)
+
     def split_ceil(self, parts: int) -> list[Payload]:
         """Cut into *parts* blocks of MPICH's ring sizes (:func:`ceil_split_counts`)."""
         blocks, start = [], 0
@@ -277,6 +285,15 @@ class SizePayload(Payload):
         big = SizePayload(base + 1, self.dtype) if extra else None
         small = SizePayload(base, self.dtype)
         return [big] * extra + [small] * (parts - extra)  # type: ignore[list-item]
+
+    def split_block(self, parts: int, index: int) -> SizePayload:
+        # NOTE: a collective's every rank asks for its own block: O(1), not a list of *parts*.
+        base, extra = divmod(self.count, parts)
+        return SizePayload(base + (index < extra), self.dtype)
+
+    def repeat(self, times: int) -> SizePayload:
+        """*times* copies end to end (``concat([self] * times)``, without the list)."""
+        return SizePayload(self.count * times, self.dtype)
 
     def split_ceil(self, parts: int) -> list[Payload]:
         # NOTE: as split: full blocks, then at most one short one, then empty ones, shared.
