@@ -184,12 +184,13 @@ def test_folding_tensor_parallel_groups_gives_the_same_iteration(parallel):
     assert folded["iteration_time_s"] == pytest.approx(full["iteration_time_s"], rel=0.01)
 
 
-@pytest.mark.parametrize("recompute", ["none", "full"])
-def test_a_folded_layer_as_one_delay_gives_the_same_iteration(recompute):
-    # Without a timeline, a folded layer's compute and tensor-parallel delays are one event
-    # (_Rank.layer); with spans kept they are one event each. Same times, same tallies.
-    raw = scenario({"preset": "dgx-h100", "nodes": 4}, parallel={"tp": 8, "pp": 2}, batch={"global": 8},
-                   recompute=recompute, zero=1)
+@pytest.mark.parametrize(("recompute", "zero", "pp"), [("none", 1, 2), ("full", 1, 2), ("full", 3, 1)])
+def test_folded_layers_as_one_delay_give_the_same_iteration(recompute, zero, pp):
+    # Without a timeline, folded layers' compute and tensor-parallel delays are one event up to
+    # the next layer that readies a gradient bucket (ZeRO 3: that gathers parameters), see
+    # _Rank.layers; with spans kept they are one event each. Same times, same tallies.
+    raw = scenario({"preset": "dgx-h100", "nodes": 4}, parallel={"tp": 8, "pp": pp}, batch={"global": 8},
+                   recompute=recompute, zero=zero)
     raw["network"] = {"model": "fairshare"}
     merged, stepped = row({**raw, "trace": {"spans": False}}), row({**raw, "trace": {"spans": True}})
     assert merged["simulated_ranks"] == 4  # folded: one GPU per tensor-parallel group
@@ -214,7 +215,7 @@ def test_a_folded_layer_as_one_delay_gives_the_same_iteration(recompute):
         by_rank = play(job, world).tallies
         delays[spans] = (count[0], [t.tp_calls for t in by_rank.values()])
     assert delays[False][1] == delays[True][1] and delays[False][1][0]  # the same tensor-parallel calls
-    assert delays[False][0] < delays[True][0] / 2  # ... in half the delays or fewer
+    assert delays[False][0] < 0.6 * delays[True][0]  # ... in at most 60 % of the delays
 
 
 def test_slower_network_or_bigger_model_never_makes_the_iteration_faster():

@@ -428,7 +428,7 @@ class _Rank:
         self.sends: list[Any] = []
         # Folded tensor-parallel collectives are fixed delays (job.tp_times): where nothing can
         # happen between a layer's compute and them -- no expert all-to-alls, no timeline to
-        # draw -- a layer is one delay (see layer()).
+        # draw -- layers in a row are one delay (see layers()).
         self.layer_is_one_delay = (job.fold and not (self.ep is not None and job.params.model.moe)
                                    and not comm.world.tracer.record_spans)
 
@@ -443,25 +443,27 @@ class _Rank:
             yield from _collective(self.tp, kind, count, self.job.dtype)
         self.tally.tp += self.comm.now - t0
 
-    def layer(self, seconds: float, label: str, passes: int) -> Proc[None]:
-        """One layer: *seconds* of compute, then the tensor- and expert-parallel collectives of *passes* passes.
+    def layers(self, count: int, seconds: float, label: str, passes: int) -> Proc[None]:
+        """*count* layers in a row, each *seconds* of compute, then the tensor- and expert-parallel
+        collectives of *passes* passes.
 
         With folded tensor-parallel groups and nothing else between them (``layer_is_one_delay``)
-        the layer is a single delay of the same length, tallied the same way: one event
-        where the compute and each collective would take one each (5 per layer forward, 9
+        the layers are a single delay of the same length, tallied the same way: one event where
+        each layer's compute and each of its collectives would take one (5 per layer forward, 9
         backward with recomputation), which is most of a 100 000-GPU layout's events.
         """
         if not self.layer_is_one_delay:
-            yield from self.compute(seconds, label)
-            yield from self.layer_comm(passes)
+            for _ in range(count):
+                yield from self.compute(seconds, label)
+                yield from self.layer_comm(passes)
             return
         tp = 0.0
-        for kind, count in _tp_calls(self.job) * (_tp_blocks(self.job) * passes):
-            tp += self.job.tp_times[(kind, count)]
-            self.tally.tp_calls[(kind, count)] += 1
-        self.tally.compute += seconds
-        self.tally.tp += tp
-        yield self.comm.env.timeout(seconds + tp)
+        for kind, count_ in _tp_calls(self.job) * (_tp_blocks(self.job) * passes):
+            tp += self.job.tp_times[(kind, count_)]
+            self.tally.tp_calls[(kind, count_)] += count
+        self.tally.compute += count * seconds
+        self.tally.tp += count * tp
+        yield self.comm.env.timeout(count * (seconds + tp))
 
     def layer_comm(self, passes: int) -> Proc[None]:
         """The tensor- and expert-parallel collectives of *passes* forward-like passes through one layer."""
@@ -514,10 +516,11 @@ class _Rank:
         label = f"F{op.micro}" + (f".{op.chunk}" if job.params.chunks > 1 else "")
         if params_ready is not None:
             yield from params_ready()  # ZeRO 3: embedding and output
-        for _ in range(job.layers_per_chunk):
-            if params_ready is not None:
-                yield from params_ready()
-            yield from self.layer(job.forward_layer_s, label, 1)
+        if params_ready is None:
+            yield from self.layers(job.layers_per_chunk, job.forward_layer_s, label, 1)
+        for _ in range(job.layers_per_chunk if params_ready is not None else 0):
+            yield from params_ready()  # ZeRO 3: each layer's parameters before its compute
+            yield from self.layers(1, job.forward_layer_s, label, 1)
         if vs == job.virtual_stages - 1:
             yield from self.compute(job.logits_forward_s, label)
         else:
@@ -554,11 +557,18 @@ class _Rank:
             if params_ready is not None:
                 yield from params_ready()
             passes = 2 if job.params.recompute == "full" else 1
-            for layer in range(job.layers_per_chunk):
+            layer = 0
+            while layer < job.layers_per_chunk:
                 if params_ready is not None:
-                    yield from params_ready()
-                yield from self.layer(job.backward_layer_s, label, passes)
-                fire(layer + 1)
+                    yield from params_ready()  # ZeRO 3: each layer's parameters before its compute
+                    upto = layer + 1
+                else:  # on to the next layer whose end readies a bucket: nothing happens before
+                    upto = job.layers_per_chunk
+                    if ready is not None and fired < len(buckets):
+                        upto = min(upto, max(layer + 1, math.ceil(buckets[fired].ready)))
+                yield from self.layers(upto - layer, job.backward_layer_s, label, passes)
+                layer = upto
+                fire(layer)
         fire(math.inf)
         if vs > 0:
             self.send(vs - 1, self.tag(iteration, op.micro, vs - 1, True))
