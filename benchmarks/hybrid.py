@@ -8,6 +8,8 @@ per-message records, ``fidelity: collective``), on dgx-h100 nodes, with tensor p
   micro-batch 1: one iteration in <= 60 s of wall time;
 * a 1T model (128 layers, hidden 25600), tp 8, pp 64, dp 6 on 3072 GPUs, global batch 1536:
   <= 120 s;
+* the same GPT-3 175B at 65536 GPUs (tp 8, pp 8, dp 1024, global batch 8192: 8192 simulated
+  GPUs): <= 120 s and < 4 GiB, the top of the 1 000 to 100 000 GPUs capacity planning asks about;
 * a 64-point layout sweep for Llama-3-70B on 1024 GPUs (pp x ZeRO x micro-batch x schedule x
   recomputation, tp 8): <= 10 minutes on the 2-core machine (points run on every core).
 """
@@ -50,6 +52,17 @@ def gpt3_175b() -> list:
                         f"simulated, peak {peak_rss() / 2**30:.2f} GiB")]
 
 
+def gpt3_175b_65536() -> list:
+    rows, wall = _run(_scenario(8192, {"model": "gpt3-175b", "parallel": {"tp": 8, "pp": 8},
+                                       "batch": {"global": 8192, "micro": 1}}))
+    row = rows[0]
+    cmd = command(MODULE, "gpt3-175b-65536")
+    return [target("GPT-3 175B, tp 8 x pp 8 x dp 1024, 65536 GPUs, one iteration: wall time", wall, "s", 120.0,
+                   reproduce=cmd, note=f"simulated {row['iteration_time_s']:.3f} s per iteration, "
+                                       f"{row['simulated_ranks']} GPUs simulated"),
+            target("same: peak memory", peak_rss() / 2**30, "GiB", 4.0, reproduce=cmd)]
+
+
 def one_trillion() -> list:
     model = {"layers": 128, "hidden": 25600, "heads": 160, "seq": 2048, "vocab": 51200}
     rows, wall = _run(_scenario(384, {"model": model, "parallel": {"tp": 8, "pp": 64},
@@ -73,7 +86,7 @@ def sweep_70b() -> list:
                    reproduce=command(MODULE, "sweep-70b"), note=f"{len(rows)} rows, {fits} layouts fit 80 GiB")]
 
 
-CASES = {"gpt3-175b": gpt3_175b, "one-trillion": one_trillion, "sweep-70b": sweep_70b}
+CASES = {"gpt3-175b": gpt3_175b, "gpt3-175b-65536": gpt3_175b_65536, "one-trillion": one_trillion, "sweep-70b": sweep_70b}
 
 
 def main(argv: list[str] | None = None) -> int:
