@@ -90,7 +90,7 @@ from itertools import pairwise
 
 from mpisim.collectives.allreduce import DBT_SEGMENT, NCCL_STEPS
 from mpisim.collectives.bcast import segments
-from mpisim.collectives.calls import join_call
+from mpisim.collectives.calls import join_call, world_table
 from mpisim.collectives.fluid_pipeline import PipelineEdge, pipeline_time
 from mpisim.engine.events import Call
 from mpisim.engine.sim import Proc
@@ -169,7 +169,7 @@ def fluid_trees(comm: Comm, build: Callable[[], list[Tree]], shape: Hashable) ->
     world = comm.world
     call, event, last = join_call(comm, _CALLS, _Call)
     if last:
-        plans = _PLANS.setdefault(world, {})
+        plans = world_table(_PLANS, world)
         plan_key = (tuple(comm.group), shape)
         plan = plans.get(plan_key)
         if plan is None:

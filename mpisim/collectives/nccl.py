@@ -75,7 +75,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from mpisim.collectives.allreduce import DBT_SEGMENT, NCCL_STEPS, double_binary_tree, tree_allreduce
-from mpisim.collectives.calls import join_call
+from mpisim.collectives.calls import join_call, world_table
 from mpisim.collectives.fluid_tree import Tree, fluid_trees
 from mpisim.collectives.registry import algorithm
 from mpisim.engine.events import Call
@@ -176,7 +176,7 @@ def nvls_groups(comm: Comm) -> Sequence[Sequence[int]] | None:
 
 def _evenly_spread(comm: Comm) -> bool:
     """True if every node holds the same number of *comm*'s ranks."""
-    layouts = _LAYOUTS.setdefault(comm.world, {})
+    layouts = world_table(_LAYOUTS, comm.world)
     key = ("even", comm.context)
     even = layouts.get(key)
     if even is None:
@@ -220,7 +220,7 @@ def node_order(comm: Comm) -> list[int]:
 
 def node_members(comm: Comm) -> tuple[tuple[int, ...], ...]:
     """Return *comm*'s ranks grouped by node, nodes in order, ranks in order within each."""
-    layouts = _LAYOUTS.setdefault(comm.world, {})
+    layouts = world_table(_LAYOUTS, comm.world)
     key = ("members", comm.context)
     members = layouts.get(key)
     if members is None:
@@ -239,7 +239,7 @@ def channel_count(comm: Comm) -> int:
     :data:`MAX_CHANNELS`, so that every NIC carries one channel's cross-node traffic (rail-optimized: the channel of NIC c leaves
     every node from local rank c).
     """
-    layouts = _LAYOUTS.setdefault(comm.world, {})
+    layouts = world_table(_LAYOUTS, comm.world)
     key = ("channels", comm.context)
     channels = layouts.get(key)
     if channels is None:
@@ -330,7 +330,7 @@ def predict_ring(comm: Comm, protocol: Protocol, nbytes: int, collective: str = 
         return 0.0
     rings = ring_orders(comm)
     block = nbytes / (len(rings) * p)
-    layouts = _LAYOUTS.setdefault(comm.world, {})
+    layouts = world_table(_LAYOUTS, comm.world)
     key = ("ring hops", comm.group, protocol.wire)
     costs = layouts.get(key)
     if costs is None:  # the tuner asks once per size and protocol; the hops are the same
@@ -437,7 +437,7 @@ def _tree_hop_costs(comm: Comm, build: Callable[[], list[list[tuple[int | None, 
     communicator's ranks and the wire it fixes them, so every size the tuner tries reuses the
     costs (and builds no trees).
     """
-    layouts = _LAYOUTS.setdefault(comm.world, {})
+    layouts = world_table(_LAYOUTS, comm.world)
     key = ("tree hops", trees, comm.group, wire)
     cached = layouts.get(key)
     if cached is None:
@@ -463,7 +463,7 @@ def _tree_hop_classes(comm: Comm, build: Callable[[], list[list[tuple[int | None
     of the edges; the class of every edge both ways; and each leaf's path to its root as
     (up class, down class) pairs, each distinct path once.
     """
-    layouts = _LAYOUTS.setdefault(comm.world, {})
+    layouts = world_table(_LAYOUTS, comm.world)
     key = ("tree hop classes", trees, comm.group)
     cached = layouts.get(key)
     if cached is None:
@@ -583,7 +583,7 @@ def tune(comm: Comm, algorithm: str, nbytes: int, collective: str = "allreduce")
     *nbytes* follows nccl-tests (the whole array for allgather and reduce_scatter). Ties go to
     the protocol listed first in PROTOCOLS. ``nvls`` has one protocol (see :func:`nvls_wire`).
     """
-    cache = _CHOICES.setdefault(comm.world, {})
+    cache = world_table(_CHOICES, comm.world)
     key = (comm.context, collective, algorithm, nbytes)
     choice = cache.get(key)
     if choice is None:
@@ -617,7 +617,7 @@ def candidates(comm: Comm, collective: str = "allreduce") -> list[str]:
 
 def best(comm: Comm, nbytes: int, collective: str = "allreduce") -> Choice:
     """Return the (algorithm, protocol) with the least predicted time, as NCCL's tuner picks them."""
-    cache = _CHOICES.setdefault(comm.world, {})
+    cache = world_table(_CHOICES, comm.world)
     key = ("best", comm.context, collective, nbytes)  # every rank of a call asks, as for tune
     choice = cache.get(key)
     if choice is None:

@@ -58,6 +58,15 @@ its capacity left over the *weights* of its unfixed flows, and fixing a flow tak
 from every link it crosses. That is the same allocation in real numbers (in floats, to
 rounding), with one flow to solve instead of w; link byte counters get the same sum.
 
+**Components seen before.** A component's rates depend only on its flows' routes and weights
+and the order of its flows on each link (the order of progressive filling's subtractions):
+not on their bytes, not on the time. Workloads repeat components: a training run's buckets
+post the same trees' flows again and again on an otherwise idle network. For a component of
+at least :data:`_FILL_MEMO_MIN` flows, progressive filling records which flows it fixed
+together and at what share, keyed by the flows' (weight, route) in creation order; the next
+component with that key replays the record -- the very floats, set in the very order --
+instead of running the heap again.
+
 **Events batched at one instant.** For the MPI layer, which calls :meth:`FairShareNetwork.post`
 rather than running a ``transfer`` generator, the other per-transfer events are batched too:
 transfers whose latency ends at the same instant share one event that turns them into flows
@@ -130,6 +139,12 @@ _BYTES_RTOL = 1e-9
 _TIME_RTOL = 1e-12
 #: A bound on the unit roundoff of a float (2**-52 = 2.2e-16), with room to spare.
 _ULP = 2.5e-16
+#: Components of at least this many flows have their progressive filling recorded and replayed
+#: (module docstring, "Components seen before"); smaller ones fill faster than a key is built.
+_FILL_MEMO_MIN = 16
+#: At most this many recorded components per network (a workload whose components never repeat
+#: stops recording once it has filled the table).
+_FILL_MEMO_MAX = 1024
 
 
 class Flow:
@@ -250,6 +265,9 @@ class FairShareNetwork:
         self._mark: list[int] = []  # solve stamp, marks links already in a component
         self._cap_left: list[float] = []  # progressive-filling scratch
         self._unfixed: list[int] = []  # progressive-filling scratch
+        # Per link: the active flows' weights beyond one each, so that a link's share counts
+        # len(flows) + extra weights without summing them (see "Weighted flows").
+        self._extra: list[int] = []
         self.link_bytes: list[int] = []
         self._busy_time: list[float] = []
         self._busy_since: list[float] = []
@@ -282,6 +300,10 @@ class FairShareNetwork:
         # True once a flow of weight > 1 has been posted: from then on link shares count
         # weights, not flows (a run without weighted flows keeps the plain counts' code).
         self._weighted = False
+        # Progressive filling's outcome per component key ("Components seen before"): the
+        # positions (in creation order) of the flows fixed together, and their share, in order.
+        self._filled: dict[tuple, list[tuple[list[int], float]]] = {}
+        self.fills_replayed = 0
 
     # -- the NetworkModel interface -------------------------------------------------------
 
@@ -425,6 +447,7 @@ class FairShareNetwork:
         if finishing:
             self._finishing = []
             busy_time, busy_since, link_bytes = self._busy_time, self._busy_since, self.link_bytes
+            extra = self._extra
             tracer = self.sim.tracer
             if tracer.record_links:
                 for flow in finishing:
@@ -446,6 +469,9 @@ class FairShareNetwork:
                     link_bytes[i] += nbytes
                 if append is None:
                     seeds.extend(ids)
+                if flow.weight != 1:
+                    for i in ids:
+                        extra[i] -= flow.weight - 1
             self.active_flows -= len(finishing)
         if starting:
             self._starting = []
@@ -464,6 +490,10 @@ class FairShareNetwork:
                     else:
                         busy_since[i] = now
                     on[seq] = flow
+                if flow.weight != 1:
+                    extra = self._extra
+                    for i in flow.ids:
+                        extra[i] += flow.weight - 1
                 flow.t_start = flow.t_last = now
             self.active_flows += len(starting)
             heap = self._heap
@@ -566,7 +596,36 @@ class FairShareNetwork:
             rate, weight = min(capacity[i] for i in live[0].ids), live[0].weight
             self._set_rates(live, rate if weight == 1 else rate / weight, now)
         elif not self._solve_one_level(links, live, now):
-            self._progressive_filling(links, len(live), stamp, now)
+            if len(live) < _FILL_MEMO_MIN:
+                self._progressive_filling(links, len(live), stamp, now)
+            else:
+                self._fill_recorded(links, live, stamp, now)
+
+    def _fill_recorded(self, links: list[int], live: list[Flow], stamp: int, now: float) -> None:
+        """Progressive filling of a large component, replayed if one with the same key was filled before.
+
+        The key is the flows' (weight, route) in creation order. Progressive filling reads
+        nothing else of a component: its links are its flows' links (capacities never change
+        once used), a link's flows are visited in creation order, and a flow's bytes and the
+        time only enter through :meth:`_set_rates`, which the replay calls just as the filling
+        did, with the same flows in the same order and the same shares.
+        """
+        live.sort(key=_flow_seq)
+        key = tuple([(flow.weight, flow.ids) for flow in live])
+        record = self._filled.get(key)
+        if record is None:
+            record = self._progressive_filling(links, len(live), stamp, now)
+            if len(self._filled) < _FILL_MEMO_MAX:
+                position = {flow.seq: k for k, flow in enumerate(live)}
+                self._filled[key] = [([position[seq] for seq in seqs], share) for seqs, share in record]
+            return
+        self.fills_replayed += 1
+        fixed = -stamp
+        for positions, share in record:
+            flows = [live[k] for k in positions]
+            for flow in flows:
+                flow.mark = fixed
+            self._set_rates(flows, share, now)
 
     def _solve_alone(self, seed: int, stamp: int, now: float) -> bool:
         """Solve the component of link *seed*'s only flow if that flow is alone on all its links.
@@ -624,10 +683,10 @@ class FairShareNetwork:
         subtractions of w x m need not be exact).
         """
         flows_on, capacity, share = self._flows_on, self._capacity, self._cap_left
-        weighted = self._weighted
+        weighted, extra = self._weighted, self._extra
         level = math.inf
         for i in links:
-            n = sum(flow.weight for flow in flows_on[i].values()) if weighted else len(flows_on[i])
+            n = len(flows_on[i]) + extra[i] if weighted else len(flows_on[i])
             s = capacity[i] / n if n else math.inf
             share[i] = s
             if s < level:
@@ -654,13 +713,18 @@ class FairShareNetwork:
         self._set_rates(live, level, now)
         return True
 
-    def _progressive_filling(self, links: list[int], n_flows: int, stamp: int, now: float) -> None:
-        """Fix the rates of the component's flows, tightest link first (see module docstring)."""
+    def _progressive_filling(self, links: list[int], n_flows: int, stamp: int,
+                             now: float) -> list[tuple[list[int], float]]:
+        """Fix the rates of the component's flows, tightest link first (see module docstring).
+
+        Returns what it did, for :meth:`_fill_recorded`: the sequence numbers of each set of
+        flows fixed together, and their share, in the order they were fixed.
+        """
         flows_on, cap_left, unfixed = self._flows_on, self._cap_left, self._unfixed
-        weighted = self._weighted
+        weighted, extra = self._weighted, self._extra
         heap: list[tuple[float, int]] = []
         for i in links:
-            n = sum(flow.weight for flow in flows_on[i].values()) if weighted else len(flows_on[i])
+            n = len(flows_on[i]) + extra[i] if weighted else len(flows_on[i])
             unfixed[i] = n
             cap_left[i] = self._capacity[i]
             if n:
@@ -668,6 +732,7 @@ class FairShareNetwork:
         heapq.heapify(heap)
         fixed = -stamp
         bottlenecked: list[Flow] = []
+        record: list[tuple[list[int], float]] = []
         while n_flows:
             share, i = heapq.heappop(heap)
             n = unfixed[i]
@@ -692,6 +757,8 @@ class FairShareNetwork:
             unfixed[i] = 0
             n_flows -= len(bottlenecked)
             self._set_rates(bottlenecked, share, now)
+            record.append(([flow.seq for flow in bottlenecked], share))
+        return record
 
     def _set_rates(self, flows: list[Flow], share: float, now: float) -> None:
         """Give *flows* the new *share* each (times its weight) and queue their new completion times."""
@@ -846,6 +913,7 @@ class FairShareNetwork:
             if not on:
                 self._busy_since[i] = now
             on[flow.seq] = flow
+            self._extra[i] += flow.weight - 1
         flow.t_start = flow.t_last = now
         self.active_flows += 1
 
@@ -855,6 +923,7 @@ class FairShareNetwork:
         for i in flow.ids:
             on = flows_on[i]
             del on[flow.seq]
+            self._extra[i] -= flow.weight - 1
             if not on:
                 self._busy_time[i] += now - self._busy_since[i]
             self.link_bytes[i] += flow.nbytes
@@ -875,6 +944,7 @@ class FairShareNetwork:
             self._mark.extend([0] * grow)
             self._cap_left.extend([0.0] * grow)
             self._unfixed.extend([0] * grow)
+            self._extra.extend([0] * grow)
             self.link_bytes.extend([0] * grow)
             self._busy_time.extend([0.0] * grow)
             self._busy_since.extend([0.0] * grow)
