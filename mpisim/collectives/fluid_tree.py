@@ -93,6 +93,7 @@ from mpisim.collectives.bcast import segments
 from mpisim.collectives.calls import join_call, world_table
 from mpisim.collectives.fluid_pipeline import PipelineEdge, pipeline_time
 from mpisim.engine.events import Call
+from mpisim.engine.records import SpanRecord
 from mpisim.engine.sim import Proc
 from mpisim.mpi.comm import Comm
 from mpisim.mpi.cost import MessageCost
@@ -157,7 +158,8 @@ class _Call:
 _CALLS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def fluid_trees(comm: Comm, build: Callable[[], list[Tree]], shape: Hashable) -> Proc[None]:
+def fluid_trees(comm: Comm, build: Callable[[], list[Tree]], shape: Hashable, launch: float = 0.0,
+                label: str = "launch") -> Proc[None]:
     """Time pipelined tree allreduces running at once as one flow per tree edge (see the module docstring).
 
     Every rank of *comm* calls it; when the last one has joined, ``build()`` returns the
@@ -165,8 +167,16 @@ def fluid_trees(comm: Comm, build: Callable[[], list[Tree]], shape: Hashable) ->
     when the slowest tree has finished. *shape* names what ``build()`` depends on besides the
     communicator (algorithm, size, protocol): calls of one shape on one group of ranks reuse
     its trees' edges and replays (a training run's equal buckets build them once).
+
+    *launch* is the call's set-up time on every rank (a GPU library's kernel launch), local
+    work before the rank's part of the call begins: the flows start *launch* after the last
+    rank has joined, which is when the last rank's set-up would have ended, and each rank's
+    set-up is a compute span named *label*. Each rank so waits on one event, not two.
     """
     world = comm.world
+    if launch > 0 and world.tracer.record_spans:
+        t_start = world.env.now
+        world.tracer.span(SpanRecord(comm.world_rank, "compute", t_start, t_start + launch, label))
     call, event, last = join_call(comm, _CALLS, _Call)
     if last:
         plans = world_table(_PLANS, world)
@@ -175,8 +185,17 @@ def fluid_trees(comm: Comm, build: Callable[[], list[Tree]], shape: Hashable) ->
         if plan is None:
             trees = build()
             plan = plans[plan_key] = (_mpi_plan if any(tree.wire is None for tree in trees) else _plan)(comm, trees)
-        _start(comm, call, plan)
+        if launch > 0:
+            # NOTE: the queue entry the last rank's set-up would have ended with (same time,
+            # same place among the events of that instant).
+            Call(world.env, _start_after_launch, (comm, call, plan), launch)
+        else:
+            _start(comm, call, plan)
     yield event
+
+
+def _start_after_launch(args: tuple[Comm, _Call, _Plan]) -> None:
+    _start(*args)
 
 
 @dataclass(frozen=True)

@@ -743,7 +743,11 @@ def _fluid(comm: Comm, buf: Payload) -> bool:
 
 def launch(comm: Comm, choice: Choice) -> Proc[None]:
     """Charge the call's base latency (kernel launch and set-up) as local work on this rank."""
-    yield from comm.compute(choice.protocol.base, f"{choice.algorithm} launch ({choice.protocol.name})")
+    yield from comm.compute(choice.protocol.base, _launch_label(choice))
+
+
+def _launch_label(choice: Choice) -> str:
+    return f"{choice.algorithm} launch ({choice.protocol.name})"
 
 
 def ring_allreduce_on(comm: Comm, buf: Payload, op: Op, ring: list[int], tag: int) -> Proc[Payload]:
@@ -825,12 +829,14 @@ def nccl_tree_allreduce(comm: Comm, buf: Payload, op: Op) -> Proc[Payload]:
     if p == 1:
         return buf
     choice = tune(comm, "nccl_tree", buf.nbytes)
-    yield from launch(comm, choice)
     channels = channel_count(comm)
     if _fluid(comm, buf):
+        # The launch is charged inside the call: the rank waits once, for the call's end.
         yield from fluid_trees(comm, lambda: _channel_trees(comm, buf, channels, choice.protocol.wire),
-                               ("nccl_tree", buf.count, buf.dtype.str, choice.protocol.name, channels))
+                               ("nccl_tree", buf.count, buf.dtype.str, choice.protocol.name, channels),
+                               choice.protocol.base, _launch_label(choice))
         return buf
+    yield from launch(comm, choice)
     # One connection per peer, as NCCL's tree has: a sender's segments to one peer go out one
     # after the other (in flight at once they would share the link and all land at the end).
     wired = comm.with_wire(choice.protocol.wire, shared=True)
