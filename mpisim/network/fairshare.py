@@ -65,7 +65,7 @@ post the same trees' flows again and again on an otherwise idle network. For a c
 at least :data:`_FILL_MEMO_MIN` flows, progressive filling records which flows it fixed
 together and at what share, keyed by the flows' (weight, route) in creation order; the next
 component with that key replays the record -- the very floats, set in the very order --
-instead of running the heap again.
+instead of running the heap again (and one solved in one level goes straight to that).
 
 **Events batched at one instant.** For the MPI layer, which calls :meth:`FairShareNetwork.post`
 rather than running a ``transfer`` generator, the other per-transfer events are batched too:
@@ -142,6 +142,8 @@ _ULP = 2.5e-16
 #: Components of at least this many flows have their progressive filling recorded and replayed
 #: (module docstring, "Components seen before"); smaller ones fill faster than a key is built.
 _FILL_MEMO_MIN = 16
+#: The record of a component that one level solved (_solve_recorded).
+_ONE_LEVEL: list = []
 #: At most this many recorded components per network (a workload whose components never repeat
 #: stops recording once it has filled the table).
 _FILL_MEMO_MAX = 1024
@@ -301,7 +303,8 @@ class FairShareNetwork:
         # weights, not flows (a run without weighted flows keeps the plain counts' code).
         self._weighted = False
         # Progressive filling's outcome per component key ("Components seen before"): the
-        # positions (in creation order) of the flows fixed together, and their share, in order.
+        # positions (in creation order) of the flows fixed together, and their share, in order
+        # (or _ONE_LEVEL, for a component solved in one level).
         self._filled: dict[tuple, list[tuple[list[int], float]]] = {}
         self.fills_replayed = 0
 
@@ -375,6 +378,39 @@ class FairShareNetwork:
             self._first_bytes_cb(self.env._now)  # flows due now start first, as posted
         self._start_flow(route, nbytes, None, fn, arg, weight)
         return False
+
+    def post_many(self, transfers: list[tuple[int, int, int, int]], fn: Callable[[int], None]) -> list[int]:
+        """:meth:`post` each ``(src, dst, nbytes, weight)`` of *transfers*, in order, with ``fn(i)`` for transfer i.
+
+        The same flows, events and order as one :meth:`post` per transfer (this is that loop
+        with the common case inlined: a route with latency, some bytes). Returns, in order,
+        the i of the transfers that were over at once (``fn`` not called for them).
+        """
+        over = []
+        env = self.env
+        now = env._now
+        routes, route_of = self._route_cache, self.topology.route
+        first_bytes = self._first_bytes
+        t_batch, batch = -1.0, []
+        for i, (src, dst, nbytes, weight) in enumerate(transfers):
+            route = None if src == dst else routes.get((src, dst)) or route_of(src, dst)
+            if route is None or not route.links or route.latency <= 0 or nbytes <= 0:
+                if self.post(src, dst, nbytes, fn, i, weight=weight):
+                    over.append(i)
+                t_batch = -1.0  # post() may have started the batch of now
+                continue
+            if weight != 1:
+                self._weighted = True
+            latency = route.latency
+            t_first = now + latency
+            if t_first != t_batch:
+                t_batch = t_first
+                batch = first_bytes.get(t_first)  # type: ignore[assignment]
+                if batch is None:
+                    batch = first_bytes[t_first] = []
+                    Call(env, self._first_bytes_cb, t_first, latency)
+            batch.append(Flow(-1, route, nbytes, None, fn, i, weight))
+        return over
 
     def _first_bytes_cb(self, t_first: float) -> None:
         """Turn the posted transfers whose latency ends at *t_first* into flows, in posting order."""
@@ -595,37 +631,66 @@ class FairShareNetwork:
             capacity = self._capacity
             rate, weight = min(capacity[i] for i in live[0].ids), live[0].weight
             self._set_rates(live, rate if weight == 1 else rate / weight, now)
+        elif len(live) >= _FILL_MEMO_MIN:
+            self._solve_recorded(links, live, stamp, now)
         elif not self._solve_one_level(links, live, now):
-            if len(live) < _FILL_MEMO_MIN:
-                self._progressive_filling(links, len(live), stamp, now)
-            else:
-                self._fill_recorded(links, live, stamp, now)
+            self._progressive_filling(links, len(live), stamp, now)
 
-    def _fill_recorded(self, links: list[int], live: list[Flow], stamp: int, now: float) -> None:
-        """Progressive filling of a large component, replayed if one with the same key was filled before.
+    def _solve_recorded(self, links: list[int], live: list[Flow], stamp: int, now: float) -> None:
+        """Solve a large component as before (one level, or progressive filling), replayed if seen before.
 
-        The key is the flows' (weight, route) in creation order. Progressive filling reads
-        nothing else of a component: its links are its flows' links (capacities never change
-        once used), a link's flows are visited in creation order, and a flow's bytes and the
-        time only enter through :meth:`_set_rates`, which the replay calls just as the filling
-        did, with the same flows in the same order and the same shares.
+        The key is the flows' (weight, route) in creation order. The solvers read nothing else
+        of a component: its links are its flows' links (capacities never change once used), a
+        link's flows are visited in creation order, and a flow's bytes and the time only enter
+        where its new rate is set (:meth:`_set_rates`). So a component with a recorded key is
+        solved by one level again if it was the first time, and otherwise takes progressive
+        filling's recorded shares, set -- as :meth:`_set_rates` does, inlined -- on the same
+        flows in the same order.
         """
         live.sort(key=_flow_seq)
         key = tuple([(flow.weight, flow.ids) for flow in live])
         record = self._filled.get(key)
         if record is None:
-            record = self._progressive_filling(links, len(live), stamp, now)
-            if len(self._filled) < _FILL_MEMO_MAX:
+            if self._solve_one_level(links, live, now):
+                record = _ONE_LEVEL
+            else:
+                fills = self._progressive_filling(links, len(live), stamp, now)
                 position = {flow.seq: k for k, flow in enumerate(live)}
-                self._filled[key] = [([position[seq] for seq in seqs], share) for seqs, share in record]
+                record = [([position[seq] for seq in seqs], share) for seqs, share in fills]
+            if len(self._filled) < _FILL_MEMO_MAX:
+                self._filled[key] = record
+            return
+        if record is _ONE_LEVEL:
+            # One level the first time, so one level again (same key); the filling stays as a guard.
+            if not self._solve_one_level(links, live, now):
+                self._progressive_filling(links, len(live), stamp, now)
             return
         self.fills_replayed += 1
         fixed = -stamp
+        heap = self._heap
+        weighted = self._weighted
         for positions, share in record:
-            flows = [live[k] for k in positions]
-            for flow in flows:
+            # NOTE: _set_rates(flows at positions, share), inlined: one call per bottleneck is
+            # most of a replay's cost otherwise. A group never spans two calls.
+            group: list[tuple[int, int, Flow]] | None = None
+            t_group = -1.0
+            for k in positions:
+                flow = live[k]
                 flow.mark = fixed
-            self._set_rates(flows, share, now)
+                rate = share if not weighted or flow.weight == 1 else share * flow.weight
+                if rate == flow.rate:
+                    continue
+                flow.rate = rate
+                version = flow.version = flow.version + 1
+                if rate > 0.0:
+                    t_finish = flow.t_finish = now + flow.remaining / rate
+                    if t_finish == t_group:
+                        group.append((flow.seq, version, flow))  # type: ignore[union-attr]
+                    else:
+                        group, t_group = [(flow.seq, version, flow)], t_finish
+                        heapq.heappush(heap, (t_finish, flow.seq, _GROUP, group))
+                else:
+                    flow.t_finish = math.inf
 
     def _solve_alone(self, seed: int, stamp: int, now: float) -> bool:
         """Solve the component of link *seed*'s only flow if that flow is alone on all its links.
@@ -717,7 +782,7 @@ class FairShareNetwork:
                              now: float) -> list[tuple[list[int], float]]:
         """Fix the rates of the component's flows, tightest link first (see module docstring).
 
-        Returns what it did, for :meth:`_fill_recorded`: the sequence numbers of each set of
+        Returns what it did, for :meth:`_solve_recorded`: the sequence numbers of each set of
         flows fixed together, and their share, in the order they were fixed.
         """
         flows_on, cap_left, unfixed = self._flows_on, self._cap_left, self._unfixed
