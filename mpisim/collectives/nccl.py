@@ -834,7 +834,7 @@ def nccl_tree_allreduce(comm: Comm, buf: Payload, op: Op) -> Proc[Payload]:
         # The launch is charged inside the call: the rank waits once, for the call's end.
         yield from fluid_trees(comm, lambda: _channel_trees(comm, buf, channels, choice.protocol.wire),
                                ("nccl_tree", buf.count, buf.dtype.str, choice.protocol.name, channels),
-                               choice.protocol.base, _launch_label(choice))
+                               choice.protocol.base, _launch_label(choice) if comm.world.tracer.record_spans else "")
         return buf
     yield from launch(comm, choice)
     # One connection per peer, as NCCL's tree has: a sender's segments to one peer go out one
