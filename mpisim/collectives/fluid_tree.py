@@ -485,27 +485,35 @@ def _pipeline_bounds(comm: Comm, trees: list[Tree], edges: list[list[_Edge]],
 def _start(comm: Comm, call: _Call, plan: _Plan) -> None:
     world, env = comm.world, comm.env
     flows = plan.flows
-    call.t_start = env.now
+    t_start = call.t_start = env.now
     call.pending = len(flows)
     t_flow = [0.0] * len(flows)
 
+    def ended() -> None:
+        """Every flow has arrived: wake the ranks once the slowest tree's bounds are over."""
+        span = 0.0
+        for indices, (latency_bound, first, queued, k) in zip(plan.by_tree, plan.static, strict=True):
+            if indices and plan.mpi:
+                # An MPI tree's latency bound has its own links' sharing in it (fluid_pipeline):
+                # its flows bound it only where other traffic slows them beyond that.
+                span = max(span, latency_bound, max(map(t_flow.__getitem__, indices)))
+            elif indices:
+                bandwidth_bound = max(map(t_flow.__getitem__, indices)) * (k - 1) / k + first
+                span = max(span, max(latency_bound, bandwidth_bound) + queued)
+        end = call.t_start + span
+        # NOTE: one queue entry wakes every rank, in joining order: what an entry per rank,
+        # all due at one instant one after another, would do.
+        Call(env, _wake, call.events, max(0.0, end - env.now))
+
     def finished(i: int) -> None:
-        t_flow[i] = env.now - call.t_start
+        t_flow[i] = env.now - t_start
         call.pending -= 1
         if call.pending == 0:
-            span = 0.0
-            for indices, (latency_bound, first, queued, k) in zip(plan.by_tree, plan.static, strict=True):
-                if indices and plan.mpi:
-                    # An MPI tree's latency bound has its own links' sharing in it (fluid_pipeline):
-                    # its flows bound it only where other traffic slows them beyond that.
-                    span = max(span, latency_bound, max(map(t_flow.__getitem__, indices)))
-                elif indices:
-                    bandwidth_bound = max(map(t_flow.__getitem__, indices)) * (k - 1) / k + first
-                    span = max(span, max(latency_bound, bandwidth_bound) + queued)
-            end = call.t_start + span
-            # NOTE: one queue entry wakes every rank, in joining order: what an entry per rank,
-            # all due at one instant one after another, would do.
-            Call(env, _wake, call.events, max(0.0, end - env.now))
+            ended()
+
+    def all_arrived(t_arrived: list[float]) -> None:
+        t_flow[:] = [t - t_start for t in t_arrived]
+        ended()
 
     count, nbytes = plan.messages
     if count:
@@ -514,10 +522,9 @@ def _start(comm: Comm, call: _Call, plan: _Plan) -> None:
         for event in call.events:
             event.succeed()
         return
-    post_many = getattr(world.network, "post_many", None)
-    if post_many is not None:  # the loop below, in one call (mpisim.network.fairshare)
-        for i in post_many([(src, dst, nbytes * weight, weight) for src, dst, nbytes, weight in flows], finished):
-            finished(i)
+    post_all = getattr(world.network, "post_all", None)
+    if post_all is not None:  # the loop below, with only the last arrival told (mpisim.network.fairshare)
+        post_all([(src, dst, nbytes * weight, weight) for src, dst, nbytes, weight in flows], all_arrived)
         return
     post = world._post
     for i, (src, dst, nbytes, weight) in enumerate(flows):

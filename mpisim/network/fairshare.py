@@ -74,6 +74,13 @@ transfers whose latency ends at the same instant share one event that turns them
 one callback completes share one event that tells their callers, in completion order, with
 the URGENT work each caller starts run in between, as SimPy would have run it.
 
+**Transfers waited for together.** :meth:`FairShareNetwork.post_all` posts many transfers
+(a fluid tree's edges, mpisim.collectives.fluid_tree) for a caller that waits for all of
+them and needs each one's arrival time. Each arrival but the last is only noted where the
+network finds it; the last is told as a :meth:`~FairShareNetwork.post` callback would be,
+at the same place among the callbacks of its instant. A callback that only notes a time
+changes nothing anyone sees, so this is the same run with a callback per transfer fewer.
+
 **Completions** live in a heap of ``(t_finish, flow sequence number, version, flow)``. When a
 flow's rate changes its version goes up and a new entry is pushed; the old one is ignored when
 it reaches the top (lazy deletion), and the heap is compacted when stale entries outnumber
@@ -213,6 +220,29 @@ class _InFlight:
         self.route, self.nbytes, self.fn, self.arg = route, nbytes, fn, arg
         env = net.env
         heappush(env._queue, (env._now + latency, NORMAL, next(env._eid), self))
+
+
+class Arrivals:
+    """The transfers of one :meth:`FairShareNetwork.post_all`: when each arrived, and who waits for them all.
+
+    Calling it with *i* says transfer i has arrived now; the call that completes the set
+    calls ``done(t_arrived)``. The network tallies every arrival but the set's last one
+    itself, where it finds it (module docstring, "Transfers waited for together").
+    """
+
+    __slots__ = ("done", "env", "left", "t_arrived")
+
+    def __init__(self, env: simpy.Environment, n: int, done: Callable[[list[float]], None]) -> None:
+        self.env = env
+        self.t_arrived = [0.0] * n
+        self.left = n
+        self.done = done
+
+    def __call__(self, i: int) -> None:
+        self.t_arrived[i] = self.env._now
+        self.left -= 1
+        if self.left == 0:
+            self.done(self.t_arrived)
 
 
 #: The version field of a heap entry that holds a group of flows finishing together.
@@ -378,13 +408,16 @@ class FairShareNetwork:
         self._start_flow(route, nbytes, None, fn, arg, weight)
         return False
 
-    def post_many(self, transfers: list[tuple[int, int, int, int]], fn: Callable[[int], None]) -> list[int]:
-        """:meth:`post` each ``(src, dst, nbytes, weight)`` of *transfers*, in order, with ``fn(i)`` for transfer i.
+    def post_all(self, transfers: list[tuple[int, int, int, int]], done: Callable[[list[float]], None]) -> None:
+        """:meth:`post` each ``(src, dst, nbytes, weight)`` of *transfers*; call ``done(t_arrived)`` once all have arrived.
 
-        The same flows, events and order as one :meth:`post` per transfer (this is that loop
-        with the common case inlined: a route with latency, some bytes). Returns, in order,
-        the i of the transfers that were over at once (``fn`` not called for them).
+        *t_arrived* holds each transfer's arrival time. The same flows, events and order as
+        one :meth:`post` per transfer with a callback that notes its arrival (this is that
+        loop with the common case inlined: a route with latency, some bytes), the callback
+        that completes the set where its own would have run; ``done`` is called before this
+        returns if every transfer is over at once.
         """
+        fn = Arrivals(self.env, len(transfers), done)
         over = []
         env = self.env
         now = env._now
@@ -409,7 +442,10 @@ class FairShareNetwork:
                     batch = first_bytes[t_first] = []
                     Call(env, self._first_bytes_cb, t_first, latency)
             batch.append(Flow(-1, route, nbytes, None, fn, i, weight))
-        return over
+        for i in over:
+            fn(i)
+        if not transfers:
+            done(fn.t_arrived)
 
     def _first_bytes_cb(self, t_first: float) -> None:
         """Turn the posted transfers whose latency ends at *t_first* into flows, in posting order."""
@@ -917,6 +953,11 @@ class FairShareNetwork:
                 flow.finished = True
                 flow.remaining = 0.0
                 posted += 1
+                fn = flow.fn
+                if fn.__class__ is Arrivals and fn.left > 1:
+                    fn.t_arrived[flow.arg] = now  # not the set's last: noted, nobody to tell
+                    fn.left -= 1
+                    continue
                 if arrivals is None:
                     arrivals = self._arrivals = []
                     Call(self.env, self._arrived_cb, arrivals)
@@ -936,6 +977,11 @@ class FairShareNetwork:
             self._arrivals = None  # its event comes between: later arrivals go after it
             flow.done.succeed()
         elif flow.fn is not None:
+            fn = flow.fn
+            if fn.__class__ is Arrivals and fn.left > 1:
+                fn.t_arrived[flow.arg] = self.env._now  # not the set's last (see _on_driver)
+                fn.left -= 1
+                return
             # NOTE: flows completed by one callback share one event, placed where the first
             # one's done.succeed() would have been; _arrived_cb keeps the order of a separate
             # event per flow (see there).
