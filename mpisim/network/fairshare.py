@@ -581,7 +581,9 @@ class FairShareNetwork:
                     else:
                         i = -1
                     if i >= 0:
-                        seeds.extend(ids)
+                        # One of its links is seed enough: its links are one component, and a
+                        # walk from any of them (they are all unmarked, or all marked) finds it.
+                        seeds.append(ids[0])
                         continue
                 # Alone on all its links (the common case): its component is itself and
                 # its rate its bottleneck's capacity -- what _solve_alone would find. Its
