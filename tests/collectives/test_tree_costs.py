@@ -32,7 +32,7 @@ def _tree_call(algorithm: str, nodes: int, nbytes: int) -> dict:
 def _run_counting_flows(raw: dict, monkeypatch) -> tuple[float, dict[str, int], int]:
     """The call's time, the bytes over every link, and how many flows the network started.
 
-    (Counted by the network itself: a fluid tree posts its flows in one ``post_many`` call.)
+    (Counted by the network itself: a fluid tree posts its flows in one ``post_all`` call.)
     """
     networks = []
     init = FairShareNetwork.__init__
