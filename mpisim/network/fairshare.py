@@ -65,7 +65,7 @@ post the same trees' flows again and again on an otherwise idle network. For a c
 at least :data:`_FILL_MEMO_MIN` flows, progressive filling records which flows it fixed
 together and at what share, keyed by the flows' (weight, route) in creation order; the next
 component with that key replays the record -- the very floats, set in the very order --
-instead of running the heap again (and one solved in one level goes straight to that).
+instead of running the heap again. (A component that one level solves is never filled.)
 
 **Events batched at one instant.** For the MPI layer, which calls :meth:`FairShareNetwork.post`
 rather than running a ``transfer`` generator, the other per-transfer events are batched too:
@@ -150,11 +150,11 @@ _ULP = 2.5e-16
 #: Components of at least this many flows have their progressive filling recorded and replayed
 #: (module docstring, "Components seen before"); smaller ones fill faster than a key is built.
 _FILL_MEMO_MIN = 16
-#: The record of a component that one level solved (_solve_recorded).
-_ONE_LEVEL: list = []
-#: At most this many recorded components per network (a workload whose components never repeat
-#: stops recording once it has filled the table).
+#: At most this many recorded components, of at most this many flows in all, per network (a
+#: workload whose components never repeat stops recording once it has filled the table; a
+#: recorded flow costs about 100 bytes).
 _FILL_MEMO_MAX = 1024
+_FILL_MEMO_FLOWS = 1_000_000
 
 
 class Flow:
@@ -332,9 +332,9 @@ class FairShareNetwork:
         # weights, not flows (a run without weighted flows keeps the plain counts' code).
         self._weighted = False
         # Progressive filling's outcome per component key ("Components seen before"): the
-        # positions (in creation order) of the flows fixed together, and their share, in order
-        # (or _ONE_LEVEL, for a component solved in one level).
+        # positions (in creation order) of the flows fixed together, and their share, in order.
         self._filled: dict[tuple, list[tuple[list[int], float]]] = {}
+        self._filled_flows = 0
         self.fills_replayed = 0
 
     # -- the NetworkModel interface -------------------------------------------------------
@@ -668,39 +668,31 @@ class FairShareNetwork:
             capacity = self._capacity
             rate, weight = min(capacity[i] for i in live[0].ids), live[0].weight
             self._set_rates(live, rate if weight == 1 else rate / weight, now)
-        elif len(live) >= _FILL_MEMO_MIN:
-            self._solve_recorded(links, live, stamp, now)
         elif not self._solve_one_level(links, live, now):
-            self._progressive_filling(links, len(live), stamp, now)
+            if len(live) < _FILL_MEMO_MIN:
+                self._progressive_filling(links, len(live), stamp, now)
+            else:
+                self._fill_recorded(links, live, stamp, now)
 
-    def _solve_recorded(self, links: list[int], live: list[Flow], stamp: int, now: float) -> None:
-        """Solve a large component as before (one level, or progressive filling), replayed if seen before.
+    def _fill_recorded(self, links: list[int], live: list[Flow], stamp: int, now: float) -> None:
+        """Progressive filling of a large component, replayed if one with the same key was filled before.
 
-        The key is the flows' (weight, route) in creation order. The solvers read nothing else
-        of a component: its links are its flows' links (capacities never change once used), a
-        link's flows are visited in creation order, and a flow's bytes and the time only enter
-        where its new rate is set (:meth:`_set_rates`). So a component with a recorded key is
-        solved by one level again if it was the first time, and otherwise takes progressive
-        filling's recorded shares, set -- as :meth:`_set_rates` does, inlined -- on the same
-        flows in the same order.
+        The key is the flows' (weight, route) in creation order. Progressive filling reads
+        nothing else of a component: its links are its flows' links (capacities never change
+        once used), a link's flows are visited in creation order, and a flow's bytes and the
+        time only enter where its new rate is set (:meth:`_set_rates`). So a component with a
+        recorded key takes the recorded shares, set -- as :meth:`_set_rates` does, inlined --
+        on the same flows in the same order.
         """
         live.sort(key=_flow_seq)
         key = tuple([(flow.weight, flow.ids) for flow in live])
         record = self._filled.get(key)
         if record is None:
-            if self._solve_one_level(links, live, now):
-                record = _ONE_LEVEL
-            else:
-                fills = self._progressive_filling(links, len(live), stamp, now)
+            fills = self._progressive_filling(links, len(live), stamp, now)
+            if len(self._filled) < _FILL_MEMO_MAX and self._filled_flows + len(live) <= _FILL_MEMO_FLOWS:
                 position = {flow.seq: k for k, flow in enumerate(live)}
-                record = [([position[seq] for seq in seqs], share) for seqs, share in fills]
-            if len(self._filled) < _FILL_MEMO_MAX:
-                self._filled[key] = record
-            return
-        if record is _ONE_LEVEL:
-            # One level the first time, so one level again (same key); the filling stays as a guard.
-            if not self._solve_one_level(links, live, now):
-                self._progressive_filling(links, len(live), stamp, now)
+                self._filled[key] = [([position[seq] for seq in seqs], share) for seqs, share in fills]
+                self._filled_flows += len(live)
             return
         self.fills_replayed += 1
         fixed = -stamp
@@ -819,7 +811,7 @@ class FairShareNetwork:
                              now: float) -> list[tuple[list[int], float]]:
         """Fix the rates of the component's flows, tightest link first (see module docstring).
 
-        Returns what it did, for :meth:`_solve_recorded`: the sequence numbers of each set of
+        Returns what it did, for :meth:`_fill_recorded`: the sequence numbers of each set of
         flows fixed together, and their share, in the order they were fixed.
         """
         flows_on, cap_left, unfixed = self._flows_on, self._cap_left, self._unfixed
