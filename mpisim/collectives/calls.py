@@ -12,7 +12,20 @@ from typing import Any
 
 from mpisim.mpi.comm import Comm
 
-__all__ = ["join_call"]
+__all__ = ["join_call", "world_table"]
+
+
+def world_table(tables: weakref.WeakKeyDictionary, world: Any) -> dict:
+    """Return *world*'s dict in *tables* (a per-world cache that dies with its world), made if new.
+
+    NOTE: ``tables.setdefault(world, {})`` would build a weak reference with a callback and an
+    empty dict on every call; a plain ``get`` reuses the world's one callback-free reference.
+    These caches are read once per rank per call.
+    """
+    table = tables.get(world)
+    if table is None:
+        table = tables[world] = {}
+    return table
 
 
 def join_call(comm: Comm, calls_by_world: weakref.WeakKeyDictionary, new_call: Callable[[], Any]) -> tuple[Any, Any, bool]:
@@ -22,7 +35,7 @@ def join_call(comm: Comm, calls_by_world: weakref.WeakKeyDictionary, new_call: C
     same order by all ranks), kept in *calls_by_world* until its last rank has joined; *new_call*
     makes the call's record (with ``arrived`` and ``events``) when the first rank joins.
     """
-    calls = calls_by_world.setdefault(comm.world, {})
+    calls = world_table(calls_by_world, comm.world)
     seq_key = ("seq", comm.context, comm.rank)
     number = calls.get(seq_key, 0)
     calls[seq_key] = number + 1

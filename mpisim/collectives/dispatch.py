@@ -9,13 +9,21 @@
 3. checks the algorithm's declared requirements (power-of-two ranks, commutative op);
 4. runs the algorithm's generator on the communicator's collective context;
 5. records a :class:`~mpisim.engine.records.CollectiveRecord` with the algorithm that ran.
+
+Steps 1 and 2 read nothing of the calling rank: every rank of a call resolves the same
+algorithm and writes the same signature. They are worked out once per call shape
+(communicator, collective, requested algorithm, size, op, root, datatype size) and world,
+and looked up by the other ranks and by later calls of that shape (a training run's
+equal buckets) -- on 16384 ranks that is one resolution where there were 16384.
 """
 
 from __future__ import annotations
 
+import weakref
 from typing import Any
 
 from mpisim.collectives import registry, select
+from mpisim.collectives.calls import world_table
 from mpisim.engine.records import CollectiveRecord
 from mpisim.engine.sim import Proc
 from mpisim.errors import MPIError
@@ -54,6 +62,34 @@ def resolve(comm: Comm, collective: str, algorithm: str | None, nbytes: int, op:
     return algo
 
 
+#: Per world: (algorithm, nccl-tests size, signature, op) of each call shape (module docstring).
+_PREPARED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _prepare(comm: Comm, collective: str, algorithm: str | None, nbytes: int, op: Op, root: int,
+             itemsize: int) -> tuple[registry.Algorithm, int, str, Op]:
+    """Return the (algorithm, size, signature, op) of a call: the same on every rank, so resolved once.
+
+    The key holds what :func:`resolve` reads besides the communicator's ranks (its context
+    names them): the world's default algorithm and rule set, in case a caller changes them
+    between calls. The op is kept in the value so that its ``id`` in the key stays its own.
+    """
+    world = comm.world
+    cache = world_table(_PREPARED, world)
+    key = (comm.context, collective, algorithm, world.algorithms.get(collective), world.selector, nbytes,
+           id(op), root, itemsize)
+    prepared = cache.get(key)
+    if prepared is None:
+        size = size_of_call(collective, nbytes, comm.size)
+        algo = resolve(comm, collective, algorithm, size, op, itemsize=itemsize)
+        parts = [] if collective == "barrier" else [f"{nbytes} B"]
+        parts += [f"root={root}"] if collective in ROOTED else []
+        parts += [f"op={op.name}"] if collective in REDUCING else []
+        signature = f"{collective}({', '.join([*parts, f'algorithm={algo.name}'])})"
+        prepared = cache[key] = (algo, size, signature, op)
+    return prepared
+
+
 def run_collective(comm: Comm, collective: str, algorithm: str | None, *, buf: Any = None,
                    op: Op | str = SUM, root: int = 0) -> Proc[Any]:
     """Run one collective call on *comm* (see the module docstring)."""
@@ -64,13 +100,8 @@ def run_collective(comm: Comm, collective: str, algorithm: str | None, *, buf: A
         raise MPIError(f"rank {comm.world_rank}: {collective} needs a buffer on every rank")
     if collective in ROOTED and not 0 <= root < comm.size:
         raise MPIError(f"rank {comm.world_rank}: {collective}(root={root}) is not a rank of a communicator of size {comm.size}")
-    size = size_of_call(collective, nbytes, comm.size)
     itemsize = payload.dtype.itemsize if payload is not None else 1
-    algo = resolve(comm, collective, algorithm, size, op, itemsize=itemsize)
-    parts = [] if collective == "barrier" else [f"{nbytes} B"]
-    parts += [f"root={root}"] if collective in ROOTED else []
-    parts += [f"op={op.name}"] if collective in REDUCING else []
-    signature = f"{collective}({', '.join([*parts, f'algorithm={algo.name}'])})"
+    algo, size, signature, _ = _prepare(comm, collective, algorithm, nbytes, op, root, itemsize)
     call = comm.next_collective(signature)
     state = comm.world.states[comm.world_rank]
     outer, state.collective = state.collective, (comm, call, signature)

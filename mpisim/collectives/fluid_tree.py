@@ -90,9 +90,10 @@ from itertools import pairwise
 
 from mpisim.collectives.allreduce import DBT_SEGMENT, NCCL_STEPS
 from mpisim.collectives.bcast import segments
-from mpisim.collectives.calls import join_call
+from mpisim.collectives.calls import join_call, world_table
 from mpisim.collectives.fluid_pipeline import PipelineEdge, pipeline_time
 from mpisim.engine.events import Call
+from mpisim.engine.records import SpanRecord
 from mpisim.engine.sim import Proc
 from mpisim.mpi.comm import Comm
 from mpisim.mpi.cost import MessageCost
@@ -157,7 +158,8 @@ class _Call:
 _CALLS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def fluid_trees(comm: Comm, build: Callable[[], list[Tree]], shape: Hashable) -> Proc[None]:
+def fluid_trees(comm: Comm, build: Callable[[], list[Tree]], shape: Hashable, launch: float = 0.0,
+                label: str = "launch") -> Proc[None]:
     """Time pipelined tree allreduces running at once as one flow per tree edge (see the module docstring).
 
     Every rank of *comm* calls it; when the last one has joined, ``build()`` returns the
@@ -165,18 +167,35 @@ def fluid_trees(comm: Comm, build: Callable[[], list[Tree]], shape: Hashable) ->
     when the slowest tree has finished. *shape* names what ``build()`` depends on besides the
     communicator (algorithm, size, protocol): calls of one shape on one group of ranks reuse
     its trees' edges and replays (a training run's equal buckets build them once).
+
+    *launch* is the call's set-up time on every rank (a GPU library's kernel launch), local
+    work before the rank's part of the call begins: the flows start *launch* after the last
+    rank has joined, which is when the last rank's set-up would have ended, and each rank's
+    set-up is a compute span named *label*. Each rank so waits on one event, not two.
     """
     world = comm.world
+    if launch > 0 and world.tracer.record_spans:
+        t_start = world.env.now
+        world.tracer.span(SpanRecord(comm.world_rank, "compute", t_start, t_start + launch, label))
     call, event, last = join_call(comm, _CALLS, _Call)
     if last:
-        plans = _PLANS.setdefault(world, {})
+        plans = world_table(_PLANS, world)
         plan_key = (tuple(comm.group), shape)
         plan = plans.get(plan_key)
         if plan is None:
             trees = build()
             plan = plans[plan_key] = (_mpi_plan if any(tree.wire is None for tree in trees) else _plan)(comm, trees)
-        _start(comm, call, plan)
+        if launch > 0:
+            # NOTE: the queue entry the last rank's set-up would have ended with (same time,
+            # same place among the events of that instant).
+            Call(world.env, _start_after_launch, (comm, call, plan), launch)
+        else:
+            _start(comm, call, plan)
     yield event
+
+
+def _start_after_launch(args: tuple[Comm, _Call, _Plan]) -> None:
+    _start(*args)
 
 
 @dataclass(frozen=True)
@@ -466,27 +485,35 @@ def _pipeline_bounds(comm: Comm, trees: list[Tree], edges: list[list[_Edge]],
 def _start(comm: Comm, call: _Call, plan: _Plan) -> None:
     world, env = comm.world, comm.env
     flows = plan.flows
-    call.t_start = env.now
+    t_start = call.t_start = env.now
     call.pending = len(flows)
     t_flow = [0.0] * len(flows)
 
+    def ended() -> None:
+        """Every flow has arrived: wake the ranks once the slowest tree's bounds are over."""
+        span = 0.0
+        for indices, (latency_bound, first, queued, k) in zip(plan.by_tree, plan.static, strict=True):
+            if indices and plan.mpi:
+                # An MPI tree's latency bound has its own links' sharing in it (fluid_pipeline):
+                # its flows bound it only where other traffic slows them beyond that.
+                span = max(span, latency_bound, max(map(t_flow.__getitem__, indices)))
+            elif indices:
+                bandwidth_bound = max(map(t_flow.__getitem__, indices)) * (k - 1) / k + first
+                span = max(span, max(latency_bound, bandwidth_bound) + queued)
+        end = call.t_start + span
+        # NOTE: one queue entry wakes every rank, in joining order: what an entry per rank,
+        # all due at one instant one after another, would do.
+        Call(env, _wake, call.events, max(0.0, end - env.now))
+
     def finished(i: int) -> None:
-        t_flow[i] = env.now - call.t_start
+        t_flow[i] = env.now - t_start
         call.pending -= 1
         if call.pending == 0:
-            span = 0.0
-            for indices, (latency_bound, first, queued, k) in zip(plan.by_tree, plan.static, strict=True):
-                if indices and plan.mpi:
-                    # An MPI tree's latency bound has its own links' sharing in it (fluid_pipeline):
-                    # its flows bound it only where other traffic slows them beyond that.
-                    span = max(span, latency_bound, max(map(t_flow.__getitem__, indices)))
-                elif indices:
-                    bandwidth_bound = max(map(t_flow.__getitem__, indices)) * (k - 1) / k + first
-                    span = max(span, max(latency_bound, bandwidth_bound) + queued)
-            end = call.t_start + span
-            # NOTE: one queue entry wakes every rank, in joining order: what an entry per rank,
-            # all due at one instant one after another, would do.
-            Call(env, _wake, call.events, max(0.0, end - env.now))
+            ended()
+
+    def all_arrived(t_arrived: list[float]) -> None:
+        t_flow[:] = [t - t_start for t in t_arrived]
+        ended()
 
     count, nbytes = plan.messages
     if count:
@@ -494,6 +521,10 @@ def _start(comm: Comm, call: _Call, plan: _Plan) -> None:
     if not flows:  # a tree of one rank: nothing moves
         for event in call.events:
             event.succeed()
+        return
+    post_all = getattr(world.network, "post_all", None)
+    if post_all is not None:  # the loop below, with only the last arrival told (mpisim.network.fairshare)
+        post_all([(src, dst, nbytes * weight, weight) for src, dst, nbytes, weight in flows], all_arrived)
         return
     post = world._post
     for i, (src, dst, nbytes, weight) in enumerate(flows):

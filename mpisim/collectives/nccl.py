@@ -92,7 +92,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from mpisim.collectives.allreduce import DBT_SEGMENT, NCCL_STEPS, double_binary_tree, tree_allreduce
-from mpisim.collectives.calls import join_call
+from mpisim.collectives.calls import join_call, world_table
 from mpisim.collectives.fluid_tree import Tree, fluid_trees
 from mpisim.collectives.registry import algorithm
 from mpisim.engine.events import Call
@@ -222,7 +222,7 @@ def nvls_groups(comm: Comm) -> Sequence[Sequence[int]] | None:
 
 def _evenly_spread(comm: Comm) -> bool:
     """True if every node holds the same number of *comm*'s ranks."""
-    layouts = _LAYOUTS.setdefault(comm.world, {})
+    layouts = world_table(_LAYOUTS, comm.world)
     key = ("even", comm.context)
     even = layouts.get(key)
     if even is None:
@@ -266,7 +266,7 @@ def node_order(comm: Comm) -> list[int]:
 
 def node_members(comm: Comm) -> tuple[tuple[int, ...], ...]:
     """Return *comm*'s ranks grouped by node, nodes in order, ranks in order within each."""
-    layouts = _LAYOUTS.setdefault(comm.world, {})
+    layouts = world_table(_LAYOUTS, comm.world)
     key = ("members", comm.context)
     members = layouts.get(key)
     if members is None:
@@ -285,7 +285,7 @@ def channel_count(comm: Comm) -> int:
     :data:`MAX_CHANNELS`, so that every NIC carries one channel's cross-node traffic (rail-optimized: the channel of NIC c leaves
     every node from local rank c).
     """
-    layouts = _LAYOUTS.setdefault(comm.world, {})
+    layouts = world_table(_LAYOUTS, comm.world)
     key = ("channels", comm.context)
     channels = layouts.get(key)
     if channels is None:
@@ -411,7 +411,7 @@ def predict_ring(comm: Comm, protocol: Protocol, nbytes: int, collective: str = 
         return 0.0
     rings = ring_orders(comm)
     block = nbytes / (len(rings) * p)
-    layouts = _LAYOUTS.setdefault(comm.world, {})
+    layouts = world_table(_LAYOUTS, comm.world)
     key = ("ring hops", comm.group, protocol.wire)
     costs = layouts.get(key)
     if costs is None:  # the tuner asks once per size and protocol; the hops are the same
@@ -518,7 +518,7 @@ def _tree_hop_costs(comm: Comm, build: Callable[[], list[list[tuple[int | None, 
     communicator's ranks and the wire it fixes them, so every size the tuner tries reuses the
     costs (and builds no trees).
     """
-    layouts = _LAYOUTS.setdefault(comm.world, {})
+    layouts = world_table(_LAYOUTS, comm.world)
     key = ("tree hops", trees, comm.group, wire)
     cached = layouts.get(key)
     if cached is None:
@@ -544,7 +544,7 @@ def _tree_hop_classes(comm: Comm, build: Callable[[], list[list[tuple[int | None
     of the edges; the class of every edge both ways; and each leaf's path to its root as
     (up class, down class) pairs, each distinct path once.
     """
-    layouts = _LAYOUTS.setdefault(comm.world, {})
+    layouts = world_table(_LAYOUTS, comm.world)
     key = ("tree hop classes", trees, comm.group)
     cached = layouts.get(key)
     if cached is None:
@@ -664,7 +664,7 @@ def tune(comm: Comm, algorithm: str, nbytes: int, collective: str = "allreduce")
     *nbytes* follows nccl-tests (the whole array for allgather and reduce_scatter). Ties go to
     the protocol listed first in PROTOCOLS. ``nvls`` has one protocol (see :func:`nvls_wire`).
     """
-    cache = _CHOICES.setdefault(comm.world, {})
+    cache = world_table(_CHOICES, comm.world)
     key = (comm.context, collective, algorithm, nbytes)
     choice = cache.get(key)
     if choice is None:
@@ -701,7 +701,7 @@ def candidates(comm: Comm, collective: str = "allreduce") -> list[str]:
 
 def best(comm: Comm, nbytes: int, collective: str = "allreduce") -> Choice:
     """Return the (algorithm, protocol) with the least predicted time, as NCCL's tuner picks them."""
-    cache = _CHOICES.setdefault(comm.world, {})
+    cache = world_table(_CHOICES, comm.world)
     key = ("best", comm.context, collective, nbytes)  # every rank of a call asks, as for tune
     choice = cache.get(key)
     if choice is None:
@@ -827,7 +827,11 @@ def _fluid(comm: Comm, buf: Payload) -> bool:
 
 def launch(comm: Comm, choice: Choice) -> Proc[None]:
     """Charge the call's base latency (kernel launch and set-up) as local work on this rank."""
-    yield from comm.compute(choice.protocol.base, f"{choice.algorithm} launch ({choice.protocol.name})")
+    yield from comm.compute(choice.protocol.base, _launch_label(choice))
+
+
+def _launch_label(choice: Choice) -> str:
+    return f"{choice.algorithm} launch ({choice.protocol.name})"
 
 
 def ring_allreduce_on(comm: Comm, buf: Payload, op: Op, ring: list[int], tag: int) -> Proc[Payload]:
@@ -909,12 +913,14 @@ def nccl_tree_allreduce(comm: Comm, buf: Payload, op: Op) -> Proc[Payload]:
     if p == 1:
         return buf
     choice = tune(comm, "nccl_tree", buf.nbytes)
-    yield from launch(comm, choice)
     channels = channel_count(comm)
     if _fluid(comm, buf):
+        # The launch is charged inside the call: the rank waits once, for the call's end.
         yield from fluid_trees(comm, lambda: _channel_trees(comm, buf, channels, choice.protocol.wire),
-                               ("nccl_tree", buf.count, buf.dtype.str, choice.protocol.name, channels))
+                               ("nccl_tree", buf.count, buf.dtype.str, choice.protocol.name, channels),
+                               choice.protocol.base, _launch_label(choice) if comm.world.tracer.record_spans else "")
         return buf
+    yield from launch(comm, choice)
     # One connection per peer, as NCCL's tree has: a sender's segments to one peer go out one
     # after the other (in flight at once they would share the link and all land at the end).
     wired = comm.with_wire(choice.protocol.wire, shared=True)

@@ -58,12 +58,28 @@ its capacity left over the *weights* of its unfixed flows, and fixing a flow tak
 from every link it crosses. That is the same allocation in real numbers (in floats, to
 rounding), with one flow to solve instead of w; link byte counters get the same sum.
 
+**Components seen before.** A component's rates depend only on its flows' routes and weights
+and the order of its flows on each link (the order of progressive filling's subtractions):
+not on their bytes, not on the time. Workloads repeat components: a training run's buckets
+post the same trees' flows again and again on an otherwise idle network. For a component of
+at least :data:`_FILL_MEMO_MIN` flows, progressive filling records which flows it fixed
+together and at what share, keyed by the flows' (weight, route) in creation order; the next
+component with that key replays the record -- the very floats, set in the very order --
+instead of running the heap again. (A component that one level solves is never filled.)
+
 **Events batched at one instant.** For the MPI layer, which calls :meth:`FairShareNetwork.post`
 rather than running a ``transfer`` generator, the other per-transfer events are batched too:
 transfers whose latency ends at the same instant share one event that turns them into flows
 (in posting order, which is the order their separate events would have had), and flows that
 one callback completes share one event that tells their callers, in completion order, with
 the URGENT work each caller starts run in between, as SimPy would have run it.
+
+**Transfers waited for together.** :meth:`FairShareNetwork.post_all` posts many transfers
+(a fluid tree's edges, mpisim.collectives.fluid_tree) for a caller that waits for all of
+them and needs each one's arrival time. Each arrival but the last is only noted where the
+network finds it; the last is told as a :meth:`~FairShareNetwork.post` callback would be,
+at the same place among the callbacks of its instant. A callback that only notes a time
+changes nothing anyone sees, so this is the same run with a callback per transfer fewer.
 
 **Completions** live in a heap of ``(t_finish, flow sequence number, version, flow)``. When a
 flow's rate changes its version goes up and a new entry is pushed; the old one is ignored when
@@ -104,6 +120,7 @@ import heapq
 import math
 from collections.abc import Callable
 from heapq import heappush
+from operator import attrgetter, itemgetter
 from typing import TYPE_CHECKING, Any
 
 import simpy
@@ -130,6 +147,14 @@ _BYTES_RTOL = 1e-9
 _TIME_RTOL = 1e-12
 #: A bound on the unit roundoff of a float (2**-52 = 2.2e-16), with room to spare.
 _ULP = 2.5e-16
+#: Components of at least this many flows have their progressive filling recorded and replayed
+#: (module docstring, "Components seen before"); smaller ones fill faster than a key is built.
+_FILL_MEMO_MIN = 16
+#: At most this many recorded components, of at most this many flows in all, per network (a
+#: workload whose components never repeat stops recording once it has filled the table; a
+#: recorded flow costs about 100 bytes).
+_FILL_MEMO_MAX = 1024
+_FILL_MEMO_FLOWS = 1_000_000
 
 
 class Flow:
@@ -197,6 +222,29 @@ class _InFlight:
         heappush(env._queue, (env._now + latency, NORMAL, next(env._eid), self))
 
 
+class Arrivals:
+    """The transfers of one :meth:`FairShareNetwork.post_all`: when each arrived, and who waits for them all.
+
+    Calling it with *i* says transfer i has arrived now; the call that completes the set
+    calls ``done(t_arrived)``. The network tallies every arrival but the set's last one
+    itself, where it finds it (module docstring, "Transfers waited for together").
+    """
+
+    __slots__ = ("done", "env", "left", "t_arrived")
+
+    def __init__(self, env: simpy.Environment, n: int, done: Callable[[list[float]], None]) -> None:
+        self.env = env
+        self.t_arrived = [0.0] * n
+        self.left = n
+        self.done = done
+
+    def __call__(self, i: int) -> None:
+        self.t_arrived[i] = self.env._now
+        self.left -= 1
+        if self.left == 0:
+            self.done(self.t_arrived)
+
+
 #: The version field of a heap entry that holds a group of flows finishing together.
 _GROUP = -1
 
@@ -212,12 +260,10 @@ def _due_order(entry: tuple) -> tuple[float, int, int]:
     return entry[0], entry[1], entry[2]
 
 
-def _flow_seq(flow: Flow) -> int:
-    return flow.seq
-
-
-def _member_seq(member: tuple[int, int, Flow]) -> int:
-    return member[0]
+#: Sort keys (NOTE: C-level getters, not Python functions: tens of thousands of flows are sorted
+#: by them when a large batch starts or ends).
+_flow_seq = attrgetter("seq")  # a flow's creation order
+_member_seq = itemgetter(0)  # a group member's (seq, version, flow): its flow's creation order
 
 
 @register_model("fairshare")
@@ -250,6 +296,9 @@ class FairShareNetwork:
         self._mark: list[int] = []  # solve stamp, marks links already in a component
         self._cap_left: list[float] = []  # progressive-filling scratch
         self._unfixed: list[int] = []  # progressive-filling scratch
+        # Per link: the active flows' weights beyond one each, so that a link's share counts
+        # len(flows) + extra weights without summing them (see "Weighted flows").
+        self._extra: list[int] = []
         self.link_bytes: list[int] = []
         self._busy_time: list[float] = []
         self._busy_since: list[float] = []
@@ -282,6 +331,11 @@ class FairShareNetwork:
         # True once a flow of weight > 1 has been posted: from then on link shares count
         # weights, not flows (a run without weighted flows keeps the plain counts' code).
         self._weighted = False
+        # Progressive filling's outcome per component key ("Components seen before"): the
+        # positions (in creation order) of the flows fixed together, and their share, in order.
+        self._filled: dict[tuple, list[tuple[list[int], float]]] = {}
+        self._filled_flows = 0
+        self.fills_replayed = 0
 
     # -- the NetworkModel interface -------------------------------------------------------
 
@@ -354,6 +408,45 @@ class FairShareNetwork:
         self._start_flow(route, nbytes, None, fn, arg, weight)
         return False
 
+    def post_all(self, transfers: list[tuple[int, int, int, int]], done: Callable[[list[float]], None]) -> None:
+        """:meth:`post` each ``(src, dst, nbytes, weight)`` of *transfers*; call ``done(t_arrived)`` once all have arrived.
+
+        *t_arrived* holds each transfer's arrival time. The same flows, events and order as
+        one :meth:`post` per transfer with a callback that notes its arrival (this is that
+        loop with the common case inlined: a route with latency, some bytes), the callback
+        that completes the set where its own would have run; ``done`` is called before this
+        returns if every transfer is over at once.
+        """
+        fn = Arrivals(self.env, len(transfers), done)
+        over = []
+        env = self.env
+        now = env._now
+        routes, route_of = self._route_cache, self.topology.route
+        first_bytes = self._first_bytes
+        t_batch, batch = -1.0, []
+        for i, (src, dst, nbytes, weight) in enumerate(transfers):
+            route = None if src == dst else routes.get((src, dst)) or route_of(src, dst)
+            if route is None or not route.links or route.latency <= 0 or nbytes <= 0:
+                if self.post(src, dst, nbytes, fn, i, weight=weight):
+                    over.append(i)
+                t_batch = -1.0  # post() may have started the batch of now
+                continue
+            if weight != 1:
+                self._weighted = True
+            latency = route.latency
+            t_first = now + latency
+            if t_first != t_batch:
+                t_batch = t_first
+                batch = first_bytes.get(t_first)  # type: ignore[assignment]
+                if batch is None:
+                    batch = first_bytes[t_first] = []
+                    Call(env, self._first_bytes_cb, t_first, latency)
+            batch.append(Flow(-1, route, nbytes, None, fn, i, weight))
+        for i in over:
+            fn(i)
+        if not transfers:
+            done(fn.t_arrived)
+
     def _first_bytes_cb(self, t_first: float) -> None:
         """Turn the posted transfers whose latency ends at *t_first* into flows, in posting order."""
         batch = self._first_bytes.pop(t_first, None)
@@ -425,6 +518,7 @@ class FairShareNetwork:
         if finishing:
             self._finishing = []
             busy_time, busy_since, link_bytes = self._busy_time, self._busy_since, self.link_bytes
+            extra = self._extra
             tracer = self.sim.tracer
             if tracer.record_links:
                 for flow in finishing:
@@ -446,6 +540,9 @@ class FairShareNetwork:
                     link_bytes[i] += nbytes
                 if append is None:
                     seeds.extend(ids)
+                if flow.weight != 1:
+                    for i in ids:
+                        extra[i] -= flow.weight - 1
             self.active_flows -= len(finishing)
         if starting:
             self._starting = []
@@ -464,6 +561,10 @@ class FairShareNetwork:
                     else:
                         busy_since[i] = now
                     on[seq] = flow
+                if flow.weight != 1:
+                    extra = self._extra
+                    for i in flow.ids:
+                        extra[i] += flow.weight - 1
                 flow.t_start = flow.t_last = now
             self.active_flows += len(starting)
             heap = self._heap
@@ -480,7 +581,9 @@ class FairShareNetwork:
                     else:
                         i = -1
                     if i >= 0:
-                        seeds.extend(ids)
+                        # One of its links is seed enough: its links are one component, and a
+                        # walk from any of them (they are all unmarked, or all marked) finds it.
+                        seeds.append(ids[0])
                         continue
                 # Alone on all its links (the common case): its component is itself and
                 # its rate its bottleneck's capacity -- what _solve_alone would find. Its
@@ -566,7 +669,57 @@ class FairShareNetwork:
             rate, weight = min(capacity[i] for i in live[0].ids), live[0].weight
             self._set_rates(live, rate if weight == 1 else rate / weight, now)
         elif not self._solve_one_level(links, live, now):
-            self._progressive_filling(links, len(live), stamp, now)
+            if len(live) < _FILL_MEMO_MIN:
+                self._progressive_filling(links, len(live), stamp, now)
+            else:
+                self._fill_recorded(links, live, stamp, now)
+
+    def _fill_recorded(self, links: list[int], live: list[Flow], stamp: int, now: float) -> None:
+        """Progressive filling of a large component, replayed if one with the same key was filled before.
+
+        The key is the flows' (weight, route) in creation order. Progressive filling reads
+        nothing else of a component: its links are its flows' links (capacities never change
+        once used), a link's flows are visited in creation order, and a flow's bytes and the
+        time only enter where its new rate is set (:meth:`_set_rates`). So a component with a
+        recorded key takes the recorded shares, set -- as :meth:`_set_rates` does, inlined --
+        on the same flows in the same order.
+        """
+        live.sort(key=_flow_seq)
+        key = tuple([(flow.weight, flow.ids) for flow in live])
+        record = self._filled.get(key)
+        if record is None:
+            fills = self._progressive_filling(links, len(live), stamp, now)
+            if len(self._filled) < _FILL_MEMO_MAX and self._filled_flows + len(live) <= _FILL_MEMO_FLOWS:
+                position = {flow.seq: k for k, flow in enumerate(live)}
+                self._filled[key] = [([position[seq] for seq in seqs], share) for seqs, share in fills]
+                self._filled_flows += len(live)
+            return
+        self.fills_replayed += 1
+        fixed = -stamp
+        heap = self._heap
+        weighted = self._weighted
+        for positions, share in record:
+            # NOTE: _set_rates(flows at positions, share), inlined: one call per bottleneck is
+            # most of a replay's cost otherwise. A group never spans two calls.
+            group: list[tuple[int, int, Flow]] | None = None
+            t_group = -1.0
+            for k in positions:
+                flow = live[k]
+                flow.mark = fixed
+                rate = share if not weighted or flow.weight == 1 else share * flow.weight
+                if rate == flow.rate:
+                    continue
+                flow.rate = rate
+                version = flow.version = flow.version + 1
+                if rate > 0.0:
+                    t_finish = flow.t_finish = now + flow.remaining / rate
+                    if t_finish == t_group:
+                        group.append((flow.seq, version, flow))  # type: ignore[union-attr]
+                    else:
+                        group, t_group = [(flow.seq, version, flow)], t_finish
+                        heapq.heappush(heap, (t_finish, flow.seq, _GROUP, group))
+                else:
+                    flow.t_finish = math.inf
 
     def _solve_alone(self, seed: int, stamp: int, now: float) -> bool:
         """Solve the component of link *seed*'s only flow if that flow is alone on all its links.
@@ -624,10 +777,10 @@ class FairShareNetwork:
         subtractions of w x m need not be exact).
         """
         flows_on, capacity, share = self._flows_on, self._capacity, self._cap_left
-        weighted = self._weighted
+        weighted, extra = self._weighted, self._extra
         level = math.inf
         for i in links:
-            n = sum(flow.weight for flow in flows_on[i].values()) if weighted else len(flows_on[i])
+            n = len(flows_on[i]) + extra[i] if weighted else len(flows_on[i])
             s = capacity[i] / n if n else math.inf
             share[i] = s
             if s < level:
@@ -654,13 +807,18 @@ class FairShareNetwork:
         self._set_rates(live, level, now)
         return True
 
-    def _progressive_filling(self, links: list[int], n_flows: int, stamp: int, now: float) -> None:
-        """Fix the rates of the component's flows, tightest link first (see module docstring)."""
+    def _progressive_filling(self, links: list[int], n_flows: int, stamp: int,
+                             now: float) -> list[tuple[list[int], float]]:
+        """Fix the rates of the component's flows, tightest link first (see module docstring).
+
+        Returns what it did, for :meth:`_fill_recorded`: the sequence numbers of each set of
+        flows fixed together, and their share, in the order they were fixed.
+        """
         flows_on, cap_left, unfixed = self._flows_on, self._cap_left, self._unfixed
-        weighted = self._weighted
+        weighted, extra = self._weighted, self._extra
         heap: list[tuple[float, int]] = []
         for i in links:
-            n = sum(flow.weight for flow in flows_on[i].values()) if weighted else len(flows_on[i])
+            n = len(flows_on[i]) + extra[i] if weighted else len(flows_on[i])
             unfixed[i] = n
             cap_left[i] = self._capacity[i]
             if n:
@@ -668,6 +826,7 @@ class FairShareNetwork:
         heapq.heapify(heap)
         fixed = -stamp
         bottlenecked: list[Flow] = []
+        record: list[tuple[list[int], float]] = []
         while n_flows:
             share, i = heapq.heappop(heap)
             n = unfixed[i]
@@ -692,6 +851,8 @@ class FairShareNetwork:
             unfixed[i] = 0
             n_flows -= len(bottlenecked)
             self._set_rates(bottlenecked, share, now)
+            record.append(([flow.seq for flow in bottlenecked], share))
+        return record
 
     def _set_rates(self, flows: list[Flow], share: float, now: float) -> None:
         """Give *flows* the new *share* each (times its weight) and queue their new completion times."""
@@ -773,6 +934,7 @@ class FairShareNetwork:
         completed = False
         finishing = self._finishing
         arrivals = self._arrivals
+        posted = 0  # flows completed by the inlined _complete below
         for _, version, flow in ready:
             if version == flow.version and not flow.finished:
                 completed = True
@@ -784,11 +946,17 @@ class FairShareNetwork:
                 # NOTE: _complete, inlined for the common case (a posted transfer).
                 flow.finished = True
                 flow.remaining = 0.0
-                self.flows_finished += 1
+                posted += 1
+                fn = flow.fn
+                if fn.__class__ is Arrivals and fn.left > 1:
+                    fn.t_arrived[flow.arg] = now  # not the set's last: noted, nobody to tell
+                    fn.left -= 1
+                    continue
                 if arrivals is None:
                     arrivals = self._arrivals = []
                     Call(self.env, self._arrived_cb, arrivals)
                 arrivals.append(flow)
+        self.flows_finished += posted
         self._arrivals = None
         if completed:
             self._request_solve()
@@ -803,6 +971,11 @@ class FairShareNetwork:
             self._arrivals = None  # its event comes between: later arrivals go after it
             flow.done.succeed()
         elif flow.fn is not None:
+            fn = flow.fn
+            if fn.__class__ is Arrivals and fn.left > 1:
+                fn.t_arrived[flow.arg] = self.env._now  # not the set's last (see _on_driver)
+                fn.left -= 1
+                return
             # NOTE: flows completed by one callback share one event, placed where the first
             # one's done.succeed() would have been; _arrived_cb keeps the order of a separate
             # event per flow (see there).
@@ -846,6 +1019,7 @@ class FairShareNetwork:
             if not on:
                 self._busy_since[i] = now
             on[flow.seq] = flow
+            self._extra[i] += flow.weight - 1
         flow.t_start = flow.t_last = now
         self.active_flows += 1
 
@@ -855,6 +1029,7 @@ class FairShareNetwork:
         for i in flow.ids:
             on = flows_on[i]
             del on[flow.seq]
+            self._extra[i] -= flow.weight - 1
             if not on:
                 self._busy_time[i] += now - self._busy_since[i]
             self.link_bytes[i] += flow.nbytes
@@ -875,6 +1050,7 @@ class FairShareNetwork:
             self._mark.extend([0] * grow)
             self._cap_left.extend([0.0] * grow)
             self._unfixed.extend([0] * grow)
+            self._extra.extend([0] * grow)
             self.link_bytes.extend([0] * grow)
             self._busy_time.extend([0.0] * grow)
             self._busy_since.extend([0.0] * grow)

@@ -65,6 +65,7 @@ YAML::
 from __future__ import annotations
 
 import math
+import weakref
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
@@ -73,6 +74,8 @@ import numpy as np
 
 import mpisim.collectives  # noqa: F401  (registers the algorithms that ``sync`` is checked against)
 from mpisim.collectives import dispatch, memory, registry
+from mpisim.collectives.calls import world_table
+from mpisim.engine.records import SpanRecord
 from mpisim.engine.sim import Proc
 from mpisim.engine.units import parse_flops, parse_size, parse_time
 from mpisim.errors import ConfigError
@@ -319,6 +322,85 @@ def _backward(comm: Comm, plan: _Plan, t_start: float, ready: list[Any]) -> Proc
             k += 1
 
 
+class _SharedBackward:
+    """The ranks whose backward pass of one plan starts at one instant: one timeline for them all."""
+
+    __slots__ = ("members",)
+
+    def __init__(self) -> None:
+        self.members: list[tuple[int, list[Any], Any]] = []  # (world rank, bucket events, end event)
+
+
+#: Per world: the shared backward pass of each (plan, start instant) still taking members.
+_SHARED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _start_backward(comm: Comm, plan: _Plan, ready: list[Any]) -> Any:
+    """Start this rank's backward pass now (:func:`_backward`); return the event of its end.
+
+    Every rank of a data-parallel job runs the same backward timeline, and all of them start
+    it at one instant: they share one process (:func:`_shared_backward`) that waits for each
+    layer once, where a process per rank waits once per rank. What each rank sees is
+    unchanged: its bucket events, its end event and its compute spans come at the same times
+    and in the same order as its own process would have given them. A pass whose first layer
+    takes no time runs per rank (its process would act before the other ranks have joined).
+    """
+    env = comm.env
+    now = env.now
+    if not plan.layer_ready or not now + plan.layer_ready[0] * plan.backward_s - now > 0:
+        return env.process(_backward(comm, plan, now, ready))
+    table = world_table(_SHARED, comm.world)
+    key = (id(plan), now)  # the plan is alive while the key is: its id is its own
+    shared = table.get(key)
+    if shared is None:
+        shared = table[key] = _SharedBackward()
+        env.process(_shared_backward(comm, plan, now, shared, table, key))
+    done = env.event()
+    shared.members.append((comm.world_rank, ready, done))
+    return done
+
+
+def _shared_backward(comm: Comm, plan: _Plan, t_start: float, shared: _SharedBackward, table: dict,
+                     key: tuple) -> Proc[None]:
+    """:func:`_backward` for every member of *shared*, one wait per layer for them all.
+
+    Between two waits, each member in turn does what its own process would have done between
+    the same two waits (the compute span of the layer just waited for, the buckets made
+    ready, its end); the members go in the order they joined, which is the order in which
+    their own processes' waits would have ended.
+    """
+    env = comm.env
+    tracer = comm.world.tracer
+    buckets, k = plan.buckets, 0
+    members = shared.members
+    t_span = None  # (start, end) of the layer just waited for
+    k_from = 0
+    for fraction in plan.layer_ready:
+        delay = t_start + fraction * plan.backward_s - env.now
+        if delay > 0:
+            _act(members, tracer, t_span, k_from, k, None)
+            t0 = env.now
+            yield env.timeout(delay)
+            if table.get(key) is shared:
+                del table[key]  # time has moved on: nobody else can start at t_start
+            t_span, k_from = (t0, env.now), k
+        while k < len(buckets) and buckets[k].ready <= fraction:
+            k += 1
+    _act(members, tracer, t_span, k_from, k, True)
+
+
+def _act(members: list[tuple[int, list[Any], Any]], tracer: Any, t_span: tuple[float, float] | None,
+         k_from: int, k_to: int, end: bool | None) -> None:
+    """Each member's share of one wake-up of a shared backward pass (see _shared_backward)."""
+    for rank, ready, done in members:
+        if t_span is not None and tracer.record_spans:
+            tracer.span(SpanRecord(rank, "compute", t_span[0], t_span[1], "backward"))
+        for k in range(k_from, k_to):
+            ready[k].succeed()
+        if end:
+            done.succeed()
+
+
 def _reduce_buckets(comm: Comm, plan: _Plan, ready: list[Any], spans: list[tuple[float, float]],
                     results: list[bool], ran: set[str]) -> Proc[None]:
     """Reduce the buckets one after another, each once its gradients are ready (one NCCL stream)."""
@@ -377,7 +459,7 @@ def _rank_program(comm: Comm, plan: _Plan, clock: list[tuple[float, float]], spa
     for _ in range(plan.iterations):
         yield from comm.compute(plan.forward_s, "forward")
         ready = [comm.env.event() for _ in plan.buckets]
-        backward = comm.env.process(_backward(comm, plan, comm.now, ready))
+        backward = _start_backward(comm, plan, ready)
         if comm.size > 1:
             yield from _reduce_buckets(comm, plan, ready, spans[comm.rank], results, ran)
         yield backward

@@ -30,18 +30,22 @@ def _tree_call(algorithm: str, nodes: int, nbytes: int) -> dict:
 
 
 def _run_counting_flows(raw: dict, monkeypatch) -> tuple[float, dict[str, int], int]:
-    """The call's time, the bytes over every link, and how many flows were posted."""
-    posted = []
-    post = FairShareNetwork.post
+    """The call's time, the bytes over every link, and how many flows the network started.
 
-    def counting(self, *args, **kwargs):
-        posted.append(1)
-        return post(self, *args, **kwargs)
+    (Counted by the network itself: a fluid tree posts its flows in one ``post_all`` call.)
+    """
+    networks = []
+    init = FairShareNetwork.__init__
 
-    monkeypatch.setattr(FairShareNetwork, "post", counting)
+    def keeping(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        networks.append(self)
+
+    monkeypatch.setattr(FairShareNetwork, "__init__", keeping)
     result = run_scenario(load(raw))
     (world,) = result.records
-    return result.rows[0]["time_s"], {link["link"]: link["nbytes"] for link in world.link_totals}, len(posted)
+    flows = sum(network.flows_started for network in networks)
+    return result.rows[0]["time_s"], {link["link"]: link["nbytes"] for link in world.link_totals}, flows
 
 
 @pytest.mark.parametrize(("algorithm", "nodes", "nbytes", "fewer"),
@@ -124,3 +128,17 @@ def test_the_tuners_tree_time_is_the_plain_walks_to_the_last_bit(preset, nodes):
             share = nbytes / (2 * channels)
             assert nccl._tree_time(comm, lambda: links, share, protocol.wire, "nccl_tree") == \
                 _plain_tree_time(comm, links, share, protocol.wire), (protocol.name, nbytes)
+
+
+def test_a_fluid_tree_call_charges_every_ranks_launch_as_a_compute_span():
+    """At ``fidelity: collective`` an nccl_tree call's launch is charged inside the call (one wait per
+    rank): each rank still shows it as a compute span of the protocol's base latency from its entry."""
+    raw = {**_tree_call("nccl_tree", 2, 64 * MiB), "trace": {"messages": False, "spans": True}}
+    result = run_scenario(load(raw))
+    (world,) = result.records
+    launches = [span for span in world.spans if span.label.startswith("nccl_tree launch")]
+    protocol = launches[0].label.split("(")[1].rstrip(")")
+    base = nccl.protocols(load(raw).topology)[protocol].base
+    assert sorted(span.rank for span in launches) == list(range(16))
+    assert all(span.kind == "compute" and span.t_start == 0 and span.t_end == base for span in launches)
+    assert result.rows[0]["time_s"] > base

@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 from mpisim.engine.sim import Simulation
 from mpisim.engine.trace import Tracer
+from mpisim.network import fairshare
 from mpisim.network.analytic import PACKET_BYTES, AnalyticNetwork
 from mpisim.network.base import make_model, model_names
 from mpisim.network.fairshare import FairShareNetwork
@@ -551,6 +552,50 @@ def test_one_level_solve_serves_a_ring_of_control_messages():
     finish = run_transfers(net, transfers)
     assert net.one_level_solves == 1
     assert finish[0] == pytest.approx(64 / 1e9, rel=REL)
+
+
+# -- a component seen before replays progressive filling's very floats ------------------------
+
+
+def _two_rounds(seed: int, monkeypatch, *, record: bool):
+    """Random flows (16 to 40, over few links of odd capacities) started twice, the second time
+    with other sizes once the first round is over: the second round's components repeat the first's."""
+    rng = random.Random(seed)
+    n = rng.randint(3, 8)
+    caps = [rng.choice([25e9, 12.5e9, 1e9 / 3, 3e10 * 0.95]) for _ in range(n)]
+    routes = {}
+    for f in range(rng.randint(16, 40)):
+        first = rng.randrange(n)
+        routes[(2 * f, 2 * f + 1)] = [f"l{(first + k) % n}" for k in range(rng.randint(1, 3))]
+    transfers = [(t_round, src, dst, rng.randint(1, 10**6)) for t_round in (0.0, 10.0) for src, dst in routes]
+    if not record:
+        monkeypatch.setattr(fairshare, "_FILL_MEMO_MIN", 10**9)  # every component solved afresh
+    links = [line(f"l{i}", c) for i, c in enumerate(caps)]
+    tracer = Tracer(links=True)
+    net = FairShareNetwork(Simulation(tracer=tracer), FakeTopology(links, routes))
+    finish = run_transfers(net, transfers)
+    assert max(finish[:len(routes)]) < 10.0 < min(finish[len(routes):])  # the rounds do not overlap
+    return finish, tracer.links, net
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_a_replayed_component_gets_the_floats_of_a_fresh_solve(seed, monkeypatch):
+    """Every finish time and link record, with components recorded and replayed, equals (as
+    floats) what solving each component afresh gives."""
+    replayed = _two_rounds(seed, monkeypatch, record=True)
+    fresh = _two_rounds(seed, monkeypatch, record=False)
+    assert replayed[:2] == fresh[:2]
+    assert fresh[2].fills_replayed == 0
+
+
+def test_repeated_components_are_replayed():
+    """The cases above do replay: the second round's large components were filled in the first."""
+    class NoPatch:
+        def setattr(self, *args):
+            raise AssertionError("recording is on")
+
+    replays = [_two_rounds(seed, NoPatch(), record=True)[2].fills_replayed for seed in range(12)]
+    assert sum(1 for n in replays if n) >= 6
 
 
 # -- weighted flows: one flow of weight w is w equal flows started together -------------------

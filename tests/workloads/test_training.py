@@ -11,9 +11,10 @@ from mpisim.collectives import memory
 from mpisim.engine.units import parse_flops, si_numbers
 from mpisim.errors import ConfigError, UnitError
 from mpisim.workloads import training
+from mpisim.workloads.base import RunContext
 from mpisim.workloads.training import Bucket, ddp_buckets, parse
 from tests.conftest import make_world
-from tests.workloads import context
+from tests.workloads import REPO, context
 
 ALPHA, BW = 1e-6, 1e9
 BETA = 1 / BW
@@ -164,6 +165,36 @@ def test_iterations_average_identical_steps():
     assert three["iteration_time_s"] == pytest.approx(one["iteration_time_s"], rel=1e-9)
     # Later iterations start with the skew the previous step's last allreduce left between ranks.
     assert three["comm_time_s"] == pytest.approx(one["comm_time_s"], rel=1e-5)
+
+
+def _run_keeping_the_world(raw: dict, p: int) -> tuple:
+    """One run with spans recorded: its row, spans, collective records and events processed."""
+    worlds = []
+
+    def new_world():
+        world = make_world(p, alpha=ALPHA, bandwidth=BW)
+        world.tracer.record_spans = True
+        worlds.append(world)
+        return world
+
+    rows = training.run(parse(raw), RunContext(new_world=new_world, payload="size", seed=0, base_dir=REPO)).rows
+    (world,) = worlds
+    return rows, world.tracer.spans, world.tracer.collectives, world.env.events_done
+
+
+def test_ranks_share_one_backward_timeline_and_see_what_their_own_would_give(monkeypatch):
+    """One backward process for all ranks (training._start_backward) gives each rank the spans,
+    bucket events and collective records, in the same order, that a process per rank gives,
+    with fewer events."""
+    raw = {"layers": [30_000, 1, 200_000, 50_000, 120_000], "compute": "3 ms", "bucket_cap": "400 KB",
+           "first_bucket": "100 KB", "sync": "ring", "iterations": 2}
+    shared = _run_keeping_the_world(raw, 4)
+    monkeypatch.setattr(training, "_start_backward",
+                        lambda comm, plan, ready: comm.env.process(training._backward(comm, plan, comm.now, ready)))
+    own = _run_keeping_the_world(raw, 4)
+    assert shared[:3] == own[:3]
+    assert sum(1 for span in shared[1] if span.label == "backward") == 2 * 4 * 5  # iterations x ranks x layers
+    assert shared[3] < own[3]
 
 
 # ------------------------------------------------------------------------------ data and compression
