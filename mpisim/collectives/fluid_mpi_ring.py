@@ -48,7 +48,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mpisim.collectives.calls import join_call
+from mpisim.collectives.calls import join_call, world_table
 from mpisim.engine.events import Call
 from mpisim.engine.sim import Proc
 from mpisim.mpi.comm import Comm
@@ -156,7 +156,7 @@ _HOPS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 def _hops(comm: Comm, distance: int, moves_bytes: bool) -> _Hops:
     """The costs of the hops r -> r + distance; with *moves_bytes*, their rates shared between
     them (without, every message is empty, hence eager, and needs no handshake costs)."""
-    cache = _HOPS.setdefault(comm.world, {})
+    cache = world_table(_HOPS, comm.world)
     key = (tuple(comm.group), distance, moves_bytes)
     hops = cache.get(key)
     if hops is None:

@@ -213,7 +213,7 @@ def _skeleton(comm: Comm, trees: list[Tree]) -> _Skeleton:
     They depend only on the trees' shapes and groups, which a training run's buckets of
     different sizes and protocols share.
     """
-    cache = _PLANS.setdefault(comm.world, {})
+    cache = world_table(_PLANS, comm.world)
     key = ("edges", tuple(comm.group), tuple((_frozen(tree.links), tree.group) for tree in trees))
     skeleton = cache.get(key)
     if skeleton is None:

@@ -309,7 +309,7 @@ def ring_orders(comm: Comm) -> list[list[int]]:
     Worked out once per communicator (every rank of every call asks): callers must not change
     the lists.
     """
-    layouts = _LAYOUTS.setdefault(comm.world, {})
+    layouts = world_table(_LAYOUTS, comm.world)
     key = ("rings", comm.context)
     rings = layouts.get(key)
     if rings is not None:

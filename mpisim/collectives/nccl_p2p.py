@@ -58,6 +58,7 @@ import weakref
 from typing import Any
 
 from mpisim.collectives import nccl
+from mpisim.collectives.calls import world_table
 from mpisim.collectives.nccl import Choice, Protocol
 from mpisim.collectives.registry import algorithm
 from mpisim.engine.sim import Proc
@@ -140,7 +141,7 @@ _CHOICES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 def choose(comm: Comm, nbytes: int) -> Choice:
     """Return the protocol of an ``nccl_p2p`` alltoall of *nbytes* per rank, and its predicted time."""
-    cache = _CHOICES.setdefault(comm.world, {})
+    cache = world_table(_CHOICES, comm.world)
     key = (comm.context, nbytes)
     choice = cache.get(key)
     if choice is None:
