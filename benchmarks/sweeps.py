@@ -19,6 +19,7 @@ sweep at least 1.7x faster on the 2-worker Dask cluster than on 1 worker.
 from __future__ import annotations
 
 import os
+import resource
 import sys
 
 from benchmarks.common import Figure, command, info, module_main, stopwatch, target
@@ -68,24 +69,41 @@ def sweep_2_vs_1() -> list[Figure]:
 DASK_POINTS = 64
 
 
+def _children_cpu() -> float:
+    """Processor seconds of this process's finished child processes (a LocalCluster's workers)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def dask_sweep_64() -> list[Figure]:
-    """Run the 64-point sweep on 1 local worker and on a 2-worker Dask LocalCluster."""
+    """Run the 64-point sweep on 1 local worker and on a 2-worker Dask LocalCluster.
+
+    Besides wall times, the processor time of each run (the Dask run's: this process, which
+    holds the scheduler and the nannies, plus the workers): on a machine shared with other work
+    the wall times move with the load, while a processor-time ratio near 1 says that Dask did
+    little work of its own and that a low speed-up was time spent waiting for a core.
+    """
     from mpisim.scenario.load import load_dict
     from mpisim.scenario.run import run_scenario
 
     cmd = command(MODULE, "dask-sweep-64")
     scenario = load_dict(scenario_dict(DASK_POINTS))
+    load = os.getloadavg()[0]
     with stopwatch() as one:
         serial = run_scenario(scenario, executor="local:1")
+    workers_before = _children_cpu()
     with stopwatch() as two:
         on_dask = run_scenario(scenario, executor="dask")  # a LocalCluster: one worker per CPU
+    dask_cpu = two["cpu"] + _children_cpu() - workers_before
     same = serial.rows == on_dask.rows
     return [
         info(f"{DASK_POINTS}-point sweep, 1 worker", one["wall"], "s", reproduce=cmd),
         info(f"{DASK_POINTS}-point sweep, Dask LocalCluster", two["wall"], "s", reproduce=cmd,
              note=f"{os.cpu_count()} single-threaded workers, cluster start-up included"),
         target("Dask sweep speed-up, 2 workers / 1", one["wall"] / two["wall"], "x", SPEEDUP_TARGET, at_least=True,
-               reproduce=cmd),
+               reproduce=cmd, note=f"load average {load:.1f} before the runs"),
+        info("Dask sweep processor time / 1 worker's", dask_cpu / one["cpu"], "x", reproduce=cmd,
+             note=f"{dask_cpu:.1f} s (client and workers) vs {one['cpu']:.1f} s"),
         Figure("Dask sweep rows identical to 1 worker's", float(same), "", "1", same, cmd),
     ]
 

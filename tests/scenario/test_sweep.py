@@ -242,3 +242,29 @@ def test_a_failing_point_on_dask_raises_its_mpi_error(tmp_path):
     s = load_dict(raw_scenario(tmp_path, {"workload.mode": ["ok", "deadlock"]}))
     with pytest.raises(DeadlockError, match="cycle of waits"):
         run_scenario(s, executor="dask")
+
+
+def _worker_timers(dask_worker) -> dict[str, float]:
+    return {name: callback.callback_time for name, callback in dask_worker.periodic_callbacks.items()}
+
+
+def test_the_local_clusters_workers_leave_the_gil_to_the_point():
+    """The LocalCluster's workers get its settings: no profiler, no memory monitor, a slow tick
+    (each wake-up of a worker's event loop takes the GIL from the running point)."""
+    distributed = pytest.importorskip("distributed")
+    import dask
+
+    from mpisim.scenario.executors import _start_local_cluster
+
+    before = dask.config.get("distributed.worker.profile.enabled")
+    cluster = _start_local_cluster(distributed)
+    try:
+        with distributed.Client(cluster) as client:
+            timers = client.run(_worker_timers)
+    finally:
+        cluster.close()
+    assert len(timers) == (os.cpu_count() or 1)
+    for worker_timers in timers.values():
+        assert "profile" not in worker_timers and "memory_monitor" not in worker_timers
+        assert min(worker_timers.values()) >= 1000, worker_timers  # milliseconds
+    assert dask.config.get("distributed.worker.profile.enabled") == before, "the caller's settings are left alone"
