@@ -159,7 +159,7 @@ def estimate(scenario: Scenario) -> Estimate:
                 worlds.append(call_estimate(params.collective, algorithm, p, size, data=data, records=records,
                                             calls=max(1, params.iterations), fidelity=scenario.fidelity))
     elif kind == "training" and not hasattr(params, "first_bucket"):
-        worlds.append(_hybrid_estimate(params, scenario, records))
+        worlds.append(_hybrid_estimate(params, scenario, records, spans=trace_records(scenario, p)[1]))
     elif kind == "training":
         nbytes = params.params * _itemsize(params.dtype)
         buckets = 1 + math.ceil(max(0, nbytes - params.first_bucket) / params.bucket_cap)
@@ -181,12 +181,13 @@ def estimate(scenario: Scenario) -> Estimate:
                     payload=largest.payload)
 
 
-def _hybrid_estimate(params: Any, scenario: Scenario, records: bool) -> Estimate:
+def _hybrid_estimate(params: Any, scenario: Scenario, records: bool, *, spans: bool = True) -> Estimate:
     """A hybrid-parallel iteration: simulated GPUs x their passes, collectives and messages.
 
     Within a factor of 4 (tests/workloads/test_hybrid.py): compute passes and folded
-    tensor-parallel collectives are one event each, collectives the per-call estimate times the
-    GPU library's channels.
+    tensor-parallel collectives are one event each -- and without *spans* (a timeline) a
+    folded pass's layers are a few events in all (``_Rank.layers``) -- collectives the
+    per-call estimate times the GPU library's channels.
     """
     from mpisim.errors import ConfigError
     from mpisim.workloads.llm.engine import foldable
@@ -204,15 +205,19 @@ def _hybrid_estimate(params: Any, scenario: Scenario, records: bool) -> Estimate
     # messages per step where the per-call estimate counts one.
     channels = spec.inter.nics if spec.device == "gpu" and spec.inter is not None else 1
     tp_call = 1  # folded: one timeout per collective
-    if simulated == p and tp > 1 and not model.flat:
+    # Folded: the two kinds of tensor-parallel call (allreduce and the pipeline's allgather, or
+    # sequence parallelism's allgather and reduce-scatter) are timed once, alone, on a world of their own.
+    measured = 0
+    if tp > 1 and not model.flat:
         tp_bytes = model.activation_elements(params.micro) * _itemsize(params.dtype)
-        tp_call = max(1, call_estimate("allreduce", None, tp, tp_bytes, records=records).events // tp)
-        tp_call *= channels
+        one_tp = call_estimate("allreduce", None, tp, tp_bytes, records=records).events
+        if simulated == p:
+            tp_call = max(1, one_tp // tp) * channels
+        else:
+            measured = 2 * one_tp
     calls = 0 if tp == 1 else 2 * (2 if params.sequence_parallel else 1)
     passes = 3 if params.recompute == "full" else 2  # forward, backward (and its recomputed forward)
     layers = max(1, model.layers // pp) if not model.flat else 1
-    per_rank = 2 * micro_batches * layers * 2 + micro_batches * layers * passes * calls * tp_call
-    per_rank += 2 * micro_batches * params.chunks * EVENTS_PER_MESSAGE  # pipeline messages
     if model.flat or not model.moe:
         held = model.params / (tp * pp)
     else:  # dense weights split over tp x pp; a GPU's experts over etp x pp (whole experts: etp 1)
@@ -220,15 +225,30 @@ def _hybrid_estimate(params: Any, scenario: Scenario, records: bool) -> Estimate
         etp = tp if params.etp is None else params.etp
         held = (model.params - experts) / (tp * pp) + experts / params.ep / (etp * pp)
     gradient_bytes = held * _itemsize(params.dtype)
+    bucket = min(gradient_bytes, params.bucket_cap)
+    buckets = math.ceil(gradient_bytes / bucket)
+    if not model.flat:  # a bucket holds whole layers (and the embedding or output): at most one each
+        buckets = min(buckets, layers + 2)
+    per_rank = 2 * micro_batches * layers * 2 + micro_batches * layers * passes * calls * tp_call
+    if simulated < p and not spans and not (model.moe and params.ep > 1) and not model.flat:
+        # Folded layers in a row are one delay (_Rank.layers): a forward pass is one, a
+        # backward pass one per gradient bucket it readies, a ZeRO-3 pass one per layer.
+        per_pass = layers / params.chunks if params.zero == 3 else 1 + buckets / params.chunks
+        per_rank = micro_batches * params.chunks * (1 + per_pass)
+    per_rank += 2 * micro_batches * params.chunks * EVENTS_PER_MESSAGE  # pipeline messages
     events_dp = 0
     if dp > 1:
-        bucket = min(gradient_bytes, params.bucket_cap)
         sync = params.sync or scenario.algorithms.per_collective.get("allreduce")
-        one = call_estimate("allreduce", sync, dp, int(bucket), records=records)
-        events_dp = (simulated // dp) * math.ceil(gradient_bytes / bucket) * one.events * channels
-        if scenario.fidelity == "collective":
-            events_dp //= 4  # a ring step is one flow per hop, not a message's protocol steps
-    events = (simulated * per_rank + events_dp) * params.iterations
+        if scenario.fidelity == "collective" and spec.device == "gpu" and (sync is None or sync.startswith(("nccl", "nvls"))):
+            # NCCL-style algorithms at collective fidelity are step programs and fluids: a few
+            # events per rank and call, not messages (a ZeRO pass is two calls a bucket).
+            events_dp = simulated * buckets * _STEP_PROGRAM_EVENTS * (2 if params.zero else 1)
+        else:
+            one = call_estimate("allreduce", sync, dp, int(bucket), records=records)
+            events_dp = (simulated // dp) * buckets * one.events * channels
+            if scenario.fidelity == "collective":
+                events_dp //= 4  # a ring step is one flow per hop, not a message's protocol steps
+    events = (simulated * per_rank + events_dp) * params.iterations + measured
     memory = BASE_BYTES + p * RANK_BYTES
     detail = f"{p} GPUs ({simulated} simulated) x {micro_batches} micro-batches x {layers} layers per stage"
     return Estimate(int(events), memory, events * SECONDS_PER_EVENT, detail)
