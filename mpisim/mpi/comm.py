@@ -435,14 +435,15 @@ class Comm:
         (hierarchical allreduce's node and leader groups), like ``MPI_Comm_create_group``
         with a group every member computes alike: it sends no messages and is cached.
         """
-        key = (label, tuple(ranks))
+        members = tuple(ranks)
+        key = (label, members)
         if key in self._subs:
             return self._subs[key]
-        members = list(ranks)
         comm = None
         if self._rank in members:
             ctx = self.world.context_for((self.context, "sub", *key))
-            comm = Comm(self.world, tuple(self.group[r] for r in members), members.index(self._rank), ctx)
+            group = self.world.shared_group(ctx, lambda: tuple(self.group[r] for r in members))
+            comm = Comm(self.world, group, members.index(self._rank), ctx)
             comm.internal = self.internal
         self._subs[key] = comm
         return comm

@@ -238,6 +238,7 @@ class World:
         # messages whose CTS has arrived, in order; the first holds it until its data has arrived.
         self._sockets: dict[tuple[int, int], deque[Message]] = {}
         self._contexts: dict[tuple, int] = {}
+        self._groups: dict[int, tuple[int, ...]] = {}  # see shared_group
         self._next_context = 2  # 0 and 1 belong to COMM_WORLD (point-to-point, collectives)
         self._collective_calls: dict[tuple[int, int], tuple[str, int, int]] = {}
         self._sync_event = self.env.event()
@@ -277,6 +278,17 @@ class World:
             cls = self.comm_class or Comm
             self._world_comms = [cls(self, group, r, 0) for r in range(self.size)]
         return self._world_comms[rank]
+
+    def shared_group(self, context: int, group: Callable[[], tuple[int, ...]]) -> tuple[int, ...]:
+        """Return the world ranks of communicator *context*: one tuple that all its members share.
+
+        *group* makes it the first time. Each member of a 1024-rank data-parallel group holding
+        its own copy would be a million entries per group kind on 8192 ranks.
+        """
+        members = self._groups.get(context)
+        if members is None:
+            members = self._groups[context] = group()
+        return members
 
     def context_for(self, key: tuple) -> int:
         """Return the context id of the communicator identified by *key*, allocating it once.

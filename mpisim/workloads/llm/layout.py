@@ -30,6 +30,7 @@ group in one node and the pipeline's stages on consecutive nodes (Megatron-LM's 
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -102,7 +103,7 @@ class Layout:
                 break
             stride *= sizes[name]
         first = rank - (rank // stride) % sizes[dim] * stride
-        return tuple(range(first, first + sizes[dim] * stride, stride))
+        return _progression(first, sizes[dim], stride)
 
     def _expert_grid(self, rank: int) -> tuple[list[int], int]:
         """The stage's tp x dp GPUs in expert order (tp fastest), and *rank*'s index in it."""
@@ -135,6 +136,18 @@ class Layout:
         """
         if self.expert_tp == self.tp:
             dp_group = self.group(rank, "dp")  # in order of the dp coordinate
+            if self.ep == 1:
+                return dp_group
             return dp_group[self.coords(rank).dp % self.ep::self.ep]
         grid, index = self._expert_grid(rank)
         return tuple(grid[index % self.ep::self.ep])
+
+
+@functools.lru_cache(maxsize=2**16)
+def _progression(first: int, size: int, stride: int) -> tuple[int, ...]:
+    """``first, first + stride, ...`` (*size* terms), one tuple for every rank of the group.
+
+    Each of 8192 simulated GPUs holding its own copy of its 1024-rank data-parallel group
+    took gigabytes; a layout has only tp x pp such groups.
+    """
+    return tuple(range(first, first + size * stride, stride))
