@@ -83,9 +83,10 @@ two is nearer a real 4-node tree no published row here says.
 
 from __future__ import annotations
 
+import math
 import weakref
 from collections.abc import Callable, Hashable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import pairwise
 
 from mpisim.collectives.allreduce import DBT_SEGMENT, NCCL_STEPS
@@ -99,6 +100,7 @@ from mpisim.mpi.comm import Comm
 from mpisim.mpi.cost import MessageCost
 from mpisim.mpi.payload import Payload
 from mpisim.mpi.wire import Wire
+from mpisim.network.links import Route
 
 #: ``links[r] = (parent, children)`` of every comm rank r in one tree (a rank outside it: (None, [])).
 Links = list[tuple[int | None, list[int]]]
@@ -202,7 +204,7 @@ def _start_after_launch(args: tuple[Comm, _Call, _Plan]) -> None:
 class _Skeleton:
     """What a call's edges cost besides their segments' bytes: shared by calls of other sizes."""
 
-    shapes: list[tuple]  # per edge, both ways: (tree, src, dst, up, path kind, route latency, solo, pairs, shares_pair)
+    shapes: list[tuple]  # per edge, both ways: (tree, src, dst, up, path kind, route latency, solo, pairs, shares_pair, route)
     by_tree: list[list[int]]  # the indices in shapes of each tree's edges
     classes: list[int]  # per tree: trees of one class with equal protocols and segments have equal bounds
 
@@ -214,7 +216,7 @@ def _skeleton(comm: Comm, trees: list[Tree]) -> _Skeleton:
     different sizes and protocols share.
     """
     cache = world_table(_PLANS, comm.world)
-    key = ("edges", tuple(comm.group), tuple((_frozen(tree.links), tree.group) for tree in trees))
+    key = ("edges", tuple(comm.group), tuple((_frozen(tree.links), tree.group, _pace(tree)) for tree in trees))
     skeleton = cache.get(key)
     if skeleton is None:
         shapes = _edge_shapes(comm, trees)
@@ -239,7 +241,7 @@ def _classes(trees: list[Tree], shapes: list[tuple], by_tree: list[list[int]]) -
         links = tree.links
         costs = {}
         for i in by_tree[t]:
-            _, a, b, up, kind, latency, solo, pairs, shares_pair = shapes[i]
+            _, a, b, up, kind, latency, solo, pairs, shares_pair, _ = shapes[i]
             costs[a if up else b, up] = (kind, latency, solo, pairs, shares_pair)
         roots = [r for r, (parent, children) in enumerate(links) if parent is None and children]
         order, stack = [], roots[:1]  # as replay walks it
@@ -252,29 +254,41 @@ def _classes(trees: list[Tree], shapes: list[tuple], by_tree: list[list[int]]) -
     return out
 
 
+def _pace(tree: Tree) -> float:
+    """The pace of *tree*'s protocol between nodes (mpisim.mpi.wire; ``inf``: none, as for MPI trees)."""
+    return tree.wire.pace_inter if tree.wire is not None else math.inf
+
+
 def _frozen(links: Links) -> tuple:
     return tuple((parent, tuple(children)) for parent, children in links)
 
 
 def _edge_shapes(comm: Comm, trees: list[Tree]) -> list[tuple]:
     """Each edge of :func:`_skeleton`, both ways, as (tree, src, dst, up, path kind, route latency, solo, pairs,
-    shares_pair)."""
-    topology, group = comm.world.topology, comm.group
+    shares_pair, route).
+
+    A paced protocol's edges between nodes take their sender's pace link (World.wire_route):
+    the edges a tree's head sends across share it, as they share its NIC.
+    """
+    world = comm.world
+    topology, group = world.topology, comm.group
     out, routes = [], []
-    paths: dict[tuple[int, int], tuple] = {}  # (kind, route, solo) per pair: the trees share most pairs
+    paths: dict[tuple, tuple] = {}  # (kind, route, solo) per pair and pace: the trees share most pairs
     for t, tree in enumerate(trees):
+        pace = _pace(tree)
         for r, (parent, _) in enumerate(tree.links):
             if parent is None:
                 continue
             for a, b, up in ((r, parent, True), (parent, r, False)):
-                path = paths.get((a, b))
+                path = paths.get((a, b, pace))
                 if path is None:
                     src, dst = group[a], group[b]
-                    route = topology.route(src, dst)
-                    path = paths[a, b] = (topology.path_kind(src, dst), route,
-                                          1.0 / route.bottleneck if route.links else 0.0)
+                    kind = topology.path_kind(src, dst)
+                    route = (world.wire_route(src, dst, tree.wire, kind) if tree.wire is not None else None) \
+                        or topology.route(src, dst)
+                    path = paths[a, b, pace] = (kind, route, 1.0 / route.bottleneck if route.links else 0.0)
                 kind, route, solo = path
-                out.append([t, a, b, up, kind, route.latency, solo, 1, False])
+                out.append([t, a, b, up, kind, route.latency, solo, 1, False, route])
                 routes.append(route)
     # The first segment crosses an edge up at its child's height in the tree (hops to the leaf
     # below it furthest away) and down at the child's depth. Edges of one group at the same stage
@@ -331,6 +345,8 @@ class _Plan:
     by_tree: list[list[int]]  # the indices in flows of each tree's edges' flows (each once)
     static: list[tuple[float, float, float, int]]  # per tree: latency bound, first segment, queued, segments
     mpi: bool = False  # MPI trees (_mpi_plan): the latency bound has the trees' own sharing in it
+    #: The flows that take a route of their own (a paced protocol's, World.wire_route), by index in flows.
+    routes: dict[int, Route] = field(default_factory=dict)
     messages: tuple[int, int] = (0, 0)  # MPI trees: the messages (segments and credits) they stand for, and their bytes
 
 
@@ -357,7 +373,8 @@ def _plan(comm: Comm, trees: list[Tree]) -> _Plan:
     flows: list[tuple[int, int, int, int]] = []
     index: dict[tuple[int, int, int], int] = {}
     by_tree: list[list[int]] = [[] for _ in trees]
-    for t, a, b, _, kind, *_ in shapes:
+    routes: dict[int, Route] = {}
+    for t, a, b, _, kind, *_, route in shapes:
         wire = wires.get((t, kind))
         if wire is None:
             wire_bytes = tuple(trees[t].wire.wire_bytes(n, kind) for n in trees[t].segments)
@@ -369,6 +386,8 @@ def _plan(comm: Comm, trees: list[Tree]) -> _Plan:
             flows.append((src, dst, nbytes, 1))
             if merge:
                 index[src, dst, nbytes] = f
+            if route.links and route.links[-1].kind == "pace":
+                routes[f] = route
         else:
             flows[f] = (src, dst, nbytes, flows[f][3] + 1)
         by_tree[t].append(f)  # a tree has one edge per pair and direction: each flow once
@@ -383,12 +402,12 @@ def _plan(comm: Comm, trees: list[Tree]) -> _Plan:
         if one is None:
             latency = tree.wire.latency  # the protocol's, added to the route's
             edges = [_Edge(t, a, b, up, latency(kind) + route_latency, solo, wires[t, kind][0], pairs, shares_pair)
-                     for _, a, b, up, kind, route_latency, solo, pairs, shares_pair
+                     for _, a, b, up, kind, route_latency, solo, pairs, shares_pair, _
                      in map(shapes.__getitem__, skeleton.by_tree[t])]
             one = bounds[key] = static_bounds(tree, edges, gamma, 1)
         latency_bound, first, queued_one, k = one
         static.append((latency_bound, first, position * queued_one, k))
-    return _Plan(flows, by_tree, static)
+    return _Plan(flows, by_tree, static, routes=routes)
 
 
 # ------------------------------------------------------------------------- MPI's trees
@@ -523,15 +542,16 @@ def _start(comm: Comm, call: _Call, plan: _Plan) -> None:
             event.succeed()
         return
     post_all = getattr(world.network, "post_all", None)
-    if post_all is not None:  # the loop below, with only the last arrival told (mpisim.network.fairshare)
+    if post_all is not None and not plan.routes:  # the loop below, with only the last arrival told (mpisim.network.fairshare)
         post_all([(src, dst, nbytes * weight, weight) for src, dst, nbytes, weight in flows], all_arrived)
         return
-    post = world._post
+    post, routes = world._post, plan.routes
     for i, (src, dst, nbytes, weight) in enumerate(flows):
+        route = routes.get(i)
         if weight == 1:
-            done = post(src, dst, nbytes, finished, i)
-        else:
-            done = post(src, dst, nbytes * weight, finished, i, weight=weight)
+            done = post(src, dst, nbytes, finished, i, None, route=route)
+        else:  # weighted flows exist only on networks that take them (_plan)
+            done = post(src, dst, nbytes * weight, finished, i, None, route=route, weight=weight)
         if done:
             finished(i)
 

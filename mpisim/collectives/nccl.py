@@ -64,22 +64,23 @@ network, in turn on the analytic one and at once on the fair-share one -- so the
 contention the closed forms approximate. The ``nccl`` rule set of :mod:`~mpisim.collectives.select`
 takes the least predicted time over (algorithm, protocol).
 
-Two rules of NCCL's tuner decide which protocols exist at all and what a ring across nodes
-costs, and both the tuner and the messages follow them: LL128 only where GPUs are joined by
-NVLink (:func:`ll128_enabled`), and a ring spanning several nodes pays the network post
-overhead on every step (:func:`ring_protocol`). What NCCL's tuner has and this model does
-not: the cap on LL's bus bandwidth across nodes (``llMaxBws``: 39 GB/s on 2 nodes, 20.4 from
-3 on) is the pace of the proxy thread that turns LL's host-memory buffers round, not bytes on
-a link, and a protocol's share here is charged as bytes on the wire -- the cap would put about
-nine times the payload on each NIC, in its byte counter and in its contention with everything
-else, so it is left out (an LL ring across nodes is then faster than NCCL's own estimate
-wherever its bytes, not its steps, set the time); the Simple ring's "plateau" factor (tuning.cc
-``ncclTopoGetAlgoTime``: an allreduce's latency x 1.4 across nodes, x 1.9 before Ampere) is an empirical
-correction of NCCL's own estimate, with nothing in the hardware for a simulation to charge;
-Simple's flush latency (``interLat += latencyInter``) is the network device's declared
-latency, which NCCL's InfiniBand/RoCE transport sets to 0; and the LL128 cap per channel
-(``perChMaxRingLL128Bw``, 36.7 GB/s on Hopper) is per NCCL channel, of which NCCL runs more
-than mpisim's one per NIC, so that across nodes it exceeds what the NICs carry and does not bind.
+Three rules of NCCL's tuner decide which protocols exist at all and what they cost across
+nodes, and both the tuner and the messages follow them: LL128 only where GPUs are joined by
+NVLink (:func:`ll128_enabled`); a ring spanning several nodes pays the network post overhead
+on every step (:func:`ring_protocol`); and LL across nodes goes no faster than NCCL's cap on
+its bus bandwidth (``llMaxBws``: 39 GB/s on 2 nodes, 20.4 from 3 on), the pace of the CPU proxy
+thread that turns LL's buffers round (:func:`ll_pace`). That pace is not bytes on a link: the
+NICs still carry LL's own two bytes per byte of data, and each GPU that sends across nodes
+does so through a private *pace link* (:meth:`~mpisim.network.topology.Topology.paced_route`)
+that caps its LL sends, rings and trees alike. What NCCL's tuner has and this model does not:
+a tree's LL bandwidth divided by 3.8 (an empirical factor, ``busBw * 1.0 / 3.8``); the Simple
+ring's "plateau" factor (tuning.cc ``ncclTopoGetAlgoTime``: an allreduce's latency x 1.4 across
+nodes, x 1.9 before Ampere), an empirical correction of NCCL's own estimate, with nothing in the
+hardware for a simulation to charge; Simple's flush latency (``interLat += latencyInter``),
+the network device's declared latency, which NCCL's InfiniBand/RoCE transport sets to 0; and
+the LL128 cap per channel (``perChMaxRingLL128Bw``, 36.7 GB/s on Hopper), which is per NCCL
+channel, of which NCCL runs more than mpisim's one per NIC, so that across nodes it exceeds
+what the NICs carry and does not bind.
 """
 
 from __future__ import annotations
@@ -140,6 +141,12 @@ NCCL_NET_OVERHEAD = 1.0 * US
 #: Posts per step by protocol: Simple's step is a send, a receive and the GPUDirect flush of
 #: what was received (tuning.cc ``if (p == NCCL_PROTO_SIMPLE) netOverhead *= 3``).
 NCCL_NET_OVERHEAD_POSTS = {"LL": 1, "LL128": 1, "Simple": 3}
+#: NCCL's cap on LL's bus bandwidth across nodes, in bytes/s, by node count (tuning.cc
+#: ``llMaxBws``, the row of Intel and non-x86 hosts: 39.0 GB/s on 2 nodes, 20.4 GB/s from 3 on;
+#: AMD hosts have 22.5 and 19.0, and mpisim's topologies do not name the host CPU, as for
+#: NCCL_NET_OVERHEAD). Across nodes LL's buffers are turned round by the CPU proxy thread, and
+#: LL goes no faster than that, however fast the NICs: a pace, not bytes on a link (Wire.pace_inter).
+NCCL_LL_MAX_BUSBW = {2: 39.0e9, 3: 20.4e9}
 #: Collectives whose rings NCCL charges the network overhead on every step (tuning.cc: all but
 #: Broadcast and Reduce, which pipeline one way and take one hop's latency).
 RING_COLLECTIVES = ("allreduce", "allgather", "reduce_scatter")
@@ -332,11 +339,16 @@ def ring_protocol(comm: Comm, protocol: Protocol, collective: str = "allreduce")
     """Return *protocol* as a ring of *comm* runs it: NCCL's costs of a ring across nodes added.
 
     On one node the protocol is unchanged. Across nodes, for the rings of RING_COLLECTIVES,
-    NCCL's model (tuning.cc ``ncclTopoTuneModel``, ring branch) has one term more, and so do
-    this ring's messages (the wire), so the tuner and the simulation agree: every step costs
-    at least the network post overhead (NCCL_NET_OVERHEAD, three posts for Simple), so an
-    intra-node hop's latency, the path's own included, is raised to it. (NCCL's cap on LL's
-    bandwidth across nodes is left out: see the module docstring.)
+    NCCL's model (tuning.cc ``ncclTopoTuneModel``, ring branch) has two terms more, and so do
+    this ring's messages (the wire), so the tuner and the simulation agree:
+
+    * every step costs at least the network post overhead (NCCL_NET_OVERHEAD, three posts for
+      Simple), so an intra-node hop's latency, the path's own included, is raised to it;
+    * LL's bus bandwidth is at most NCCL_LL_MAX_BUSBW (``busBw = min(llMaxBw, busBw * .5)``):
+      the proxy's pace. A rank's ring sends in every channel and the cap is the rank's, so each
+      channel's network hop is paced at the cap / channels (``Wire.pace_inter``), and the ring,
+      which moves at its slowest hop, reaches exactly NCCL's capped bus bandwidth. The NICs
+      still carry LL's own bytes only (two per byte of data).
     """
     if collective not in RING_COLLECTIVES:
         return protocol
@@ -347,11 +359,44 @@ def ring_protocol(comm: Comm, protocol: Protocol, collective: str = "allreduce")
     wire = protocol.wire
     path = spec.intra.latency if spec.intra is not None else 0.0
     latency_intra = max(wire.latency_intra, NCCL_NET_OVERHEAD * NCCL_NET_OVERHEAD_POSTS[protocol.name] - path)
-    if latency_intra == wire.latency_intra:
+    pace = min(wire.pace_inter, ll_pace(comm)) if protocol.name == "LL" else wire.pace_inter
+    if latency_intra == wire.latency_intra and pace == wire.pace_inter:
         return protocol
     return Protocol(protocol.name, protocol.base,
                     Wire(wire.name, latency_intra, wire.latency_inter, wire.efficiency_intra, wire.efficiency_inter,
-                         wire.pxn))
+                         wire.pxn, pace))
+
+
+def ll_pace(comm: Comm) -> float:
+    """Bytes of payload per second each of *comm*'s GPUs may send with LL across nodes (``inf`` on one node).
+
+    NCCL caps LL's bus bandwidth across nodes at NCCL_LL_MAX_BUSBW (tuning.cc ``llMaxBws``,
+    for rings and trees alike). A collective's bus bandwidth is the sum of its channels', and
+    in channel c only local rank c of each node sends across (through NIC c), so each of those
+    ranks is paced at the cap / channels: a ring, which moves at its slowest hop, then reaches
+    exactly the capped bus bandwidth, and a tree's heads, sending to parents and children at
+    once, share their pace among those edges.
+    """
+    m = len(node_members(comm))
+    if m == 1 or comm.world.topology.spec.inter is None:
+        return math.inf
+    return NCCL_LL_MAX_BUSBW[min(m, 3)] / channel_count(comm)
+
+
+def tree_protocol(comm: Comm, protocol: Protocol) -> Protocol:
+    """Return *protocol* as ``nccl_tree`` runs it on *comm*: LL across nodes paced as NCCL caps it (:func:`ll_pace`).
+
+    NCCL's tuner also divides a tree's LL bandwidth by 3.8 (``busBw * 1.0 / 3.8``), an
+    empirical factor with no mechanism named for a simulation to charge; it is left out.
+    """
+    if protocol.name != "LL":
+        return protocol
+    pace = min(protocol.wire.pace_inter, ll_pace(comm))
+    if pace == protocol.wire.pace_inter:
+        return protocol
+    w = protocol.wire
+    return Protocol(protocol.name, protocol.base,
+                    Wire(w.name, w.latency_intra, w.latency_inter, w.efficiency_intra, w.efficiency_inter, w.pxn, pace))
 
 
 # ---------------------------------------------------------------------------------------- predictions
@@ -371,7 +416,8 @@ def _hop_costs(comm: Comm, hops: list[tuple[int, int]], wire: Wire) -> list[tupl
 
     Latency is the protocol's plus the route's; the bandwidth of a hop is its slowest link's,
     divided among the hops that cross that link at the same time (on either network model: the
-    analytic one serves them in turn, the fair-share one at once).
+    analytic one serves them in turn, the fair-share one at once), and at most the protocol's
+    pace between nodes (Wire.pace_inter).
     """
     topology = comm.world.topology
     group = comm.group
@@ -387,7 +433,8 @@ def _hop_costs(comm: Comm, hops: list[tuple[int, int]], wire: Wire) -> list[tupl
         factors = by_kind.get(kind)
         if factors is None:
             factors = by_kind[kind] = (wire.wire_bytes(1 << 20, kind) / (1 << 20), wire.latency(kind))
-        rate = min(link.effective_bandwidth / load.get(link.index, 1) for link in route.links)
+        # The protocol's pace, if any, is a link of the hop's own (Topology.paced_route).
+        rate = min(wire.wire_rate_cap(kind), *(link.effective_bandwidth / load.get(link.index, 1) for link in route.links))
         out.append((factors[1] + route.latency, factors[0] / rate))
     return out
 
@@ -522,7 +569,7 @@ def _tree_hop_costs(comm: Comm, build: Callable[[], list[list[tuple[int | None, 
     key = ("tree hops", trees, comm.group, wire)
     cached = layouts.get(key)
     if cached is None:
-        classes, hop_classes, path_classes = _tree_hop_classes(comm, build, trees)
+        classes, hop_classes, path_classes = _tree_hop_classes(comm, build, trees, wire)
         # Each class's costs, as _hop_costs_unshared and _hop_costs work them out for its hops.
         factors = {kind: (wire.wire_bytes(1 << 20, kind) / (1 << 20), wire.latency(kind)) for kind in {c[0] for c in classes}}
         alone, shared = [], []
@@ -536,8 +583,9 @@ def _tree_hop_costs(comm: Comm, build: Callable[[], list[list[tuple[int | None, 
     return cached
 
 
-def _tree_hop_classes(comm: Comm, build: Callable[[], list[list[tuple[int | None, list[int]]]]], trees: str):
-    """What the tree edges' costs depend on besides the wire, once per layout (see _tree_hop_costs).
+def _tree_hop_classes(comm: Comm, build: Callable[[], list[list[tuple[int | None, list[int]]]]], trees: str,
+                      wire: Wire):
+    """What the tree edges' costs depend on besides the wire's costs, once per layout and pace (see _tree_hop_costs).
 
     Returns (classes, hop classes, path classes): the distinct (path kind, route latency,
     route bottleneck, bandwidth shared among the hops on its busiest link; None without links)
@@ -545,14 +593,17 @@ def _tree_hop_classes(comm: Comm, build: Callable[[], list[list[tuple[int | None
     (up class, down class) pairs, each distinct path once.
     """
     layouts = world_table(_LAYOUTS, comm.world)
-    key = ("tree hop classes", trees, comm.group)
+    key = ("tree hop classes", trees, comm.group, wire.pace_inter)
     cached = layouts.get(key)
     if cached is None:
-        topology, group = comm.world.topology, comm.group
+        world = comm.world
+        topology, group = world.topology, comm.group
         links = build()
         ups = [(r, parent) for tree in links for r, (parent, _) in enumerate(tree) if parent is not None]
         hops = ups + [(parent, r) for r, parent in ups]
-        routes = [topology.route(group[a], group[b]) for a, b in hops]
+        # A paced wire's hops between nodes cross their sender's pace link (World.wire_route).
+        routes = [world.wire_route(group[a], group[b], wire, topology.path_kind(group[a], group[b]))
+                  or topology.route(group[a], group[b]) for a, b in hops]
         load = link_loads(routes)
         index: dict[tuple, int] = {}
         hop_class: dict[tuple[int, int], int] = {}  # the trees share most hops: each is worked out once
@@ -676,6 +727,8 @@ def tune(comm: Comm, algorithm: str, nbytes: int, collective: str = "allreduce")
             options = [table[name] for name in PROTOCOLS if name != "LL128" or ll128_enabled(spec)]
             if algorithm == "nccl_ring":
                 options = [ring_protocol(comm, proto, collective) for proto in options]
+            elif algorithm == "nccl_tree":
+                options = [tree_protocol(comm, proto) for proto in options]
         predictor = _COLLECTIVE_PREDICTORS.get((collective, algorithm))
         if predictor is not None:
             timed = [(predictor(comm, proto, nbytes), i, proto) for i, proto in enumerate(options)]
@@ -810,7 +863,7 @@ def _start_fluid(comm: Comm, call: _FluidCall, wire: Wire, rings: list[list[int]
 
     for i, ((a, b), kind) in enumerate(zip(hops, kinds, strict=True)):
         nbytes = steps * wire.wire_bytes(max(1, math.ceil(block)), kind)
-        if world._post(a, b, nbytes, finished, i):
+        if world._post(a, b, nbytes, finished, i, None, route=world.wire_route(a, b, wire, kind)):
             finished(i)
 
 

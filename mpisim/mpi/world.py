@@ -67,6 +67,7 @@ blocked rank, the call it is blocked in and the cycle of waits between ranks.
 
 from __future__ import annotations
 
+import math
 import os
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
@@ -499,16 +500,26 @@ class World:
         self._post_wire(msg, None)
 
     def _post_wire(self, msg: Message, latency: float | None) -> None:
+        wire = msg.wire
         kind = self.topology.path_kind(msg.src, msg.dst)
-        nbytes = msg.wire.wire_bytes(msg.nbytes, kind)  # type: ignore[union-attr]
-        if msg.wire.pxn and kind == "inter":  # type: ignore[union-attr]
-            # Through the NIC of the destination's rail (mpisim.mpi.wire, Wire.pxn).
-            posted = self._post(msg.src, msg.dst, nbytes, self._wire_landed, msg, latency,
-                                route=self.topology.pxn_route(msg.src, msg.dst))
-        else:
-            posted = self._post(msg.src, msg.dst, nbytes, self._wire_landed, msg, latency)
+        nbytes = wire.wire_bytes(msg.nbytes, kind)  # type: ignore[union-attr]
+        route = self.wire_route(msg.src, msg.dst, wire, kind)  # type: ignore[arg-type]
+        posted = self._post(msg.src, msg.dst, nbytes, self._wire_landed, msg, latency, route=route)
         if posted:
             self._wire_landed(msg)
+
+    def wire_route(self, src: int, dst: int, wire: Wire, kind: str) -> Any:
+        """The route a *wire* message from world rank *src* to *dst* takes, or None for the topology's own.
+
+        Between nodes (*kind* ``inter``) a PXN wire goes through the NIC of the destination's
+        rail and a paced one through its connection's pace link (:mod:`mpisim.mpi.wire`).
+        """
+        if kind != "inter":
+            return None
+        if wire.pxn:
+            return self.topology.pxn_route(src, dst)
+        rate = wire.wire_rate_cap(kind)
+        return None if rate == math.inf else self.topology.paced_route(src, dst, rate)
 
     def _wire_route_latency(self, msg: Message) -> float:
         if msg.wire.pxn and self._node_of[msg.src] != self._node_of[msg.dst]:  # type: ignore[union-attr]

@@ -260,9 +260,11 @@ class AnalyticNetwork:
             delivery.fn(delivery.arg)
 
     def link_stats(self) -> dict[str, LinkStats]:
-        """Return bytes and busy seconds per link name, for every link of the topology."""
+        """Return bytes and busy seconds per link name, for every link of the topology (pace links aside)."""
         stats = {}
         for link in self.topology.links:
+            if link.kind == "pace":
+                continue
             i = link.index
             used = i < len(self.link_bytes)
             stats[link.name] = LinkStats(
@@ -281,5 +283,5 @@ class AnalyticNetwork:
             i = link.index
             link_bytes[i] += nbytes
             link_busy[i] += nbytes / link.effective_bandwidth
-            if record:
+            if record and link.kind != "pace":
                 self.sim.tracer.link(LinkRecord(link.name, batch.begin, batch.end, nbytes))

@@ -483,10 +483,12 @@ class FairShareNetwork:
     # -- link statistics ------------------------------------------------------------------
 
     def link_stats(self) -> dict[str, LinkStats]:
-        """Return bytes (of finished flows) and busy seconds per link name, for every link."""
+        """Return bytes (of finished flows) and busy seconds per link name, for every link (pace links aside)."""
         now = self.env.now
         stats = {}
         for link in self.topology.links:
+            if link.kind == "pace":
+                continue
             i = link.index
             nbytes, busy = 0, 0.0
             if i < len(self._links) and self._links[i] is not None:
@@ -523,7 +525,9 @@ class FairShareNetwork:
             if tracer.record_links:
                 for flow in finishing:
                     for i in flow.ids:
-                        tracer.link(LinkRecord(self._links[i].name, flow.t_start, now, flow.nbytes))  # type: ignore[union-attr]
+                        link = self._links[i]
+                        if link.kind != "pace":  # type: ignore[union-attr]
+                            tracer.link(LinkRecord(link.name, flow.t_start, now, flow.nbytes))  # type: ignore[union-attr]
             # NOTE: with no flow starting, a link this leaves empty stays empty: the seed loop
             # below would only mark it, so it is not made a seed (the common case: a step ends).
             append = seeds.append if not starting else None
@@ -1033,8 +1037,8 @@ class FairShareNetwork:
             if not on:
                 self._busy_time[i] += now - self._busy_since[i]
             self.link_bytes[i] += flow.nbytes
-            if tracer.record_links:
-                tracer.link(LinkRecord(self._links[i].name, flow.t_start, now, flow.nbytes))
+            if tracer.record_links and self._links[i].kind != "pace":  # type: ignore[union-attr]
+                tracer.link(LinkRecord(self._links[i].name, flow.t_start, now, flow.nbytes))  # type: ignore[union-attr]
         self.active_flows -= 1
 
     def _register(self, link: Link) -> None:

@@ -553,6 +553,8 @@ class Topology:
         self.links: list[Link] = []
         self._routes: dict[tuple[int, int], Route] = {}
         self._pxn_routes: dict[tuple[int, int], Route] = {}
+        self._paced_routes: dict[tuple[int, int, float], Route] = {}
+        self._paces: dict[tuple[int, float], Link] = {}
         self._nics = spec.inter.nics if spec.inter is not None else 1
         # A fabric that can carry no traffic (intra with one rank per node, inter with one node)
         # is not built, so it adds no links.
@@ -636,6 +638,25 @@ class Topology:
         if self._stacks:
             links = [self._stacks[src_node * nics + src_nic], *links, self._stacks[dst_node * nics + dst_nic]]
         return links
+
+    def paced_route(self, src: int, dst: int, rate: float) -> Route:
+        """Return :meth:`route` from *src* to *dst* through *src*'s *pace link* of *rate* bytes/s.
+
+        A pace link (kind ``pace``) is no hardware: it stands for what limits a rank's sends of
+        a GPU protocol beyond the links -- the CPU proxy thread that turns the protocol's
+        buffers round (:mod:`mpisim.mpi.wire`). Every paced route from *src* at this *rate*
+        crosses the same one, so together they move at most *rate*, each at the lesser of its
+        share of the real links and of the pace, on either network model. Network models leave
+        pace links out of their link statistics.
+        """
+        key = (src, dst, rate)
+        route = self._paced_routes.get(key)
+        if route is None:
+            pace = self._paces.get((src, rate))
+            if pace is None:
+                pace = self._paces[src, rate] = self.add_link(f"pace of rank {src}", 0.0, rate, 1.0, "pace")
+            route = self._paced_routes[key] = Route.through([*self.route(src, dst).links, pace])
+        return route
 
     def pxn_route(self, src: int, dst: int) -> Route:
         """Return the route NCCL's PXN takes from rank *src* to rank *dst*: via the NIC of *dst*'s rail.

@@ -339,3 +339,40 @@ def test_broadcast_on_one_node_equals_its_closed_form(model):
         beta = wire.wire_bytes(1 << 20, "intra") / (1 << 20) / route.bottleneck
         expected = protocol.base + (Q - 1) * (wire.latency("intra") + route.latency) + ((Q - 2) * step + nbytes) * beta
         assert elapsed == pytest.approx(expected, rel=1e-9), (nbytes, protocol.name)
+
+
+@pytest.mark.parametrize("model", ["fairshare", "analytic"])
+@pytest.mark.parametrize("fidelity", ["message", "collective"])
+@pytest.mark.parametrize(("algorithm", "nodes"), [(a, n) for a in ("nccl_ring", "nccl_tree") for n in (2, 4)])
+def test_ll_across_nodes_goes_at_nccls_capped_pace_and_the_nics_carry_only_its_bytes(algorithm, nodes, fidelity, model,
+                                                                                      monkeypatch):
+    """NCCL caps LL's bus bandwidth across nodes (tuning.cc llMaxBws: 39 GB/s on 2 nodes, 20.4 from 3).
+
+    With LL the only protocol, each GPU that sends across nodes is paced at the cap / channels:
+    a ring, which moves at its slowest hop, reaches the cap as its bus bandwidth; a tree's head
+    sends no faster than its pace to its parent and children together. The pace is no link: the
+    NICs carry LL's two bytes per byte of data and nothing else, and no pace link shows in the
+    link statistics.
+    """
+    monkeypatch.setattr(nccl, "PROTOCOLS", ("LL",))
+    nbytes = 64 * MiB if algorithm == "nccl_ring" else 16 * MiB * Q
+    world = _world(nodes, model, fidelity)
+    elapsed, wire = _run(world, algorithm, nbytes)
+    assert wire.name == "LL" and wire.efficiency_inter == 0.5
+    p = nodes * Q
+    cap = nccl.NCCL_LL_MAX_BUSBW[min(nodes, 3)]
+    stats = world.network.link_stats()
+    if algorithm == "nccl_ring":
+        assert 2 * (p - 1) / p * nbytes / elapsed == pytest.approx(cap, rel=0.02)
+    else:  # the busiest head: its NIC's bytes out are two per byte of data it sent across
+        busiest = max(_nic_bytes(stats, node, nic)[0] for node in range(nodes) for nic in range(Q)) / 2
+        assert elapsed >= busiest / (cap / Q)
+        # ... and the pace is what binds: the rest is the pipeline's fill, and on the message
+        # path a head's up and down streams waiting on each other (+17 % on 2 nodes).
+        assert elapsed < 1.25 * busiest / (cap / Q)
+    assert not [name for name in stats if name.startswith("pace")]
+    for (node, nic), (out, inn) in _expected_nic_bytes(algorithm, nodes, nbytes, wire).items():
+        sent, got = _nic_bytes(stats, node, nic)
+        assert sent == pytest.approx(out, rel=1e-6), (node, nic, "out")
+        assert got == pytest.approx(inn, rel=1e-6), (node, nic, "in")
+    _assert_within_capacity(stats, elapsed)
