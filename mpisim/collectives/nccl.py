@@ -132,27 +132,42 @@ NCCL_EFFICIENCY = {"LL": 0.5, "LL128": 0.92, "Simple": 1.0, "NVLS": 0.85}
 #: Which row of NCCL_HOP_LATENCY an intra-node fabric kind uses (GPUs on shared memory go
 #: through PCIe and host memory).
 LINK_TYPE = {"nvswitch": "nvlink", "pcie": "pcie", "shm": "pcie"}
-#: NCCL's network post overhead (tuning.cc ``getNetOverhead``: 1 us on Intel x86 and non-x86
-#: hosts, 2 us on AMD x86 ones; mpisim's topologies do not name the host CPU, so NCCL's default).
+#: NCCL's network post overhead by host CPU (tuning.cc ``getNetOverhead``: 2 us on AMD x86
+#: hosts, 1 us on Intel x86 and non-x86 ones; a topology without ``host_cpu`` takes the 1 us).
 #: A ring across nodes is paced by its network steps, each posted by the CPU proxy thread, so
 #: no step of it -- NVLink ones included -- goes faster than one post ("Inter-node rings still
 #: have to launch nsteps * net overhead", ``intraLat = max(intraLat, netOverhead)``).
-NCCL_NET_OVERHEAD = 1.0 * US
+NCCL_NET_OVERHEAD = {"amd": 2.0 * US, "other": 1.0 * US}
 #: Posts per step by protocol: Simple's step is a send, a receive and the GPUDirect flush of
 #: what was received (tuning.cc ``if (p == NCCL_PROTO_SIMPLE) netOverhead *= 3``).
 NCCL_NET_OVERHEAD_POSTS = {"LL": 1, "LL128": 1, "Simple": 3}
-#: NCCL's cap on LL's bus bandwidth across nodes, in bytes/s, by node count (tuning.cc
-#: ``llMaxBws``, the row of Intel and non-x86 hosts: 39.0 GB/s on 2 nodes, 20.4 GB/s from 3 on;
-#: AMD hosts have 22.5 and 19.0, and mpisim's topologies do not name the host CPU, as for
-#: NCCL_NET_OVERHEAD). Across nodes LL's buffers are turned round by the CPU proxy thread, and
-#: LL goes no faster than that, however fast the NICs: a pace, not bytes on a link (Wire.pace_inter).
-NCCL_LL_MAX_BUSBW = {2: 39.0e9, 3: 20.4e9}
+#: NCCL's cap on LL's bus bandwidth across nodes, in bytes/s, by host CPU and node count
+#: (tuning.cc ``llMaxBws``: Intel and non-x86 hosts 39.0 GB/s on 2 nodes, 20.4 GB/s from 3 on;
+#: AMD x86 hosts 22.5 and 19.0; a topology without ``host_cpu`` takes the first row). Across
+#: nodes LL's buffers are turned round by the CPU proxy thread, and LL goes no faster than that,
+#: however fast the NICs: a pace, not bytes on a link (Wire.pace_inter).
+NCCL_LL_MAX_BUSBW = {"amd": {2: 22.5e9, 3: 19.0e9}, "other": {2: 39.0e9, 3: 20.4e9}}
 #: Collectives whose rings NCCL charges the network overhead on every step (tuning.cc: all but
 #: Broadcast and Reduce, which pipeline one way and take one hop's latency).
 RING_COLLECTIVES = ("allreduce", "allgather", "reduce_scatter")
 
 
 # ---------------------------------------------------------------------------------------- protocols
+
+
+def _host(spec: TopologySpec) -> str:
+    """The row of NCCL's host-keyed tables for *spec*: ``amd`` or ``other`` (Intel, Arm, not given)."""
+    return "amd" if spec.host_cpu == "amd" else "other"
+
+
+def net_overhead(spec: TopologySpec) -> float:
+    """NCCL's network post overhead (s) on the hosts of *spec* (NCCL_NET_OVERHEAD)."""
+    return NCCL_NET_OVERHEAD[_host(spec)]
+
+
+def ll_max_busbw(spec: TopologySpec, nodes: int) -> float:
+    """NCCL's cap on LL's bus bandwidth (bytes/s) across *nodes* > 1 nodes of *spec* (NCCL_LL_MAX_BUSBW)."""
+    return NCCL_LL_MAX_BUSBW[_host(spec)][min(nodes, 3)]
 
 
 @dataclass(frozen=True)
@@ -338,27 +353,28 @@ def ring_orders(comm: Comm) -> list[list[int]]:
 def ring_protocol(comm: Comm, protocol: Protocol, collective: str = "allreduce") -> Protocol:
     """Return *protocol* as a ring of *comm* runs it: NCCL's costs of a ring across nodes added.
 
-    On one node the protocol is unchanged. Across nodes, for the rings of RING_COLLECTIVES,
-    NCCL's model (tuning.cc ``ncclTopoTuneModel``, ring branch) has two terms more, and so do
-    this ring's messages (the wire), so the tuner and the simulation agree:
+    On one node the protocol is unchanged. Across nodes NCCL's model (tuning.cc
+    ``ncclTopoTuneModel``, ring branch) has two terms more, and so do this ring's messages (the
+    wire), so the tuner and the simulation agree:
 
-    * every step costs at least the network post overhead (NCCL_NET_OVERHEAD, three posts for
-      Simple), so an intra-node hop's latency, the path's own included, is raised to it;
-    * LL's bus bandwidth is at most NCCL_LL_MAX_BUSBW (``busBw = min(llMaxBw, busBw * .5)``):
-      the proxy's pace. A rank's ring sends in every channel and the cap is the rank's, so each
-      channel's network hop is paced at the cap / channels (``Wire.pace_inter``), and the ring,
-      which moves at its slowest hop, reaches exactly NCCL's capped bus bandwidth. The NICs
-      still carry LL's own bytes only (two per byte of data).
+    * for the rings of RING_COLLECTIVES, every step costs at least the network post overhead
+      (:func:`net_overhead`, three posts for Simple), so an intra-node hop's latency, the path's
+      own included, is raised to it;
+    * for every ring, broadcast's too, LL's bus bandwidth is at most NCCL_LL_MAX_BUSBW
+      (``busBw = min(llMaxBw, busBw * .5)``): the proxy's pace. The ring rank that leaves a
+      node in a channel is paced at the cap / channels (:func:`ll_pace`, ``Wire.pace_inter``),
+      and the ring, which moves at its slowest hop, reaches exactly NCCL's capped bus
+      bandwidth. The NICs still carry LL's own bytes only (two per byte of data).
     """
-    if collective not in RING_COLLECTIVES:
-        return protocol
     spec = comm.world.topology.spec
     m = len(node_members(comm))
     if m == 1 or spec.inter is None:
         return protocol
     wire = protocol.wire
     path = spec.intra.latency if spec.intra is not None else 0.0
-    latency_intra = max(wire.latency_intra, NCCL_NET_OVERHEAD * NCCL_NET_OVERHEAD_POSTS[protocol.name] - path)
+    latency_intra = wire.latency_intra
+    if collective in RING_COLLECTIVES:
+        latency_intra = max(latency_intra, net_overhead(spec) * NCCL_NET_OVERHEAD_POSTS[protocol.name] - path)
     pace = min(wire.pace_inter, ll_pace(comm)) if protocol.name == "LL" else wire.pace_inter
     if latency_intra == wire.latency_intra and pace == wire.pace_inter:
         return protocol
@@ -371,16 +387,17 @@ def ll_pace(comm: Comm) -> float:
     """Bytes of payload per second each of *comm*'s GPUs may send with LL across nodes (``inf`` on one node).
 
     NCCL caps LL's bus bandwidth across nodes at NCCL_LL_MAX_BUSBW (tuning.cc ``llMaxBws``,
-    for rings and trees alike). A collective's bus bandwidth is the sum of its channels', and
+    for rings and trees alike; by the hosts' CPU, :func:`ll_max_busbw`). A collective's bus bandwidth is the sum of its channels', and
     in channel c only local rank c of each node sends across (through NIC c), so each of those
     ranks is paced at the cap / channels: a ring, which moves at its slowest hop, then reaches
     exactly the capped bus bandwidth, and a tree's heads, sending to parents and children at
     once, share their pace among those edges.
     """
     m = len(node_members(comm))
-    if m == 1 or comm.world.topology.spec.inter is None:
+    spec = comm.world.topology.spec
+    if m == 1 or spec.inter is None:
         return math.inf
-    return NCCL_LL_MAX_BUSBW[min(m, 3)] / channel_count(comm)
+    return ll_max_busbw(spec, m) / channel_count(comm)
 
 
 def tree_protocol(comm: Comm, protocol: Protocol) -> Protocol:

@@ -53,7 +53,7 @@ def predict_bcast(comm: Comm, protocol: Protocol, nbytes: int, root: int = 0) ->
     other (each hop's latency plus s at its rate), and the channel's remaining bytes follow
     it through the slowest hop. A hop's rate is its bottleneck's, shared among all the
     channels' hops crossing the same link (at once on the ``fairshare`` network, in turn on the
-    analytic one). With every hop alike this is
+    analytic one), and at most the protocol's pace between nodes. With every hop alike this is
     base + (p-1)(h + α) + ((p-2)s + n)β/e.
     """
     p = comm.size
@@ -75,7 +75,8 @@ def predict_bcast(comm: Comm, protocol: Protocol, nbytes: int, root: int = 0) ->
         path = 0.0
         for a, b in chain:
             route, kind = topology.route(a, b), topology.path_kind(a, b)
-            rate = min(link.effective_bandwidth / links[link.index] for link in route.links)
+            # The protocol's pace between nodes, if any, is a link of the hop's own (Topology.paced_route).
+            rate = min(wire.wire_rate_cap(kind), *(link.effective_bandwidth / links[link.index] for link in route.links))
             per_byte = wire.wire_bytes(1 << 20, kind) / (1 << 20) / rate
             path += wire.latency(kind) + route.latency + step * per_byte
             slowest = max(slowest, per_byte)

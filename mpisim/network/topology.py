@@ -62,6 +62,9 @@ from mpisim.network.links import Link, Route
 
 PLACEMENTS = ("block", "round_robin")
 DEVICES = ("cpu", "gpu")
+#: Host processors a topology may name (``host_cpu``): GPU collective libraries tune some costs
+#: by the host's CPU vendor (NCCL's network post overhead and LL's pace across nodes).
+HOST_CPUS = ("intel", "amd", "arm")
 #: GPU collective protocols a fabric or ``base_latency`` may name (NCCL's LL, LL128, Simple;
 #: NVLS: reduction and multicast inside an NVSwitch).
 GPU_PROTOCOLS = ("LL", "LL128", "Simple", "NVLS")
@@ -72,7 +75,7 @@ _INTRA_ONLY_KEYS = ("in_switch_reduction",)
 _PROTOCOL_KEYS = ("latency", "efficiency")
 _TOPOLOGY_KEYS = (
     "name", "description", "nodes", "ranks_per_node", "device", "placement", "base_latency", "intra", "inter",
-    "device_flops", "device_memory", "device_memory_bandwidth",
+    "device_flops", "device_memory", "device_memory_bandwidth", "host_cpu",
 )
 #: Number formats a device's peak may be given for (``device_flops: {bf16: 989 TFLOPS}``).
 FLOP_FORMATS = ("fp64", "fp32", "tf32", "fp16", "bf16", "fp8", "fp4")
@@ -233,6 +236,9 @@ class TopologySpec:
     #: Bandwidth of that memory (bytes/s): what element-wise kernels (norms, activations,
     #: softmax) are bound by, or None if not given.
     device_memory_bandwidth: float | None = None
+    #: The nodes' host CPU (one of HOST_CPUS), or None if not given: what NCCL's tuner keys its
+    #: network post overhead and LL's pace across nodes by (mpisim.collectives.nccl).
+    host_cpu: str | None = None
 
     def peak_flops(self, fmt: str) -> float | None:
         """The device's peak FLOP/s for number format *fmt* (``bf16``), or None if not given."""
@@ -256,7 +262,7 @@ class TopologySpec:
         }
         if "ranks_per_node" in raw:
             fields["ranks_per_node"] = _parse(parse_whole, raw["ranks_per_node"], "ranks_per_node")
-        for key in ("placement", "device", "description"):
+        for key in ("placement", "device", "description", "host_cpu"):
             if raw.get(key) is not None:
                 fields[key] = _string(raw[key], key)
         if raw.get("base_latency") is not None:
@@ -300,6 +306,8 @@ class TopologySpec:
             out["device_memory"] = self.device_memory
         if self.device_memory_bandwidth is not None:
             out["device_memory_bandwidth"] = self.device_memory_bandwidth
+        if self.host_cpu is not None:
+            out["host_cpu"] = self.host_cpu
         return out
 
     @property
@@ -328,6 +336,8 @@ def validate(spec: TopologySpec) -> None:
         )
     if spec.device not in DEVICES:
         raise TopologyError(f"unknown device {spec.device!r}; known: {', '.join(DEVICES)}", "device")
+    if spec.host_cpu is not None and spec.host_cpu not in HOST_CPUS:
+        raise TopologyError(f"unknown host_cpu {spec.host_cpu!r}; known: {', '.join(HOST_CPUS)}", "host_cpu")
     if spec.intra is None and spec.ranks_per_node > 1:
         raise TopologyError(
             f"an intra-node fabric is required when ranks_per_node > 1 (got {spec.ranks_per_node}), "

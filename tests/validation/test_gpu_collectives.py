@@ -219,14 +219,40 @@ def test_a_ring_across_nodes_pays_the_network_post_overhead_on_every_step():
     spec = comm.world.topology.spec
     table = nccl.protocols(spec)
     for name, nvlink in (("LL", 0.6e-6), ("LL128", 1.9e-6), ("Simple", 3.4e-6)):
-        floor = nccl.NCCL_NET_OVERHEAD * nccl.NCCL_NET_OVERHEAD_POSTS[name]
+        floor = nccl.net_overhead(spec) * nccl.NCCL_NET_OVERHEAD_POSTS[name]
         wire = nccl.ring_protocol(comm, table[name]).wire
         assert wire.latency_intra + spec.intra.latency == pytest.approx(max(nvlink, floor))
         assert wire.latency_inter == table[name].wire.latency_inter
     assert nccl.ring_protocol(comm, table["LL"]).wire.latency_intra > table["LL"].wire.latency_intra
-    # One node, and NCCL's broadcast ring (one hop's latency in NCCL's model): unchanged.
+    # One node: unchanged. NCCL's broadcast ring (one hop's latency in NCCL's model): no post
+    # overhead, but LL's pace across nodes, as every ring's (tuning.cc llMaxBws).
     assert nccl.ring_protocol(coll_comm(H100), table["LL"]) is table["LL"]
-    assert nccl.ring_protocol(comm, table["LL"], "bcast") is table["LL"]
+    assert nccl.ring_protocol(comm, table["Simple"], "bcast") is table["Simple"]
+    bcast = nccl.ring_protocol(comm, table["LL"], "bcast").wire
+    assert bcast.latency_intra == table["LL"].wire.latency_intra
+    assert bcast.pace_inter == pytest.approx(nccl.ll_max_busbw(comm.world.topology.spec, 4) / 8)
+
+
+def test_nccls_costs_across_nodes_follow_the_host_cpu():
+    """tuning.cc keys two costs by the host's CPU: getNetOverhead (2 us on AMD x86, 1 us otherwise)
+    and llMaxBws (LL's bus bandwidth across nodes: AMD 22.5 / 19.0 GB/s on 2 / 3+ nodes, else 39 / 20.4)."""
+    for host, overhead, caps in (("intel", 1e-6, (39.0e9, 20.4e9)), ("arm", 1e-6, (39.0e9, 20.4e9)),
+                                 (None, 1e-6, (39.0e9, 20.4e9)), ("amd", 2e-6, (22.5e9, 19.0e9))):
+        topology = {"preset": "dgx-h100", "nodes": 4, "host_cpu": host}
+        comm = coll_comm(topology)
+        spec = comm.world.topology.spec
+        assert spec.host_cpu == host
+        assert nccl.net_overhead(spec) == overhead
+        assert (nccl.ll_max_busbw(spec, 2), nccl.ll_max_busbw(spec, 4)) == caps
+        ll = nccl.ring_protocol(comm, nccl.protocols(spec)["LL"]).wire
+        assert ll.latency_intra + spec.intra.latency == pytest.approx(overhead)
+        assert ll.pace_inter == pytest.approx(caps[1] / 8)  # 8 channels, one per NIC
+    assert coll_comm(A100x2).world.topology.spec.host_cpu == "amd"  # DGX A100: 2x AMD EPYC 7742
+
+
+def test_an_unknown_host_cpu_is_refused():
+    with pytest.raises(TopologyError, match="host_cpu"):
+        coll_comm({"preset": "dgx-h100", "nodes": 2, "host_cpu": "epyc"})
 
 
 @pytest.mark.parametrize("network", ["analytic", "fairshare"])

@@ -360,7 +360,7 @@ def test_ll_across_nodes_goes_at_nccls_capped_pace_and_the_nics_carry_only_its_b
     elapsed, wire = _run(world, algorithm, nbytes)
     assert wire.name == "LL" and wire.efficiency_inter == 0.5
     p = nodes * Q
-    cap = nccl.NCCL_LL_MAX_BUSBW[min(nodes, 3)]
+    cap = nccl.ll_max_busbw(world.topology.spec, nodes)
     stats = world.network.link_stats()
     if algorithm == "nccl_ring":
         assert 2 * (p - 1) / p * nbytes / elapsed == pytest.approx(cap, rel=0.02)
@@ -376,3 +376,17 @@ def test_ll_across_nodes_goes_at_nccls_capped_pace_and_the_nics_carry_only_its_b
         assert sent == pytest.approx(out, rel=1e-6), (node, nic, "out")
         assert got == pytest.approx(inn, rel=1e-6), (node, nic, "in")
     _assert_within_capacity(stats, elapsed)
+
+
+@pytest.mark.parametrize("model", ["fairshare", "analytic"])
+@pytest.mark.parametrize("nodes", [2, 4])
+def test_ll_broadcast_across_nodes_goes_at_nccls_capped_pace(nodes, model, monkeypatch):
+    """NCCL caps LL's bus bandwidth on every ring, broadcast's too: its busbw (n / time) is the cap."""
+    monkeypatch.setattr(nccl, "PROTOCOLS", ("LL",))
+    nbytes = 64 * MiB
+    world = _world(nodes, model)
+    elapsed = _run_collective(world, "bcast", "nccl_ring", nbytes // 4)
+    assert nccl.tune(world.comm_world(0).coll, "nccl_ring", nbytes, "bcast").protocol.name == "LL"
+    cap = nccl.ll_max_busbw(world.topology.spec, nodes)
+    assert nbytes / elapsed <= cap
+    assert nbytes / elapsed == pytest.approx(cap, rel=0.04)  # the rest: the chain's fill, 31 hops on 4 nodes
