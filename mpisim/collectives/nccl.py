@@ -613,22 +613,32 @@ def _tree_hop_classes(comm: Comm, build: Callable[[], list[list[tuple[int | None
     key = ("tree hop classes", trees, comm.group, wire.pace_inter)
     cached = layouts.get(key)
     if cached is None:
-        world = comm.world
-        topology, group = world.topology, comm.group
+        topology, group = comm.world.topology, comm.group
         links = build()
         ups = [(r, parent) for tree in links for r, (parent, _) in enumerate(tree) if parent is not None]
         hops = ups + [(parent, r) for r, parent in ups]
-        # A paced wire's hops between nodes cross their sender's pace link (World.wire_route).
-        routes = [world.wire_route(group[a], group[b], wire, topology.path_kind(group[a], group[b]))
-                  or topology.route(group[a], group[b]) for a, b in hops]
+        routes = [topology.route(group[a], group[b]) for a, b in hops]
         load = link_loads(routes)
+        # A paced wire's hops between nodes also cross their sender's pace link (World.wire_route):
+        # its capacity, shared among the sender's hops across nodes, as link_loads would count them.
+        pace = wire.wire_rate_cap("inter")
+        across: dict[int, int] = {}
+        if pace != math.inf:
+            node = topology.node_of
+            for a, b in hops:
+                if node(group[a]) != node(group[b]):
+                    across[a] = across.get(a, 0) + 1
         index: dict[tuple, int] = {}
         hop_class: dict[tuple[int, int], int] = {}  # the trees share most hops: each is worked out once
         for hop, route in zip(hops, routes, strict=True):
             if hop in hop_class:
                 continue
+            kind = topology.path_kind(group[hop[0]], group[hop[1]])
             rate = min(link.effective_bandwidth / load.get(link.index, 1) for link in route.links) if route.links else None
-            shape = (topology.path_kind(group[hop[0]], group[hop[1]]), route.latency, route.bottleneck, rate)
+            bottleneck = route.bottleneck
+            if kind == "inter" and across:
+                rate, bottleneck = min(rate, pace / across[hop[0]]), min(bottleneck, pace)  # type: ignore[type-var]
+            shape = (kind, route.latency, bottleneck, rate)
             hop_class[hop] = index.setdefault(shape, len(index))
         hop_classes = set(hop_class.values())
         paths = set()
