@@ -101,6 +101,7 @@ if TYPE_CHECKING:
     from mpisim.engine.sim import Proc, Simulation
     from mpisim.mpi.comm import Comm
     from mpisim.network.base import NetworkModel
+    from mpisim.network.links import Route
     from mpisim.network.topology import Topology
 
 
@@ -508,7 +509,7 @@ class World:
         if posted:
             self._wire_landed(msg)
 
-    def wire_route(self, src: int, dst: int, wire: Wire, kind: str) -> Any:
+    def wire_route(self, src: int, dst: int, wire: Wire, kind: str) -> Route | None:
         """The route a *wire* message from world rank *src* to *dst* takes, or None for the topology's own.
 
         Between nodes (*kind* ``inter``) a PXN wire goes through the NIC of the destination's
