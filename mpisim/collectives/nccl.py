@@ -85,6 +85,7 @@ what the NICs carry and does not bind.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 import weakref
@@ -378,20 +379,18 @@ def ring_protocol(comm: Comm, protocol: Protocol, collective: str = "allreduce")
     pace = min(wire.pace_inter, ll_pace(comm)) if protocol.name == "LL" else wire.pace_inter
     if latency_intra == wire.latency_intra and pace == wire.pace_inter:
         return protocol
-    return Protocol(protocol.name, protocol.base,
-                    Wire(wire.name, latency_intra, wire.latency_inter, wire.efficiency_intra, wire.efficiency_inter,
-                         wire.pxn, pace))
+    return Protocol(protocol.name, protocol.base, dataclasses.replace(wire, latency_intra=latency_intra, pace_inter=pace))
 
 
 def ll_pace(comm: Comm) -> float:
     """Bytes of payload per second each of *comm*'s GPUs may send with LL across nodes (``inf`` on one node).
 
-    NCCL caps LL's bus bandwidth across nodes at NCCL_LL_MAX_BUSBW (tuning.cc ``llMaxBws``,
-    for rings and trees alike; by the hosts' CPU, :func:`ll_max_busbw`). A collective's bus bandwidth is the sum of its channels', and
-    in channel c only local rank c of each node sends across (through NIC c), so each of those
-    ranks is paced at the cap / channels: a ring, which moves at its slowest hop, then reaches
-    exactly the capped bus bandwidth, and a tree's heads, sending to parents and children at
-    once, share their pace among those edges.
+    NCCL caps LL's bus bandwidth across nodes (tuning.cc ``llMaxBws``, for rings and trees
+    alike; by the hosts' CPU, :func:`ll_max_busbw`). A collective's bus bandwidth is the sum of
+    its channels', and in channel c only local rank c of each node sends across (through NIC
+    c), so each of those ranks is paced at the cap / channels: a ring, which moves at its
+    slowest hop, then reaches exactly the capped bus bandwidth, and a tree's heads, sending to
+    parents and children at once, share their pace among those edges.
     """
     m = len(node_members(comm))
     spec = comm.world.topology.spec
@@ -411,9 +410,7 @@ def tree_protocol(comm: Comm, protocol: Protocol) -> Protocol:
     pace = min(protocol.wire.pace_inter, ll_pace(comm))
     if pace == protocol.wire.pace_inter:
         return protocol
-    w = protocol.wire
-    return Protocol(protocol.name, protocol.base,
-                    Wire(w.name, w.latency_intra, w.latency_inter, w.efficiency_intra, w.efficiency_inter, w.pxn, pace))
+    return Protocol(protocol.name, protocol.base, dataclasses.replace(protocol.wire, pace_inter=pace))
 
 
 # ---------------------------------------------------------------------------------------- predictions
