@@ -81,3 +81,18 @@ def test_a_bus_bandwidth_above_the_rings_is_explained():
     # Only the size where NVLS beats the ring gets the sentence.
     [finding] = [f for f in algorithm_findings(result) if "above the ring's" in f]
     assert finding.startswith("**allreduce/nvls at 64 MiB on 8 ranks**") and "NVLink SHARP" in finding
+
+
+def test_only_a_bus_bandwidth_above_the_rings_best_is_explained_and_once():
+    """Where latency sets the times (256 KiB on 2 nodes), a faster tree simply has the higher
+    busbw: no sentence. Above the ring's best (NVLS on one node at 64 MiB) the sentence comes
+    once, though ``auto`` picked the same algorithm."""
+    result = run({"preset": "dgx-h100", "nodes": 2}, ["nccl_ring", "nccl_tree", "auto"], ["256 KiB", "64 MiB"])
+    busbw = {(r["requested"], r["bytes"]): r["busbw_GBps"] for r in result.rows}
+    assert busbw["nccl_tree", 256 * 2**10] > 1.05 * busbw["nccl_ring", 256 * 2**10]
+    assert busbw["nccl_tree", 256 * 2**10] < busbw["nccl_ring", 64 * 2**20]
+    assert not [f for f in algorithm_findings(result) if "above the ring's" in f]
+    result = run({"preset": "dgx-h100", "nodes": 1}, ["nccl_ring", "nvls", "auto"], ["64 MiB"])
+    assert {r["algorithm"] for r in result.rows if r["requested"] == "auto"} == {"nvls"}
+    [finding] = [f for f in algorithm_findings(result) if "above the ring's" in f]
+    assert finding.startswith("**allreduce/nvls at 64 MiB on 8 ranks**")
