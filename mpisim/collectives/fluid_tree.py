@@ -77,8 +77,13 @@ one's first segment). On 4 nodes at large sizes the message path leaves every NI
 a quarter of the time (with LL128, 72.9 MB over node 1's NICs at 47 GB/s was 1.55 ms of a 2.29 ms call):
 a node's up and down streams share its NIC and each waits for segments the other's
 dependencies hold back. This path charges the busiest link's bytes at its full rate plus the
-pipeline's fill, which NCCL's own model does too (``src/graph/tuning.cc``); which of the
-two is nearer a real 4-node tree no published row here says.
+pipeline's fill, which NCCL's own model does too (``src/graph/tuning.cc``). The one published
+row of a tree on that many nodes sides with the message path: H4 (5 nodes of 8 H100s, 4 NICs
+each, NCCL_ALGO=Tree, 1 GiB) measured 150 GB/s of bus bandwidth, against 153 GB/s on the
+message path and 180 GB/s here (reports/validation.md runs the message path). For trees of
+many segments on four or more nodes, time the call at ``fidelity: message`` where it matters;
+running the tree program itself as a fluid, as MPI's trees do (:mod:`~mpisim.collectives.fluid_pipeline`),
+is the way to close the gap.
 """
 
 from __future__ import annotations
