@@ -28,13 +28,13 @@ is modelled as bytes on the wire: the message puts ``n / e`` bytes on its links,
 network models (contention included) charge the protocol's real cost. Message records keep
 the payload's size and name the protocol.
 
-A protocol may also have a **pace** between nodes: at most ``pace_inter`` bytes of payload per
-second through one connection, whatever the links could carry. That is not bytes on a link but
-the speed of whatever turns the protocol's buffers round: NCCL's LL across nodes goes no
-faster than its proxy thread recycles the LL buffers (tuning.cc ``llMaxBws``; see
-:func:`mpisim.collectives.nccl.ring_protocol`). The World routes such a message through a
-private *pace link* of that rate (:meth:`mpisim.network.topology.Topology.paced_route`), so on
-either network model the message moves at the lesser of its share of the links and its pace.
+A protocol may also have a **pace** between nodes: a rank sends at most ``pace_inter`` bytes of
+payload per second across nodes, whatever the links could carry. That is not bytes on a link
+but the speed of whatever turns the protocol's buffers round: NCCL's LL across nodes goes no
+faster than the proxy thread recycles the LL buffers (tuning.cc ``llMaxBws``; see
+:func:`mpisim.collectives.nccl.ll_pace`). The World routes such messages through their
+sender's *pace link* of that rate (:meth:`mpisim.network.topology.Topology.paced_route`), so on
+either network model they move at the lesser of their share of the links and of the pace.
 """
 
 from __future__ import annotations
@@ -52,8 +52,8 @@ class Wire:
     With ``pxn``, a message to another node leaves through the NIC of the destination's rail,
     relayed over the node's fabric by the GPU attached to that NIC (NCCL's PXN, used by its
     point-to-point operations: :meth:`~mpisim.network.topology.Topology.pxn_route`).
-    ``pace_inter`` (bytes of payload per second, ``inf`` for none) caps one connection between
-    nodes (see the module docstring).
+    ``pace_inter`` (bytes of payload per second, ``inf`` for none) caps what one rank sends
+    across nodes (see the module docstring).
     """
 
     name: str
@@ -78,7 +78,7 @@ class Wire:
         return math.ceil(nbytes / efficiency)
 
     def wire_rate_cap(self, path_kind: str) -> float:
-        """Wire bytes per second one connection may carry on a path of kind *path_kind* (``inf``: no pace)."""
+        """Wire bytes per second a rank may send on paths of kind *path_kind* (``inf``: no pace)."""
         if path_kind != "inter" or self.pace_inter == math.inf:
             return math.inf
         return self.pace_inter / self.efficiency_inter

@@ -513,7 +513,7 @@ class World:
         """The route a *wire* message from world rank *src* to *dst* takes, or None for the topology's own.
 
         Between nodes (*kind* ``inter``) a PXN wire goes through the NIC of the destination's
-        rail and a paced one through its connection's pace link (:mod:`mpisim.mpi.wire`).
+        rail and a paced one through its sender's pace link (:mod:`mpisim.mpi.wire`).
         """
         if kind != "inter":
             return None

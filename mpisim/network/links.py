@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 
 #: Link kinds. ``shm``: a rank's port to its node's shared memory; ``pcie``: a device's PCIe
 #: lane bundle or a host bridge; ``nvlink``: a GPU's NVLink port to an NVSwitch; ``net``: a NIC
-#: port or a switch-to-switch cable. ``pace``: no hardware -- one connection's cap on a GPU
-#: protocol's rate (:mod:`mpisim.mpi.wire`), private to that connection and left out of link
-#: statistics.
+#: port or a switch-to-switch cable. ``pace``: no hardware -- a rank's cap on what it sends of
+#: a GPU protocol across nodes (:mod:`mpisim.mpi.wire`), crossed by that rank's paced sends only
+#: and left out of link statistics.
 LINK_KINDS = ("shm", "pcie", "nvlink", "net", "pace")
 
 
