@@ -399,6 +399,28 @@ def ll_pace(comm: Comm) -> float:
     return ll_max_busbw(spec, m) / channel_count(comm)
 
 
+#: A call on LL across nodes whose bus bandwidth is at least this share of NCCL's cap runs at the pace.
+PACED = 0.8
+
+
+def ll_pace_note(comm: Comm, label: str, protocol: str, busbw: float) -> str | None:
+    """Say that the call *label* ran at LL's pace across nodes, if it did (bus bandwidth *busbw*, bytes/s).
+
+    Its NICs are then far below their rate, so link figures alone would blame latency or
+    waiting; the note names the cap instead (a run's ``notes``).
+    """
+    nodes = len(node_members(comm))
+    spec = comm.world.topology.spec
+    if protocol != "LL" or nodes == 1 or spec.inter is None:
+        return None
+    cap = ll_max_busbw(spec, nodes)
+    if busbw < PACED * cap:
+        return None
+    return (f"{label} runs at LL's pace across nodes: {busbw / 1e9:.4g} GB/s of bus bandwidth, {busbw / cap:.0%} of "
+            f"the {cap / 1e9:.4g} GB/s NCCL allows LL across {nodes} nodes (llMaxBws: the proxy thread turns LL's "
+            "buffers round no faster), its NICs far below their rate; LL128 and Simple have no such cap")
+
+
 def tree_protocol(comm: Comm, protocol: Protocol) -> Protocol:
     """Return *protocol* as ``nccl_tree`` runs it on *comm*: LL across nodes paced as NCCL caps it (:func:`ll_pace`).
 

@@ -27,7 +27,6 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from mpisim.collectives import nccl
 from mpisim.engine.units import format_size
 from mpisim.report.hybrid import best_row, breakdown, by_gpu_count, layout_label
 from mpisim.report.records import RunResult, WorldRecords
@@ -60,7 +59,6 @@ __all__ = [
     "hybrid_findings",
     "link_findings",
     "p2p_findings",
-    "pace_findings",
     "scaling_findings",
     "time_share_findings",
 ]
@@ -165,47 +163,6 @@ def beyond_ring_findings(result: RunResult) -> list[str]:
                            f"{fmt_bandwidth(row['busbw_GBps'] * 1e9)}, above the ring's "
                            f"{fmt_bandwidth(ring['busbw_GBps'] * 1e9)}{best}: {why}. Bus bandwidth counts the ring's "
                            "traffic, so it can exceed the links' rate while no link carries more than its capacity.")
-    return out
-
-
-#: A row on LL across nodes whose bus bandwidth is at least this share of NCCL's cap is paced.
-PACED = 0.8
-
-
-def pace_findings(result: RunResult) -> list[str]:
-    """Say where LL's pace across nodes, not the links, sets a GPU collective's bus bandwidth.
-
-    NCCL caps LL's bus bandwidth across nodes (tuning.cc ``llMaxBws``, by the hosts' CPU; see
-    :func:`mpisim.collectives.nccl.ll_pace`): the CPU proxy thread turns LL's buffers round no
-    faster. A row on LL whose bus bandwidth comes within PACED of that cap runs at the pace,
-    with its NICs far from their rate -- which the link figures alone would call "latency or
-    waiting". One sentence per collective, algorithm and point, naming its sizes.
-    """
-    topology = result.scenario.get("topology") or {}
-    keys = sweep_keys(result)
-    paced: dict[tuple, list[tuple[int, float, float, int]]] = {}
-    for row in _distinct_algorithms(row_kinds(result)["collective"]):
-        if row.get("protocol") != "LL" or not isinstance(row.get("busbw_GBps"), int | float):
-            continue
-        nodes = row.get("topology.nodes", topology.get("nodes"))
-        per_node = row.get("topology.ranks_per_node", topology.get("ranks_per_node", 1))
-        if not isinstance(nodes, int) or not isinstance(per_node, int) or nodes < 2 or row["ranks"] <= per_node:
-            continue
-        host = "amd" if row.get("topology.host_cpu", topology.get("host_cpu")) == "amd" else "other"
-        cap = nccl.NCCL_LL_MAX_BUSBW[host][min(nodes, 3)]
-        if row["busbw_GBps"] * 1e9 >= PACED * cap:
-            key = (row["collective"], row["algorithm"], row["ranks"], *(row.get(k) for k in keys))
-            paced.setdefault(key, []).append((row["bytes"], row["busbw_GBps"] * 1e9, cap, nodes))
-    out = []
-    for (collective, algorithm, ranks, *point), sizes in paced.items():
-        where = _where(dict(zip(keys, point, strict=True)), keys)
-        cap, nodes = sizes[0][2], sizes[0][3]
-        at = "; ".join(f"{fmt_bytes(n)}, {fmt_bandwidth(bw)} of bus bandwidth ({fmt_percent(bw / cap)})"
-                       for n, bw, _, _ in sorted(sizes))
-        out.append(f"**{collective}/{algorithm} on {ranks} ranks{where} runs at LL's pace across nodes:** {at} of "
-                   f"the {fmt_bandwidth(cap)} NCCL allows LL across {nodes} nodes (llMaxBws: the proxy thread turns "
-                   "LL's buffers round no faster), with the NICs far below their rate. LL128 and Simple have no such "
-                   "cap; the tuner picks them where their latency costs less.")
     return out
 
 
@@ -758,8 +715,7 @@ def _any_network(result: RunResult, row: dict[str, Any]) -> dict[str, float]:
 
 def all_findings(result: RunResult, worlds: Sequence[WorldRecords], link_worlds: Sequence[WorldRecords] = ()) -> list[str]:
     """Return every finding for *result*; *worlds* are drawn as timelines, *link_worlds* get link figures."""
-    out = (algorithm_findings(result) + pace_findings(result) + p2p_findings(result) + scaling_findings(result)
-           + hybrid_findings(result))
+    out = algorithm_findings(result) + p2p_findings(result) + scaling_findings(result) + hybrid_findings(result)
     for world in link_worlds:
         out += link_findings(world)
     for world in worlds:

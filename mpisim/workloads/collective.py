@@ -570,7 +570,14 @@ def run(params: CollectiveParams, ctx: RunContext) -> WorkloadOutput:
             })
             if chosen[0] in nccl.GPU_ALGORITHMS and p > 1:
                 # Which protocol, how many channels, what chunk: why an NCCL-style time is what it is.
-                out.rows[-1].update(nccl.call_shape(world.comm_world(0).coll, chosen[0], nbytes, params.collective))
+                row = out.rows[-1]
+                row.update(nccl.call_shape(world.comm_world(0).coll, chosen[0], nbytes, params.collective))
+                if row["busbw_GBps"] is not None:
+                    note = nccl.ll_pace_note(world.comm_world(0).coll,
+                                             f"{params.collective}/{chosen[0]} {format_size(nbytes)} on {p} ranks",
+                                             str(row["protocol"]), row["busbw_GBps"] * 1e9)
+                    if note is not None:
+                        out.notes.append(note)
             label = f"{chosen[0]} {format_size(nbytes)}" + (" (auto)" if requested == "auto" else "")
             measured.append((label, requested, nbytes, world, world.tracer.message_count))
             out.notes.extend(world.unmatched)

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from mpisim.report.findings import algorithm_findings, closed_form_findings, pace_findings
+from mpisim.report.findings import algorithm_findings, closed_form_findings
 from mpisim.scenario import load_dict, run_scenario
 
 
@@ -96,21 +96,3 @@ def test_only_a_bus_bandwidth_above_the_rings_best_is_explained_and_once():
     assert {r["algorithm"] for r in result.rows if r["requested"] == "auto"} == {"nvls"}
     [finding] = [f for f in algorithm_findings(result) if "above the ring's" in f]
     assert finding.startswith("**allreduce/nvls at 64 MiB on 8 ranks**")
-
-
-def test_a_ring_at_lls_pace_across_nodes_is_named_with_nccls_cap():
-    """4 x dgx-h100 at 1 MiB: the ring runs LL at 91 % of NCCL's 20.4 GB/s cap (llMaxBws, Intel hosts).
-
-    Its NICs are far from their rate, so the link figures alone would blame latency; the
-    finding names the pace. One node (no cap) and a size on LL128 get no such sentence.
-    """
-    result = run({"preset": "dgx-h100", "nodes": 4}, ["nccl_ring"], ["1 MiB", "16 MiB"])
-    protocols = {r["bytes"]: r["protocol"] for r in result.rows}
-    assert protocols == {2**20: "LL", 16 * 2**20: "LL128"}
-    [finding] = pace_findings(result)
-    assert finding.startswith("**allreduce/nccl_ring on 32 ranks runs at LL's pace across nodes:** 1 MiB, ")
-    assert "of the 20.4 GB/s NCCL allows LL across 4 nodes" in finding and "16 MiB" not in finding
-    # On AMD hosts the 2 us post per step keeps LL latency-bound (13.4 GB/s, 71 % of 19 GB/s): not paced.
-    amd = run({"preset": "dgx-h100", "nodes": 4, "host_cpu": "amd"}, ["nccl_ring"], ["1 MiB"])
-    assert amd.rows[0]["protocol"] == "LL" and not pace_findings(amd)
-    assert not pace_findings(run({"preset": "dgx-h100", "nodes": 1}, ["nccl_ring"], ["1 MiB"]))
