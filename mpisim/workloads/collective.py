@@ -576,7 +576,7 @@ def run(params: CollectiveParams, ctx: RunContext) -> WorkloadOutput:
                     note = nccl.ll_pace_note(world.comm_world(0).coll,
                                              f"{params.collective}/{chosen[0]} {format_size(nbytes)} on {p} ranks",
                                              str(row["protocol"]), row["busbw_GBps"] * 1e9)
-                    if note is not None:
+                    if note is not None and note not in out.notes:  # auto may repeat a named algorithm
                         out.notes.append(note)
             label = f"{chosen[0]} {format_size(nbytes)}" + (" (auto)" if requested == "auto" else "")
             measured.append((label, requested, nbytes, world, world.tracer.message_count))

@@ -356,6 +356,11 @@ def test_a_call_at_lls_pace_across_nodes_says_so_in_the_notes():
     notes name the pace. A size on LL128, one node (no cap) and AMD hosts (where the 2 us post
     per step keeps LL latency-bound, 71 % of 19 GB/s) get no such note.
     """
+    result = run_scenario(scenario(H100x4, ["nccl_ring", "auto"], [MiB, 16 * MiB], collective="allgather"))
+    assert {r["bytes"]: r["protocol"] for r in result.rows} == {MiB: "LL", 16 * MiB: "LL128"}
+    assert {r["algorithm"] for r in result.rows} == {"nccl_ring"}  # auto picks the ring too: one note
+    [note] = [n for n in result.notes if "LL's pace" in n]
+    assert note.startswith("allgather/nccl_ring 1 MiB on 32 ranks runs at LL's pace across nodes")
     result = run_scenario(scenario(H100x4, ["nccl_ring"], [MiB, 16 * MiB]))
     assert {r["bytes"]: r["protocol"] for r in result.rows} == {MiB: "LL", 16 * MiB: "LL128"}
     [note] = [n for n in result.notes if "LL's pace" in n]
