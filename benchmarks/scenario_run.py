@@ -23,6 +23,13 @@ of any SimPy simulation.
 Targets (issue 13): the run in at most 30 s on the 2-core machine; per message at most 3x the
 bare SimPy message. The child's processor time is printed too: on a machine shared with other
 work the wall time includes waiting for a core, and the processor time mostly does not.
+
+What SimPy alone charges for such a ring is printed beside it (``bare_ring``): the same number
+of processes, each sending to its right neighbour and waiting for its left one's message, where
+a message is nothing but *legs* timed transfers one after the other (a ``Timeout`` each, the
+last one putting into the receiver's ``Store``) -- no matching, no requests, no bandwidth
+sharing, no reduction. With one leg (an eager message) that is the floor of a message that
+takes time; with four (request to send, clear to send, data, FIN) the floor of a rendezvous.
 """
 
 from __future__ import annotations
@@ -34,6 +41,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import simpy
+
 from benchmarks.common import ROOT, Figure, command, info, module_main, target
 from benchmarks.engine_overhead import bare_simpy
 
@@ -42,6 +51,7 @@ WALL_TARGET = 30.0
 RATIO_TARGET = 3.0
 BARE_MESSAGES = 40_000
 BARE_REPEATS = 3
+FLOOR_STEPS = 64  # ring steps of the bare SimPy floor (p x 64 messages)
 
 SCENARIO = """\
 name: ring-allreduce-{p}
@@ -55,6 +65,32 @@ workload: {{kind: collective, collective: allreduce, algorithm: ring, sizes: [1.
 def bare_message() -> float:
     """Best wall seconds per message of the bare SimPy Store ping-pong."""
     return min(bare_simpy(BARE_MESSAGES) for _ in range(BARE_REPEATS))
+
+
+def bare_ring(p: int, steps: int, legs: int) -> float:
+    """Wall seconds per message of a bare SimPy ring of *p* processes, *legs* timed transfers a message."""
+    env = simpy.Environment()
+    boxes = [simpy.Store(env) for _ in range(p)]
+
+    def leg(dst: int, left: int):
+        def arrived(_event: simpy.Event) -> None:
+            if left == 1:
+                boxes[dst].put(None)
+            else:
+                env.timeout(1e-6).callbacks.append(leg(dst, left - 1))
+        return arrived
+
+    def rank(r: int):
+        right = (r + 1) % p
+        for _ in range(steps):
+            env.timeout(1e-6).callbacks.append(leg(right, legs))
+            yield boxes[r].get()
+
+    for r in range(p):
+        env.process(rank(r))
+    t0 = time.perf_counter()
+    env.run()
+    return (time.perf_counter() - t0) / (p * steps)
 
 
 def _children_cpu() -> float:
@@ -80,6 +116,7 @@ def run_scenario_case(p: int) -> list[Figure]:
         return [Figure(f"mpisim run, ring allreduce, {p} ranks", float(done.returncode), "exit code", "0", False,
                        cmd, tail[:200])]
     bare = min(bare_before, bare_message())
+    floors = {legs: min(bare_ring(p, FLOOR_STEPS, legs) for _ in range(BARE_REPEATS)) for legs in (1, 4)}
     messages = p * 2 * (p - 1)
     per_message = wall / messages
     label = f"mpisim run: ring allreduce 1.2 GB, {p} ranks, fat tree, default mpi"
@@ -90,6 +127,10 @@ def run_scenario_case(p: int) -> list[Figure]:
         info(f"{label}: processor time", cpu, "s", reproduce=cmd,
              note=f"{cpu / messages * 1e6:.1f} us per message; wall time minus waiting for a busy machine"),
         target(f"{label}: per message vs bare SimPy", per_message / bare, "x", RATIO_TARGET, reproduce=cmd),
+        info(f"bare SimPy ring of {p} processes, one timed transfer a message (eager's floor), vs bare SimPy",
+             floors[1] / bare, "x", reproduce=cmd, note=f"{floors[1] * 1e6:.2f} us a message"),
+        info(f"bare SimPy ring of {p} processes, four timed transfers a message (a rendezvous's floor), "
+             "vs bare SimPy", floors[4] / bare, "x", reproduce=cmd, note=f"{floors[4] * 1e6:.2f} us a message"),
     ]
     if p != TARGET_RANKS:  # a smaller run to look at quickly: figures only
         figures = [info(f.name, f.value, f.unit, reproduce=f.reproduce, note=f.note) for f in figures]
