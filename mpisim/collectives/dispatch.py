@@ -22,6 +22,8 @@ from __future__ import annotations
 import weakref
 from typing import Any
 
+import numpy as np
+
 from mpisim.collectives import registry, select
 from mpisim.collectives.calls import world_table
 from mpisim.engine.records import CollectiveRecord
@@ -29,7 +31,7 @@ from mpisim.engine.sim import Proc
 from mpisim.errors import MPIError
 from mpisim.mpi.comm import Comm
 from mpisim.mpi.ops import SUM, Op, get_op
-from mpisim.mpi.payload import Payload, as_payload
+from mpisim.mpi.payload import DataPayload, Payload, SizePayload
 
 #: Collectives whose nccl-tests "size" is the whole gathered array (count per rank x ranks).
 WHOLE_ARRAY = frozenset({"allgather", "gather"})
@@ -90,11 +92,26 @@ def _prepare(comm: Comm, collective: str, algorithm: str | None, nbytes: int, op
     return prepared
 
 
+def _snapshot(buf: Any) -> Payload:
+    """The caller's buffer as the payload the algorithm moves.
+
+    A payload is the caller's promise that the data will not change under the call (the
+    workloads' buffers, ``in_place`` buffers the algorithm owns). A plain array is copied: MPI
+    lets a caller change its send buffer the moment a blocking collective returns, while the
+    blocks it sent eagerly may still be on their way to ranks that have not finished -- a
+    gather's leaf returns as soon as its block has left, and must not change what the root
+    receives. A real MPI library copies eager data out of the buffer for the same reason.
+    """
+    if buf.__class__ is SizePayload or buf.__class__ is DataPayload or isinstance(buf, Payload):
+        return buf
+    return DataPayload(np.array(buf, copy=True))
+
+
 def run_collective(comm: Comm, collective: str, algorithm: str | None, *, buf: Any = None,
                    op: Op | str = SUM, root: int = 0) -> Proc[Any]:
     """Run one collective call on *comm* (see the module docstring)."""
     op = get_op(op)
-    payload: Payload | None = None if buf is None else as_payload(buf)
+    payload: Payload | None = None if buf is None else _snapshot(buf)
     nbytes = payload.nbytes if payload is not None else 0
     if payload is None and collective != "barrier":
         raise MPIError(f"rank {comm.world_rank}: {collective} needs a buffer on every rank")

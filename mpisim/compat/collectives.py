@@ -19,6 +19,11 @@ communicator's collective context, the way MPICH and mpi4py build them:
   the op in rank order, so a non-commutative op sees ``x0 op x1 op ... op x(p-1)``;
   ``allreduce`` is that reduce followed by ``bcast``, as in mpi4py.
 
+The blocks sent are the caller's own memory, marked writable: as for a ``Send``, the MPI layer
+copies an eager message's data as it leaves and a rendezvous message's as it is delivered, so
+a caller may change its buffers the moment the call returns, as MPI allows, without changing
+what slower ranks still receive.
+
 Each call is registered as a collective of its communicator (signature checked across the
 members, named in deadlock reports) and recorded in the trace.
 """
@@ -69,6 +74,14 @@ def collective(comm: Comm, name: str, signature: str, nbytes: int, body: Proc) -
 # ---------------------------------------------------------------- v-collectives
 
 
+def _outgoing(block: np.ndarray) -> DataPayload:
+    """A block of the caller's memory to send: writable, so the MPI layer copies it as a ``Send`` would.
+
+    (A read-only block -- a pickle's bytes -- cannot change under the call and travels as it is.)
+    """
+    return DataPayload(block, writable=block.flags.writeable)
+
+
 def _blocks(array: np.ndarray, counts: list[int], displs: list[int]) -> list[np.ndarray]:
     return [array[d:d + c] for c, d in zip(counts, displs, strict=True)]
 
@@ -79,7 +92,7 @@ def gatherv(comm: Comm, send: np.ndarray, recv: np.ndarray | None, counts: list[
     c, r = comm.coll, comm.rank
     if r != root:
         if send.size:
-            yield from c.send(DataPayload(send), root, TAG_GATHERV)
+            yield from c.send(_outgoing(send), root, TAG_GATHERV)
         return
     blocks = _blocks(recv, counts, displs)  # type: ignore[arg-type]
     reqs = [c.irecv(in_place(blocks[i]), i, TAG_GATHERV) for i in range(comm.size) if i != root and blocks[i].size]
@@ -98,7 +111,7 @@ def scatterv(comm: Comm, send: np.ndarray | None, counts: list[int] | None, disp
             yield from c.recv(in_place(recv), root, TAG_SCATTERV)
         return
     blocks = _blocks(send, counts, displs)  # type: ignore[arg-type]
-    reqs = [c.isend(DataPayload(blocks[i]), i, TAG_SCATTERV) for i in range(comm.size) if i != root and blocks[i].size]
+    reqs = [c.isend(_outgoing(blocks[i]), i, TAG_SCATTERV) for i in range(comm.size) if i != root and blocks[i].size]
     if recv is not None and blocks[root].size and not np.shares_memory(recv, blocks[root]):
         recv[:blocks[root].size] = blocks[root]
     if reqs:
@@ -114,7 +127,7 @@ def allgatherv(comm: Comm, send: np.ndarray | None, recv: np.ndarray, counts: li
     right, left = (r + 1) % p, (r - 1) % p
     for step in range(p - 1):
         out, into = (r - step) % p, (r - step - 1) % p
-        yield from c.sendrecv(DataPayload(blocks[out]), right, TAG_ALLGATHERV, in_place(blocks[into]), left,
+        yield from c.sendrecv(_outgoing(blocks[out]), right, TAG_ALLGATHERV, in_place(blocks[into]), left,
                               TAG_ALLGATHERV)
 
 
@@ -147,7 +160,7 @@ def bcast_obj(comm: Comm, obj: Any, root: int) -> Proc:
     n = int(length.array[0])
     buf = data.copy() if data is not None else np.empty(n, dtype=np.uint8)
     yield from comm.bcast(in_place(buf), root)
-    return obj if comm.rank == root else loads(buf)
+    return loads(buf)  # the root too gets a copy, as from mpi4py
 
 
 def gather_obj(comm: Comm, obj: Any, root: int) -> Proc:
@@ -185,7 +198,7 @@ def scatter_obj(comm: Comm, objs: Any, root: int) -> Proc:
         send = np.concatenate(pickles) if pickles else np.zeros(0, np.uint8)
         yield from collective(comm, "scatterv", f"scatterv(root={root})", send.nbytes,
                               scatterv(comm, send, counts, offsets(counts), recv, root))
-        return items[root]
+        return loads(pickles[root])  # a copy, as from mpi4py
     yield from collective(comm, "scatterv", f"scatterv(root={root})", recv.nbytes,
                           scatterv(comm, None, None, None, recv, root))
     return loads(recv)
@@ -200,7 +213,7 @@ def allgather_obj(comm: Comm, obj: Any) -> Proc:
     recv = np.empty(sum(counts), dtype=np.uint8)
     yield from collective(comm, "allgatherv", "allgatherv()", recv.nbytes,
                           allgatherv(comm, data, recv, counts, displs))
-    return [obj if i == comm.rank else loads(recv[d:d + n]) for i, (n, d) in enumerate(zip(counts, displs, strict=True))]
+    return [loads(recv[d:d + n]) for n, d in zip(counts, displs, strict=True)]  # our own too: a copy, as from mpi4py
 
 
 def alltoall_obj(comm: Comm, objs: Any) -> Proc:
@@ -217,8 +230,8 @@ def alltoall_obj(comm: Comm, objs: Any) -> Proc:
     rdispls = offsets(rcounts)
     yield from collective(comm, "alltoallv", "alltoallv()", send.nbytes,
                           alltoallv(comm, send, scounts, offsets(scounts), recv, rcounts, rdispls))
-    return [items[i] if i == comm.rank else loads(recv[d:d + n])
-            for i, (n, d) in enumerate(zip(rcounts, rdispls, strict=True))]
+    mine = loads(pickles[comm.rank])  # a copy, as from mpi4py
+    return [mine if i == comm.rank else loads(recv[d:d + n]) for i, (n, d) in enumerate(zip(rcounts, rdispls, strict=True))]
 
 
 def reduce_obj(comm: Comm, obj: Any, op: Callable[[Any, Any], Any], commute: bool, root: int) -> Proc:
@@ -233,7 +246,7 @@ def _reduce_tree(comm: Comm, obj: Any, op: Callable[[Any, Any], Any], commute: b
     # hand the result to root, so the operands stay in order x0, x1, ..., x(p-1).
     top = root if commute else 0
     vrank = (comm.rank - top) % p
-    result = obj
+    result = loads(dumps(obj))  # mpi4py starts from a copy (PyMPI_copy): the result is never the caller's object
     mask = 1
     while mask < p:
         if vrank & mask:
