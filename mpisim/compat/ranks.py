@@ -33,7 +33,20 @@ imports from its folder (SMPI calls this privatization): before a rank's greenle
 ``sys.modules`` is switched to that rank's copies, so module globals, ``pickle`` of the
 program's classes and ``rank = MPI.COMM_WORLD.Get_rank()`` at import time behave as under
 ``mpiexec``. ``mpi4py`` itself is this package's module, visible only while the program runs:
-the real mpi4py, if installed, is neither needed nor shadowed elsewhere.
+the real mpi4py, if installed, is neither needed nor shadowed elsewhere. Privatized are the
+program's own modules wherever they lie (its folder, a folder it adds to ``sys.path``,
+``PYTHONPATH``), but not the standard library or installed packages, which keep no rank's
+state -- except the process state a program commonly sets per rank, which each rank gets its
+own copy of, as its own process would:
+
+* ``random`` and ``numpy.random``'s module-level generators (``np.random.seed(rank)``): the
+  module functions go to the running rank's generator, which starts, if never seeded, from
+  the run's seed and the rank (under ``mpiexec`` from the operating system's entropy: a run
+  repeats here, and each rank still draws its own numbers);
+* ``logging``: each rank imports its own, so ``basicConfig`` per rank works;
+* ``sys.stdout`` and ``sys.stderr`` (a rank may send its output to a file of its own);
+* ``os.environ``, with the variables MPICH's launcher sets (``PMI_RANK``, ``PMI_SIZE``,
+  ``MPI_LOCALRANKID``, ``MPI_LOCALNRANKS``).
 
 **Compute between calls** (``compute:``): ``none`` or ``explicit`` (the default: only what
 the program declares with :func:`mpisim.compute`, a no-op under a real MPI) are
@@ -48,18 +61,25 @@ import contextlib
 import importlib.abc
 import importlib.machinery
 import io
+import os
+import random
+import site
 import sys
+import sysconfig
 import time
 import types
-from collections.abc import Generator
+from collections.abc import Generator, Iterator, MutableMapping
 from pathlib import Path
 from typing import Any, TextIO
 
+import numpy as np
 from greenlet import GreenletExit, getcurrent, greenlet
 
 from mpisim.errors import MPIError, ProgramError
 
 COMPUTE_MODES = ("none", "measured", "explicit")
+#: Standard-library modules with process-wide state a program sets per rank: each rank imports its own.
+PER_RANK_STDLIB = ("logging", "logging.handlers", "logging.config")
 #: Simulated time an unsuccessful ``Test``/``Iprobe`` costs (about one poll of a NIC's queue).
 POLL_TIME = 1e-6
 
@@ -127,6 +147,10 @@ class RankContext:
         self.mpi_time = 0.0  # simulated seconds spent inside blocking MPI calls
         self.resumed = time.perf_counter()  # wall clock when the program last left an MPI call
         self.cache: dict[str, Any] = {}  # per-rank handles the MPI module keeps (COMM_SELF, ...)
+        self.stdout: Any = None  # the rank's sys.stdout and sys.stderr (set when the run starts)
+        self.stderr: Any = None
+        self.environ: dict[str, str] | None = None  # the rank's os.environ (made on first use)
+        self.generators: dict[str, Any] = {}  # the rank's random.Random and numpy RandomState
 
     def block(self, gen: Generator[Any, Any, Any]) -> Any:
         """Run the simulated MPI call *gen* for this rank and return its value, sleeping while it waits."""
@@ -203,16 +227,130 @@ class RankContext:
 
 
 class _ProgramFinder(importlib.abc.MetaPathFinder):
-    """Marks every module found in the program's folder as private (one copy per rank)."""
+    """Marks every module of the program's own as private (one copy per rank).
+
+    The program's own is what is neither the standard library nor an installed package: its
+    folder, a folder it puts on ``sys.path``, ``PYTHONPATH``. Those keep no rank's state
+    (a module that reads ``MPI.COMM_WORLD.Get_rank()`` at import is the program's), and one
+    copy of numpy per rank would cost seconds and memory for nothing.
+    """
 
     def __init__(self, runner: Runner) -> None:
         self.runner = runner
+        paths = sysconfig.get_paths()
+        shared = {paths[key] for key in ("stdlib", "platstdlib", "purelib", "platlib") if key in paths}
+        shared.update(site.getsitepackages() if hasattr(site, "getsitepackages") else [])
+        shared.add(site.getusersitepackages())
+        shared.add(str(Path(__file__).resolve().parents[1]))  # mpisim itself
+        self.shared = [Path(folder).resolve() for folder in shared if folder]
 
     def find_spec(self, fullname: str, path: Any, target: Any = None) -> Any:
         spec = importlib.machinery.PathFinder.find_spec(fullname, path)
-        if spec is not None and spec.origin and Path(spec.origin).resolve().is_relative_to(self.runner.folder):
+        if spec is not None and spec.origin and spec.has_location and self._programs(Path(spec.origin).resolve()):
             self.runner.private_names.add(fullname)
         return spec
+
+    def _programs(self, origin: Path) -> bool:
+        if origin.is_relative_to(self.runner.folder):
+            return True
+        return not any(origin.is_relative_to(folder) for folder in self.shared)
+
+
+class _RankEnviron(MutableMapping):
+    """``os.environ`` while the program runs: the running rank's own copy (see "Privatization")."""
+
+    def __init__(self, runner: Runner, real: Any) -> None:
+        self.runner, self.real = runner, real
+
+    def _mine(self) -> Any:
+        ctx = self.runner.current
+        if ctx is None:
+            return self.real
+        if ctx.environ is None:
+            ctx.environ = dict(self.real)
+            ctx.environ.update(self.runner.launcher_environ(ctx.rank))
+        return ctx.environ
+
+    def __getitem__(self, key: str) -> str:
+        return self._mine()[key]
+
+    def __setitem__(self, key: str, value: str) -> None:
+        if not isinstance(key, str) or not isinstance(value, str):
+            raise TypeError(f"str expected, not {type(key if not isinstance(key, str) else value).__name__}")
+        self._mine()[key] = value
+
+    def __delitem__(self, key: str) -> None:
+        del self._mine()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(list(self._mine()))
+
+    def __len__(self) -> int:
+        return len(self._mine())
+
+    def copy(self) -> dict[str, str]:
+        return dict(self._mine())
+
+    def __repr__(self) -> str:
+        return f"environ({self._mine()!r})"
+
+
+#: numpy.random's module functions that are plain functions over its hidden generator, and the
+#: RandomState method each one calls.
+NUMPY_FUNCTIONS = {"seed": "seed", "ranf": "random_sample", "sample": "random_sample"}
+
+
+def _generator_functions(module: types.ModuleType, instance: Any) -> dict[str, str]:
+    """*module*'s functions that use its hidden global generator *instance*: {name: the method called}."""
+    names = {name: name for name, value in vars(module).items()
+             if getattr(value, "__self__", None) is instance and not name.startswith("_")}
+    if isinstance(instance, np.random.RandomState):
+        names.update({name: method for name, method in NUMPY_FUNCTIONS.items() if hasattr(module, name)})
+    return names
+
+
+class _PerRankGenerators:
+    """Points ``random``'s and ``numpy.random``'s module functions at the running rank's generator.
+
+    ``random.seed``, ``random.randint``, ``np.random.seed``, ``np.random.rand``... are methods
+    of one hidden global generator per process; under ``mpiexec`` each rank has its own. While
+    the program runs each such module function is replaced by one that calls the same method
+    of the running rank's generator, made on first use and seeded from the run's seed and the
+    rank; the originals come back when the run ends. Nothing is copied at a switch of ranks.
+    """
+
+    def __init__(self, runner: Runner, seed: int) -> None:
+        self.runner, self.seed = runner, seed
+        self.hidden = {"random": random._inst, "numpy": np.random.mtrand._rand}
+        self.modules = [(random, "random"), (np.random, "numpy"), (np.random.mtrand, "numpy")]
+        self.saved: list[tuple[types.ModuleType, str, Any]] = []
+
+    def install(self) -> None:
+        for module, kind in self.modules:
+            for name, method in _generator_functions(module, self.hidden[kind]).items():
+                self.saved.append((module, name, getattr(module, name)))
+                setattr(module, name, self._dispatch(kind, name, method))
+
+    def remove(self) -> None:
+        for module, name, original in reversed(self.saved):
+            setattr(module, name, original)
+        self.saved.clear()
+
+    def _dispatch(self, kind: str, name: str, method: str) -> Any:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            return getattr(self._generator(kind), method)(*args, **kwargs)
+        call.__name__ = call.__qualname__ = name
+        return call
+
+    def _generator(self, kind: str) -> Any:
+        ctx = self.runner.current
+        if ctx is None:
+            return self.hidden[kind]
+        mine = ctx.generators.get(kind)
+        if mine is None:
+            start = int(np.random.SeedSequence([self.seed, ctx.rank]).generate_state(1)[0])
+            mine = ctx.generators[kind] = random.Random(start) if kind == "random" else np.random.RandomState(start)
+        return mine
 
 
 class _Output(io.TextIOBase):
@@ -293,8 +431,10 @@ class Runner:
     """
 
     def __init__(self, world: Any, path: Path, argv: list[str], *, mpi_module: types.ModuleType,
-                 package: types.ModuleType, compute: str = "explicit", speed: float = 1.0, tag_output: bool = False) -> None:
+                 package: types.ModuleType, compute: str = "explicit", speed: float = 1.0, tag_output: bool = False,
+                 seed: int = 0) -> None:
         self.world = world
+        self.seed = seed
         self.path = path.resolve()
         self.folder = self.path.parent
         self.argv = [str(path), *argv]
@@ -306,6 +446,9 @@ class Runner:
         self.tag_output = tag_output
         self.private_names: set[str] = {"__main__"}
         self.current: RankContext | None = None
+        self.out: Any = None  # the rank-aware stdout and stderr while the program runs
+        self.err: Any = None
+        self._local: dict[int, tuple[int, int]] | None = None
         self.closed = False
         self._user_files: dict[str, bool] = {}
         #: The frame that made the MPI call in progress (set by the MPI module on every call).
@@ -323,6 +466,7 @@ class Runner:
                 modules.pop(name, None)
             else:
                 modules[name] = mine
+        sys.stdout, sys.stderr = ctx.stdout, ctx.stderr
         self.current = ctx
 
     def _leave(self, ctx: RankContext) -> None:
@@ -331,6 +475,20 @@ class Runner:
             module = modules.get(name)
             if module is not None:
                 ctx.private[name] = module
+        ctx.stdout, ctx.stderr = sys.stdout, sys.stderr
+        sys.stdout, sys.stderr = self.out, self.err
+
+    def launcher_environ(self, rank: int) -> dict[str, str]:
+        """The variables MPICH's launcher (hydra) gives process *rank*."""
+        if self._local is None:  # (index on its node, ranks on its node) of every rank, worked out once
+            node_of = self.world.topology.node_of
+            nodes: dict[int, list[int]] = {}
+            for r in range(self.world.size):
+                nodes.setdefault(node_of(r), []).append(r)
+            self._local = {r: (i, len(ranks)) for ranks in nodes.values() for i, r in enumerate(ranks)}
+        index, count = self._local[rank]
+        return {"PMI_RANK": str(rank), "PMI_SIZE": str(self.world.size), "MPI_LOCALRANKID": str(index),
+                "MPI_LOCALNRANKS": str(count)}
 
     def _drive(self, comm: Any) -> Generator[Any, Any, Any]:
         """The SimPy process of one rank: switch into its greenlet, run the calls it hands over."""
@@ -413,15 +571,24 @@ class Runner:
 
     def run(self) -> None:
         """Run the program on every rank to the end (see the class docstring)."""
-        saved_modules = {name: sys.modules.get(name) for name in ("__main__", "mpi4py", "mpi4py.MPI")}
-        saved = (sys.argv, sys.path[:], sys.stdout, sys.stderr, sys.stdin)
+        saved_modules = {name: sys.modules.get(name) for name in ("__main__", "mpi4py", "mpi4py.MPI", *PER_RANK_STDLIB)}
+        saved = (sys.argv, sys.path[:], sys.stdout, sys.stderr, sys.stdin, os.environ)
         finder = _ProgramFinder(self)
         out, err = _Output(self, sys.stdout, self.tag_output), _Output(self, sys.stderr, self.tag_output)
+        self.out, self.err = out, err
+        for ctx in self.contexts:
+            ctx.stdout, ctx.stderr = out, err
+        generators = _PerRankGenerators(self, self.seed)
+        generators.install()
+        for name in PER_RANK_STDLIB:  # each rank imports its own (see "Privatization")
+            sys.modules.pop(name, None)
+            self.private_names.add(name)
         sys.modules["mpi4py"], sys.modules["mpi4py.MPI"] = self.package, self.mpi_module
         sys.argv = list(self.argv)
         sys.path.insert(0, str(self.folder))
         sys.meta_path.insert(0, finder)
         sys.stdout, sys.stderr, sys.stdin = out, err, _Input(self, sys.stdin)
+        os.environ = _RankEnviron(self, saved[5])  # type: ignore[assignment]  # noqa: B003 (a view, not a clearing)
         self.world.locate = self.where
         self.world.origin = self.origin
         try:
@@ -439,8 +606,11 @@ class Runner:
             self.current = self.site = None
             out.finish()
             err.finish()
+            self._flush_own_streams()
+            generators.remove()
             sys.meta_path.remove(finder)
             sys.argv, sys.path[:], sys.stdout, sys.stderr, sys.stdin = saved[0], saved[1], saved[2], saved[3], saved[4]
+            os.environ = saved[5]  # noqa: B003
             for name in self.private_names:
                 sys.modules.pop(name, None)
             for name, module in saved_modules.items():
@@ -448,6 +618,14 @@ class Runner:
                     sys.modules.pop(name, None)
                 else:
                     sys.modules[name] = module
+
+    def _flush_own_streams(self) -> None:
+        """Flush the files ranks made their stdout or stderr, as a process's exit would."""
+        for ctx in self.contexts:
+            for stream in (ctx.stdout, ctx.stderr):
+                if stream is not None and stream is not self.out and stream is not self.err:
+                    with contextlib.suppress(Exception):
+                        stream.flush()
 
     def _kill_suspended(self) -> None:
         """End the greenlets of ranks a failure left suspended, now, rather than whenever they are collected."""

@@ -55,7 +55,7 @@ def run_mpi4py(params: Any, ctx: RunContext) -> WorkloadOutput:
     file = program_file(params, ctx.base_dir)
     world = ctx.new_world()
     runner = Runner(world, file, list(params.args), mpi_module=mpi_module, package=mpi4py_package(),
-                    compute=params.compute, speed=params.speed, tag_output=params.tag_output)
+                    compute=params.compute, speed=params.speed, tag_output=params.tag_output, seed=ctx.seed)
     runner.run()
     out = WorkloadOutput()
     times = runner.mpi_times()

@@ -80,3 +80,64 @@ def test_lowercase_collectives_return_copies_never_the_callers_object(tmp_path):
         print("ok", r)
         """)
     assert sorted(out.split("\n")) == ["", "ok 0", "ok 1", "ok 2", "ok 3"]
+
+
+def test_each_rank_has_its_own_random_generators_logging_environment_and_stdout(tmp_path):
+    # Under mpiexec each rank is a process: np.random.seed(rank), random.seed(rank),
+    # logging.basicConfig, os.environ and sys.stdout are its own. Seeded draws equal a lone
+    # process's; so do the launcher's variables (MPICH's hydra sets PMI_RANK, PMI_SIZE).
+    out = ok(tmp_path, f"""\
+        import logging, os, random, sys
+        import numpy as np
+        from mpi4py import MPI
+        comm = MPI.COMM_WORLD
+        r, p = comm.rank, comm.size
+        np.random.seed(r)
+        random.seed(r)
+        logging.basicConfig(level=logging.INFO, format=f"[rank {{r}}] %(message)s", stream=sys.stdout)
+        os.environ["MY_RANK"] = str(r)
+        comm.Barrier()   # every rank has set its own state before any reads it back
+        assert np.random.randint(0, 1000, 3).tolist() == np.random.RandomState(r).randint(0, 1000, 3).tolist()
+        assert random.random() == random.Random(r).random()
+        assert os.environ["MY_RANK"] == str(r) and os.getenv("MY_RANK") == str(r)
+        assert os.environ["PMI_RANK"] == str(r) and os.environ["PMI_SIZE"] == str(p)
+        logging.info("hello")
+        with open(f"{tmp_path}/log{{r}}.txt", "w") as log:
+            sys.stdout = log
+            print("to my file", r)
+            comm.Barrier()   # the others print to their files meanwhile
+        """)
+    assert sorted(line for line in out.splitlines() if line) == [f"[rank {r}] hello" for r in range(4)]
+    assert [(tmp_path / f"log{r}.txt").read_text() for r in range(4)] == [f"to my file {r}\n" for r in range(4)]
+
+
+def test_unseeded_generators_differ_between_ranks_and_repeat_between_runs(tmp_path):
+    program = """\
+        import random
+        import numpy as np
+        from mpi4py import MPI
+        comm = MPI.COMM_WORLD
+        draws = comm.gather((random.random(), float(np.random.rand())), root=0)
+        if comm.rank == 0:
+            assert len(set(draws)) == comm.size, draws
+            print(draws)
+        """
+    assert ok(tmp_path, program) == ok(tmp_path, program)
+
+
+def test_a_module_the_program_imports_from_another_folder_is_each_ranks_own(tmp_path, tmp_path_factory):
+    # A course's helper module found through sys.path: its module-level rank is each rank's.
+    helpers = tmp_path_factory.mktemp("common")  # beside the program's folder, not in it
+    (helpers / "course_helper.py").write_text("from mpi4py import MPI\nRANK = MPI.COMM_WORLD.Get_rank()\ncalls = []\n")
+    ok(tmp_path, f"""\
+        import sys
+        sys.path.insert(0, {str(helpers)!r})
+        import course_helper
+        from mpi4py import MPI
+        comm = MPI.COMM_WORLD
+        course_helper.calls.append(comm.rank)
+        comm.Barrier()
+        assert course_helper.RANK == comm.rank, course_helper.RANK
+        assert course_helper.calls == [comm.rank], course_helper.calls
+        assert comm.allreduce(course_helper.RANK) == sum(range(comm.size))
+        """)
