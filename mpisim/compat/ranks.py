@@ -75,6 +75,7 @@ from typing import Any, TextIO
 import numpy as np
 from greenlet import GreenletExit, getcurrent, greenlet
 
+from mpisim.engine.events import Call
 from mpisim.errors import MPIError, ProgramError
 
 COMPUTE_MODES = ("none", "measured", "explicit")
@@ -82,6 +83,15 @@ COMPUTE_MODES = ("none", "measured", "explicit")
 PER_RANK_STDLIB = ("logging", "logging.handlers", "logging.config")
 #: Simulated time an unsuccessful ``Test``/``Iprobe`` costs (about one poll of a NIC's queue).
 POLL_TIME = 1e-6
+#: Simulated time the other ranks run on after one fails (exits non-zero or raises), before the
+#: launcher stops them: ``mpiexec`` notices a failed process and kills the rest within
+#: milliseconds, so what they print meanwhile -- a rank already past the call the failed one
+#: left -- still appears, as it does under MPICH.
+LAUNCHER_GRACE = 1e-3
+
+
+class _LauncherStop(Exception):
+    """The launcher's grace after a failed rank is over: the run stops (see LAUNCHER_GRACE)."""
 
 
 class ProgramExit(MPIError):
@@ -449,6 +459,7 @@ class Runner:
         self.out: Any = None  # the rank-aware stdout and stderr while the program runs
         self.err: Any = None
         self._local: dict[int, tuple[int, int]] | None = None
+        self.failure: MPIError | None = None  # the first rank's failure, reported when the run ends
         self.closed = False
         self._user_files: dict[str, bool] = {}
         #: The frame that made the MPI call in progress (set by the MPI module on every call).
@@ -521,7 +532,17 @@ class Runner:
                 self._enter(ctx)
                 out = g.throw(exc)
         self._leave(ctx)
-        return self._finished(ctx, *out)
+        try:
+            return self._finished(ctx, *out)
+        except MPIError as failure:  # the rank failed: the others go on for the launcher's grace
+            if self.failure is None:
+                self.failure = failure
+                Call(ctx.env, self._stop, None, LAUNCHER_GRACE)
+            return None
+
+    @staticmethod
+    def _stop(_: Any) -> None:
+        raise _LauncherStop
 
     def _finished(self, ctx: RankContext, how: str, value: Any) -> Any:
         if how == "exit":
@@ -595,12 +616,11 @@ class Runner:
             self.world.launch(self._drive)
             try:
                 self.world.run()
-            except ProgramError as exc:  # say what the others were doing while they still are
-                elsewhere = self.world.where_ranks_are()
-                if elsewhere:
-                    raise ProgramError(f"{exc}\nthe other ranks at that moment:\n" + "\n".join(elsewhere)) \
-                        from exc.__cause__
-                raise
+            except (_LauncherStop, MPIError):
+                if self.failure is None:
+                    raise
+            if self.failure is not None:
+                raise self._reported(self.failure)
         finally:
             self._kill_suspended()
             self.current = self.site = None
@@ -618,6 +638,15 @@ class Runner:
                     sys.modules.pop(name, None)
                 else:
                     sys.modules[name] = module
+
+    def _reported(self, failure: MPIError) -> MPIError:
+        """*failure* as reported: a rank's exception says where the others were when the run stopped."""
+        elsewhere = self.world.where_ranks_are()
+        if not isinstance(failure, ProgramError) or not elsewhere:
+            return failure
+        error = ProgramError(f"{failure}\nthe other ranks when the launcher stopped them:\n" + "\n".join(elsewhere))
+        error.__cause__ = failure.__cause__
+        return error
 
     def _flush_own_streams(self) -> None:
         """Flush the files ranks made their stdout or stderr, as a process's exit would."""

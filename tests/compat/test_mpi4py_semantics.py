@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.compat.test_mpi4py_api import ok
+from tests.compat.test_mpi4py_api import ok, run
 
 #: Elements per rank: eager (below laptop-shm's 4 KiB eager limit) and rendezvous.
 SIZES = [4, 4096]
@@ -141,3 +141,24 @@ def test_a_module_the_program_imports_from_another_folder_is_each_ranks_own(tmp_
         assert course_helper.calls == [comm.rank], course_helper.calls
         assert comm.allreduce(course_helper.RANK) == sum(range(comm.size))
         """)
+
+
+def test_when_one_rank_fails_the_others_run_on_until_the_launcher_stops_them(tmp_path):
+    # Under mpiexec the ranks already past the call the failed rank left still print; ranks
+    # waiting for it (here in a polling loop that would never end) are stopped.
+    code, out, err = run(tmp_path, """\
+        from mpi4py import MPI
+        comm = MPI.COMM_WORLD
+        r = comm.rank
+        total = comm.allreduce(r)
+        print(f"rank {r}: total {total}")
+        if r == 0:
+            raise ValueError("rank 0 gives up")
+        if r == 1:
+            while not comm.Iprobe(source=0):   # nothing will ever come
+                pass
+        """)
+    assert code == 1
+    assert sorted(out.splitlines()) == [f"rank {r}: total 6" for r in range(4)]
+    assert "rank 0 raised ValueError: rank 0 gives up" in err
+    assert "the other ranks when the launcher stopped them:" in err and "rank 1:" in err
