@@ -897,19 +897,23 @@ class World:
             )
 
     def _waits_for(self, rank: int) -> list[int]:
-        """World ranks that *rank* is waiting for (the edges of the wait-for graph)."""
+        """World ranks that *rank* is waiting for, each one of them (the edges of the wait-for graph).
+
+        A receive from ``ANY_SOURCE`` waits for *some* rank, not for each: it gives no edge, so
+        a cycle found is one where every rank waits for the next in particular.
+        """
         state = self.states[rank]
         peers: list[int] = []
         if state.blocked_call == "synchronize()":
             return [r for r, st in enumerate(self.states) if st.blocked_call != "synchronize()" and r != rank]
         for req in state.waiting_on:
-            if req.triggered:
-                continue
-            if req.peer == ANY_SOURCE:
-                peers.extend(r for r in req.comm.group if r != rank)
-            elif req.peer >= 0:
+            if not req.triggered and req.peer >= 0:
                 peers.append(req.comm.group[req.peer])
         return sorted(set(peers))
+
+    def _waits_for_anyone(self, rank: int) -> bool:
+        """True if *rank* is blocked in a receive (or probe) from ``ANY_SOURCE``."""
+        return any(not req.triggered and req.peer == ANY_SOURCE for req in self.states[rank].waiting_on)
 
     def _close_blocked_spans(self, blocked: list[int]) -> None:
         """Record the span of every call the deadlock leaves blocked, up to now.
@@ -946,6 +950,10 @@ class World:
         cycle = self._find_cycle(blocked)
         if cycle and not any(self.states[r].collective for r in cycle):
             lines.append("  cycle of waits: " + " -> ".join(f"rank {r}" for r in cycle))
+        elif any_source := [r for r in blocked if self._waits_for_anyone(r)]:
+            who = "every blocked rank waits" if len(any_source) == len(blocked) else \
+                f"rank{'s' if len(any_source) > 1 else ''} {', '.join(map(str, any_source))} wait{'' if len(any_source) > 1 else 's'}"
+            lines.append(f"  {who} for a message from any rank, and no rank that could send one ever will (each is blocked or has finished)")
         return "\n".join(lines)
 
     def _at(self, rank: int) -> str:

@@ -162,3 +162,17 @@ def test_when_one_rank_fails_the_others_run_on_until_the_launcher_stops_them(tmp
     assert sorted(out.splitlines()) == [f"rank {r}: total 6" for r in range(4)]
     assert "rank 0 raised ValueError: rank 0 gives up" in err
     assert "the other ranks when the launcher stopped them:" in err and "rank 1:" in err
+
+
+def test_a_deadlock_of_receives_from_any_source_names_no_false_cycle(tmp_path):
+    # Each rank waits for *some* rank, not for a particular one: no cycle of waits exists to name.
+    code, _, err = run(tmp_path, """\
+        from mpi4py import MPI
+        comm = MPI.COMM_WORLD
+        msg = comm.recv(source=MPI.ANY_SOURCE, tag=0)
+        comm.send(comm.rank, dest=(comm.rank + 1) % comm.size, tag=0)
+        """)
+    assert code == 1
+    assert "deadlock: 4 rank(s) blocked" in err
+    assert "cycle of waits" not in err
+    assert "every blocked rank waits for a message from any rank" in err
