@@ -78,6 +78,7 @@ class Comm:
         self._coll: Comm | None = None
         self._collective_calls = 0
         self._derived = 0  # how many dup/split calls this rank made on this communicator
+        self._created: dict[tuple, int] = {}  # create_group calls per (members, tag)
         self._subs: dict[tuple, Comm | None] = parent._subs if parent is not None else {}
 
     # ------------------------------------------------------------------ identity
@@ -427,6 +428,32 @@ class Comm:
         new_rank = [r for _, r in members].index(self._rank)
         ctx = self.world.context_for((self.context, "split", seq, int(color)))
         return type(self)(self.world, group, new_rank, ctx)
+
+    def create_group(self, members: Sequence[int], tag: int = 0) -> Proc[Comm]:
+        """A communicator of *members* (world ranks of this communicator, in that order) (``MPI_Comm_create_group``).
+
+        Collective over the members only, who each pass the same members and *tag*; the others
+        take no part. The members agree on the new context with one exchange of a small row
+        each among themselves (ceil(lg m) rounds of messages), as for :meth:`dup`.
+        """
+        members = tuple(int(m) for m in members)
+        me = self.group[self._rank]
+        outside = [m for m in members if m not in self.group]
+        if me not in members or outside:
+            what = f"rank {outside[0]} is not in the communicator" if outside else "the caller is not in the group"
+            raise MPIError(f"rank {me}: create_group: {what}: only the group's members call it")
+        key = (members, tag)
+        self._created[key] = count = self._created.get(key, 0) + 1
+        ctx = self.world.context_for((self.context, "create_group", members, tag, count))
+        comm = type(self)(self.world, members, members.index(me), ctx)
+        comm.internal = self.internal
+        table = (yield from comm._allgather_small(np.array([comm._rank, tag, count], dtype=np.int64))).reshape(-1, 3)
+        other = table[(table[:, 1] != tag) | (table[:, 2] != count)]
+        if len(other):
+            raise MPIError(f"rank {me}: create_group(tag={tag}) is this rank's call #{count} with this group, but rank "
+                           f"{members[int(other[0][0])]}'s is create_group(tag={int(other[0][1])}) #{int(other[0][2])}: "
+                           "every member must make the same calls in the same order")
+        return comm
 
     def sub(self, ranks: Sequence[int], label: str = "") -> Comm | None:
         """Return the communicator of the given ranks of this one (``None`` if this rank is not in it).

@@ -176,3 +176,31 @@ def test_a_deadlock_of_receives_from_any_source_names_no_false_cycle(tmp_path):
     assert "deadlock: 4 rank(s) blocked" in err
     assert "cycle of waits" not in err
     assert "every blocked rank waits for a message from any rank" in err
+
+
+def test_groups_and_the_communicators_made_from_them(tmp_path):
+    # What MPICH gives for the same calls (checked under mpiexec -n 6).
+    ok(tmp_path, """\
+        from mpi4py import MPI
+        comm = MPI.COMM_WORLD
+        r, p = comm.rank, comm.size
+        world = comm.Get_group()
+        evens, odds = world.Incl(list(range(0, p, 2))), world.Excl(list(range(0, p, 2)))
+        assert (evens.Get_size(), odds.size) == (3, 3)
+        assert evens.Get_rank() == (r // 2 if r % 2 == 0 else MPI.UNDEFINED)
+        assert MPI.Group.Translate_ranks(odds, [0, 1, 2], world) == [1, 3, 5]
+        assert MPI.Group.Translate_ranks(world, [0, 1, 2], odds) == [MPI.UNDEFINED, 0, MPI.UNDEFINED]
+        assert MPI.Group.Union(odds, evens).Translate_ranks([0, 3], world) == [1, 0]
+        assert MPI.Group.Intersection(world, odds).Compare(odds) == MPI.IDENT
+        assert MPI.Group.Difference(world, odds).Compare(evens) == MPI.IDENT
+        assert world.Incl([1, 0, 2, 3, 4, 5]).Compare(world) == MPI.SIMILAR
+        backwards = comm.Create(world.Incl([5, 3, 1]))   # collective over comm; order from the group
+        if r % 2:
+            assert (backwards.Get_rank(), backwards.Get_size()) == ((5 - r) // 2, 3)
+            assert backwards.allgather(r) == [5, 3, 1]
+            mine = comm.Create_group(odds, tag=7)        # only the members call it
+            assert mine.Get_rank() == r // 2 and mine.allreduce(r) == 9
+            mine.Free()
+        else:
+            assert backwards == MPI.COMM_NULL
+        """, 6)
