@@ -15,9 +15,9 @@ unchanged::
         comm.Recv(data, source=0, tag=7)                          # fills the program's array
     total = comm.allreduce(rank, op=MPI.SUM)                     # any picklable object
 
-* lowercase calls (``send, recv, bcast, allreduce, ...``) move Python objects, pickled as
+* lowercase calls (``send, recv, bcast, allreduce, scan, ...``) move Python objects, pickled as
   mpi4py pickles them, so the simulated messages have mpi4py's sizes;
-* uppercase calls (``Send, Recv, Bcast, Allreduce, Gatherv, ...``) move the program's own
+* uppercase calls (``Send, Recv, Bcast, Allreduce, Gatherv, Scan, ...``) move the program's own
   buffers (numpy arrays, bytearray, array.array, mmap; ``[buf, count, MPI.BYTE]`` specs) and
   receive into them, through the same protocols and collective algorithms as every other
   mpisim workload (:mod:`mpisim.compat.buffers`);
@@ -807,6 +807,14 @@ class Comm:
         result = ctx.block(_coll.reduce_obj(self._c, sendobj, op, op.commute, 0))
         return ctx.block(_coll.bcast_obj(self._c, result, 0))
 
+    def scan(self, sendobj: Any, op: Op = SUM) -> Any:
+        """Return the reduction of ranks 0..rank's objects with *op*, in rank order (``MPI_Scan``)."""
+        return _here("Comm.scan").block(_coll.scan_obj(self._c, sendobj, _as_op(op), exclusive=False))
+
+    def exscan(self, sendobj: Any, op: Op = SUM) -> Any:
+        """Return the reduction of ranks 0..rank-1's objects with *op* (``MPI_Exscan``); None on rank 0."""
+        return _here("Comm.exscan").block(_coll.scan_obj(self._c, sendobj, _as_op(op), exclusive=True))
+
     # ---- collectives, buffers
 
     # The generator Comm's uppercase forms do the work (IN_PLACE, filling the receive buffer);
@@ -860,6 +868,17 @@ class Comm:
         full = np.asarray(total).reshape(-1) if c.rank == 0 else None
         ctx.block(_coll.collective(c, "scatterv", "scatterv(root=0)", into.nbytes,
                                    _coll.scatterv(c, full, counts, _coll.offsets(counts), into, 0)))
+
+    def Scan(self, sendbuf: Any, recvbuf: Any, op: Op = SUM) -> None:
+        """Rank r's *recvbuf* gets the reduction of ranks 0..r's buffers (``MPI_Scan``; ``IN_PLACE``)."""
+        _scan(_here("Comm.Scan"), self._c, "Scan", sendbuf, recvbuf, op, exclusive=False)
+
+    def Exscan(self, sendbuf: Any, recvbuf: Any, op: Op = SUM) -> None:
+        """Rank r's *recvbuf* gets the reduction of ranks 0..r-1's buffers (``MPI_Exscan``; ``IN_PLACE``).
+
+        Rank 0's *recvbuf* is left as it was (MPI leaves it undefined; MPICH does not touch it).
+        """
+        _scan(_here("Comm.Exscan"), self._c, "Exscan", sendbuf, recvbuf, op, exclusive=True)
 
     def Gather(self, sendbuf: Any, recvbuf: Any, root: int = 0) -> None:
         """Gather equal blocks into root's *recvbuf* in rank order (``MPI_Gather``)."""
@@ -937,6 +956,13 @@ class Comm:
             c, source, send.counts, send.displs, recv.array, recv.counts, recv.displs)))
 
 
+def _scan(ctx: RankContext, c: Any, call: str, sendbuf: Any, recvbuf: Any, op: Any, exclusive: bool) -> None:
+    """``Scan``/``Exscan``: MPICH's recursive doubling (:func:`mpisim.compat.collectives.scan_buffers`)."""
+    recv = _recv_array(recvbuf, call)
+    send = recv if sendbuf is IN_PLACE else _array(sendbuf, call)
+    if send.size != recv.size:  # mpi4py's check, before any message
+        raise ValueError(f"rank {ctx.rank}: {call}: mismatch in send count {send.size} and receive count {recv.size}")
+    ctx.block(_coll.scan_buffers(c, send, recv, _as_op(op).sim(call), exclusive))
 class Group:
     """An ordered set of processes (``MPI_Group``): what a communicator is made of, without its contexts.
 

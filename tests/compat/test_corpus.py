@@ -38,6 +38,8 @@ PROGRAMS = [
     ("head_to_head.py", 2, ["1024"], "", False),
     ("collectives.py", 4, [], "", False),
     ("collectives.py", 3, [], "", False),
+    ("scan.py", 7, [], "", False),
+    ("scan.py", 8, [], "", False),
 ]
 
 
