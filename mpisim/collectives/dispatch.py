@@ -28,7 +28,7 @@ from mpisim.collectives import registry, select
 from mpisim.collectives.calls import world_table
 from mpisim.engine.records import CollectiveRecord
 from mpisim.engine.sim import Proc
-from mpisim.errors import MPIError
+from mpisim.errors import InvalidRootError, MPIError
 from mpisim.mpi.comm import Comm
 from mpisim.mpi.ops import SUM, Op, get_op
 from mpisim.mpi.payload import DataPayload, Payload, SizePayload
@@ -116,7 +116,8 @@ def run_collective(comm: Comm, collective: str, algorithm: str | None, *, buf: A
     if payload is None and collective != "barrier":
         raise MPIError(f"rank {comm.world_rank}: {collective} needs a buffer on every rank")
     if collective in ROOTED and not 0 <= root < comm.size:
-        raise MPIError(f"rank {comm.world_rank}: {collective}(root={root}) is not a rank of a communicator of size {comm.size}")
+        raise InvalidRootError(f"rank {comm.world_rank}: {collective}(root={root}) is not a rank of a communicator "
+                               f"of size {comm.size}")
     itemsize = payload.dtype.itemsize if payload is not None else 1
     algo, size, signature, _ = _prepare(comm, collective, algorithm, nbytes, op, root, itemsize)
     call = comm.next_collective(signature)

@@ -15,6 +15,12 @@ and a send reads from it, as MPI does. Objects exposing ``__cuda_array_interface
 (CuPy, PyTorch) are read through ``numpy.from_dlpack`` when they live in host memory.
 
 :class:`Datatype` is MPI's named type: a numpy dtype with MPI's name and size.
+
+A buffer mpi4py refuses is refused with mpi4py's exception and words
+(:class:`BufferSpecError` carries which): a non-contiguous array (``A[:, 0]``) or a read-only
+receive buffer is a BufferError, a buffer that does not hold whole elements of the datatype
+named for it (``[np.zeros(3), MPI.DOUBLE_INT]``) a ValueError, anything that is not a buffer a
+TypeError.
 """
 
 from __future__ import annotations
@@ -24,9 +30,16 @@ from typing import Any
 
 import numpy as np
 
+from mpisim.compat.unsupported import Strict, unsupported
 
-class Datatype:
-    """A named MPI datatype (``MPI.DOUBLE``): MPI's name over a numpy dtype."""
+
+class Datatype(metaclass=Strict):
+    """A named MPI datatype (``MPI.DOUBLE``): MPI's name over a numpy dtype.
+
+    The derived-datatype constructors (``Create_vector``, ``Create_struct``, ...) and other
+    names mpisim does not simulate are an UnsupportedCall naming them, on an instance as on the
+    class (``MPI.Datatype.Create_struct``).
+    """
 
     __slots__ = ("dtype", "name")
 
@@ -36,13 +49,13 @@ class Datatype:
 
     # mpi4py's methods, as programs call them
     def Get_size(self) -> int:
-        """Size of one element in bytes (``MPI_Type_size``)."""
-        return self.dtype.itemsize
+        """Bytes of data in one element (``MPI_Type_size``): a pair type's padding is not data (DOUBLE_INT: 12)."""
+        return _data_size(self.dtype)
 
     @property
     def size(self) -> int:
-        """Size of one element in bytes."""
-        return self.dtype.itemsize
+        """Bytes of data in one element."""
+        return _data_size(self.dtype)
 
     def Get_extent(self) -> tuple[int, int]:
         """``(lower bound, extent)``: a named type is contiguous, so ``(0, size)``."""
@@ -50,7 +63,7 @@ class Datatype:
 
     @property
     def extent(self) -> int:
-        """Extent in bytes (equal to the size for these contiguous types)."""
+        """Extent in bytes: the size, and for a pair type its padding too (DOUBLE_INT: 16)."""
         return self.dtype.itemsize
 
     def Get_name(self) -> str:
@@ -81,6 +94,21 @@ class Datatype:
     def __repr__(self) -> str:
         return f"<mpi4py.MPI.Datatype {self.name}>"
 
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_") or name in Datatype.__slots__:
+            raise AttributeError(name)
+        raise unsupported(f"Datatype.{name}")
+
+
+def _data_size(dtype: np.dtype) -> int:
+    """Bytes of *dtype* that are data, not padding (C's struct padding of the MAXLOC/MINLOC pair types)."""
+    if dtype.subdtype is not None:
+        base, shape = dtype.subdtype
+        return _data_size(base) * int(np.prod(shape))
+    if dtype.fields:
+        return sum(_data_size(field[0]) for field in dtype.fields.values())
+    return dtype.itemsize
+
 
 def _pair(value: str) -> np.dtype:
     """``struct {value; int}``, laid out as C lays it out (MAXLOC/MINLOC pair types)."""
@@ -104,6 +132,7 @@ DATATYPES: dict[str, Datatype] = {
         "FLOAT_INT": _pair("f4"), "DOUBLE_INT": _pair("f8"), "LONG_DOUBLE_INT": _pair("g"),
     }.items()
 }
+DATATYPES["TWOINT"].name = "MPI_2INT"  # MPI's name; mpi4py's attribute is TWOINT
 DATATYPES["INT_INT"] = DATATYPES["TWOINT"]
 
 #: ``MPI._typedict``: numpy's one-letter type codes to MPI datatypes (mpi4py has it too).
@@ -128,8 +157,16 @@ def datatype_of(dtype: np.dtype) -> Datatype:
     return Datatype(f"numpy {dtype}", dtype)
 
 
-class BufferError(TypeError):
-    """A buffer argument mpi4py would refuse (not a buffer, wrong datatype size, too short)."""
+class BufferSpecError(TypeError):
+    """A buffer argument mpi4py would refuse (not a buffer, wrong datatype size, too short).
+
+    ``raises`` is the exception mpi4py raises for it: the builtin BufferError (not contiguous,
+    not writable), ValueError (not whole elements of the datatype) or TypeError (the rest).
+    """
+
+    def __init__(self, message: str, raises: type[Exception] = TypeError) -> None:
+        super().__init__(message)
+        self.raises = raises
 
 
 @dataclass
@@ -146,30 +183,38 @@ def _memory(obj: Any) -> np.ndarray:
     """*obj*'s memory as a one-dimensional numpy array of its own element type (a view)."""
     if isinstance(obj, np.ndarray):
         if not (obj.flags.c_contiguous or obj.flags.f_contiguous):
-            raise BufferError("the array is not contiguous (MPI needs one block of memory; pass a copy)")
+            raise BufferSpecError("dlpack: buffer is not contiguous (MPI needs one block of memory; "
+                                  "pass a copy: np.ascontiguousarray)", BufferError)
         return obj.reshape(-1, order="A")
     if hasattr(obj, "__dlpack__") and not isinstance(obj, bytes | bytearray | memoryview):
         try:
             return _memory(np.from_dlpack(obj))
-        except (TypeError, RuntimeError, BufferError, ValueError):
+        except (TypeError, RuntimeError, BufferError, ValueError):  # BufferError: the builtin (not contiguous)
             pass  # a device array numpy cannot read in place: fall back to its buffer, if any
     try:
         view = memoryview(obj)
     except TypeError:
-        raise BufferError(f"expected a buffer (numpy array, bytearray, array.array, mmap), got {type(obj).__name__}") \
-            from None
+        raise BufferSpecError(f"expected a buffer (numpy array, bytearray, array.array, mmap), got "
+                              f"{type(obj).__name__}") from None
     if view.format in ("B", "b", "c") or view.itemsize == 1:
         return np.frombuffer(view, dtype=np.uint8) if view.nbytes else np.zeros(0, np.uint8)
     return np.frombuffer(view, dtype=np.dtype(view.format)).reshape(-1) if view.nbytes else np.zeros(0)
 
 
-def _retype(array: np.ndarray, datatype: Datatype) -> np.ndarray:
-    """View *array*'s bytes as elements of *datatype* (the memory is reinterpreted, as MPI does)."""
+def _retype(array: np.ndarray, datatype: Datatype, counted: bool) -> np.ndarray:
+    """View *array*'s bytes as elements of *datatype* (the memory is reinterpreted, as MPI does).
+
+    Without a count (*counted* false) the buffer must hold whole elements, as mpi4py infers
+    the count from it; with one, the whole elements it holds are enough.
+    """
     if array.dtype == datatype.dtype:
         return array
-    if array.nbytes % datatype.dtype.itemsize:
-        raise BufferError(f"a buffer of {array.nbytes} B does not hold whole elements of {datatype.name} "
-                          f"({datatype.dtype.itemsize} B each)")
+    size = datatype.dtype.itemsize
+    if array.nbytes % size:
+        if not counted:
+            raise BufferSpecError(f"message: cannot infer count, buffer length {array.nbytes} is not a multiple of "
+                                  f"datatype extent {size} (lb:0, ub:{size})", ValueError)
+        array = array.view(np.uint8)[:array.nbytes - array.nbytes % size]
     return array.view(np.uint8).view(datatype.dtype)
 
 
@@ -191,14 +236,14 @@ def parse(spec: Any, *, vector: bool = False) -> Spec:
         array = _memory(spec)
         return Spec(array, datatype_of(array.dtype))
     if not spec:
-        raise BufferError("an empty buffer specification")
+        raise BufferSpecError("an empty buffer specification")
     items = list(spec)
     obj, rest = items[0], items[1:]
     datatype = None
     if rest and _datatype(rest[-1]) is not None:
         datatype = _datatype(rest.pop())
     memory = _memory(obj)
-    array = _retype(memory, datatype) if datatype is not None else memory
+    array = _retype(memory, datatype, bool(rest)) if datatype is not None else memory
     datatype = datatype or datatype_of(array.dtype)
     if vector:
         counts: Any = None
@@ -211,14 +256,14 @@ def parse(spec: Any, *, vector: bool = False) -> Spec:
         if counts is None:
             return Spec(array, datatype)
         if np.isscalar(counts):
-            raise BufferError("a v-call needs a count per rank, got a single count")
+            raise BufferSpecError("a v-call needs a count per rank, got a single count")
         counts = [int(c) for c in counts]
         if displs is None:
             displs = list(np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(int)) if counts else []
         displs = [int(d) for d in displs]
         end = max((d + c for d, c in zip(displs, counts, strict=False)), default=0)
         if end > array.size:
-            raise BufferError(f"counts and displacements reach element {end}, but the buffer holds {array.size}")
+            raise BufferSpecError(f"counts and displacements reach element {end}, but the buffer holds {array.size}")
         return Spec(array, datatype, counts, displs)
     count, displ = None, 0
     if len(rest) == 1:
@@ -228,19 +273,19 @@ def parse(spec: Any, *, vector: bool = False) -> Spec:
     elif len(rest) == 2:
         count, displ = rest
     elif rest:
-        raise BufferError(f"expected [buf, count, datatype], got a list of {len(items)} items")
+        raise BufferSpecError(f"expected [buf, count, datatype], got a list of {len(items)} items")
     if count is None:
         count = array.size - displ
     count, displ = int(count), int(displ)
     if displ + count > array.size:
-        raise BufferError(f"count {count} (from element {displ}) is more than the buffer's {array.size} elements "
-                          f"of {datatype.name}")
+        raise BufferSpecError(f"count {count} (from element {displ}) is more than the buffer's {array.size} "
+                              f"elements of {datatype.name}")
     return Spec(array[displ:displ + count], datatype)
 
 
 def writable(spec: Spec, call: str) -> np.ndarray:
     """The spec's elements, checked writeable (a receive writes into them)."""
     if not spec.array.flags.writeable:
-        raise BufferError(f"{call}: the receive buffer is read-only (bytes or a read-only array); "
-                          "pass a bytearray or a writeable numpy array")
+        raise BufferSpecError("Object is not writable. (the receive buffer is read-only, bytes or a read-only "
+                              "array: pass a bytearray or a writeable numpy array)", BufferError)
     return spec.array

@@ -27,6 +27,17 @@ unchanged::
 ``MPI.COMM_WORLD`` is one object shared by the program's module code on every rank; each
 call resolves it to the calling rank's communicator. A name mpisim does not simulate raises
 :class:`~mpisim.compat.ranks.UnsupportedCall` naming the call and the rank.
+
+**Lifecycle, per rank, as mpi4py and MPICH have it.** ``from mpi4py import MPI`` initializes
+the rank's MPI (unless ``mpi4py.rc.initialize`` is False: then ``MPI.Init()`` or
+``MPI.Init_thread()`` does); ``MPI.Finalize()`` ends it, and ``Is_initialized()`` and
+``Is_finalized()`` say where the rank is. A second ``Init`` raises ``MPI.Exception``
+(``ERR_OTHER``); an MPI call before ``Init`` or after ``Finalize`` ends the rank with status 1,
+as MPICH does, with one line naming the rank, the call and its line.
+
+**Errors.** ``MPI.Exception`` is :class:`~mpisim.errors.MPIError`, a RuntimeError, so
+``except MPI.Exception`` catches what mpisim raises (truncation, invalid rank, tag, root,
+communicator), and ``Get_error_class()`` says which, with MPICH's ``MPI.ERR_*`` values.
 """
 
 from __future__ import annotations
@@ -44,23 +55,36 @@ from mpisim.compat import collectives as _coll
 from mpisim.compat.buffers import DATATYPES as _DATATYPES
 from mpisim.compat.buffers import TYPEDICT as _typedict  # noqa: F401 - mpi4py's name
 from mpisim.compat.buffers import Datatype
-from mpisim.compat.ranks import ProgramExit, RankContext, UnsupportedCall, current, require
-from mpisim.errors import MPIError
+from mpisim.compat.ranks import ProgramExit, RankContext, UnsupportedCall, current, require  # noqa: F401
+from mpisim.compat.tracebacks import suspended_at
+from mpisim.compat.unsupported import Strict, unsupported
+from mpisim.errors import (
+    InvalidArgumentError,
+    InvalidCommunicatorError,
+    MPIError,
+    error_class_of,
+    error_string,
+)
 from mpisim.mpi import constants as _constants
 from mpisim.mpi import ops as _ops
 from mpisim.mpi import payload as _payload
 from mpisim.mpi.constants import (
     ANY_SOURCE,
     ANY_TAG,
+    CART,
     COMM_TYPE_SHARED,
     CONGRUENT,
+    ERR_DIMS,
+    ERR_OTHER,
     IDENT,
     PROC_NULL,
     SIMILAR,
     SUBVERSION,
     SUCCESS,
+    THREAD_FUNNELED,
     THREAD_MULTIPLE,
     THREAD_SERIALIZED,
+    THREAD_SINGLE,
     UNDEFINED,
     UNEQUAL,
     VERSION,
@@ -82,8 +106,12 @@ _CONSTANTS = (
     "WTIME_IS_GLOBAL",
 )
 globals().update({name: getattr(_constants, name) for name in _CONSTANTS})
+# Every error class mpi4py has (ERR_ROOT, ERR_COUNT, ERR_ARG, ...), with MPICH's values.
+globals().update({name: getattr(_constants, name) for name in dir(_constants) if name.startswith("ERR_")})
 
 #: MPI's errors are mpisim's: ``except MPI.Exception`` catches truncation, invalid ranks, ...
+#: (a RuntimeError, with ``Get_error_class()``, ``error_code``, ``error_string`` ... as in mpi4py;
+#: ``MPI.Exception(MPI.ERR_RANK)`` is the exception of that code).
 Exception = MPIError
 
 
@@ -95,25 +123,33 @@ DATATYPE_NULL = Datatype("MPI_DATATYPE_NULL", np.uint8)
 
 
 def _here(call: str) -> RankContext:
-    """The calling rank's context; remembers the caller's frame, the line its messages were sent from."""
+    """The calling rank's context; remembers the caller's frame, the line its messages were sent from.
+
+    A call before ``MPI.Init`` or after ``MPI.Finalize`` ends the rank there (:func:`_check_alive`).
+    """
     ctx = getattr(getcurrent(), "ctx", None)
     if ctx is None:
         return require(f"MPI.{call}")
+    if ctx.cache.get("mpi") != _RUNNING:
+        _check_alive(ctx, call)
     ctx.runner.site = sys._getframe(2)
     return ctx
 
 
-def _unsupported(name: str) -> UnsupportedCall:
-    ctx = current()
-    who = f"rank {ctx.rank}: " if ctx is not None else ""
-    return UnsupportedCall(f"{who}MPI.{name} is not supported by mpisim exec (or is not an mpi4py name); "
-                           "the README lists what is")
+def _alive(call: str) -> None:
+    """For calls that need no context otherwise: MPI must be initialized and not finalized on the calling rank."""
+    ctx = getattr(getcurrent(), "ctx", None)
+    if ctx is not None and ctx.cache.get("mpi") != _RUNNING:
+        _check_alive(ctx, call)
+
+
+_unsupported = unsupported  # MPI.<name> that mpisim does not simulate: an UnsupportedCall naming it and the rank
 
 
 # ------------------------------------------------------------------ reduction operations
 
 
-class Op:
+class Op(metaclass=Strict):
     """A reduction operation: numpy's element-wise function for buffers, Python's for objects."""
 
     def __init__(self, name: str, sim: _ops.Op | None, py: Callable[[Any, Any], Any], commute: bool = True) -> None:
@@ -163,6 +199,11 @@ class Op:
     def __repr__(self) -> str:
         return f"<mpi4py.MPI.Op {self.name}>"
 
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        raise _unsupported(f"Op.{name}")
+
 
 def _logical(fn: Callable[[Any, Any], Any]) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
     return lambda a, b: fn(a, b).astype(np.result_type(a, b))
@@ -210,7 +251,7 @@ OP_NULL = Op("MPI_OP_NULL", None, lambda x, y: _unsupported("OP_NULL"), True)
 # ------------------------------------------------------------------ status and requests
 
 
-class Status(_SimStatus):
+class Status(_SimStatus, metaclass=Strict):
     """``MPI_Status``: ``Get_source``, ``Get_tag``, ``Get_count(datatype=MPI.BYTE)``, ``Get_error``."""
 
     __slots__ = ()
@@ -235,13 +276,18 @@ class Status(_SimStatus):
         """Never: cancelling is not simulated."""
         return False
 
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_") or name in ("source", "tag", "count", "nbytes"):
+            raise AttributeError(name)
+        raise _unsupported(f"Status.{name}")
+
 
 def _copy_status(into: Status | None, source: Any) -> None:
     if into is not None and source is not None:
         into.source, into.tag, into.count, into.nbytes = source.source, source.tag, source.count, source.nbytes
 
 
-class Request:
+class Request(metaclass=Strict):
     """A non-blocking operation: ``Wait, Test``, the class methods ``Waitall, Waitany, Testall``.
 
     The lowercase forms (``wait, test, waitall``) return the received object. A completed
@@ -419,12 +465,17 @@ def _obj(value: Any) -> Any:
     return _coll.loads(value)
 
 
+def _refused(err: _buffers.BufferSpecError, call: str) -> Exception:
+    """A buffer mpi4py refuses, as mpi4py refuses it (BufferError, ValueError or TypeError), naming the rank and the call."""
+    ctx = current()
+    return err.raises(f"rank {ctx.rank if ctx else '?'}: {call}: {err}")
+
+
 def _spec(buf: Any, call: str, **kw: Any) -> _buffers.Spec:
     try:
         return _buffers.parse(buf, **kw)
-    except _buffers.BufferError as err:
-        ctx = current()
-        raise TypeError(f"rank {ctx.rank if ctx else '?'}: {call}: {err}") from None
+    except _buffers.BufferSpecError as err:
+        raise _refused(err, call) from None
 
 
 def _array(buf: Any, call: str) -> np.ndarray:
@@ -446,8 +497,8 @@ def _recv_array(buf: Any, call: str, **kw: Any) -> np.ndarray:
     spec = _spec(buf, call, **kw)
     try:
         return _buffers.writable(spec, call)
-    except _buffers.BufferError as err:
-        raise TypeError(f"rank {_here(call).rank}: {err}") from None
+    except _buffers.BufferSpecError as err:
+        raise _refused(err, call) from None
 
 
 def _send_array(buf: Any, call: str) -> Any:
@@ -455,7 +506,7 @@ def _send_array(buf: Any, call: str) -> Any:
     return buf if buf is IN_PLACE else _array(buf, call)
 
 
-class Comm:
+class Comm(metaclass=Strict):
     """A communicator: mpi4py's ``Comm`` over the calling rank's simulated communicator.
 
     ``MPI.COMM_WORLD`` and ``MPI.COMM_SELF`` resolve to the calling rank's handle on each
@@ -486,7 +537,7 @@ class Comm:
             if mine is None:
                 mine = ctx.cache["self"] = ctx.comm.sub([ctx.comm.rank], label="COMM_SELF")
             return mine
-        raise MPIError(f"rank {ctx.rank}: invalid communicator (MPI.COMM_NULL)")
+        raise InvalidCommunicatorError(f"rank {ctx.rank}: invalid communicator (MPI.COMM_NULL)")
 
     def _on(self, ctx: RankContext) -> Any:
         """:attr:`_c` for a caller that already holds its rank's context (the hot paths)."""
@@ -521,18 +572,22 @@ class Comm:
 
     def Get_rank(self) -> int:
         """This rank's number in the communicator."""
+        _alive("Comm.Get_rank")
         return self._c.rank
 
     def Get_size(self) -> int:
         """Number of ranks in the communicator."""
+        _alive("Comm.Get_size")
         return self._c.size
 
     @property
     def rank(self) -> int:
+        _alive("Comm.rank")
         return self._c.rank
 
     @property
     def size(self) -> int:
+        _alive("Comm.size")
         return self._c.size
 
     def Get_name(self) -> str:
@@ -555,12 +610,21 @@ class Comm:
         return True
 
     is_inter, is_intra = False, True
+    #: True for a communicator with a topology (:class:`Cartcomm`).
+    is_topo = False
 
     def Get_topology(self) -> int:
+        """The communicator's topology: ``MPI.UNDEFINED`` (none), ``MPI.CART`` for a :class:`Cartcomm`."""
+        _alive("Comm.Get_topology")
         return UNDEFINED
+
+    @property
+    def topology(self) -> int:
+        return self.Get_topology()
 
     def Get_attr(self, keyval: int) -> Any:
         """The communicator attributes MPI predefines (``TAG_UB``, ``IO``, ``WTIME_IS_GLOBAL``, ``APPNUM``, ...)."""
+        _alive("Comm.Get_attr")
         return _attribute(keyval)
 
     def Compare(self, other: Comm) -> int:
@@ -623,20 +687,27 @@ class Comm:
     def Free(self) -> None:
         """Release the communicator; it becomes ``COMM_NULL``."""
         if self._which is not None:
-            raise MPIError(f"rank {_here('Comm.Free').rank}: MPI.{self.Get_name()[4:]} cannot be freed")
+            raise InvalidCommunicatorError(f"rank {_here('Comm.Free').rank}: MPI.{self.Get_name()[4:]} cannot be freed")
         self._fixed = None
 
-    def Create_cart(self, dims: Sequence[int], periods: Sequence[bool] | None = None, reorder: bool = False) -> Cartcomm:
-        """A Cartesian grid over the first ``prod(dims)`` ranks (``MPI_Cart_create``; ranks keep their order)."""
+    def Create_cart(self, dims: Sequence[int], periods: Sequence[bool] | bool | None = None,
+                    reorder: bool = False) -> Cartcomm:
+        """A Cartesian grid over the first ``prod(dims)`` ranks (``MPI_Cart_create``; ranks keep their order).
+
+        *periods* is one flag per dimension or one for all (``periods=True``), as in mpi4py.
+        """
         ctx = _here("Comm.Create_cart")
         dims = [int(d) for d in dims]
-        periods = [bool(p) for p in periods] if periods is not None else [False] * len(dims)
+        if periods is None or isinstance(periods, bool | int | np.integer):
+            periods = [bool(periods)] * len(dims)
+        periods = [int(bool(p)) for p in periods]  # MPI's logicals: mpi4py shows them as 0 and 1
         if len(periods) != len(dims):
-            raise MPIError(f"rank {ctx.rank}: Create_cart: {len(dims)} dims but {len(periods)} periods")
+            raise InvalidArgumentError(f"rank {ctx.rank}: Create_cart: {len(dims)} dims but {len(periods)} periods")
         c = self._c
         n = int(np.prod(dims)) if dims else 1
         if n > c.size:
-            raise MPIError(f"rank {ctx.rank}: Create_cart: the grid {dims} needs {n} ranks, the communicator has {c.size}")
+            raise InvalidArgumentError(f"rank {ctx.rank}: Create_cart: the grid {dims} needs {n} ranks, "
+                                       f"the communicator has {c.size}")
         count = ctx.cache["carts"] = ctx.cache.get("carts", 0) + 1
         # MPICH builds the grid with MPI_Comm_split; the members agree on it without messages here.
         new = c.sub(list(range(n)), label=f"cart{count}:{c.context}")
@@ -1060,17 +1131,26 @@ class Intracomm(Comm):
 
 
 class Cartcomm(Intracomm):
-    """A communicator with a Cartesian grid: ``Shift``, ``Get_coords``, ``Get_cart_rank``."""
+    """A communicator with a Cartesian grid: ``Shift``, ``Get_coords``, ``Get_cart_rank``.
+
+    Its topology is ``MPI.CART``; periods are 0 and 1, as mpi4py shows MPI's logicals.
+    """
 
     _dims: list[int]
-    _periods: list[bool]
+    _periods: list[int]
+    is_topo = True
+
+    def Get_topology(self) -> int:
+        """``MPI.CART``."""
+        _alive("Cartcomm.Get_topology")
+        return CART
 
     @property
     def dims(self) -> list[int]:
         return list(self._dims)
 
     @property
-    def periods(self) -> list[bool]:
+    def periods(self) -> list[int]:
         return list(self._periods)
 
     @property
@@ -1080,12 +1160,12 @@ class Cartcomm(Intracomm):
     def Get_dim(self) -> int:
         return len(self._dims)
 
-    def Get_topo(self) -> tuple[list[int], list[bool], list[int]]:
-        """``(dims, periods, coords of this rank)``."""
+    def Get_topo(self) -> tuple[list[int], list[int], list[int]]:
+        """``(dims, periods, coords of this rank)``, periods as 0 and 1 (``([2, 2], [0, 1], [0, 0])``)."""
         return list(self._dims), list(self._periods), self.Get_coords(self.Get_rank())
 
     @property
-    def topo(self) -> tuple[list[int], list[bool], list[int]]:
+    def topo(self) -> tuple[list[int], list[int], list[int]]:
         return self.Get_topo()
 
     @property
@@ -1107,7 +1187,8 @@ class Cartcomm(Intracomm):
             if periodic:
                 c %= d
             elif not 0 <= c < d:
-                raise MPIError(f"rank {_here('Cartcomm.Get_cart_rank').rank}: coordinate {c} outside 0..{d - 1}")
+                raise InvalidArgumentError(f"rank {_here('Cartcomm.Get_cart_rank').rank}: coordinate {c} "
+                                           f"outside 0..{d - 1}")
             rank = rank * d + c
         return rank
 
@@ -1157,6 +1238,7 @@ def Wtime() -> float:
 
 def Wtick() -> float:
     """The resolution of :func:`Wtime`: the simulated clock is exact to the nanosecond in these reports."""
+    _alive("Wtick")
     return 1e-9
 
 
@@ -1168,36 +1250,51 @@ def Get_processor_name() -> str:
 
 
 def Is_initialized() -> bool:
-    """True: the simulated MPI is initialized before the program starts, as mpi4py does on import."""
-    return True
+    """True once the rank's MPI is initialized: at the import, or at ``Init()`` with ``mpi4py.rc.initialize = False``.
+
+    It stays True after ``Finalize()``, as in MPI.
+    """
+    ctx = current()
+    return ctx is None or _state(ctx) != _UNINITIALIZED
 
 
 def Is_finalized() -> bool:
-    return False
+    """True once the rank has called ``Finalize()``."""
+    ctx = current()
+    return ctx is not None and _state(ctx) == _FINALIZED
 
 
 def Init() -> None:
-    """Nothing to do (mpi4py initializes on import)."""
+    """Initialize the rank's MPI: needed only with ``mpi4py.rc.initialize = False``; a second call raises (``ERR_OTHER``)."""
+    _init("Init", THREAD_SINGLE)
 
 
 def Init_thread(required: int = THREAD_MULTIPLE) -> int:
-    return THREAD_SERIALIZED
+    """:func:`Init`, asking for thread level *required*; returns the level provided (at most ``THREAD_SERIALIZED``)."""
+    return _init("Init_thread", int(required))
 
 
 def Finalize() -> None:
-    """Nothing to do: the rank's end is the end of its program."""
+    """End the rank's MPI: ``Is_finalized()`` is then True and any further MPI call ends the rank, as under MPICH."""
+    ctx = _here_any("Finalize")
+    _check_alive(ctx, "Finalize")
+    ctx.cache["mpi"] = _FINALIZED
 
 
 def Query_thread() -> int:
-    """Ranks run one at a time in their greenlets: calls are serialized."""
-    return THREAD_SERIALIZED
+    """The thread level the rank's MPI provides. Ranks run one at a time in their greenlets: at most serialized."""
+    ctx = _here_any("Query_thread")
+    _check_alive(ctx, "Query_thread")
+    return int(ctx.cache.get("thread_level", THREAD_SERIALIZED))
 
 
 def Is_thread_main() -> bool:
+    _alive("Is_thread_main")
     return True
 
 
 def Get_version() -> tuple[int, int]:
+    """The MPI standard version (callable at any time, as in MPI)."""
     return VERSION, SUBVERSION
 
 
@@ -1207,13 +1304,25 @@ def Get_library_version() -> str:
     return f"mpisim {__version__} (simulated MPI, mpi4py API)"
 
 
+def Get_error_class(errorcode: int) -> int:
+    """The error class of an error code (``MPI_Error_class``): mpisim's codes are their classes."""
+    return error_class_of(int(errorcode))
+
+
+def Get_error_string(errorcode: int) -> str:
+    """MPICH's string for an error code (``MPI_Error_string``): ``MPI.Get_error_string(MPI.ERR_RANK)`` is 'Invalid rank'."""
+    return error_string(int(errorcode))
+
+
 def Compute_dims(nnodes: int, dims: int | Sequence[int]) -> list[int]:
     """Balanced grid dimensions for *nnodes* ranks, non-increasing (``MPI_Dims_create``)."""
+    _alive("Compute_dims")
     shape = [0] * dims if isinstance(dims, int) else [int(d) for d in dims]
     fixed = int(np.prod([d for d in shape if d > 0])) if any(d > 0 for d in shape) else 1
     free = [i for i, d in enumerate(shape) if d == 0]
     if nnodes % fixed:
-        raise MPIError(f"Compute_dims: {nnodes} ranks do not divide by the fixed dimensions' product {fixed}")
+        raise MPIError(f"Compute_dims: {nnodes} ranks do not divide by the fixed dimensions' product {fixed}",
+                       error_class=ERR_DIMS)
     left = nnodes // fixed
     factors = []
     n, f = left, 2
@@ -1236,6 +1345,107 @@ def Compute_dims(nnodes: int, dims: int | Sequence[int]) -> list[int]:
 
 def Pcontrol(level: int) -> None:
     """Profiling control: nothing to do."""
+    _alive("Pcontrol")
+
+
+# ------------------------------------------------------------------ lifecycle, per rank
+
+# ctx.cache["mpi"]: where the rank's MPI is. "running" once initialized (at ``from mpi4py import
+# MPI`` unless mpi4py.rc.initialize is False, else at Init/Init_thread); "finalized" after Finalize.
+_RUNNING, _UNINITIALIZED, _FINALIZED = "running", "uninitialized", "finalized"
+_THREAD_LEVELS = {"single": THREAD_SINGLE, "funneled": THREAD_FUNNELED, "serialized": THREAD_SERIALIZED,
+                  "multiple": THREAD_MULTIPLE}
+#: What MPICH prints as it ends a process that calls MPI before MPI_Init or after MPI_Finalize.
+_MPICH_NOT_RUNNING = "Attempting to use an MPI routine before initializing or after finalizing MPICH"
+
+
+def _rc(ctx: RankContext) -> Any:
+    """The run's ``mpi4py.rc`` (mpi4py's defaults if the package has none)."""
+    from mpisim.compat.package import Rc
+
+    return getattr(getattr(ctx.runner, "package", None), "rc", None) or Rc()
+
+
+def _state(ctx: RankContext) -> str:
+    """Where the rank's MPI is; decided at its first use, from ``mpi4py.rc`` as the program left it before the import."""
+    cache = ctx.cache
+    state = cache.get("mpi")
+    if state is None:
+        rc = _rc(ctx)
+        if rc.initialize:  # mpi4py calls MPI_Init_thread as the rank imports MPI
+            state = _RUNNING
+            level = _THREAD_LEVELS.get(str(rc.thread_level).lower(), THREAD_MULTIPLE) if rc.threads else THREAD_SINGLE
+            cache["thread_level"] = min(level, THREAD_SERIALIZED)
+            cache["initialized_by_mpi4py"] = True
+        else:
+            state = _UNINITIALIZED
+        cache["mpi"] = state
+    return state
+
+
+def _imported() -> None:
+    """The calling rank looked up ``mpi4py.MPI`` (``from mpi4py import MPI``): mpi4py initializes MPI there."""
+    ctx = current()
+    if ctx is not None:
+        _state(ctx)
+
+
+def _where(ctx: RankContext) -> str:
+    """`` (prog.py:7)``: the program's line making the call in progress ('' if none is the program's)."""
+    where = suspended_at(sys._getframe(1), ctx.runner.folder)
+    return f" ({where.split(': ', 1)[0]})" if where else ""
+
+
+def _end_rank(ctx: RankContext, message: str, status: int) -> None:
+    """End the rank with *status* as MPICH ends the process: one line on stderr, then the exit (no exception to catch)."""
+    sys.stderr.write(f"rank {ctx.rank}: {message}\n")
+    raise SystemExit(status)
+
+
+def _check_alive(ctx: RankContext, call: str) -> None:
+    """Return if the rank's MPI is running; else end the rank, as MPICH does (status 1)."""
+    state = _state(ctx)
+    if state == _RUNNING:
+        return
+    when = "after MPI.Finalize()" if state == _FINALIZED else "before MPI.Init() (mpi4py.rc.initialize is False)"
+    _end_rank(ctx, f"MPI.{call} {when}{_where(ctx)}: MPICH ends the program here with status 1: "
+                   f"\"{_MPICH_NOT_RUNNING}\"", 1)
+
+
+def _init(call: str, level: int) -> int:
+    ctx = _here_any(call)
+    state = _state(ctx)
+    if state == _RUNNING:
+        raise MPIError(f"rank {ctx.rank}: MPI.{call}: Cannot call MPI_INIT or MPI_INIT_THREAD more than once")
+    if state == _FINALIZED:  # MPICH's errors are fatal once finalized: it aborts with the error class
+        _end_rank(ctx, f"MPI.{call} after MPI.Finalize(){_where(ctx)}: MPICH aborts the program here with "
+                       f"status {ERR_OTHER}: \"Cannot call MPI_INIT or MPI_INIT_THREAD more than once\"", ERR_OTHER)
+    provided = min(level, THREAD_SERIALIZED)
+    ctx.cache["mpi"], ctx.cache["thread_level"] = _RUNNING, provided
+    return provided
+
+
+def _here_any(call: str) -> RankContext:
+    """The calling rank's context, whatever the state of its MPI (the lifecycle calls)."""
+    ctx = getattr(getcurrent(), "ctx", None)
+    return ctx if ctx is not None else require(f"MPI.{call}")
+
+
+def unfinalized_ranks(contexts: Sequence[RankContext]) -> list[int]:
+    """The ranks that ended with MPI initialized and not finalized: neither the program nor mpi4py finalized it.
+
+    mpi4py finalizes at the rank's exit when ``mpi4py.rc.finalize`` is True, or None (the
+    default) and mpi4py initialized MPI at the import. Under MPICH's ``mpiexec`` a rank that
+    exits without ``MPI_Finalize`` ends the job: the ranks still running are killed.
+    """
+    ranks = []
+    for ctx in contexts:
+        if ctx.cache.get("mpi") != _RUNNING:
+            continue
+        finalize = _rc(ctx).finalize
+        if not (finalize or (finalize is None and ctx.cache.get("initialized_by_mpi4py"))):
+            ranks.append(ctx.rank)
+    return ranks
 
 
 def __getattr__(name: str) -> Any:

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from mpisim.engine.events import AllDone
-from mpisim.errors import MPIError
+from mpisim.errors import InvalidCommunicatorError, MPIError
 from mpisim.mpi.constants import UNDEFINED, attribute
 from mpisim.mpi.ops import SUM, Op
 from mpisim.mpi.payload import IN_PLACE, DataPayload, Payload, SizePayload, as_payload, fill, in_place
@@ -402,7 +402,7 @@ class Comm:
         Local, as in MPI implementations: nothing is sent. ``COMM_WORLD`` cannot be freed.
         """
         if self.context == 0:
-            raise MPIError(f"rank {self.world_rank}: COMM_WORLD cannot be freed")
+            raise InvalidCommunicatorError(f"rank {self.world_rank}: COMM_WORLD cannot be freed")
         self.__class__ = _FreedComm  # type: ignore[assignment]
 
     def _derive(self, how: str, color: int, key: int) -> Proc[Comm | None]:
@@ -692,7 +692,8 @@ class _FreedComm:
 
     def __getattr__(self, name: str) -> Any:
         rank = self.__dict__["group"][self.__dict__["_rank"]]
-        raise MPIError(f"rank {rank}: comm.{name} on a freed communicator (after Free() it is MPI_COMM_NULL)")
+        raise InvalidCommunicatorError(f"rank {rank}: comm.{name} on a freed communicator (after Free() it is "
+                                       "MPI_COMM_NULL)")
 
     def __repr__(self) -> str:
         return "Comm(freed)"

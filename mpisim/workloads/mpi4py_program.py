@@ -9,6 +9,8 @@ run), in the order the simulation produces it, which is the same on every run.
 The row: ``ranks, time_s`` (simulated time when the last rank finished), ``messages,
 bytes`` (every point-to-point message, collectives' included), ``exit_code`` (0: failures
 raise instead) and ``mpi_time_s``, the simulated time each rank spent in blocking MPI calls.
+A note names the ranks that ended without finalizing MPI (``mpi4py.rc.finalize``), which
+MPICH's ``mpiexec`` takes as the end of the job.
 """
 
 from __future__ import annotations
@@ -18,22 +20,16 @@ from pathlib import Path
 from typing import Any
 
 from mpisim.compat import mpi4py as mpi_module
+from mpisim.compat import package as _package
+from mpisim.compat.package import MPI4PY_VERSION  # noqa: F401 - the mpi4py API level the module follows
 from mpisim.compat.ranks import Runner
 from mpisim.errors import ConfigError
 from mpisim.workloads.base import RunContext, WorkloadOutput
 
-MPI4PY_VERSION = "4.0.0"  # the mpi4py API level the module follows
-
 
 def mpi4py_package() -> types.ModuleType:
-    """A fresh ``mpi4py`` package object whose ``MPI`` is the simulated one."""
-    package = types.ModuleType("mpi4py", "mpi4py as seen by a program under mpisim exec")
-    package.MPI = mpi_module  # type: ignore[attr-defined]
-    package.__version__ = MPI4PY_VERSION  # type: ignore[attr-defined]
-    package.rc = types.SimpleNamespace(initialize=True, threads=True, thread_level="multiple",  # type: ignore[attr-defined]
-                                       finalize=None, fast_reduce=True, recv_mprobe=True, errors="exception")
-    package.get_config = dict  # type: ignore[attr-defined]
-    return package
+    """A fresh ``mpi4py`` package object whose ``MPI`` is the simulated one (:mod:`mpisim.compat.package`)."""
+    return _package.mpi4py_package(mpi_module)
 
 
 def program_file(params: Any, base_dir: Path) -> Path:
@@ -69,6 +65,12 @@ def run_mpi4py(params: Any, ctx: RunContext) -> WorkloadOutput:
     })
     out.worlds.append((file.name, world))
     out.notes.extend(world.unmatched)
+    unfinalized = mpi_module.unfinalized_ranks(runner.contexts)
+    if unfinalized:
+        ranks = ", ".join(map(str, unfinalized))
+        out.notes.append(f"rank(s) {ranks} ended without MPI_Finalize (mpi4py.rc.finalize is False, or MPI.Init was "
+                         "the program's and it never called MPI.Finalize): under MPICH's mpiexec the first rank to "
+                         "exit so ends the job, and the ranks still running are killed")
     if params.compute == "measured":
         out.notes.append("compute: measured charges the wall time of the Python code between MPI calls: "
                          "times vary from run to run (not deterministic)")
