@@ -42,6 +42,7 @@ from typing import Any
 import numpy as np
 
 from mpisim.engine.records import CollectiveRecord
+from mpisim.errors import InvalidRootError
 from mpisim.mpi.comm import Comm
 from mpisim.mpi.ops import Op
 from mpisim.mpi.payload import DataPayload, Payload, fill, in_place
@@ -64,6 +65,13 @@ def loads(data: Any) -> Any:
     """The object a received message holds (*data*: a uint8 array or payload)."""
     array = data.array if isinstance(data, DataPayload) else data
     return pickle.loads(memoryview(np.ascontiguousarray(array)))
+
+
+def check_root(comm: Comm, call: str, root: int) -> None:
+    """Refuse a *root* outside *comm* as MPICH does (``MPI_ERR_ROOT``), before anything is sent."""
+    if not 0 <= root < comm.size:
+        raise InvalidRootError(f"rank {comm.world_rank}: {call}(root={root}) is not a rank of a communicator of "
+                               f"size {comm.size}")
 
 
 def collective(comm: Comm, name: str, signature: str, nbytes: int, body: Proc) -> Proc:
@@ -96,6 +104,7 @@ def _blocks(array: np.ndarray, counts: list[int], displs: list[int]) -> list[np.
 def gatherv(comm: Comm, send: np.ndarray, recv: np.ndarray | None, counts: list[int] | None,
             displs: list[int] | None, root: int) -> Proc:
     """Linear gatherv: block *r* of the root's *recv* gets rank r's *send*."""
+    check_root(comm, "gatherv", root)
     c, r = comm.coll, comm.rank
     if r != root:
         if send.size:
@@ -112,6 +121,7 @@ def gatherv(comm: Comm, send: np.ndarray, recv: np.ndarray | None, counts: list[
 def scatterv(comm: Comm, send: np.ndarray | None, counts: list[int] | None, displs: list[int] | None,
              recv: np.ndarray | None, root: int) -> Proc:
     """Linear scatterv: rank r's *recv* gets block *r* of the root's *send*."""
+    check_root(comm, "scatterv", root)
     c, r = comm.coll, comm.rank
     if r != root:
         if recv is not None and recv.size:
@@ -161,6 +171,7 @@ def offsets(counts: list[int]) -> list[int]:
 
 def bcast_obj(comm: Comm, obj: Any, root: int) -> Proc:
     """mpi4py's ``bcast``: the length, then the pickle, each with the registry's bcast."""
+    check_root(comm, "bcast", root)
     data = dumps(obj) if comm.rank == root else None
     length = np.array([data.size if data is not None else 0], dtype=np.int64)
     length = yield from comm.bcast(in_place(length), root)
@@ -172,6 +183,7 @@ def bcast_obj(comm: Comm, obj: Any, root: int) -> Proc:
 
 def gather_obj(comm: Comm, obj: Any, root: int) -> Proc:
     """mpi4py's ``gather``: gather the lengths, then gatherv the pickles."""
+    check_root(comm, "gather", root)
     data = dumps(obj)
     lengths = yield from comm.gather(np.array([data.size], dtype=np.int64), root)
     if comm.rank != root:
@@ -188,6 +200,7 @@ def gather_obj(comm: Comm, obj: Any, root: int) -> Proc:
 
 def scatter_obj(comm: Comm, objs: Any, root: int) -> Proc:
     """mpi4py's ``scatter``: scatter the lengths, then scatterv the pickles."""
+    check_root(comm, "scatter", root)
     p = comm.size
     if comm.rank == root:
         items = list(objs) if objs is not None else []
@@ -243,6 +256,7 @@ def alltoall_obj(comm: Comm, objs: Any) -> Proc:
 
 def reduce_obj(comm: Comm, obj: Any, op: Callable[[Any, Any], Any], commute: bool, root: int) -> Proc:
     """mpi4py's binomial-tree ``reduce`` of Python objects (see the module docstring)."""
+    check_root(comm, "reduce", root)
     signature = f"reduce(object, root={root})"
     return (yield from collective(comm, "reduce", signature, 0, _reduce_tree(comm, obj, op, commute, root)))
 

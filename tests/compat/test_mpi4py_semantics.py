@@ -204,3 +204,31 @@ def test_groups_and_the_communicators_made_from_them(tmp_path):
         else:
             assert backwards == MPI.COMM_NULL
         """, 6)
+
+
+def test_a_root_outside_the_communicator_is_mpi_err_root_in_every_rooted_call(tmp_path):
+    # What MPICH raises (checked under mpiexec -n 2), before anything is sent.
+    out = ok(tmp_path, """\
+        import numpy as np
+        from mpi4py import MPI
+        comm = MPI.COMM_WORLD
+        p = comm.size
+        calls = {
+            "Gatherv": lambda: comm.Gatherv(np.zeros(1), [np.zeros(p), [1] * p, None, MPI.DOUBLE], root=p),
+            "Scatterv": lambda: comm.Scatterv([np.zeros(p), [1] * p, None, MPI.DOUBLE], np.zeros(1), root=p),
+            "Reduce": lambda: comm.Reduce(np.zeros(1), np.zeros(1), root=p),
+            "bcast": lambda: comm.bcast(1, root=p),
+            "gather": lambda: comm.gather(1, root=p),
+            "scatter": lambda: comm.scatter([1] * p, root=p),
+            "reduce": lambda: comm.reduce(1, root=p),
+        }
+        for name, call in calls.items():
+            try:
+                call()
+            except MPI.Exception as error:
+                assert error.Get_error_class() == MPI.ERR_ROOT, (name, error)
+            else:
+                raise AssertionError(f"{name} with a root outside the communicator raised nothing")
+        print("refused", comm.rank)
+        """, 2)
+    assert sorted(out.split()) == ["0", "1", "refused", "refused"]
