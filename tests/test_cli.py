@@ -302,10 +302,99 @@ def test_check_refuses_an_algorithm_the_rank_count_cannot_run(tmp_path, capsys):
         assert "workload.algorithm[1]: allgather algorithm 'recursive_doubling' needs a power-of-two number of ranks, got 6" in err
 
 
-def test_check_refuses_a_misspelt_expect_metric(tmp_path, capsys):
-    code, _, err = run(capsys, "check", write(tmp_path, expect=[{"metric": "tiem_s", "max": "1 s"}]))
+@pytest.mark.parametrize("metric", ["tiem_s", "time_ss"])
+def test_check_refuses_a_misspelt_expect_metric(tmp_path, capsys, metric):
+    """`time_ss` is not a time key, so `max: 1 s` used to be blamed ("expected a number"): the metric is named."""
+    code, _, err = run(capsys, "check", write(tmp_path, expect=[{"metric": metric, "max": "1 s"}]))
     assert code == 2 and err.count("\n") == 1
-    assert "expect[0].metric: 'tiem_s' is not a column of fake_pingpong rows; did you mean 'time_s'?" in err
+    assert f"expect[0].metric: '{metric}' is not a column of fake_pingpong rows; did you mean 'time_s'?" in err
+
+
+# --- gates: bad input exits 2, and --update-expect writes values that pass ------------------------
+
+ALLREDUCE = {"name": "gates", "topology": {"nodes": 4, "inter": {**STAR["inter"], "bandwidth": "3 GB/s"}},
+             "payload": "size",
+             "workload": {"kind": "collective", "collective": "allreduce", "algorithm": "ring", "sizes": ["1 MiB"]}}
+# This run: time_s 542.65067 us, busbw_GBps 2.8984835, algbw_GBps 1.9323223.
+GATES = """name: gates
+topology: {nodes: 4, inter: {kind: star, bandwidth: 3 GB/s, latency: 1 us}}
+payload: size
+workload: {kind: collective, collective: allreduce, algorithm: ring, sizes: [1 MiB]}
+expect:
+  - {metric: time_s, max: 50 us}
+  - {metric: time_s, max: 542.65 us}   # reads the same as the run at five digits, but fails
+  - {metric: time_s, min: 1 ms}
+  - {metric: busbw_GBps, min: 50}
+  - {metric: algbw_GBps, max: 1}
+  - {metric: time_s, baseline: 500 us, max_decrease: 0%}
+"""
+
+
+def test_update_expect_writes_bounds_that_the_next_run_passes(tmp_path, capsys):
+    """A max is rounded up and a min down (four digits, or as many as written); a baseline to the
+    nearest, with the digits a tight gate needs. The next run passes and a second update is a no-op."""
+    path = tmp_path / "gates.yaml"
+    path.write_text(GATES)
+    code, _, err = run(capsys, "run", path)
+    assert code == 1
+    # The digits that show why: not "expected time_s <= 543 us, got 543 us".
+    assert "FAILED: expected time_s <= 542.65 us, got 542.651 us\n" in err
+    code, out, err = run(capsys, "run", path, "--update-expect")
+    assert code == 0, err
+    assert "FAILED" not in err
+    assert path.read_text() == GATES.replace("max: 50 us", "max: 542.7 us").replace(
+        "max: 542.65 us", "max: 542.66 us").replace("min: 1 ms", "min: 0.5426 ms").replace(
+        "min: 50", "min: 2.898").replace("max: 1}", "max: 1.933}").replace("baseline: 500 us", "baseline: 542.65 us")
+    code, _, err = run(capsys, "run", path)
+    assert code == 0, err
+    code, out, err = run(capsys, "run", path, "--update-expect")
+    assert code == 0, err
+    assert f"{path}: expectations unchanged" in out
+
+
+@pytest.mark.parametrize(("entry", "message"), [
+    ({"metric": "time_s", "baseline": "100 us", "max_increase": 2},
+     "expect[0].max_increase: 2 is ambiguous: write 2% (or 0.02 for a fraction)"),
+    ({"metric": "time_s", "approx": "100 us", "rel": 5}, "expect[0].rel: 5 is ambiguous: write 5% (or 0.05 for a fraction)"),
+    ({"metric": "time_s", "where": {"algorithm": "rign"}, "max": "1 s"},
+     "expect[0].where.algorithm: no row of this scenario has algorithm=rign; did you mean 'ring'? "
+     "its rows have algorithm: ring"),
+    ({"verified": True, "where": {"collective": "alreduce"}},
+     "expect[0].where.collective: no row of this scenario has collective=alreduce; did you mean 'allreduce'? "
+     "its rows have collective: allreduce"),
+    ({"metric": "algorithm", "equals": "recursive_doubling"},
+     "expect[0].equals: no row of this scenario has algorithm=recursive_doubling; its rows have algorithm: ring"),
+])
+def test_a_gate_that_cannot_mean_what_it_says_is_bad_input(tmp_path, capsys, entry, message):
+    """These passed `mpisim check` (a +200 % gate; a where selecting no row, found only after the run): exit 2."""
+    path = write(tmp_path, ALLREDUCE, expect=[entry])
+    for command in ("check", "run"):
+        code, out, err = run(capsys, command, path)
+        assert (code, out, err) == (2, "", f"{path}: {message}\n")
+
+
+def test_where_values_the_scenario_produces_are_accepted(tmp_path, capsys):
+    """auto may choose any registered algorithm; a swept one, any point's; with --set, the file's own too."""
+    auto = {**ALLREDUCE, "workload": {**ALLREDUCE["workload"], "algorithm": "auto"}}
+    assert run(capsys, "check", write(tmp_path, auto, expect=[
+        {"metric": "time_s", "where": {"algorithm": "recursive_doubling"}, "max": "1 s"}]))[0] == 0
+    code, _, err = run(capsys, "check", write(tmp_path, auto, expect=[
+        {"metric": "time_s", "where": {"algorithm": "rign"}, "max": "1 s"}]))
+    assert code == 2 and "did you mean 'ring'? its rows have algorithm: " in err and "recursive_doubling" in err
+    swept = write(tmp_path, ALLREDUCE, sweep={"workload.algorithm": ["ring", "recursive_doubling"]},
+                  expect=[{"metric": "time_s", "where": {"algorithm": "recursive_doubling"}, "max": "1 s"},
+                          {"metric": "time_s", "where": {"workload.algorithm": "ring"}, "max": "1 s"}])
+    code, out, err = run(capsys, "run", swept, "--json")
+    assert code == 0, err
+    assert [e["rows"] for e in json.loads(out)["expectations"]] == [1, 1]
+    code, _, err = run(capsys, "check", write(tmp_path, ALLREDUCE, sweep={"topology.nodes": [2, 4]},
+                                              expect=[{"verified": True, "where": {"topology.nodes": 3}}]))
+    assert code == 2 and "expect[0].where.topology.nodes: no row of this scenario has topology.nodes=3; " in err
+    # An experiment on the file: the gate on ring selects no row, and the run says so (exit 1, not 2).
+    path = write(tmp_path, ALLREDUCE, expect=[{"metric": "time_s", "where": {"algorithm": "ring"}, "max": "1 s"}])
+    code, _, err = run(capsys, "run", path, "--set", "workload.algorithm=recursive_doubling")
+    assert code == 1
+    assert "but no row has algorithm=ring (rows have algorithm: recursive_doubling)" in err
 
 
 def test_set_of_a_swept_key_replaces_that_axis_and_says_so(tmp_path, capsys):

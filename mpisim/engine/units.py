@@ -79,12 +79,14 @@ __all__ = [
     "parse_count",
     "parse_flops",
     "parse_per_byte",
+    "parse_percent",
     "parse_size",
     "parse_time",
     "parse_whole",
     "pretty_bandwidth",
     "pretty_size",
     "pretty_time",
+    "reading_si_numbers",
     "si_numbers",
 ]
 
@@ -244,6 +246,24 @@ def si_numbers() -> Iterator[None]:
         yield
     finally:
         _SI_NUMBERS.reset(token)
+
+
+_PERCENT = re.compile(r"(?P<number>[+-]?(?:\d+(?:\.\d*)?|\.\d+))\s*%", re.ASCII)
+
+
+def reading_si_numbers() -> bool:
+    """Whether bare numbers are being read as SI values (inside :func:`si_numbers`)."""
+    return _SI_NUMBERS.get()
+
+
+def parse_percent(value: object) -> float | None:
+    """Return a percentage written as a string as a fraction: ``"94%"`` or ``"94 %"`` -> 0.94.
+
+    None when *value* is not a string of a finite number followed by ``%`` (the caller says
+    what it expected). The range is the caller's to check.
+    """
+    match = _PERCENT.fullmatch(value.strip()) if isinstance(value, str) else None
+    return float(Fraction(match["number"]) / 100) if match else None
 
 
 def _is_bare_number(value: object) -> bool:

@@ -55,7 +55,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from mpisim.engine.units import parse_bandwidth, parse_flops, parse_size, parse_time, parse_whole
+from mpisim.engine.units import (
+    parse_bandwidth,
+    parse_flops,
+    parse_percent,
+    parse_size,
+    parse_time,
+    parse_whole,
+)
 from mpisim.errors import ConfigError, TopologyError
 from mpisim.network.builders import INTER_FABRICS, INTRA_FABRICS, InterFabric, IntraFabric
 from mpisim.network.links import Link, Route
@@ -514,9 +521,10 @@ def _parse_device_flops(raw: Any) -> tuple[tuple[str, float], ...]:
 
 
 def _parse_fraction(value: Any) -> float:
-    """Read an efficiency: a number (0.94) or a percentage string ("94%")."""
-    if isinstance(value, str) and value.strip().endswith("%"):
-        return _parse_number(value.strip()[:-1], "an efficiency such as 0.94 or 94%") / 100
+    """Read an efficiency: a number (0.94) or a percentage string ("94%" or "94 %")."""
+    percent = parse_percent(value)
+    if percent is not None:
+        return percent
     return _parse_number(value, "an efficiency such as 0.94 or 94%")
 
 

@@ -14,8 +14,12 @@ moves:
   the value this run got (the worst selected row).
 
 A value keeps its unit and spacing (``7.33 ms`` becomes ``7.52 ms``, ``1.2GB`` stays without
-a space) and gets at least four significant digits, so a second update of the same results is
-a no-op. An entry that selects several rows (or none) is not rewritten, and the update says so.
+a space) and gets at least four significant digits, rounded the way that passes: a ``max`` up
+(93.723 us: ``max: 93.73 us``), a ``min`` down (22.9264: ``min: 22.92``), a baseline or an
+``approx`` value to the nearest, with more digits where a tight tolerance needs them
+(``max_increase: 0%``). So the updated file passes this run, and a second update of the same
+results is a no-op. An entry that selects several rows (or none) is not rewritten, and the
+update says so.
 
 Beside a scenario with gates lives its **baseline file**, ``<stem>.baseline.json``: the resolved
 scenario, :func:`~mpisim.scenario.fingerprint.fingerprint` and rows of the run the baselines
@@ -23,18 +27,19 @@ came from. ``--update-expect`` writes it together with the baseline values (or w
 missing). When a gate fails, :func:`explain_failed_gates` compares this run's inputs with that
 file's and names each difference in the gate's message::
 
-    expected time_s at most +2% vs the baseline 7.33 ms, got 8.14 ms (+11.1% ...);
+    expected time_s at most 2% above the baseline 7.33 ms, got 8.14 ms (+11.1%);
     inputs that differ from the baseline's: topology.inter.bandwidth: 50 GB/s -> 45 GB/s (-10%)
 """
 
 from __future__ import annotations
 
+import decimal
 import difflib
 import json
 import math
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -44,8 +49,9 @@ import yaml
 from mpisim.engine.units import parse_bandwidth, parse_size, parse_time
 from mpisim.errors import ConfigError
 from mpisim.report.records import RunResult, jsonable
-from mpisim.scenario.expect import GATES, value_kind
+from mpisim.scenario.expect import GATES, parse_value, passes, value_kind
 from mpisim.scenario.fingerprint import algorithm_digests, input_changes
+from mpisim.scenario.model import Expectation
 
 __all__ = ["BASELINE_SUFFIX", "ExpectUpdate", "baseline_document", "baseline_path", "explain_failed_gates",
            "load_baseline", "update_expect"]
@@ -130,16 +136,26 @@ def _significant(number: str) -> int:
     return max(1, len(digits))
 
 
-def _with_digits(x: float, digits: int) -> str:
-    """*x* with *digits* significant digits, in plain notation between 1e-4 and 1e15, trailing zeros dropped."""
+_ROUNDING = {"up": decimal.ROUND_CEILING, "down": decimal.ROUND_FLOOR, "nearest": decimal.ROUND_HALF_EVEN}
+
+
+def _with_digits(x: float, digits: int, direction: str = "nearest") -> str:
+    """*x* with *digits* significant digits, rounded ``up``, ``down`` or to the ``nearest``; in
+    plain notation between 1e-4 and 1e15, trailing zeros dropped."""
     if x == 0 or not math.isfinite(x):
         return "0" if x == 0 else str(x)
-    magnitude = math.floor(math.log10(abs(x)))
-    if -4 <= magnitude < 15:
-        decimals = max(0, digits - 1 - magnitude)
-        text = f"{round(x, decimals):.{decimals}f}"
+    exact = decimal.Decimal(x)
+    plain = -4 <= exact.adjusted() < 15
+    # In plain notation every digit before the point is kept: 11.86 at one digit is 12, not 10.
+    step = decimal.Decimal(1).scaleb(min(0, exact.adjusted() - digits + 1) if plain else exact.adjusted() - digits + 1)
+    rounded = exact.quantize(step, rounding=_ROUNDING[direction])
+    if plain:
+        text = f"{rounded:f}"
         return text.rstrip("0").rstrip(".") if "." in text else text
-    return f"{x:.{digits - 1}e}".replace("e+", "e")
+    mantissa, _, exponent = f"{rounded:.{digits - 1}e}".partition("e")
+    mantissa = mantissa.rstrip("0").rstrip(".") if "." in mantissa else mantissa
+    # A dot and a signed exponent: YAML reads 1.5e-5 as a number, 1.5e5 or 1e-5 as a string.
+    return f"{mantissa if '.' in mantissa else mantissa + '.0'}e{exponent}"
 
 
 def _scale(kind: str, unit: str) -> float | None:
@@ -155,11 +171,36 @@ def _scale(kind: str, unit: str) -> float | None:
         return None
 
 
-def rewrite_scalar(written: str, metric: str, value: Any) -> str | None:
-    """The text replacing *written* (a value of row key *metric*) by *value*; None if unchanged.
+#: Which way a rewritten value is rounded so that it passes: a ``max`` up, a ``min`` down;
+#: values with a tolerance (approx, a gate's baseline) and ``equals`` to the nearest.
+_DIRECTION = {"max": "up", "min": "down"}
 
-    Numbers keep their unit and spacing and are compared at the digits written: ``7.33 ms``
-    with a value of 7.3312e-3 s is unchanged.
+
+def _read_back(text: str, metric: str) -> Any:
+    """What the scenario loader reads from the scalar *text* written for *metric* (None if nothing)."""
+    value: Any = text
+    if _NUMBER.match(text) and not _NUMBER.match(text)["unit"]:
+        try:
+            value = yaml.safe_load(text)  # as the file will read it: 12.5 is a float, 1e5 a string
+        except yaml.YAMLError:
+            return None
+    try:
+        return parse_value(metric, value, numeric=True)
+    except ConfigError:
+        return None
+
+
+def rewrite_scalar(written: str, metric: str, value: Any, check: str = "approx",
+                   holds: Callable[[Any], bool] | None = None) -> str | None:
+    """The text replacing *written* (the *check* value of row key *metric*) by *value*; None if
+    it stays as written.
+
+    Numbers keep their unit and spacing and get at least :data:`MIN_DIGITS` significant digits
+    (more if written with more). With *holds* (whether a value, as the loader reads it back,
+    passes the expectation), the text is one that passes: a ``max`` rounded up, a ``min`` down,
+    others to the nearest, with more digits where that is what it takes; None if no text does.
+    A value that passes as written and reads the same at its written digits (``7.33 ms`` for
+    7.3312e-3 s) stays as written.
     """
     if isinstance(value, bool) or not isinstance(value, int | float):
         new = str(value)
@@ -171,13 +212,24 @@ def rewrite_scalar(written: str, metric: str, value: Any) -> str | None:
         return None  # a value mpisim cannot rewrite in its own words; the caller says so
     scaled = value / scale
     digits = _significant(match["number"])
-    if float(_with_digits(scaled, digits)) == float(match["number"]):
+    current = _read_back(written, metric)
+    if (float(_with_digits(scaled, digits)) == float(match["number"])
+            and (holds is None or (current is not None and holds(current)))):
         return None
+    direction = _DIRECTION.get(check, "nearest")
     if kind in ("size", "count") and not match["unit"]:
-        number = str(round(scaled))
+        rounding = {"up": math.ceil, "down": math.floor}.get(direction, round)
+        candidates = [str(rounding(scaled))]
     else:
-        number = _with_digits(scaled, max(digits, MIN_DIGITS))
-    return f"{number}{match['space']}{match['unit']}"
+        candidates = [_with_digits(scaled, d, direction) for d in range(max(digits, MIN_DIGITS), 18)]
+    for number in dict.fromkeys(candidates):
+        text = f"{number}{match['space']}{match['unit']}"
+        if holds is None:
+            return text
+        read = _read_back(text, metric)
+        if read is not None and holds(read):
+            return text
+    return None
 
 
 @dataclass
@@ -235,6 +287,21 @@ def _new_value(exp: Mapping[str, Any], check: str) -> tuple[Any, str]:
     return got, ""
 
 
+def _holds(exp: Mapping[str, Any]) -> Callable[[Any], bool] | None:
+    """Whether a new value of *exp* (a result dict) would pass against every row it selected."""
+    got = exp.get("got")
+    gots = got if isinstance(got, list) else [got]
+    if exp.get("check") not in ("approx", "max", "min", "equals", *GATES):
+        return None
+
+    def holds(value: Any) -> bool:
+        new = Expectation(exp["check"], exp["metric"], value, dict(exp.get("where") or {}), exp.get("rel"),
+                          exp.get("abs"))
+        return all(passes(new, v) for v in gots)
+
+    return holds
+
+
 def update_expect(path: str | os.PathLike[str], result: RunResult) -> ExpectUpdate:
     """Rewrite the expectations of the scenario file at *path* from *result* (a run of that file,
     without overrides) and, for a scenario with gates, its baseline file; see the module docstring.
@@ -266,10 +333,13 @@ def update_expect(path: str | os.PathLike[str], result: RunResult) -> ExpectUpda
             continue
         start, end = scalar.start_mark.index, scalar.end_mark.index
         quote = text[start] if scalar.style in ("'", '"') else ""
-        replacement = rewrite_scalar(scalar.value, exp["metric"], value)
+        replacement = rewrite_scalar(scalar.value, exp["metric"], value, check, _holds(exp))
         if replacement is None:
-            if not _NUMBER.match(scalar.value) and isinstance(value, int | float) and not isinstance(value, bool):
+            number = isinstance(value, int | float) and not isinstance(value, bool)
+            if number and not _NUMBER.match(scalar.value):
                 update.skipped.append(f"{label}: not updated: cannot rewrite {scalar.value!r} in its own unit")
+            elif number and not exp.get("passed"):
+                update.skipped.append(f"{label}: not updated: no value written in {scalar.value!r}'s unit passes")
             continue
         if not quote and not _NUMBER.match(replacement) and not _PLAIN_WORD.match(replacement):
             quote = '"'

@@ -303,7 +303,7 @@ def run_estimate(scenario: Scenario, available: int | None = None) -> Estimate:
     found: list[Estimate] = []
     for point in sweep_points(scenario.sweep):
         try:
-            found.append(check_fits(load_dict(point_raw(scenario, point), scenario.file), available))
+            found.append(check_fits(load_dict(point_raw(scenario, point), scenario.file, sweep_point=True), available))
         except memory.MemoryLimitError as err:
             where = ", ".join(f"{key}={value}" for key, value in point.items())
             raise memory.MemoryLimitError(f"{err.message} (sweep point {where})", err.path) from None

@@ -23,29 +23,39 @@ Values carry units, read according to the row key they refer to: keys ending in 
 times (``2.16 s``, ``350 ms``), ``bytes`` and keys ending in ``_bytes`` are sizes
 (``1.2 GB``), keys ending in ``_Bps`` are bandwidths (``12 GB/s``), ``ranks`` is a count, and
 keys ending in ``_GBps`` are plain numbers of GB/s as nccl-tests prints them. Other keys
-(``algorithm``, swept keys such as ``topology.nodes``) compare as written. ``rel`` is a fraction
-(``0.01``) or a percentage (``"1%"``); ``abs`` has the metric's unit.
+(``algorithm``, swept keys such as ``topology.nodes``) compare as written. ``rel``,
+``max_increase`` and ``max_decrease`` are a percentage (``2%`` or ``2 %``) or a fraction below 1
+(``0.02``); a bare number of 1 or more (``max_increase: 2``: 2 % or 200 %?) is refused, as units
+are never guessed. ``abs`` has the metric's unit.
 
 A gate is one-sided, as CI wants it: ``baseline`` with ``max_increase`` fails only when the
-metric grew by more than that fraction (a faster run passes), and says by how much, signed:
-``got 7.52 ms (+2.59% vs the baseline 7.33 ms; at most +2%)``.
+metric grew by more than that share (a faster run passes), and says by how much, signed:
+``expected time_s at most 2% above the baseline 7.33 ms, got 7.52 ms (+2.59%)``;
+``max_decrease`` is the other way: ``at most 5% below the baseline``.
+
+A failure's message writes the bound and the value that crossed it with the digits that tell
+them apart: ``expected time_s <= 93.72 us, got 93.723 us``, never ``<= 93.7 us, got 93.7 us``.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Mapping, Sequence
+from decimal import ROUND_HALF_EVEN, Decimal
 from typing import Any
 
 from mpisim.engine.units import (
     format_size,
     parse_bandwidth,
     parse_count,
+    parse_percent,
     parse_size,
     parse_time,
     pretty_bandwidth,
     pretty_size,
     pretty_time,
+    reading_si_numbers,
 )
 from mpisim.errors import ConfigError
 from mpisim.scenario.model import Expectation
@@ -135,9 +145,16 @@ def format_value(key: str, value: Any) -> str:
 # --- parsing the expect block -------------------------------------------------------------------
 
 
-def parse_expectations(raw: Any) -> tuple[Expectation, ...]:
+#: Refuses a row key no row will have (raises ConfigError without a path); see parse_expectations.
+KeyCheck = Callable[[str], None]
+
+
+def parse_expectations(raw: Any, check_key: KeyCheck | None = None) -> tuple[Expectation, ...]:
     """Validate a scenario's ``expect:`` list (error paths are relative to it: ``[0].approx``).
 
+    *check_key*, if given, is called with each entry's metric and ``where`` keys before their
+    values are read, so a misspelt key is named as such rather than its value (``time_ss``
+    would read ``1 s`` as a number).
     Raises ConfigError for entries of the wrong shape, unknown keys and values that do not parse.
     """
     if raw is None:
@@ -147,7 +164,7 @@ def parse_expectations(raw: Any) -> tuple[Expectation, ...]:
     out = []
     for i, entry in enumerate(raw):
         try:
-            out.append(parse_expectation(entry))
+            out.append(parse_expectation(entry, check_key))
         except ConfigError as err:
             raise _indexed(err, i) from None
     return tuple(out)
@@ -163,8 +180,9 @@ def _at(err: ConfigError, key: str) -> ConfigError:
     return type(err)(moved.message, moved.path, moved.file)
 
 
-def parse_expectation(entry: Any) -> Expectation:
-    """Validate one ``expect:`` entry; see the module docstring for the forms."""
+def parse_expectation(entry: Any, check_key: KeyCheck | None = None) -> Expectation:
+    """Validate one ``expect:`` entry; see the module docstring for the forms (and
+    :func:`parse_expectations` for *check_key*)."""
     if not isinstance(entry, Mapping):
         raise ConfigError(
             f"expected a mapping such as {{metric: time_s, where: {{bytes: 1 MiB}}, max: 1 ms}} "
@@ -174,26 +192,31 @@ def parse_expectation(entry: Any) -> Expectation:
         _check_keys(entry, _VERIFIED_KEYS)
         if entry["verified"] is not True:
             raise ConfigError(f"only 'verified: true' can be expected, got {entry['verified']!r}", "verified")
-        return Expectation("verified", "verified", True, _parse_where(entry.get("where")))
+        return Expectation("verified", "verified", True, _parse_where(entry.get("where"), check_key))
     _check_keys(entry, _METRIC_KEYS)
     metric = entry.get("metric")
     if metric is None:
         raise ConfigError("this key is required (the row key to check, e.g. time_s)", "metric")
     if not isinstance(metric, str) or not metric:
         raise ConfigError(f"expected a row key such as time_s, got {metric!r}", "metric")
+    if check_key is not None:
+        try:
+            check_key(metric)  # before the values: they are read in the metric's unit
+        except ConfigError as err:
+            raise _at(err, "metric") from None
     gates = [g for g in GATES if g in entry]
     if gates or "baseline" in entry:
-        return _parse_gate(entry, metric, gates)
+        return _parse_gate(entry, metric, gates, check_key)
     checks = [c for c in CHECKS if c in entry]
     if len(checks) != 1:
         found = f"got {', '.join(checks)}" if checks else "got none"
         raise ConfigError(f"give exactly one of {', '.join(CHECKS)}; {found}")
     check = checks[0]
-    where = _parse_where(entry.get("where"))
+    where = _parse_where(entry.get("where"), check_key)
     try:
         value = parse_value(metric, entry[check], numeric=check != "equals")
     except ConfigError as err:
-        raise _at(err, check) from None
+        raise _at(_with_unit_hint(err, metric, entry[check]), check) from None
     rel = tol = None
     if check != "approx":
         for key in ("rel", "abs"):
@@ -203,7 +226,7 @@ def parse_expectation(entry: Any) -> Expectation:
         if "rel" not in entry and "abs" not in entry:
             raise ConfigError("approx needs a tolerance: rel (e.g. 0.01 or '1%') or abs (in the metric's unit)")
         if "rel" in entry:
-            rel = _parse_rel(entry["rel"])
+            rel = _parse_rel(entry["rel"], "rel")
         if "abs" in entry:
             try:
                 tol = parse_value(metric, entry["abs"], numeric=True)
@@ -214,7 +237,7 @@ def parse_expectation(entry: Any) -> Expectation:
     return Expectation(check, metric, value, where, rel, tol)
 
 
-def _parse_gate(entry: Mapping[str, Any], metric: str, gates: list[str]) -> Expectation:
+def _parse_gate(entry: Mapping[str, Any], metric: str, gates: list[str], check_key: KeyCheck | None) -> Expectation:
     """``{metric, where, baseline: 7.33 ms, max_increase: 2%}``: the baseline, and the allowed change as ``rel``."""
     if "baseline" not in entry:
         raise ConfigError(f"{gates[0]} needs the value it is measured from: baseline (e.g. baseline: 7.33 ms)")
@@ -226,31 +249,47 @@ def _parse_gate(entry: Mapping[str, Any], metric: str, gates: list[str]) -> Expe
     try:
         baseline = parse_value(metric, entry["baseline"], numeric=True)
     except ConfigError as err:
-        raise _at(err, "baseline") from None
-    try:
-        change = _parse_rel(entry[gates[0]])
-    except ConfigError as err:
-        raise _at(err, gates[0]) from None
-    return Expectation(gates[0], metric, baseline, _parse_where(entry.get("where")), change, None)
+        raise _at(_with_unit_hint(err, metric, entry["baseline"]), "baseline") from None
+    change = _parse_rel(entry[gates[0]], gates[0])
+    return Expectation(gates[0], metric, baseline, _parse_where(entry.get("where"), check_key), change, None)
 
 
-def _parse_rel(value: Any) -> float:
-    what = f"expected a relative tolerance such as 0.01 or '1%', got {value!r}"
-    if isinstance(value, str) and value.strip().endswith("%"):
-        try:
-            rel = float(value.strip()[:-1]) / 100
-        except ValueError:
-            raise ConfigError(what, "rel") from None
-    elif isinstance(value, int | float) and not isinstance(value, bool):
-        rel = float(value)
+def _with_unit_hint(err: ConfigError, metric: str, value: Any) -> ConfigError:
+    """Add to "expected a number, got '1 s'" that the metric's name decides its unit (``time_ss``)."""
+    if not isinstance(value, str) or not re.search(r"\d\s*[A-Za-z]", value):
+        return err
+    if metric.endswith("_GBps"):
+        hint = f"{metric!r} is a number of GB/s, written without a unit"
+    elif value_kind(metric) == "raw":
+        hint = (f"{metric!r} holds plain numbers (a time's key ends in _s, a size's in _bytes, a bandwidth's "
+                "in _Bps): is the metric misspelt?")
     else:
-        raise ConfigError(what, "rel")
+        return err
+    return type(err)(f"{err.message}; {hint}", err.path, err.file)
+
+
+def _parse_rel(value: Any, key: str) -> float:
+    """Read a relative change (``rel``, ``max_increase``, ``max_decrease``) as a fraction.
+
+    A percentage (``2%``, ``2 %``) or a fraction below 1 (``0.02``). A bare number of 1 or
+    more is refused: ``max_increase: 2`` is 2 % to one reader and 200 % to another, and units
+    are never guessed. In a resolved scenario (``units: SI``) every bare number is a fraction.
+    """
+    what = f"expected a relative tolerance such as 2% or 0.02 (a fraction), got {value!r}"
+    rel = parse_percent(value)
+    if rel is None:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise ConfigError(what, key)
+        rel = float(value)
+        if 1 <= rel < math.inf and not reading_si_numbers():
+            fraction = f" (or {value / 100:g} for a fraction)" if value < 100 else ""
+            raise ConfigError(f"{value:g} is ambiguous: write {value:g}%{fraction}", key)
     if not (0 <= rel < math.inf):
-        raise ConfigError(what, "rel")
+        raise ConfigError(what, key)
     return rel
 
 
-def _parse_where(raw: Any) -> dict[str, Any]:
+def _parse_where(raw: Any, check_key: KeyCheck | None = None) -> dict[str, Any]:
     if raw is None:
         return {}
     if not isinstance(raw, Mapping):
@@ -259,6 +298,11 @@ def _parse_where(raw: Any) -> dict[str, Any]:
     for key, value in raw.items():
         if not isinstance(key, str):
             raise ConfigError(f"expected a row key, got {key!r}", "where")
+        if check_key is not None:
+            try:
+                check_key(key)
+            except ConfigError as err:
+                raise _at(_at(err, key), "where") from None
         try:
             where[key] = parse_value(key, value)
         except ConfigError as err:
@@ -275,7 +319,7 @@ def _check_keys(entry: Mapping[str, Any], allowed: Sequence[str]) -> None:
 # --- evaluation ---------------------------------------------------------------------------------
 
 
-def _same(a: Any, b: Any) -> bool:
+def same_value(a: Any, b: Any) -> bool:
     """Equality for ``where``: numbers to a relative 1e-9, everything else exactly."""
     numbers = (int, float)
     if isinstance(a, numbers) and isinstance(b, numbers) and not isinstance(a, bool) and not isinstance(b, bool):
@@ -285,7 +329,7 @@ def _same(a: Any, b: Any) -> bool:
 
 def select_rows(rows: Sequence[Mapping[str, Any]], where: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     """Return the rows whose values equal every entry of *where*."""
-    return [row for row in rows if all(key in row and _same(row[key], value) for key, value in where.items())]
+    return [row for row in rows if all(key in row and same_value(row[key], value) for key, value in where.items())]
 
 
 def describe_where(where: Mapping[str, Any]) -> str:
@@ -293,17 +337,22 @@ def describe_where(where: Mapping[str, Any]) -> str:
     return ", ".join(f"{key}={format_value(key, value)}" for key, value in where.items())
 
 
-def _describe_expected(exp: Expectation) -> str:
-    metric, shown = exp.metric, format_value(exp.metric, exp.value)
+def _describe_expected(exp: Expectation, shown: str | None = None, limit: str | None = None) -> str:
+    """``expected time_s <= 2.1 s where ...``; *shown* and *limit* replace the value's and the
+    relative tolerance's texts (with more digits, when a failure needs them to show a difference)."""
+    metric = exp.metric
+    shown = format_value(metric, exp.value) if shown is None else shown
+    if limit is None and exp.rel is not None:
+        limit = f"{exp.rel * 100:g}%"
     if exp.check == "verified":
         text = "verified=true"
     elif exp.check in GATES:
-        sign = "+" if exp.check == "max_increase" else "-"
-        text = f"{metric} at most {sign}{exp.rel * 100:g}% vs the baseline {shown}"
+        side = "above" if exp.check == "max_increase" else "below"
+        text = f"{metric} at most {limit} {side} the baseline {shown}"
     elif exp.check == "approx":
         tolerances = []
         if exp.rel is not None:
-            tolerances.append(f"rel {exp.rel * 100:g}%")
+            tolerances.append(f"rel {limit}")
         if exp.abs is not None:
             tolerances.append(f"abs {format_value(metric, exp.abs)}")
         text = f"{metric} ~ {shown} ({', '.join(tolerances)})"
@@ -321,23 +370,88 @@ def _no_match(exp: Expectation, rows: Sequence[Mapping[str, Any]]) -> str:
         present = [row[key] for row in rows if key in row]
         if not present:
             return f"no row has a {key!r} key"
-        if not any(_same(v, value) for v in present):
+        if not any(same_value(v, value) for v in present):
             distinct = list(dict.fromkeys(format_value(key, v) for v in present))
             more = ", ..." if len(distinct) > 8 else ""
             return f"no row has {key}={format_value(key, value)} (rows have {key}: {', '.join(distinct[:8])}{more})"
     return f"no row matches {describe_where(exp.where)}"
 
 
-def _deviation(got: float, expected: float) -> str:
-    if expected == 0:
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _percent(got: float, expected: float) -> float | None:
+    """The change from *expected* to *got* in percent, or None from 0."""
+    return None if expected == 0 else (got - expected) / abs(expected) * 100
+
+
+def _format_percent(percent: float) -> str:
+    """``2.59%``: three significant digits; the sign is the caller's."""
+    return f"{percent:.3g}%"
+
+
+def _deviation(got: float, expected: float, magnitude: str | None = None) -> str:
+    """`` (+2.59%)``: the signed change from *expected*; *magnitude* replaces its digits."""
+    percent = _percent(got, expected)
+    if percent is None:
         return ""
-    percent = (got - expected) / abs(expected) * 100
-    return " (+0%)" if abs(percent) < 5e-5 else f" ({percent:+.3g}%)"
+    if magnitude is None:
+        if abs(percent) < 5e-5:
+            return " (+0%)"
+        magnitude = _format_percent(abs(percent))
+    return f" ({'-' if percent < 0 else '+'}{magnitude})"
 
 
-def _passes(exp: Expectation, got: Any) -> bool:
+def _unit_of(key: str, value: float) -> tuple[str, Decimal]:
+    """The unit :func:`format_value` writes *value* in (``us``; ``""`` for plain numbers) and its size, exactly."""
+    kind = value_kind(key)
+    _, _, unit = format_value(key, value).partition(" ")
+    if kind in ("time", "size", "bandwidth") and unit:
+        return unit, Decimal(repr(float(_PARSERS[kind](f"1 {unit}"))))
+    return "", Decimal(1)
+
+
+def _decimal(value: float, scale: Decimal = Decimal(1)) -> Decimal:
+    """*value* (its shortest repr, so 93.72e-6 is 93.72e-6, not its binary expansion) in units of *scale*."""
+    return Decimal(repr(value)) / scale
+
+
+def _plain(number: Decimal) -> str:
+    text = f"{number:f}"
+    return text.rstrip("0").rstrip(".") if "." in text else text
+
+
+def _significant_digits(number: Decimal) -> int:
+    return len(number.normalize().as_tuple().digits)
+
+
+def _beyond(value: Decimal, bound: Decimal, side: str) -> str:
+    """*value* to the fewest significant digits, no fewer than *bound* has, that still show it
+    ``above`` *bound* (or ``below`` it, or ``apart`` from it)."""
+    for digits in range(min(_significant_digits(bound), 17), 28):
+        shown = value.quantize(Decimal(1).scaleb(value.adjusted() - digits + 1), rounding=ROUND_HALF_EVEN) \
+            if value else value
+        if (shown > bound) if side == "above" else (shown < bound) if side == "below" else (shown != bound):
+            return _plain(shown)
+    return _plain(value)
+
+
+def _visible(shown: str, bound: str, side: str) -> bool:
+    """Whether the texts of two numbers (same unit) show the one ``above``/``below``/``apart`` from the other."""
+    if shown.split(" ")[1:] != bound.split(" ")[1:]:
+        return shown != bound  # different units: far apart
+    try:
+        a, b = Decimal(shown.split(" ")[0].rstrip("%")), Decimal(bound.split(" ")[0].rstrip("%"))
+        return a > b if side == "above" else a < b if side == "below" else a != b
+    except ArithmeticError:  # not numbers (inf, nan)
+        return shown != bound
+
+
+def passes(exp: Expectation, got: Any) -> bool:
+    """Whether one row's value *got* passes *exp* (not ``verified``)."""
     if exp.check == "equals":
-        return _same(got, exp.value)
+        return same_value(got, exp.value)
     if isinstance(got, bool) or not isinstance(got, int | float) or math.isnan(got):
         return False
     if exp.check == "max":
@@ -363,7 +477,7 @@ def _badness(exp: Expectation, got: Any) -> float:
         return exp.value - got
     if exp.check == "approx":
         return abs(got - exp.value)
-    return 0.0 if _same(got, exp.value) else math.inf
+    return 0.0 if same_value(got, exp.value) else math.inf
 
 
 def _base_result(exp: Expectation) -> dict[str, Any]:
@@ -392,16 +506,58 @@ def evaluate(exp: Expectation, rows: Sequence[Mapping[str, Any]]) -> dict[str, A
         keys = ", ".join(dict.fromkeys(k for row in selected for k in row))
         result.update(passed=False, detail=f"{head}, but the rows have no {exp.metric!r} (keys: {keys})")
         return result
-    failing = [v for v in values if not _passes(exp, v)]
+    failing = [v for v in values if not passes(exp, v)]
     result["passed"] = not failing
     worst = max(failing or values, key=lambda v: _badness(exp, v))
-    got = format_value(exp.metric, worst)
-    if exp.check in ("approx", *GATES) and isinstance(worst, int | float) and not isinstance(worst, bool):
-        got += _deviation(worst, exp.value)
+    if failing and _is_number(worst) and _is_number(exp.value):
+        head, got = _failure_texts(exp, worst)
+    else:
+        got = format_value(exp.metric, worst)
+        if exp.check in ("approx", *GATES) and _is_number(worst):
+            got += _deviation(worst, exp.value)
     if len(values) > 1:
         got += f" (worst of {len(values)} rows" + (f", {len(failing)} failing)" if failing else ")")
     result["detail"] = f"{head}, got {got}"
     return result
+
+
+def _failure_texts(exp: Expectation, worst: float) -> tuple[str, str]:
+    """The head and the got text of a failed numeric expectation, with the digits that show why.
+
+    Where the usual three or four digits would hide it (``expected time_s <= 93.7 us, got
+    93.7 us``), the bound is written exactly and the value with the digits that put it on the
+    failing side: ``<= 93.72 us, got 93.723 us``; so are a relative limit and the change that
+    exceeds it: ``at most 2% above the baseline ..., got ... (+2.0004%)``.
+    """
+    metric = exp.metric
+    got = format_value(metric, worst)
+    if exp.check in ("max", "min", "equals"):
+        side = {"max": "above", "min": "below"}.get(exp.check, "apart")
+        shown = format_value(metric, exp.value)
+        if math.isfinite(worst) and math.isfinite(exp.value) and not _visible(got, shown, side):
+            unit, scale = _unit_of(metric, exp.value)
+            bound = _decimal(exp.value, scale)
+            suffix = f" {unit}" if unit else ""
+            shown = _plain(bound) + suffix
+            got = _beyond(_decimal(worst, scale), bound, side) + suffix
+        return _describe_expected(exp, shown=shown), got
+    limit = magnitude = None
+    percent = _percent(worst, exp.value)
+    if exp.rel is not None and percent is not None and math.isfinite(percent):
+        limit, magnitude = f"{exp.rel * 100:g}%", _format_percent(abs(percent))
+        if not _visible(magnitude, limit, "above"):
+            exact = Decimal(repr(exp.rel)) * 100
+            limit = _plain(exact) + "%"
+            magnitude = _beyond(Decimal(repr(abs(percent))), exact, "above") + "%"
+    if exp.check == "approx" and math.isfinite(worst):
+        # Against ~ 12 us (abs 1 us), 13.0001 us, not 13 us: beyond the edge of the tolerance.
+        allowed = max(exp.rel * abs(exp.value) if exp.rel is not None else 0.0, exp.abs or 0.0)
+        edge = exp.value + allowed if worst > exp.value else exp.value - allowed
+        side = "above" if worst > exp.value else "below"
+        if not _visible(got, format_value(metric, edge), side):
+            unit, scale = _unit_of(metric, edge)
+            got = _beyond(_decimal(worst, scale), _decimal(edge, scale), side) + (f" {unit}" if unit else "")
+    return _describe_expected(exp, limit=limit), got + _deviation(worst, exp.value, magnitude)
 
 
 def _evaluate_verified(result: dict[str, Any], head: str, selected: Sequence[Mapping[str, Any]]) -> dict[str, Any]:

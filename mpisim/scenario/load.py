@@ -335,11 +335,14 @@ def loads(text: str, file: str = "<string>", overrides: Iterable[tuple[str, Any]
     return load_dict(read_yaml(text, file), file=file, overrides=overrides)
 
 
-def load_dict(raw: Any, file: str | None = None, overrides: Iterable[tuple[str, Any]] | Mapping[str, Any] = ()) -> Scenario:
+def load_dict(raw: Any, file: str | None = None, overrides: Iterable[tuple[str, Any]] | Mapping[str, Any] = (),
+              *, sweep_point: bool = False) -> Scenario:
     """Validate a raw scenario mapping, after applying *overrides* (dotted key -> value).
 
     *file* is where the mapping came from: it names the scenario by default, prefixes error
     messages, and is the directory relative paths (``program: my.py:main``) are read from.
+    *sweep_point* says *raw* is one point of a sweep (:func:`point_raw`): its ``expect:`` block
+    speaks for every point, so its ``where`` values are not held against this point's rows.
     Raises ConfigError (attributed to *file*) for anything invalid.
     """
     display = file or ""
@@ -348,6 +351,8 @@ def load_dict(raw: Any, file: str | None = None, overrides: Iterable[tuple[str, 
             raise ConfigError("the file is empty; a scenario needs at least topology and workload")
         if not isinstance(raw, Mapping):
             raise ConfigError(f"expected a mapping of scenario keys ({', '.join(TOP_LEVEL_KEYS)}), got {_short(raw)}")
+        written = raw
+        overrides = list(overrides.items()) if isinstance(overrides, Mapping) else list(overrides)
         raw = apply_overrides(raw, overrides)
         # A resolved scenario (mpisim check, --json, results.json) says `units: SI`: its bare
         # numbers are seconds, bytes and bytes/s. Anywhere else a bare number is an error.
@@ -359,6 +364,8 @@ def load_dict(raw: Any, file: str | None = None, overrides: Iterable[tuple[str, 
             scenario = _build(raw, file)
             if scenario.sweep:
                 _check_sweep_points(raw, scenario, file)
+            if not sweep_point:
+                _check_where_values(scenario.expect, raw, written if overrides else None)
     except ConfigError as err:
         if display and not err.file:
             raise err.in_file(display) from None
@@ -431,15 +438,14 @@ def _build(raw: Mapping[str, Any], file: str | None) -> Scenario:
     trace = _parse_trace(raw.get("trace"), report)
     limits = _parse_limits(raw.get("limits"))
     workload = _parse_workload(raw.get("workload"))
+    sweep = _parse_sweep(raw.get("sweep"))
     try:
-        expectations = expect_mod.parse_expectations(raw.get("expect"))
+        expectations = expect_mod.parse_expectations(raw.get("expect"), _row_key_check(workload, sweep))
     except ConfigError as err:
         raise ConfigError(err.message, f"expect{err.path}" if err.path.startswith("[") else "expect", err.file) from None
     expect_failure = raw.get("expect_failure")
     if expect_failure is not None:
         expect_failure = _choice(expect_failure, FAILURE_KINDS, "expect_failure")
-    sweep = _parse_sweep(raw.get("sweep"))
-    _check_metrics(expectations, workload, sweep)
     _check_algorithms_fit(workload, topology.size)
     _check_layout_fits(workload, topology.size)
     return Scenario(
@@ -464,23 +470,78 @@ def _build(raw: Mapping[str, Any], file: str | None) -> Scenario:
     )
 
 
-def _check_metrics(expectations: Any, workload: WorkloadSpec, sweep: Mapping[str, Any]) -> None:
+def _row_key_check(workload: WorkloadSpec, sweep: Mapping[str, Any]) -> expect_mod.KeyCheck | None:
     """Refuse an ``expect`` metric or ``where`` key that no row of this workload has (a typo caught before the run)."""
     columns = get_workload(workload.kind).columns
     if columns is None:
-        return
+        return None
     known = {*columns, *sweep}
+
+    def check(key: str) -> None:
+        if "." in key and not sweep:
+            return  # a swept key (dotted); one sweep point's scenario no longer lists the sweep
+        if key not in known:
+            close = difflib.get_close_matches(key, sorted(known), n=1)
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            raise ConfigError(f"{key!r} is not a column of {workload.kind} rows; {hint}"
+                              f"columns: {', '.join(sorted(known))}")
+
+    return check
+
+
+def _row_values(raw: Mapping[str, Any]) -> dict[str, list[Any]]:
+    """The values some row keys can take over every point of *raw*'s sweep (see
+    :attr:`~mpisim.workloads.base.Workload.where_values`), swept keys included; {} when unknown."""
+    try:
+        sweep = _parse_sweep(raw.get("sweep"))
+        base = {key: value for key, value in raw.items() if key != "sweep"}
+        known: dict[str, list[Any]] | None = None
+        for point in sweep_points(sweep) if sweep else [{}]:
+            spec = _parse_workload(apply_overrides(base, point).get("workload"))
+            hook = get_workload(spec.kind).where_values
+            values = {key: list(found) for key, found in (hook(spec.params) if hook else {}).items()}
+            for key, value in point.items():  # every row of a point carries its swept values
+                if isinstance(value, Mapping | list):
+                    continue
+                values[key] = [expect_mod.parse_value(key, value)]
+            # A key is known only if every point knows it; its values are all the points' together.
+            known = values if known is None else {key: known[key] + values[key] for key in known if key in values}
+    except (TypeError, ValueError):  # ConfigError among them
+        return {}  # the scenario is validated elsewhere; here only what can be known is used
+    return known or {}
+
+
+def _check_where_values(expectations: Iterable[Expectation], raw: Mapping[str, Any],
+                        written: Mapping[str, Any] | None) -> None:
+    """Refuse a ``where`` (or ``equals``) value that no row of this scenario can have:
+    ``where: {algorithm: rign}`` would select nothing, and fail only after the whole run.
+
+    With overrides (*written* is the file's own scenario), a value either scenario can
+    produce is accepted: ``--set workload.algorithm=ring`` on a file whose gates name another
+    algorithm is an experiment, whose run says which gate selected no row.
+    """
+    expectations = list(expectations)
+    if not any(exp.where or exp.check == "equals" for exp in expectations):
+        return
+    known = _row_values(raw)
+    if written is not None:
+        original = _row_values(written)
+        known = {key: values + original[key] for key, values in known.items() if key in original}
+    if not known:
+        return
     for i, exp in enumerate(expectations):
-        keys = [("metric", exp.metric)] if exp.check != "verified" else []
-        keys += [(f"where.{key}", key) for key in exp.where]
-        for path, key in keys:
-            if "." in key and not sweep:
-                continue  # a swept key (dotted); one sweep point's scenario no longer lists the sweep
-            if key not in known:
-                close = difflib.get_close_matches(key, sorted(known), n=1)
-                hint = f"did you mean {close[0]!r}? " if close else ""
-                raise ConfigError(f"{key!r} is not a column of {workload.kind} rows; {hint}"
-                                  f"columns: {', '.join(sorted(known))}", f"expect[{i}].{path}")
+        asked = [(f"where.{key}", key, value) for key, value in exp.where.items()]
+        if exp.check == "equals":
+            asked.append(("equals", exp.metric, exp.value))
+        for path, key, value in asked:
+            values = known.get(key)
+            if values is None or any(expect_mod.same_value(v, value) for v in values):
+                continue
+            shown = list(dict.fromkeys(expect_mod.format_value(key, v) for v in values))
+            close = difflib.get_close_matches(str(value), shown, n=1)
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            raise ConfigError(f"no row of this scenario has {key}={expect_mod.format_value(key, value)}; {hint}"
+                              f"its rows have {key}: {', '.join(shown)}", f"expect[{i}].{path}")
 
 
 def _check_layout_fits(workload: WorkloadSpec, ranks: int) -> None:

@@ -95,7 +95,7 @@ def _tasks(scenario: Scenario) -> list[PointTask]:
     tasks = []
     for index, point in enumerate(sweep_points(scenario.sweep)):
         raw = point_raw(scenario, point)
-        resolved = load_dict(raw, file=scenario.file)
+        resolved = load_dict(raw, file=scenario.file, sweep_point=True)
         tasks.append(PointTask(index, point, raw, scenario.file, point_key(point), scenario_hash(resolved)))
     return tasks
 
@@ -143,7 +143,7 @@ def _run_task(task: PointTask) -> PointResult | tuple[str, str, str, str, str]:
     ``cls(*args)``, which would lose its field path.
     """
     try:
-        return run_point(load_dict(task.raw, file=task.file), task.point)
+        return run_point(load_dict(task.raw, file=task.file, sweep_point=True), task.point)
     except ConfigError as err:
         return ("ConfigError", type(err).__name__, err.message, err.path, err.file)
 

@@ -17,7 +17,7 @@ algorithm, ranks, bytes, time_s, algbw_GBps, busbw_GBps, verified``).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
@@ -62,17 +62,22 @@ class Workload:
     #: The keys of its result rows (besides swept keys), so ``mpisim check`` can catch a
     #: misspelt ``expect`` metric before a run; None where the rows are open-ended (programs).
     columns: tuple[str, ...] | None = None
+    #: Given parsed params, every value some row keys can take (``{"algorithm": ("ring",)}``),
+    #: so ``mpisim check`` can refuse ``where: {algorithm: rign}``; keys left out can hold anything.
+    where_values: Callable[[Any], Mapping[str, Sequence[Any]]] | None = None
 
 
 _WORKLOADS: dict[str, Workload] = {}
 
 
 def register_workload(kind: str, summary: str, *, parse: Callable, dump: Callable, run: Callable,
-                      columns: tuple[str, ...] | None = None) -> Workload:
-    """Register a workload kind (*columns*: its row keys, None if open-ended). Raises ValueError on a duplicate kind."""
+                      columns: tuple[str, ...] | None = None,
+                      where_values: Callable[[Any], Mapping[str, Sequence[Any]]] | None = None) -> Workload:
+    """Register a workload kind (*columns*: its row keys, None if open-ended; *where_values*: see
+    :class:`Workload`). Raises ValueError on a duplicate kind."""
     if kind in _WORKLOADS:
         raise ValueError(f"duplicate workload kind {kind!r}")
-    workload = Workload(kind, summary, parse, dump, run, columns)
+    workload = Workload(kind, summary, parse, dump, run, columns, where_values)
     _WORKLOADS[kind] = workload
     return workload
 

@@ -641,9 +641,23 @@ def _worlds_to_keep(measured: list[tuple[str, str, int, World, int]]) -> list[tu
     return [(label, world) for i, (label, _, _, world, _) in enumerate(measured) if i in keep]
 
 
+def where_values(params: CollectiveParams) -> dict[str, tuple[str, ...]]:
+    """The values the rows' collective, dtype, algorithm and requested keys can take.
+
+    ``algorithm`` is what ran: the names listed, or, where auto (or the scenario's default)
+    chooses, any algorithm registered for the collective.
+    """
+    names = params.algorithms
+    chosen = names if names and "auto" not in names else tuple(a.name for a in registry.available(params.collective))
+    out = {"collective": (params.collective,), "dtype": (params.dtype,), "algorithm": chosen}
+    if names:
+        out["requested"] = names
+    return out
+
+
 WORKLOAD = register_workload(
     KIND, "nccl-tests-style sweep of one collective over sizes and algorithms",
-    parse=parse, dump=dump, run=run,
+    parse=parse, dump=dump, run=run, where_values=where_values,
     columns=("collective", "algorithm", "requested", "ranks", "bytes", "count", "dtype", "time_s", "algbw_GBps",
              "busbw_GBps", "verified", "model_time_s", "model_exact", "protocol", "channels", "chunk_bytes",
              *verify.COLUMNS),

@@ -243,4 +243,5 @@ WORKLOAD = register_workload(
     KIND, "OSU point-to-point micro-benchmarks between two ranks: latency, bandwidth, bibw",
     parse=parse, dump=dump, run=run,
     columns=("test", "bytes", "protocol", "latency_s", "bandwidth_Bps"),
+    where_values=lambda params: {"test": params.tests},
 )

@@ -156,14 +156,17 @@ RING_1_2GB = {"algorithm": "ring", "bytes": "1.2 GB"}
 def test_max_increase_is_one_sided_and_states_the_signed_change(baseline, passed, change):
     result = check({"metric": "time_s", "where": RING_1_2GB, "baseline": baseline, "max_increase": "2%"})
     assert result["passed"] is passed
-    assert f"expected time_s at most +2% vs the baseline {baseline}" in result["detail"]
+    assert f"expected time_s at most 2% above the baseline {baseline}" in result["detail"]
     assert f"got 2.21 s ({change})" in result["detail"]
 
 
 def test_max_decrease_guards_the_other_direction():
     assert check({"metric": "algbw_GBps", "where": RING_1_2GB, "baseline": 0.55, "max_decrease": 0.05})["passed"]
     result = check({"metric": "algbw_GBps", "where": RING_1_2GB, "baseline": 0.6, "max_decrease": 0.05})
-    assert not result["passed"] and "(-10%)" in result["detail"]
+    assert not result["passed"]
+    # Not "at most -5%", which reads as the opposite of what it means.
+    assert result["detail"] == ("expected algbw_GBps at most 5% below the baseline 0.6 where algorithm=ring, "
+                                "bytes=1.2 GB, got 0.54 (-10%)")
 
 
 @pytest.mark.parametrize(("entry", "text"), [
@@ -175,3 +178,91 @@ def test_max_decrease_guards_the_other_direction():
 def test_gate_errors_say_what_is_missing(entry, text):
     with pytest.raises(ConfigError, match=text):
         parse_expectation(entry)
+
+
+# --- relative changes: a percentage or a fraction, never a guess ---------------------------------
+
+
+@pytest.mark.parametrize("written", ["2%", "2 %", " 2 % ", 0.02])
+@pytest.mark.parametrize("key", ["max_increase", "max_decrease"])
+def test_a_gate_takes_a_percentage_or_a_fraction(written, key):
+    exp = parse_expectation({"metric": "time_s", "baseline": "100 us", key: written})
+    assert (exp.check, exp.value, exp.rel) == (key, 1e-4, 0.02)
+
+
+@pytest.mark.parametrize(("key", "written", "message"), [
+    ("max_increase", 2, "2 is ambiguous: write 2% (or 0.02 for a fraction)"),
+    ("max_decrease", 1, "1 is ambiguous: write 1% (or 0.01 for a fraction)"),
+    ("max_increase", 2.5, "2.5 is ambiguous: write 2.5% (or 0.025 for a fraction)"),
+    ("max_increase", 150, "150 is ambiguous: write 150%"),
+    ("rel", 5, "5 is ambiguous: write 5% (or 0.05 for a fraction)"),
+    ("max_increase", "2", "expected a relative tolerance such as 2% or 0.02 (a fraction), got '2'"),
+    ("max_increase", True, "expected a relative tolerance such as 2% or 0.02 (a fraction), got True"),
+    ("max_increase", "-2%", "expected a relative tolerance such as 2% or 0.02 (a fraction), got '-2%'"),
+])
+def test_a_bare_relative_change_of_one_or_more_is_refused_naming_its_field(key, written, message):
+    """`max_increase: 2` was read as +200 % and `rel: 5` as 500 %: now one line naming the field."""
+    entry = ({"metric": "time_s", "approx": "100 us", "rel": written} if key == "rel"
+             else {"metric": "time_s", "baseline": "100 us", key: written})
+    with pytest.raises(ConfigError) as info:
+        parse_expectations([entry])
+    assert (info.value.path, info.value.message) == (f"[0].{key}", message)
+
+
+def test_a_resolved_scenario_reads_bare_relative_changes_as_fractions():
+    """``units: SI`` (mpisim check, --json) writes every share as a fraction, 150 % as 1.5."""
+    from mpisim.engine.units import si_numbers
+
+    with si_numbers():
+        exp = parse_expectation({"metric": "time_s", "baseline": 1e-4, "max_increase": 1.5})
+    assert exp.rel == 1.5
+    assert parse_expectation({"metric": "time_s", "baseline": "100 us", "max_increase": "150%"}).rel == 1.5
+
+
+def test_the_metric_is_checked_before_the_values_read_in_its_unit():
+    """``time_ss`` made ``max: 1 s`` the field blamed ("expected a number"); the metric is checked first."""
+    def check_key(key):
+        if key != "time_s":
+            raise ConfigError(f"{key!r} is not a column; did you mean 'time_s'?")
+
+    for entry, path in [({"metric": "time_ss", "max": "1 s"}, "[0].metric"),
+                        ({"metric": "time_ss", "baseline": "1 s", "max_increase": "2%"}, "[0].metric"),
+                        ({"metric": "time_s", "where": {"time_ss": "1 s"}, "max": "1 s"}, "[0].where.time_ss")]:
+        with pytest.raises(ConfigError) as info:
+            parse_expectations([entry], check_key)
+        assert (info.value.path, info.value.message) == (path, "'time_ss' is not a column; did you mean 'time_s'?")
+
+
+def test_without_known_columns_a_unit_on_a_plain_metric_hints_at_a_misspelt_name():
+    with pytest.raises(ConfigError) as info:
+        parse_expectations([{"metric": "time_ss", "max": "1 s"}])
+    assert info.value.path == "[0].max"
+    assert info.value.message == ("expected a number, got '1 s'; 'time_ss' holds plain numbers (a time's key ends "
+                                  "in _s, a size's in _bytes, a bandwidth's in _Bps): is the metric misspelt?")
+
+
+# --- failures write the digits that show them ---------------------------------------------------
+
+MEASURED = [{"algorithm": "ring", "time_s": 93.723e-6, "busbw_GBps": 22.9264}]
+
+
+@pytest.mark.parametrize(("entry", "detail"), [
+    # Three digits made these "expected time_s <= 93.7 us, got 93.7 us".
+    ({"metric": "time_s", "max": "93.72 us"}, "expected time_s <= 93.72 us, got 93.723 us"),
+    ({"metric": "busbw_GBps", "min": 22.93}, "expected busbw_GBps >= 22.93, got 22.926"),
+    ({"metric": "time_s", "max": "93.7 us"}, "expected time_s <= 93.7 us, got 93.72 us"),
+    ({"metric": "time_s", "equals": "93.7229 us"}, "expected time_s == 93.7229 us, got 93.723 us"),
+    ({"metric": "time_s", "baseline": "91.885 us", "max_increase": "2%"},
+     "expected time_s at most 2% above the baseline 91.9 us, got 93.7 us (+2.0003%)"),
+    ({"metric": "time_s", "baseline": "95.6361 us", "max_decrease": "2%"},
+     "expected time_s at most 2% below the baseline 95.6 us, got 93.7 us (-2.0004%)"),
+    ({"metric": "time_s", "approx": "92.7 us", "abs": "1.02 us"},
+     "expected time_s ~ 92.7 us (abs 1.02 us), got 93.723 us (+1.1%)"),
+    # Where three digits show it, the message stays as it was.
+    ({"metric": "time_s", "max": "90 us"}, "expected time_s <= 90 us, got 93.7 us"),
+    ({"metric": "busbw_GBps", "min": 30}, "expected busbw_GBps >= 30, got 22.93"),
+])
+def test_a_failure_writes_the_bound_and_the_value_with_the_digits_that_differ(entry, detail):
+    result = check(entry, MEASURED)
+    assert not result["passed"]
+    assert result["detail"] == detail

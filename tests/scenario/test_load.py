@@ -271,6 +271,23 @@ def test_every_sweep_point_is_validated_at_load_time():
     assert "(in sweep point network.model=packet)" in info.value.message
 
 
+def test_a_where_value_is_held_against_every_sweep_point_not_one():
+    """A sweep point's scenario carries the whole sweep's expect: block; only the whole refuses values."""
+    from mpisim.scenario.load import point_raw
+
+    raw = {"topology": STAR, "payload": "size", "sweep": {"workload.algorithm": ["ring", "recursive_doubling"]},
+           "workload": {"kind": "collective", "collective": "allreduce", "algorithm": "ring", "sizes": ["1 KiB"]},
+           "expect": [{"metric": "time_s", "where": {"algorithm": "recursive_doubling"}, "max": "1 s"}]}
+    whole = load_dict(raw, file="t.yaml")
+    point = point_raw(whole, {"workload.algorithm": "ring"})
+    assert load_dict(point, file="t.yaml", sweep_point=True).workload.params.algorithms == ("ring",)
+    with pytest.raises(ConfigError) as info:
+        load_dict(point, file="t.yaml")  # alone, this scenario runs ring only
+    assert info.value.path == "expect[0].where.algorithm"
+    assert info.value.message == ("no row of this scenario has algorithm=recursive_doubling; "
+                                  "its rows have algorithm: ring")
+
+
 def test_sweep_points_are_in_grid_order_last_key_fastest():
     assert sweep_points({"a": [1, 2], "b": ["x", "y", "z"]}) == [
         {"a": 1, "b": "x"}, {"a": 1, "b": "y"}, {"a": 1, "b": "z"},

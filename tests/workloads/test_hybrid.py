@@ -248,10 +248,22 @@ def test_a_layout_that_cannot_fit_is_refused_naming_what_to_change():
     ({"overlap": {"tp": True}}, "not modelled"),
     ({"model": "gpt5"}, "unknown model 'gpt5'"),
     ({"compute": {"efficiency": 1.5}}, "fraction of the peak"),
+    ({"compute": {"efficiency": 50}}, "expected a fraction of the peak in (0, 1] such as 0.5 or 50%, got 50"),
+    ({"compute": {"efficiency": "150%"}}, "expected a fraction of the peak in (0, 1] such as 0.5 or 50%, got '150%'"),
+    ({"compute": {"efficiency": "half"}}, "expected a fraction of the peak in (0, 1] such as 0.5 or 50%, got 'half'"),
 ])
 def test_bad_input_is_one_clear_error(change, message):
     with pytest.raises(ConfigError, match=re.escape(message)):
         load_dict(scenario({"preset": "dgx-h100", "nodes": 1}, **change))
+
+
+@pytest.mark.parametrize("written", [0.5, "50%", "50 %"])
+def test_compute_efficiency_is_a_fraction_or_a_percentage_as_a_links_is(written):
+    """`inter.efficiency: 94%` was accepted and `compute.efficiency: 50%` refused: both take either form."""
+    loaded = load_dict(scenario({"preset": "dgx-h100", "nodes": 1, "inter": {"efficiency": "94 %"}},
+                                compute={"efficiency": written}))
+    assert loaded.workload.params.efficiency == 0.5
+    assert loaded.topology.inter.efficiency == 0.94
 
 
 def test_ranks_that_do_not_match_the_layout_are_named():

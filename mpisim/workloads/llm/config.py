@@ -14,7 +14,7 @@ A ``kind: training`` block with a ``model:`` key is a hybrid-parallel LLM iterat
       sequence_parallel: false
       attention: flash              # flash (fused kernels, 2022+) | standard (materialised s x s scores)
       dtype: bf16                   # the compute format: the device's peak for it (topology device_flops)
-      compute: {efficiency: 0.5}    # achieved fraction of the peak; or measured {layer_forward: 1.2 ms,
+      compute: {efficiency: 0.5}    # achieved fraction of the peak (or 50%); or measured {layer_forward: 1.2 ms,
                                     # layer_backward: 2.4 ms}; or a time per micro-batch (flat models)
       overlap: {dp: true}           # gradient sync overlaps the last backward
       bucket_cap: 25 MiB            # gradient bucket for the data-parallel sync
@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mpisim.collectives import registry
-from mpisim.engine.units import parse_flops, parse_size, parse_time
+from mpisim.engine.units import parse_flops, parse_percent, parse_size, parse_time
 from mpisim.errors import ConfigError
 from mpisim.mpi.dtypes import is_floating
 from mpisim.workloads.collective import check_keys, parse_dtype, parse_positive_int, parse_with
@@ -234,9 +234,13 @@ def _parse_compute(raw: Any, model: TransformerModel) -> dict[str, Any]:
         if "layer_backward" in raw:
             out["layer_backward_s"] = parse_with(parse_time, raw["layer_backward"], "compute.layer_backward")
         return out
-    efficiency = raw.get("efficiency")
+    given = raw.get("efficiency")
+    # A fraction (0.5) or a percentage ("50%"), as a topology's link efficiency is written.
+    percent = parse_percent(given)
+    efficiency = given if percent is None else percent
     if isinstance(efficiency, bool) or not isinstance(efficiency, int | float) or not 0 < efficiency <= 1:
-        raise ConfigError(f"expected a fraction of the peak in (0, 1], got {efficiency!r}", "compute.efficiency")
+        raise ConfigError(f"expected a fraction of the peak in (0, 1] such as 0.5 or 50%, got {given!r}",
+                          "compute.efficiency")
     out["efficiency"] = float(efficiency)
     return out
 
