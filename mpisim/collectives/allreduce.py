@@ -63,15 +63,23 @@ DBT_SEGMENT = 4 * 2**20 // NCCL_STEPS
 
 
 def parameter_server_cost(p: int, n: int, alpha: float, beta: float, gamma: float) -> float:
-    """(k+1)(p-1)(α + sβ) + (p-1)nγ, k = ⌈n/s⌉ segments of s = min(PS_SEGMENT, n) bytes.
+    """(p-1)(k·T + T_last) + (p-1)nγ for k = ⌈n/s⌉ segments of s = min(PS_SEGMENT, n) bytes.
 
-    Single-port textbook estimate: the server receives p-1 segments per round, one after
-    another, while it sends the previous round's results back; with one segment (n <= s)
-    it is the classic 2(p-1)(α + nβ) + (p-1)nγ.
+    T = α + sβ for a full segment, T_last = α + s_last·β for the last one (s_last = n - (k-1)s).
+    The single-port count: the server receives p-1 segments a round, one after another, while
+    it sends the previous round's results back, and the last round's results wait for its port
+    and then take (p-1)T_last. With equal segments this is (k+1)(p-1)(α + sβ), with one segment
+    (n <= s) the classic 2(p-1)(α + nβ) + (p-1)nγ. With one worker (p = 2): (k-1)(T + α) +
+    2T_last + nγ -- the credit for segment j+1 leaves when segment j arrives, and with no other
+    worker's segment to arrive meanwhile its α is waited for once per segment after the first.
+    Exact on a single-port contention-free network with γ = 0.
     """
     s = min(PS_SEGMENT, n)
     k = max(1, math.ceil(n / PS_SEGMENT))
-    return (k + 1) * (p - 1) * (alpha + s * beta) + (p - 1) * n * gamma
+    seg, last = alpha + s * beta, alpha + (n - (k - 1) * s) * beta
+    if p == 2:
+        return (k - 1) * (seg + alpha) + 2 * last + n * gamma
+    return (p - 1) * (k * seg + last) + (p - 1) * n * gamma
 
 
 def reduce_bcast_cost(p: int, n: int, alpha: float, beta: float, gamma: float) -> float:
@@ -145,9 +153,10 @@ def parameter_server_allreduce(comm: Comm, buf: Payload, op: Op) -> Proc[Payload
     arrive, so the server's link never waits for it. (A burst of all segments would share the links -- or, on the contention-free
     network, cross them all at once -- and arrive together, with nothing left to overlap.)
 
-    Cost: (k+1)(p-1)(α + sβ) + (p-1)nγ (see parameter_server_cost), the single-port
-    estimate: (p-1)·n bytes cross the server's link in each direction. Not exact: on a
-    contention-free multi-port network the workers' messages overlap.
+    Cost: (p-1)(k·T + T_last) + (p-1)nγ, T = α + sβ for a full segment (see
+    parameter_server_cost, which also gives p = 2): the single-port count, (p-1)·n bytes
+    through the server's port in each direction. Not exact on a contention-free multi-port
+    network, where the workers' messages overlap.
     """
     p, r = comm.size, comm.rank
     segs = segments(buf, PS_SEGMENT)
@@ -264,7 +273,9 @@ def rabenseifner_allreduce(comm: Comm, buf: Payload, op: Op) -> Proc[Payload]:
     result to their even partners.
 
     Cost: 2 lg p·α + 2((p-1)/p)nβ + ((p-1)/p)nγ for p a power of two, plus a fold and an
-    unfold (α + nβ each, and nγ) otherwise (see rabenseifner_cost); exact for every p.
+    unfold (α + nβ each, and nγ) otherwise (see rabenseifner_cost); exact for every p on a
+    multi-port network. On one port, once two or more ranks do not fold, they run ahead into
+    the ports of ranks still folding.
     """
     p, r = comm.size, comm.rank
     pof2 = pof2_below(p)

@@ -9,13 +9,27 @@ broadcast's p-1 sends one after another, a binomial tree's ⌈lg p⌉ rounds) as
 
 :class:`PortLimitedNetwork` wraps any model: a transfer starts only when its sender has a
 free send port and its receiver a free receive port, holds both until its last byte has
-arrived, and otherwise waits. When a port frees, the waiting transfers are examined in the
-order they were posted and every one whose two ports are free starts (greedy list
-scheduling): a port never idles behind a transfer that cannot start yet, as the textbooks'
-rounds assume, and messages between the same two ranks keep their order. Zero-byte messages
-(credits, barrier tokens) take no port: the textbooks' algorithms have no flow control, and
-their rounds count data messages. What the wrapped
-model does with the bytes (latency, bandwidth, sharing) is unchanged.
+arrived, and otherwise waits. Admission is greedy list scheduling at the end of each instant:
+once every event due at that instant has run (so every transfer that ends then has freed its
+ports and every message posted then is queued), the waiting transfers are examined in order
+and every one whose two ports are free starts, at that same instant. A port never idles behind
+a transfer that cannot start yet, as the textbooks' rounds assume, and messages between the
+same two ranks keep their order. The order is that of posting, and among transfers posted at
+the same instant that of their senders' ranks (each sender's own in the order it posted them).
+
+Both rules keep the event loop's arbitrary order out of the rounds. Transfers that end
+together end a round together: admitting after each one in turn let a linear alltoall's second
+round start on the ports the first finisher freed and idle the others (4 rounds instead of 3
+on 4 ranks). And messages posted together to one receiver go in rank order, not in the order
+the ranks happened to resume: the rank that reaches a barrier last runs first, so its message
+overtook its peers' -- a parameter server on 3 ranks then received worker 2's segment before
+worker 1's, which it reduces first, and its pipeline stalled every round; on 3 and 7 ranks
+the fold of recursive doubling and of Rabenseifner reached its partner after the exchange
+message it must precede.
+
+Zero-byte messages (credits, barrier tokens) take no port: the textbooks' algorithms have no
+flow control, and their rounds count data messages. What the wrapped model does with the bytes
+(latency, bandwidth, sharing) is unchanged.
 """
 
 from __future__ import annotations
@@ -24,10 +38,21 @@ from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from mpisim.engine.events import NORMAL, Call
+
 if TYPE_CHECKING:
     from mpisim.engine.sim import Proc
     from mpisim.network.base import NetworkModel
     from mpisim.network.links import Route
+
+
+#: Priority of the admission: after every event due at the same instant (SimPy's URGENT is 0 and
+#: NORMAL 1, and the event loop runs the events due at one instant in order of priority).
+AFTER_THE_INSTANT = NORMAL + 1
+
+#: A waiting transfer: (instant posted, sender, order of posting, receiver, bytes, callback, its
+#: argument, latency, route); the first three are its place in the queue.
+_Waiting = tuple[float, int, int, int, int, "Callable[[Any], None] | None", Any, "float | None", "Route | None"]
 
 
 class PortLimitedNetwork:
@@ -42,7 +67,12 @@ class PortLimitedNetwork:
         self.topology = inner.topology
         self._sending: dict[int, int] = {}
         self._receiving: dict[int, int] = {}
-        self._waiting: deque[tuple[int, int, int, Callable[[Any], None] | None, Any, float | None, Route | None]] = deque()
+        self._waiting: deque[_Waiting] = deque()
+        self._posted = 0
+        #: Transfers posted at this instant, not yet in their place in ``_waiting``.
+        self._new: list[_Waiting] = []
+        #: True while an admission is scheduled for the end of the current instant.
+        self._admit_due = False
 
     def __getattr__(self, name: str) -> Any:
         # Statistics and the like (link_stats, transfers) are the wrapped model's.
@@ -53,25 +83,31 @@ class PortLimitedNetwork:
 
     def post(self, src: int, dst: int, nbytes: int, fn: Callable[[Any], None] | None, arg: Any,
              latency: float | None = None, route: Route | None = None) -> bool:
-        """As the wrapped model's ``post``, once a send port at *src* and a receive port at *dst* are free."""
+        """As the wrapped model's ``post``, once a send port at *src* and a receive port at *dst* are free.
+
+        The transfer joins the queue; it starts at the end of this instant if its ports are free
+        then (:meth:`_admit`). Returns False: the callback tells when it is over.
+        """
         if src == dst or nbytes == 0:
             # A zero-byte message (a pipeline credit, a barrier token) is a flag, not a transfer:
             # the formulas' rounds count the data messages, so flags hold no port.
             return self.inner.post(src, dst, nbytes, fn, arg, latency, route)  # type: ignore[attr-defined]
-        if not self._free(src, dst) or self._queued_behind(src, dst):
-            self._waiting.append((src, dst, nbytes, fn, arg, latency, route))
-            return False
-        return self._start(src, dst, nbytes, fn, arg, latency, route)
-
-    def _queued_behind(self, src: int, dst: int) -> bool:
-        """True if an earlier transfer between the same two ranks waits: those keep their order."""
-        return any(w_src == src and w_dst == dst for w_src, w_dst, *_ in self._waiting)
+        self._posted += 1
+        self._new.append((self.sim.env.now, src, self._posted, dst, nbytes, fn, arg, latency, route))
+        self._admit_soon()
+        return False
 
     def transfer(self, src: int, dst: int, nbytes: int) -> Proc[None]:
         """The generator form of :meth:`post`."""
         done = self.sim.env.event()
         if not self.post(src, dst, nbytes, lambda _: done.succeed(), None):
             yield done
+
+    def _admit_soon(self) -> None:
+        """Schedule :meth:`_admit` for the end of this instant (once)."""
+        if not self._admit_due:
+            self._admit_due = True
+            Call(self.sim.env, self._admit, None, priority=AFTER_THE_INSTANT)
 
     def _start(self, src: int, dst: int, nbytes: int, fn: Callable[[Any], None] | None, arg: Any,
                latency: float | None, route: Route | None = None) -> bool:
@@ -89,17 +125,27 @@ class PortLimitedNetwork:
     def _finished(self, token: tuple[int, int, Callable[[Any], None] | None, Any]) -> None:
         src, dst, fn, arg = token
         self._release(src, dst)
-        self._admit()  # transfers that waited go before any the callback below starts
+        if self._waiting:
+            self._admit_soon()  # once every transfer that ends now has freed its ports
         if fn is not None:
             fn(arg)
 
-    def _admit(self) -> None:
-        """Start every waiting transfer whose ports are now free, in the order they were posted."""
-        still: deque[tuple[int, int, int, Callable[[Any], None] | None, Any, float | None, Route | None]] = deque()
+    def _admit(self, _: Any = None) -> None:
+        """Start every waiting transfer whose ports are free, in queue order (see the module docstring)."""
+        self._admit_due = False
+        if self._new:
+            # Posted at this instant: in their senders' rank order, each sender's in its own order.
+            self._new.sort(key=lambda w: w[:3])
+            self._waiting.extend(self._new)
+            self._new = []
+        still: deque[_Waiting] = deque()
+        blocked: set[tuple[int, int]] = set()  # pairs with an earlier transfer still waiting
         while self._waiting:
-            src, dst, nbytes, fn, arg, latency, route = self._waiting.popleft()
-            if not self._free(src, dst) or any(s == src and d == dst for s, d, *_ in still):
-                still.append((src, dst, nbytes, fn, arg, latency, route))  # its ports are busy, or its pair's turn is not yet
+            entry = self._waiting.popleft()
+            src, dst, nbytes, fn, arg, latency, route = entry[1], *entry[3:]
+            if (src, dst) in blocked or not self._free(src, dst):
+                still.append(entry)  # its ports are busy, or its pair's turn is not yet
+                blocked.add((src, dst))
                 continue
             if self._start(src, dst, nbytes, fn, arg, latency, route) and fn is not None:
                 fn(arg)  # over at once, but its poster was told to wait: tell it now

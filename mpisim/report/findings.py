@@ -140,9 +140,12 @@ def beyond_ring_findings(result: RunResult) -> list[str]:
     Bus bandwidth is defined with the ring's traffic factor, so an algorithm that moves fewer
     bytes through the bottleneck (in-switch reduction, a tree on few nodes) legitimately shows
     more than the links' rate; the report says so instead of leaving it to look like an error.
-    Only a bus bandwidth above the best the ring reaches at any size of the run is explained:
-    below that, where latency sets both times, a faster algorithm simply has the higher figure.
-    An ``auto`` row that repeats an algorithm the run names is left out (said once).
+    Like is compared with like: a row with the ring's row of the same size, rank count and sweep
+    point, and no sentence where the ring did not run that size there (with ``auto``, the ring's
+    rows are the sizes it was chosen at). Only a bus bandwidth above the best the ring reaches at
+    any size of that point is explained: below that, where latency sets both times, a faster
+    algorithm simply has the higher figure. An ``auto`` row that repeats an algorithm the run
+    names is left out (said once).
     """
     rows = _distinct_algorithms([r for r in row_kinds(result)["collective"]
                                  if r.get("collective") == "allreduce" and isinstance(r.get("busbw_GBps"), int | float)])
@@ -152,17 +155,21 @@ def beyond_ring_findings(result: RunResult) -> list[str]:
         rings = [r for r in members if r["algorithm"] == "nccl_ring"]
         if not rings:
             continue
-        ring = max(rings, key=lambda r: r["busbw_GBps"])
+        best = max(r["busbw_GBps"] for r in rings)
         values = dict(zip([*keys, "ranks"], group_key, strict=True))
         for row in sorted(members, key=lambda r: r["bytes"]):
             why = BEYOND_RING.get(row["algorithm"])
-            if why and row["busbw_GBps"] > 1.05 * ring["busbw_GBps"]:
-                best = "" if ring["bytes"] == row["bytes"] else f" (its best here, at {fmt_bytes(ring['bytes'])})"
+            same_size = [r for r in rings if r["bytes"] == row["bytes"]]
+            if not why or not same_size:
+                continue
+            ring = max(same_size, key=lambda r: r["busbw_GBps"])
+            if row["busbw_GBps"] > 1.05 * max(ring["busbw_GBps"], best):
                 out.append(f"**allreduce/{row['algorithm']} at {fmt_bytes(row['bytes'])} on {values['ranks']} "
                            f"ranks{_where(values, keys)}** shows a bus bandwidth of "
                            f"{fmt_bandwidth(row['busbw_GBps'] * 1e9)}, above the ring's "
-                           f"{fmt_bandwidth(ring['busbw_GBps'] * 1e9)}{best}: {why}. Bus bandwidth counts the ring's "
-                           "traffic, so it can exceed the links' rate while no link carries more than its capacity.")
+                           f"{fmt_bandwidth(ring['busbw_GBps'] * 1e9)} at the same size: {why}. Bus bandwidth "
+                           "counts the ring's traffic, so it can exceed the links' rate while no link carries more "
+                           "than its capacity.")
     return out
 
 

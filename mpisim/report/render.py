@@ -220,8 +220,7 @@ def render_figures(result: RunResult, fig_dir: Path, worlds: list[int], links: l
             infos.append(FigureInfo(f"figures/{name}", title, caption))
 
     add("bandwidth.png", lambda: plots.plot_bandwidth(result), "Time and bandwidth against message size",
-        "One curve per algorithm. Left: time per call (log-log; lower is better). Right: bus bandwidth "
-        "(solid; comparable with the hardware's link bandwidth) and algorithm bandwidth (dashed; size/time).")
+        plots.bandwidth_caption(result))
     add("p2p.png", lambda: plots.plot_p2p(result), "Point-to-point latency and bandwidth",
         "Filled markers: eager messages; hollow: rendezvous. A dotted line marks an eager limit, where the "
         "protocol switches: the latency jumps there by the handshake's two latencies, or drops when eager's copy "

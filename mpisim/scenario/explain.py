@@ -14,7 +14,12 @@ arrays, so a value shows where it came from), runs the algorithm once and prints
    substituted, and its value next to the simulated time. The formula printed is the one that
    gives the cost function's value at this p (:func:`applicable_formula`: the
    non-power-of-two fold of rabenseifner on 5 ranks, not its power-of-two headline); where no
-   docstring formula does, explain says the value is the cost function's bound.
+   docstring formula does, explain says the value is the cost function's bound. Where the
+   simulated time differs from it, **why** (:func:`differences`): a count the formula's blocks
+   do not divide, a network other than the teaching one, or the algorithm's own reason (a
+   binomial barrier's tokens hold no port, the folds at p not a power of two, a formula that is
+   an estimate). On the teaching network the two are otherwise equal (README, "Reports, traces
+   and teaching", lists where); tests/report/test_explain.py holds every algorithm to that.
 
 A pipelined algorithm cuts its buffer into segments of hundreds of KiB, so the few elements
 of an explanation would travel as one segment; explain runs it with segments of a few
@@ -55,6 +60,8 @@ import mpisim.collectives  # noqa: F401  (registers every algorithm)
 from mpisim.collectives import allreduce as allreduce_module
 from mpisim.collectives import bcast as bcast_module
 from mpisim.collectives import registry
+from mpisim.collectives.costmodel import ceil_lg, floor_lg
+from mpisim.collectives.costmodel import pof2_below as pof2_at_most
 from mpisim.collectives.dispatch import size_of_call
 from mpisim.collectives.select import network_parameters
 from mpisim.engine.sim import Simulation
@@ -69,7 +76,8 @@ from mpisim.network.topology import build_topology
 from mpisim.scenario.load import load_dict
 from mpisim.workloads.collective import REDUCING, expected_output, reduce_in_rank_order
 
-__all__ = ["DEFAULT_NETWORK_MODEL", "Explanation", "Formula", "evaluate", "explain", "format_explanation", "formulas",
+__all__ = ["DEFAULT_NETWORK_MODEL", "Explanation", "Formula", "differences", "evaluate", "explain", "format_explanation",
+           "formulas",
            "reference", "substitute", "write_diagram"]
 
 ROOTED = frozenset({"bcast", "reduce", "gather", "scatter"})
@@ -435,6 +443,10 @@ def formulas(algo: registry.Algorithm) -> list[Formula]:
         match = re.search(pattern, cost_doc) or re.search(pattern, paragraph)
         if match:
             out.append(Formula(match.group(1).strip().rstrip(".,;"), "p not a power of two", note))
+    # A case of its own for two ranks (the parameter server's one worker): "(p = 2): <formula> -- why".
+    match = re.search(r"\(p = 2\):\s*(.+?)(?:\s--|\.\s|\.$|$)", cost_doc)
+    if match:
+        out.append(Formula(match.group(1).strip().rstrip(".,;"), "p = 2"))
     return out
 
 
@@ -554,6 +566,21 @@ class Explanation:
     formula: Formula | None = None
     #: The numbers the formula is evaluated with: p, p', n, α, β, γ (and k, s if segmented).
     values: dict[str, float] = field(default_factory=dict)
+    #: Messages a rank sends (and receives) at once: 1 on the teaching network, None for no limit.
+    ports: int | None = DEFAULT_PORTS
+    #: The network model's name, and whether the topology is explain's own full network.
+    model: str = DEFAULT_NETWORK_MODEL
+    full_topology: bool = True
+
+    @property
+    def teaching(self) -> bool:
+        """True on the teaching network: the analytic model on the full topology, one port per rank."""
+        return self.full_topology and self.model == DEFAULT_NETWORK_MODEL and self.ports == 1
+
+    @property
+    def matches(self) -> bool:
+        """True when the simulated time equals the closed form (within 1e-9, relative)."""
+        return self.model_s is not None and math.isclose(self.simulated_s, self.model_s, rel_tol=1e-9, abs_tol=1e-15)
 
     @property
     def formula_text(self) -> str:
@@ -684,8 +711,8 @@ def explain(collective: str, algorithm: str, ranks: int = 4, *, count: int | Non
 def _network_name(network: Any) -> str:
     """Name the explanation's network model and its port limit, e.g. ``analytic model, single-port (...)``."""
     if network.ports == 1:
-        return (f"{network.model} model, single-port (each rank sends one message and receives one at a "
-                "time, as the formulas assume; --ports 0 lifts the limit)")
+        return (f"{network.model} model, single-port (each rank sends one data message and receives one at a "
+                "time, the network the textbook formulas count rounds on; --ports 0 lifts the limit)")
     if network.ports:
         return f"{network.model} model, {network.ports} ports per rank"
     return f"{network.model} model, multi-port (all of a rank's messages in flight at once)"
@@ -734,7 +761,183 @@ def _explain(collective: str, algo: registry.Algorithm, ranks: int, count: int, 
     return Explanation(collective, algo, ranks, count, root, base, topo_name, _network_name(scenario.network), alpha, beta,
                        gamma, nbytes, inputs, messages, outputs, reference(collective, inputs, root), simulated,
                        model, decoded, notes, segment=segment if seg is not None else None, formula=formula,
-                       values=values)
+                       values=values, ports=scenario.network.ports, model=scenario.network.model,
+                       full_topology=topology is None)
+
+
+# ----------------------------------------------------------------------------- why the times differ
+
+#: Printed when the simulated time differs from the closed form and :func:`differences` knows no
+#: reason; tests/report/test_explain.py holds every registered algorithm to a specific one.
+GENERIC_CAVEAT = ("The formula is exact only for some rank counts (or assumes one message at a time per rank), "
+                  "so it need not equal the simulated time here.")
+
+
+def _power_of_two(p: int) -> bool:
+    return p & (p - 1) == 0
+
+
+def formula_blocks(ex: Explanation) -> int | None:
+    """How many equal blocks the closed form cuts the buffer into (n/d bytes each); None if it cuts none."""
+    c, a, p = ex.collective, ex.algorithm.name, ex.p
+    q = pof2_at_most(p)
+    if a == "rabenseifner":
+        return q
+    if c in ("reduce_scatter", "alltoall", "scatter") or (c, a) in (
+            ("allreduce", "ring"), ("bcast", "scatter_recursive_doubling_allgather"),
+            ("bcast", "scatter_ring_allgather")):
+        return p
+    return None
+
+
+def _network_reasons(ex: Explanation) -> list[str]:
+    """Where this run's network is not the teaching one the closed forms count on."""
+    out = []
+    if not ex.full_topology:
+        out.append(f"This run is on {ex.topology}, not on explain's full topology (every pair of ranks on its "
+                   "own link, all with the same α and β), the network the closed forms count on.")
+    if ex.model != DEFAULT_NETWORK_MODEL:
+        out.append(f"The {ex.model} model shares a link between the transfers crossing it; the closed forms count "
+                   f"on the {DEFAULT_NETWORK_MODEL} model's links, where transfers on different links never slow "
+                   "each other.")
+    if ex.ports != 1:
+        many = "all its messages" if not ex.ports else f"up to {ex.ports} messages"
+        out.append(f"With --ports {ex.ports or 0} a rank has {many} in flight at once; the closed forms count the "
+                   "rounds of the single-port network (one message sent and one received at a time per rank), "
+                   "the teaching network's default.")
+    return out
+
+
+def _uneven_reason(ex: Explanation) -> str | None:
+    d = formula_blocks(ex)
+    if d is None or ex.count % d == 0:
+        return None
+    big, small = -(-ex.count // d), ex.count // d
+    return (f"The {ex.count} elements do not split into {d} equal blocks (np.array_split gives blocks of {big} and "
+            f"{small} elements); the formula charges n/{d} bytes a block, so messages that should take equal "
+            f"times do not (a --count that {d} divides avoids this).")
+
+
+def _why_binomial_barrier(ex: Explanation) -> list[str]:
+    p = ex.p
+    if _power_of_two(p):
+        return []
+    depth, rounds = floor_lg(p), ceil_lg(p)
+    value = f" = {_t(2 * depth * ex.alpha)}" if ex.teaching else ""
+    overlap = ("barrier tokens carry no data, and the port limit holds data messages only (zero-byte messages "
+               "are the pipelines' credits, which the formulas do not count as rounds), so the tokens overlap"
+               if ex.ports == 1 else "here a rank's tokens overlap")
+    return [f"The formula counts ⌈lg p⌉ = {rounds} rounds each way, the textbook's single port, where a root "
+            f"with {rounds} children takes their tokens one after the other; but {overlap}, and the binomial "
+            f"tree on p = {p} ranks is only ⌊lg p⌋ = {depth} messages deep: the barrier takes "
+            f"2⌊lg p⌋α{value}, below the formula (an upper bound)."]
+
+
+def _why_scatter_recursive_doubling(ex: Explanation) -> list[str]:
+    if _power_of_two(ex.p):
+        return []
+    return [f"p = {ex.p} is not a power of two: in some steps of the recursive-doubling allgather a rank has "
+            "no partner, and MPICH's fix-up then passes the blocks it missed down a binomial tree inside its "
+            "group; the formula counts the power-of-two steps only, so the fix-up's rounds come on top of it "
+            "(a lower bound)."]
+
+
+def _why_rabenseifner(ex: Explanation) -> list[str]:
+    p = ex.p
+    q = pof2_at_most(p)
+    ahead = q - (p - q)  # participants that did not fold
+    if _power_of_two(p) or ex.ports != 1 or ahead < 2:
+        return []  # with one rank that did not fold, its partners all folded: nobody runs ahead
+    return [f"p = {p} is not a power of two: {p - q} rank{'s fold' if p - q > 1 else ' folds'} into a neighbour "
+            f"first, and the formula charges the fold as a step of its own before the p' = {q} participants "
+            f"start. On one port it is not one: the {ahead} participants that did not fold start at once and run "
+            "ahead together, and their eager messages take the receive ports of ranks still busy with the "
+            "fold, which pushes those ranks' later steps back. (With --ports 0 and a count that p' = "
+            f"{q} divides, the simulation equals the formula.)"]
+
+
+def _why_recursive_halving(ex: Explanation) -> list[str]:
+    p = ex.p
+    if _power_of_two(p):
+        return []
+    q = pof2_at_most(p)
+    on_one_port = (", and on one port their messages take the receive ports of ranks still busy with the fold"
+                   if ex.ports == 1 else "")
+    return [f"p = {p} is not a power of two, and the formula is then an estimate: it adds up the fold, a "
+            f"recursive halving on p' = {q} ranks and the unfold, but the halving's ranges are uneven (the first "
+            f"{p - q} of the p' ranks own two ranks' blocks) and the ranks that did not fold start at "
+            f"once{on_one_port}."]
+
+
+def _why_double_binary_tree(ex: Explanation) -> list[str]:
+    p, k = ex.p, int(ex.values.get("k", 1))
+    out = []
+    if ex.count % 2:
+        out.append(f"The {ex.count} elements do not halve evenly: the trees carry {-(-ex.count // 2)} and "
+                   f"{ex.count // 2}, and the formula gives each n/2 bytes.")
+    elif ex.segment is not None and (ex.count // 2 * 8) % ex.segment:
+        out.append(f"Each tree's last segment is shorter than s = {ex.segment} B, and the formula charges k full "
+                   "segments.")
+    if p == 2:
+        if k > 1:
+            v = ex.values
+            value = 2 * (v["α"] + v["s"] * (v["β"] + v["γ"])) + 2 * (k - 1) * (v["α"] + v["s"] * v["β"])
+            out.append("On 2 ranks each rank is the root of one tree and the other's only child in the other, "
+                       "so after the first segment it sends 2 segments a round (its tree's result down, the other "
+                       "tree's segment up), not the 4 the formula charges (those of a rank interior in one tree "
+                       "and a leaf in the other): 2⌈lg p⌉(α + sβ + sγ) + 2(k-1)(α + sβ)"
+                       + (f" = {_t(value)}." if ex.teaching and not out else "."))
+        return out
+    if ex.ports != 1:
+        out.append("The formula is an estimate of the pipeline on one port (its docstring says so): 4 message "
+                   "times a segment after the first, the sends of a rank interior in one tree and a leaf in the "
+                   "other, which overlap when a rank has more ports.")
+        return out
+    parts = []
+    if p >= 4:
+        parts.append("a rank with two children receives their segments one after the other and sends to them one "
+                     "after the other, and as a leaf of the other tree it sends through the same port, so the "
+                     "first segment's trip takes longer than 2⌈lg p⌉ message times")
+    if k > 1:
+        parts.append("how the later segments fill each port depends on how the two trees' streams and their "
+                     "credits interleave, which the formula's 4 message times a segment do not count")
+    if parts:
+        out.append("The formula is an estimate (its docstring says so): it counts the first segment's trip as "
+                   f"2⌈lg p⌉ = {2 * ceil_lg(p)} message times α + sβ, one per tree level up and down, and each "
+                   "later segment as 4, the sends of a rank interior in one tree and a leaf in the other. But on "
+                   "one port " + "; and ".join(parts) + ".")
+    return out
+
+
+#: Reasons of each algorithm's own for a simulated time that differs from its closed form;
+#: :func:`differences` adds those of the network and of an uneven count.
+ALGORITHM_REASONS = {
+    ("barrier", "binomial"): _why_binomial_barrier,
+    ("bcast", "scatter_recursive_doubling_allgather"): _why_scatter_recursive_doubling,
+    ("reduce", "rabenseifner"): _why_rabenseifner,
+    ("allreduce", "rabenseifner"): _why_rabenseifner,
+    ("reduce_scatter", "recursive_halving"): _why_recursive_halving,
+    ("allreduce", "double_binary_tree"): _why_double_binary_tree,
+}
+
+
+def differences(ex: Explanation) -> list[str]:
+    """Say why the simulated time differs from the closed form here: one specific reason an item.
+
+    The network (when it is not the teaching one), an uneven count (blocks the formula takes as
+    equal), and the algorithm's own (:data:`ALGORITHM_REASONS`). Empty when the two are equal, or
+    when no reason is known -- then :data:`GENERIC_CAVEAT` is printed instead.
+    """
+    if ex.model_s is None or ex.matches:
+        return []
+    out = _network_reasons(ex)
+    uneven = _uneven_reason(ex)
+    if uneven:
+        out.append(uneven)
+    why = ALGORITHM_REASONS.get((ex.collective, ex.algorithm.name))
+    if why is not None:
+        out += why(ex)
+    return out
 
 
 # ----------------------------------------------------------------------------- printing
@@ -804,6 +1007,9 @@ def _cost_lines(ex: Explanation) -> list[str]:
                 lines += textwrap.wrap(f"p = {ex.p} is not a power of two: p' = {q} ranks run the power-of-two "
                                    "algorithm and the others fold in first, so the formula for that case applies:",
                                    96, initial_indent="  ", subsequent_indent="  ")
+            elif formula.scope == "p = 2":
+                lines += textwrap.wrap("p = 2 is a case of its own (see the cost function's docstring), so the "
+                                       "formula for it applies:", 96, initial_indent="  ", subsequent_indent="  ")
             lines.append(f"    {formula.text}")
             lines.append(f"  = {substitute(formula.text, values)}")
             lines.append(f"  = {_t(ex.model_s)}   closed form" + (f"  ({formula.note})" if formula.note else ""))
@@ -828,9 +1034,14 @@ def _cost_lines(ex: Explanation) -> list[str]:
         lines.append("  (no closed-form cost function is registered for this algorithm)")
     lines.append(f"    {_t(ex.simulated_s)}   simulated (last rank's exit - first rank's entry)"
                  + (f", {ex.simulated_s / ex.model_s:.3f}x the closed form" if ex.model_s else ""))
-    if ex.model_s and not ex.algorithm.exact(ex.p):
-        lines.append("  The formula is exact only for some rank counts (or assumes one message at a time per rank),")
-        lines.append("  so it need not equal the simulated time here.")
+    if ex.model_s is not None and not ex.matches:
+        reasons = differences(ex)
+        if reasons:
+            lines.append("  Why they differ:")
+            for reason in reasons:
+                lines += textwrap.wrap(reason, 96, initial_indent="  - ", subsequent_indent="    ")
+        else:
+            lines += textwrap.wrap(GENERIC_CAVEAT, 96, initial_indent="  ", subsequent_indent="  ")
     return lines
 
 

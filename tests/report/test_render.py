@@ -7,6 +7,7 @@ import re
 import struct
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from mpisim.cli import main
@@ -248,3 +249,65 @@ def test_legends_stay_inside_the_figure():
             extent = legend.get_window_extent(renderer)
             assert extent.x0 >= box.x0 - 1 and extent.x1 <= box.x1 + 1, (extent, box)
             assert extent.y0 >= box.y0 - 1 and extent.y1 <= box.y1 + 1, (extent, box)
+
+
+# ------------------------------------------------------------------ auto over a sweep of topologies
+
+AUTO_PICKS = {"dgx-h100": [("nccl_tree", 36.06), ("nccl_ring", 282.9), ("nccl_tree", 394.4)],
+              "dgx-a100": [("nccl_ring", 18.76), ("nccl_tree", 119.2), ("nccl_tree", 248.5)]}
+AUTO_SIZES = (2**20, 2**24, 2**30)
+
+
+def auto_over_presets():
+    """What `algorithm: auto` on 2 nodes of dgx-h100 and of dgx-a100 chose at 1 MiB, 16 MiB and 1 GiB (busbw in GB/s)."""
+    from mpisim.report.records import RunResult
+
+    rows = [{"collective": "allreduce", "algorithm": algorithm, "requested": "auto", "ranks": 16, "bytes": size,
+             "time_s": size * 1.875 / (busbw * 1e9), "busbw_GBps": busbw, "algbw_GBps": busbw / 1.875,
+             "topology.preset": preset}
+            for preset, picks in AUTO_PICKS.items() for size, (algorithm, busbw) in zip(AUTO_SIZES, picks, strict=True)]
+    return RunResult(scenario={"name": "topo-auto", "sweep": {"topology.preset": list(AUTO_PICKS)}}, rows=rows)
+
+
+def test_with_auto_there_is_one_curve_per_sweep_point_marked_with_what_ran():
+    result = auto_over_presets()
+    curves = plots.bandwidth_curves(result)
+    assert [c.label for c in curves] == ["auto, dgx-h100", "auto, dgx-a100"]
+    for curve, (preset, picks) in zip(curves, AUTO_PICKS.items(), strict=True):
+        assert curve.xs == list(AUTO_SIZES), "every size on the curve: none joined across another algorithm's"
+        assert [r["algorithm"] for r in curve.rows] == [a for a, _ in picks]
+        assert {r["topology.preset"] for r in curve.rows} == {preset}
+    fig = plots.plot_bandwidth(result)
+    ax_t = fig.axes[0]
+    legend = [t.get_text() for t in ax_t.get_legend().get_texts()]
+    assert legend == ["auto, dgx-h100", "auto, dgx-a100", "ran nccl_tree", "ran nccl_ring"]
+    labels = [a.get_text() for a in ax_t.texts]
+    assert labels == [a for picks in AUTO_PICKS.values() for a, _ in picks]
+    caption = plots.bandwidth_caption(result)
+    assert caption.startswith("One curve per algorithm asked for and sweep point: where auto chose, the marker")
+
+
+def test_without_auto_curves_stay_per_algorithm_and_never_cross_a_missing_size():
+    from mpisim.report.records import RunResult
+
+    rows = [{"collective": "allreduce", "algorithm": a, "requested": a, "ranks": 8, "bytes": b, "time_s": 1e-9 * b,
+             "busbw_GBps": 1.0, "algbw_GBps": 0.5}
+            for a, sizes in (("ring", (1024, 4096, 16384)), ("rabenseifner", (1024, 16384))) for b in sizes]
+    result = RunResult(scenario={"name": "x"}, rows=rows)
+    assert [c.label for c in plots.bandwidth_curves(result)] == ["ring", "rabenseifner"]
+    assert plots.bandwidth_caption(result).startswith("One curve per algorithm. Left:")
+    lines = plots.plot_bandwidth(result).axes[0].get_lines()
+    xs = {line.get_label(): list(line.get_xdata()) for line in lines}
+    assert xs["ring"] == [1024, 4096, 16384]
+    assert xs["rabenseifner"][0] == 1024 and xs["rabenseifner"][2] == 16384 and np.isnan(xs["rabenseifner"][1])
+
+
+def test_scaling_with_auto_follows_the_request():
+    from mpisim.report.records import RunResult
+
+    rows = [{"collective": "allreduce", "algorithm": a, "requested": "auto", "ranks": p, "bytes": 2**20,
+             "time_s": 1e-5 * p, "busbw_GBps": 10.0 / p, "algbw_GBps": 5.0 / p}
+            for p, a in ((8, "nccl_ring"), (16, "nccl_tree"), (32, "nccl_tree"))]
+    fig = plots.plot_scaling(RunResult(scenario={"name": "x"}, rows=rows))
+    legend = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert legend == ["auto, 1 MiB", "ran nccl_ring", "ran nccl_tree"]
