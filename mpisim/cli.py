@@ -326,12 +326,19 @@ def _list_items(what: str) -> tuple[list[dict[str, Any]], list[tuple[str, Callab
         items = [{"name": name, "summary": summary} for name, summary in list_presets()]
         return items, [("name", lambda i: i["name"]), ("summary", lambda i: i["summary"])]
     if what == "algorithms":
-        from mpisim.collectives import registry  # importing the package registers every algorithm
+        from mpisim.collectives import nccl, registry  # importing the package registers every algorithm
 
-        items = [algo.to_dict() for algo in registry.available()]
+        def gpu(algo: registry.Algorithm) -> str | None:
+            """"only": it needs GPU hardware (nvls: a switch that reduces); "nccl": NCCL's, runs anywhere."""
+            if "in_switch_reduction" in algo.requires:
+                return "only"
+            return "nccl" if algo.name in nccl.GPU_ALGORITHMS else None
+
+        items = [{**algo.to_dict(), "gpu": gpu(algo)} for algo in registry.available()]
         return items, [
             ("collective", lambda i: i["collective"]),
             ("algorithm", lambda i: i["algorithm"]),
+            ("GPU", lambda i: {"only": "only (NVLS switch)", "nccl": "NCCL-style"}.get(i["gpu"] or "", "")),
             ("requires", lambda i: ", ".join(i["requires"])),
             ("summary", lambda i: i["summary"]),
         ]
@@ -520,7 +527,8 @@ class ExecCommand(Command):
         raw = exec_scenario(args.topology, program.stem, workload)
         overrides = parse_set(args.set)
         shape = load_dict(raw, None, overrides).topology
-        raw = apply_rank_count(raw, shape.nodes, shape.ranks_per_node, args.ranks, overrides)
+        raw = apply_rank_count(raw, shape.nodes, shape.ranks_per_node, args.ranks, overrides,
+                               rail=shape.inter is not None and shape.inter.kind == "rail", name=shape.name)
         scenario = load_dict(raw, None, overrides)
         out_dir = Path(args.output) if args.output else None
         if out_dir is not None:
@@ -570,24 +578,47 @@ def exec_scenario(topology: str, name: str, workload: dict[str, Any]) -> dict[st
 
 
 def apply_rank_count(raw: dict[str, Any], nodes: int, per_node: int, ranks: int,
-                     overrides: Sequence[tuple[str, Any]]) -> dict[str, Any]:
-    """Size the topology for *ranks*: N / ranks_per_node nodes, or N ranks on a one-node machine."""
+                     overrides: Sequence[tuple[str, Any]], *, rail: bool = False, name: str = "") -> dict[str, Any]:
+    """Size the topology for *ranks*: N / ranks_per_node nodes, or N ranks on a one-node machine.
+
+    A *rail* network (one NIC per GPU, as on the DGX presets) ties ranks_per_node to the NICs,
+    so there N must fill whole nodes unless ranks_per_node and inter.nics are both set.
+    """
     topology = raw["topology"]
     topology = {"preset": topology} if isinstance(topology, str) else dict(topology)
     given = {key for key, _ in overrides}
+    fixed = rail and "topology.inter.nics" not in given  # ranks_per_node must stay per_node
+
+    def unfilled() -> ConfigError:
+        if fixed:
+            return ConfigError(f"-n {ranks} does not fill nodes of {per_node} ranks: {name or 'this topology'} has one "
+                               f"NIC per rank on rails, so -n must be a multiple of {per_node} (or set both "
+                               "topology.ranks_per_node=K and topology.inter.nics=K)", "-n", "mpisim exec")
+        return ConfigError(f"-n {ranks} does not fill nodes of {per_node} ranks; give a multiple of {per_node} "
+                           "or --set topology.ranks_per_node=K", "-n", "mpisim exec")
+
     if nodes == 1 and "topology.ranks_per_node" not in given:
-        topology["ranks_per_node"] = ranks
+        if fixed and ranks % per_node:
+            raise unfilled()
+        if fixed:
+            topology["nodes"] = ranks // per_node
+        else:
+            topology["ranks_per_node"] = ranks
     elif ranks % per_node == 0:
         topology["nodes"] = ranks // per_node
-    elif ranks < per_node and "topology.ranks_per_node" not in given:
+    elif ranks < per_node and "topology.ranks_per_node" not in given and not fixed:
         topology.update(nodes=1, ranks_per_node=ranks)
     else:
-        raise ConfigError(f"-n {ranks} does not fill nodes of {per_node} ranks; give a multiple of {per_node} "
-                          "or --set topology.ranks_per_node=K", "-n", "mpisim exec")
+        raise unfilled()
     if "topology.nodes" in given and nodes * per_node != ranks:
-        raise ConfigError(f"-n {ranks} disagrees with --set topology.nodes ({nodes} nodes x {per_node})", "-n",
-                          "mpisim exec")
+        raise ConfigError(f"-n {ranks} disagrees with --set topology.nodes ({_count(nodes, 'node')} x {per_node})",
+                          "-n", "mpisim exec")
     return {**raw, "topology": topology}
+
+
+def _count(n: Any, word: str) -> str:
+    """``1 node``, ``2 nodes``: a count with its noun, singular for one."""
+    return f"{n} {word}{'' if n == 1 else 's'}"
 
 
 def exec_summary(result: Any) -> str:
@@ -600,8 +631,9 @@ def exec_summary(result: Any) -> str:
     row = result.rows[0]
     topology = result.scenario.get("topology", {})
     times = row.get("mpi_time_s", [])
-    lines = [f"mpisim exec: {row['ranks']} ranks on {topology.get('name')} ({topology.get('nodes')} nodes x "
-             f"{topology.get('ranks_per_node')}), compute {result.scenario['workload'].get('compute')}",
+    lines = [f"mpisim exec: {_count(row['ranks'], 'rank')} on {topology.get('name')} "
+             f"({_count(topology.get('nodes'), 'node')} x {topology.get('ranks_per_node')}), "
+             f"compute {result.scenario['workload'].get('compute')}",
              f"  simulated time {_t4(row['time_s'])}, {row['messages']} messages, {format_size(row['bytes'])}"]
     if times:
         shown = ", ".join(f"{r}: {_t4(t)}" for r, t in enumerate(times[:16]))
@@ -805,12 +837,18 @@ def print_result(result: Any, out: TextIO) -> None:
         shape["ranks"] = ", ".join(map(str, counts)) if counts else ""
     if not shape["ranks"]:
         shape["ranks"] = str(topology.get("nodes", 0) * topology.get("ranks_per_node", 0))
-    if any(axis.startswith("topology.") for axis in swept):
-        where = f"{topology.get('name')}, swept"  # the header's one topology is not what every point runs
+    presets = [axis for axis in swept if axis in ("topology", "topology.preset")]
+    if presets:  # the points run other presets than the scenario's own: name them all
+        names = [value if isinstance(value, str) else (value or {}).get("preset", "inline")
+                 for value in scenario["sweep"][presets[0]]]
+        where = f"presets {', '.join(map(str, dict.fromkeys(names)))}, swept"
+    elif any(axis.startswith("topology.") for axis in swept):
+        where = f"{topology.get('name')}, swept"  # the header's one shape is not what every point runs
     else:
-        where = f"{topology.get('name')}: {shape['nodes']} nodes x {shape['ranks_per_node']}"
+        where = f"{topology.get('name')}: {_count(shape['nodes'], 'node')} x {shape['ranks_per_node']}"
     console.print(
-        f"[bold]{escape(printable(scenario.get('name')))}[/bold]: {shape['ranks']} ranks ({escape(printable(where))}), "
+        f"[bold]{escape(printable(scenario.get('name')))}[/bold]: {shape['ranks']} rank{'' if shape['ranks'] == '1' else 's'} "
+        f"({escape(printable(where))}), "
         f"network {scenario.get('network', {}).get('model')}, payload {scenario.get('payload')}"
     )
     if swept:

@@ -225,9 +225,9 @@ def tuner_rows() -> list[dict[str, Any]]:
     for preset, nodes in TUNER_CLUSTERS:
         raw = {"units": "SI", "topology": {"preset": preset, "nodes": nodes}, "payload": "size",
                "trace": {"messages": False, "spans": False},
-               "workload": {"kind": "collective", "collective": "allreduce", "algorithm": list(nccl.ALGORITHMS),
+               "workload": {"kind": "collective", "collective": "allreduce", "algorithm": "nccl_ring",
                             "sizes": list(TUNER_SIZES)}}
-        scenario = load(raw)
+        scenario = load(raw)  # a world of this cluster, to ask which algorithms NCCL would consider on it
         new_world, _ = new_world_factory(scenario)
         comm = new_world().comm_world(0).coll
         names = nccl.candidates(comm)

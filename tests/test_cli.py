@@ -508,3 +508,139 @@ def test_expectation_messages_write_sizes_exactly():
     from mpisim.scenario.expect import format_value
 
     assert format_value("bytes", 12289) == "12289 B" and format_value("bytes", 12288) == "12 KiB"
+
+
+# --- what a new user ran into -------------------------------------------------------------------
+
+
+def test_the_header_names_the_swept_presets_and_counts_one_node_in_the_singular(tmp_path, capsys):
+    """A sweep over topology.preset names every preset ("(ib-hdr, swept)" named one of three); one node is "1 node"."""
+    raw = {"topology": "ib-hdr", "payload": "size",
+           "workload": {"kind": "collective", "collective": "barrier"}}
+    code, out, _ = run(capsys, "run", write(tmp_path, raw, sweep={"topology.preset": ["roce-100g", "ib-hdr"]}))
+    assert code == 0
+    assert out.splitlines()[0].startswith("s: 2 ranks (presets roce-100g, ib-hdr, swept)")
+    code, out, _ = run(capsys, "run", write(tmp_path, raw, topology={"preset": "laptop-shm", "ranks_per_node": 4}))
+    assert code == 0
+    assert out.splitlines()[0].startswith("s: 4 ranks (laptop-shm: 1 node x 4)")
+    code, out, _ = run(capsys, "run", write(tmp_path, raw, topology={"preset": "laptop-shm", "ranks_per_node": 1}))
+    assert code == 0
+    assert out.splitlines()[0].startswith("s: 1 rank (laptop-shm: 1 node x 1)")
+
+
+def test_exec_summary_counts_one_node_in_the_singular(capsys):
+    code, _, err = run(capsys, "exec", "-n", "4", ROOT / "scenarios/programs/mpi4py/pi.py", "1000")
+    assert code == 0
+    assert "mpisim exec: 4 ranks on laptop-shm (1 node x 4), compute explicit" in err
+    code, _, err = run(capsys, "exec", "-n", "2", "--topology", "ib-hdr", ROOT / "scenarios/programs/mpi4py/pi.py", "1000")
+    assert code == 0 and "mpisim exec: 2 ranks on ib-hdr (2 nodes x 1)" in err
+
+
+@pytest.mark.parametrize("ranks", ["3", "12"])
+def test_exec_on_an_8_gpu_rail_preset_needs_whole_nodes(capsys, ranks):
+    """-n 3 on dgx-h100 once said "topology.inter.nics: ... nics must equal ranks_per_node (3), got 8"."""
+    code, out, err = run(capsys, "exec", "-n", ranks, "--topology", "dgx-h100", ROOT / "scenarios/programs/mpi4py/pi.py")
+    assert code == 2 and out == ""
+    assert err == (f"mpisim exec: -n: -n {ranks} does not fill nodes of 8 ranks: dgx-h100 has one NIC per rank on "
+                   "rails, so -n must be a multiple of 8 (or set both topology.ranks_per_node=K and "
+                   "topology.inter.nics=K)\n")
+
+
+def test_exec_on_a_rail_preset_runs_whole_nodes_and_what_the_message_suggests(capsys):
+    pi = ROOT / "scenarios/programs/mpi4py/pi.py"
+    code, _, err = run(capsys, "exec", "-n", "3", "--topology", "dgx-h100", "--set", "topology.ranks_per_node=3",
+                       "--set", "topology.inter.nics=3", pi, "100")
+    assert code == 0 and "mpisim exec: 3 ranks on dgx-h100 (1 node x 3)" in err
+    code, _, err = run(capsys, "exec", "-n", "144", "--topology", "gb200-nvl72", pi, "100")  # a one-rack preset
+    assert code == 0 and "mpisim exec: 144 ranks on gb200-nvl72 (2 nodes x 72)" in err
+    code, _, err = run(capsys, "exec", "-n", "3", "--topology", "ib-hdr", pi, "100")  # one rank per node: any -n
+    assert code == 0 and "(3 nodes x 1)" in err
+
+
+NVLS_PRESETS = "aws-p5, dgx-b200, dgx-h100, dgx-h200, gb200-nvl72"
+
+
+@pytest.mark.parametrize(("preset", "intra"), [("dgx-a100", "nvswitch"), ("ib-hdr", "shm"), ("pcie-gen4-8gpu", "pcie")])
+def test_nvls_where_the_switch_cannot_reduce_is_bad_input(tmp_path, capsys, preset, intra):
+    """A100's NVSwitch (gen 2) has no NVLink SHARP; nvls there once ran and printed a row labelled nvls."""
+    raw = {"topology": preset, "payload": "size",
+           "workload": {"kind": "collective", "collective": "allreduce", "algorithm": ["nccl_ring", "nvls"],
+                        "sizes": ["1 MiB"]}}
+    path = write(tmp_path, raw)
+    for command in ("check", "run"):
+        code, out, err = run(capsys, command, path)
+        assert code == 2 and out == "" and err.count("\n") == 1
+        assert err == (f"{path}: workload.algorithm[1]: allreduce algorithm 'nvls' needs an NVSwitch that reduces in "
+                       f"the switch (NVLink SHARP: intra.in_switch_reduction, as in the presets {NVLS_PRESETS}), "
+                       f"which '{preset}' (intra: {intra}) does not have\n")
+
+
+@pytest.mark.parametrize(("key", "value", "where"), [
+    ("algorithms", {"allreduce": "nvls"}, "algorithms.allreduce"),
+    ("workload", {"kind": "training", "params": "1M", "compute": "1 ms", "sync": "nvls"}, "workload.sync"),
+    ("sweep", {"topology.preset": ["dgx-h100", "dgx-a100"]}, "sweep"),
+])
+def test_nvls_is_refused_wherever_a_scenario_names_it(tmp_path, capsys, key, value, where):
+    raw = {"topology": "dgx-a100", "payload": "size",
+           "workload": {"kind": "collective", "collective": "allreduce", "sizes": ["1 MiB"]}}
+    if key == "sweep":
+        raw = {**raw, "topology": "dgx-h100", "workload": {**raw["workload"], "algorithm": "nvls"}}
+    code, _, err = run(capsys, "check", write(tmp_path, raw, **{key: value}))
+    assert code == 2 and err.count("\n") == 1
+    assert "allreduce algorithm 'nvls' needs an NVSwitch that reduces in the switch" in err
+    assert "'dgx-a100' (intra: nvswitch) does not have" in err
+    assert where in err
+
+
+def test_nvls_runs_on_h100_and_auto_never_picks_it_on_a100(tmp_path, capsys):
+    raw = {"topology": {"preset": "dgx-a100", "nodes": 1}, "payload": "size",
+           "workload": {"kind": "collective", "collective": "allreduce", "algorithm": "auto",
+                        "sizes": ["8 B", "64 KiB", "16 MiB", "256 MiB"]}}
+    for selector in ("nccl", "mpich", "model"):
+        code, out, err = run(capsys, "run", write(tmp_path, raw, algorithms={"selector": selector}), "--json")
+        assert code == 0, err
+        assert "nvls" not in {row["algorithm"] for row in json.loads(out)["results"]}
+    code, out, _ = run(capsys, "run", write(tmp_path, raw, topology={"preset": "dgx-h100", "nodes": 1}), "--json")
+    assert code == 0 and "nvls" in {row["algorithm"] for row in json.loads(out)["results"]}
+
+
+def test_list_algorithms_marks_what_is_for_gpus(capsys):
+    code, out, _ = run(capsys, "list", "algorithms", "--json")
+    assert code == 0
+    gpu = {(i["collective"], i["algorithm"]): i["gpu"] for i in json.loads(out)}
+    assert gpu["allreduce", "nvls"] == "only" and gpu["allreduce", "nccl_ring"] == "nccl"
+    assert gpu["alltoall", "nccl_p2p"] == "nccl" and gpu["allreduce", "ring"] is None
+    code, out, _ = run(capsys, "list", "algorithms")
+    nvls = next(line for line in out.splitlines() if " nvls " in line)
+    assert "only (NVLS switch)" in nvls and "in_switch_reduction" in nvls
+
+
+def test_list_workloads_says_training_is_hybrid_parallel_too(capsys):
+    code, out, _ = run(capsys, "list", "workloads", "--json")
+    assert code == 0
+    summary = next(item["summary"] for item in json.loads(out) if item["kind"] == "training")
+    for words in ("data-parallel", "tensor x pipeline x data", "ZeRO", "MoE"):
+        assert words in summary
+
+
+@pytest.mark.parametrize(("field", "value", "message"), [
+    ("topology.inter.bandwidth", "1e-300 GB/s", "bandwidth must be at least 1 kB/s (8 kbps, slower than a 9600-baud "
+                                                "serial line), got 1e-291 B/s"),
+    ("topology.inter.bandwidth", "999 B/s", "bandwidth must be at least 1 kB/s"),
+    ("topology.inter.host_bandwidth", "1 B/s", "host_bandwidth must be at least 1 kB/s"),
+    ("mpi.copy_bandwidth", "1e-9 GB/s", "copy_bandwidth must be at least 1 kB/s"),
+    ("topology.inter.bandwidth", "1001 PB/s", "'1001 PB/s' is out of range for a bandwidth (at most 1000 PB/s)"),
+])
+def test_absurd_bandwidths_are_bad_input(tmp_path, capsys, field, value, message):
+    """1e-300 GB/s once ran and reported ~1e300 us."""
+    code, out, err = run(capsys, "run", write(tmp_path), "--set", f"{field}={value}")
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert f"{field}: {message}" in err
+    assert main(["run", str(write(tmp_path)), "--set", f"{field}=8 kbps", "--set", "expect=[]"]) == 0  # the floor runs
+
+
+def test_the_largest_size_cited_in_an_error_is_one_that_parses(tmp_path, capsys):
+    """"at most 1 EB" cited a unit the parser refused; the limit it names now reads back as that limit."""
+    code, _, err = run(capsys, "run", write(tmp_path), "--set", "mpi.eager_limit=1001 PB")
+    assert code == 2 and "'1001 PB' is out of range for a size (at most 1000 PB)" in err
+    assert main(["run", str(write(tmp_path)), "--set", "mpi.eager_limit=1000 PB", "--set", "expect=[]"]) == 0

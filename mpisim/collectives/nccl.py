@@ -50,7 +50,7 @@ the launch.
     its block over a double binary tree on rail j (Simple protocol), so every NIC carries
     n/q each way. Without ``in_switch_reduction`` the same direct exchange runs over all
     ranks as Simple-protocol messages, with no switch help (the ``nccl`` selector never picks
-    it there).
+    it there, and a scenario that names it there is refused: NVLS is not what such hardware runs).
 
 Broadcast runs NCCL's pipelined ring (:mod:`~mpisim.collectives.nccl_bcast`) and alltoall
 NCCL's grouped send/recv, across nodes through the destination's rail (PXN,
@@ -1053,7 +1053,7 @@ def _rail_trees_of(comm: Comm, buf: Payload, groups: Sequence[Sequence[int]]) ->
     return trees
 
 
-@algorithm("allreduce", "nvls", requires={"commutative"},
+@algorithm("allreduce", "nvls", requires={"commutative", "in_switch_reduction"},
            reference="NCCL 2.17+ NVLS (NVLink SHARP: multimem.ld_reduce / multimem.st); NVIDIA NVSwitch gen 3")
 def nvls_allreduce(comm: Comm, buf: Payload, op: Op) -> Proc[Payload]:
     """In-switch (NVLS) allreduce: blocks reduced on their way through the switch, results multicast.
@@ -1062,7 +1062,9 @@ def nvls_allreduce(comm: Comm, buf: Payload, op: Op) -> Proc[Payload]:
     receives into its own block r; then it sends the reduced block r to every rank. On an
     NVSwitch with in_switch_reduction these messages ride the NVLS protocol, which charges each
     GPU port the n(p+1)/p bytes the switch's reduction and multicast leave on it; elsewhere
-    they are plain Simple-protocol messages (the module docstring says why).
+    they are plain Simple-protocol messages (the module docstring says why). A scenario naming
+    ``nvls`` on a topology without in_switch_reduction is refused before it runs (the
+    ``in_switch_reduction`` requirement, :meth:`~mpisim.collectives.registry.Algorithm.why_not_on`).
 
     Cost: base + 2(h + α + (p-1)(n/p)β/e) + ((p-1)/p)nγ on a switch whose ports the p-1 blocks
     share (see predict_nvls). At ``fidelity: collective`` with size-only data the rail trees

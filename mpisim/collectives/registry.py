@@ -37,16 +37,21 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mpisim.errors import UnknownAlgorithm
+
+if TYPE_CHECKING:
+    from mpisim.network.topology import TopologySpec
 
 COLLECTIVES = (
     "barrier", "bcast", "reduce", "allreduce", "allgather", "reduce_scatter", "alltoall", "gather", "scatter",
 )
 
-#: Requirements an algorithm may declare.
-REQUIREMENTS = ("commutative", "power_of_two")
+#: Requirements an algorithm may declare. ``in_switch_reduction``: the nodes' switch reduces and
+#: multicasts (NVLink SHARP, ``intra.in_switch_reduction`` of a topology: the H100, H200, B200 and
+#: GB200 presets), which a topology, not a rank count, decides (:meth:`Algorithm.why_not_on`).
+REQUIREMENTS = ("commutative", "power_of_two", "in_switch_reduction")
 
 CostFn = Callable[..., float]
 
@@ -93,6 +98,29 @@ class Algorithm:
         if "commutative" in self.requires and not commutative:
             return f"{self.collective} algorithm {self.name!r} needs a commutative op"
         return ""
+
+    def runs_on(self, topology: TopologySpec) -> bool:
+        """True if *topology*'s hardware has what the algorithm needs (see :meth:`why_not_on`)."""
+        if "in_switch_reduction" in self.requires:
+            return topology.intra is not None and topology.intra.in_switch_reduction
+        return True
+
+    def why_not_on(self, topology: TopologySpec) -> str:
+        """Return why the algorithm cannot run on *topology*'s hardware ('' if it can).
+
+        Scenarios are checked with it before a run; a program calling the algorithm by name at
+        run time is not (``nvls`` then runs as a plain direct exchange, see its docstring).
+        """
+        if self.runs_on(topology):
+            return ""
+        from mpisim.network.presets import presets_with_in_switch_reduction  # read only to say where it runs
+
+        which = f"{topology.name!r}" if topology.name != "inline" else "this topology"
+        kind = f"intra: {topology.intra.kind}" if topology.intra is not None else "no intra-node fabric"
+        presets = ", ".join(presets_with_in_switch_reduction()) or "none"
+        return (f"{self.collective} algorithm {self.name!r} needs an NVSwitch that reduces in the switch "
+                f"(NVLink SHARP: intra.in_switch_reduction, as in the presets {presets}), which {which} "
+                f"({kind}) does not have")
 
     def to_dict(self) -> dict[str, Any]:
         """Return the JSON form listed by ``mpisim list algorithms --json``."""

@@ -141,7 +141,8 @@ def choose(comm: Comm, collective: str, nbytes: int, op: Op, rule_set: str = "mp
     *itemsize* is the bytes per element of the call's datatype (rules that count elements use it).
     """
     p = comm.size
-    candidates = [a for a in registry.available(collective) if a.allows(p, op.commutative)]
+    spec = comm.world.topology.spec
+    candidates = [a for a in registry.available(collective) if a.allows(p, op.commutative) and a.runs_on(spec)]
     if not candidates:
         raise registry.UnknownAlgorithm(f"no registered {collective} algorithm can run on {p} ranks with op {op.name}")
     if rule_set == "model":

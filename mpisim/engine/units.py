@@ -103,10 +103,11 @@ class _Family:
     units: Mapping[str, Fraction]
     #: The unit a "write e.g." hint suggests for a bare number; "" for unit-less counts.
     suggest: str = ""
-    #: The largest value accepted, in the base unit, and how a message writes it: far above
-    #: any real cluster, low enough that arithmetic on it stays finite.
+    #: The largest value accepted, in the base unit, and how a message writes it (in units this
+    #: module parses, so the limit a message cites can be written back): far above any real
+    #: cluster, low enough that arithmetic on it stays finite.
     maximum: Fraction = Fraction(10**18)
-    maximum_text: str = "10^18"
+    maximum_text: str = "1e18"
 
 
 _DECIMAL_PREFIXES = {"": 0, "k": 3, "K": 3, "M": 6, "G": 9, "T": 12, "P": 15}
@@ -148,8 +149,8 @@ def _count_units() -> dict[str, Fraction]:
 
 
 _TIME = _Family("time", "1.5 us, 20 ms", {"": Fraction(1), **_TIME_UNITS}, "us", Fraction(10**9), "1e9 s")
-_SIZE = _Family("size", "64 KiB, 1.2 GB", _size_units(), "B", Fraction(10**18), "1 EB")
-_BANDWIDTH = _Family("bandwidth", "100 Gbps, 12.5 GB/s", _bandwidth_units(), "B/s", Fraction(10**18), "1 EB/s")
+_SIZE = _Family("size", "64 KiB, 1.2 GB", _size_units(), "B", Fraction(10**18), "1000 PB")
+_BANDWIDTH = _Family("bandwidth", "100 Gbps, 12.5 GB/s", _bandwidth_units(), "B/s", Fraction(10**18), "1000 PB/s")
 _PER_BYTE = _Family(
     "time per byte",
     "0.1 ns/B, 1e-10 s/B",
@@ -159,7 +160,7 @@ _PER_BYTE = _Family(
     "1000 s/B",
 )
 _BIT_SIZES = {f"{prefix}{bit}" for prefix in _DECIMAL_PREFIXES for bit in ("b", "bit", "bits")}
-_COUNT = _Family("count", "300M, 1.5B, 25K", _count_units(), "", Fraction(10**18), "10^18")
+_COUNT = _Family("count", "300M, 1.5B, 25K", _count_units(), "", Fraction(10**18), "1e18")
 
 
 # --- parsing -----------------------------------------------------------------------------------

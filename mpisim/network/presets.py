@@ -102,6 +102,22 @@ def list_presets() -> list[tuple[str, str]]:
     return out
 
 
+def presets_with_in_switch_reduction() -> list[str]:
+    """Return the presets whose NVSwitch reduces in the switch (``intra.in_switch_reduction``: NVLS), sorted.
+
+    Read from the preset files, so a new preset with the flag is listed without a code change.
+    """
+    names = []
+    for name in preset_names():
+        try:
+            intra = load_preset(name).get("intra")
+        except ConfigError:
+            continue
+        if isinstance(intra, Mapping) and intra.get("in_switch_reduction") is True:
+            names.append(name)
+    return names
+
+
 def resolve_topology(raw: str | Mapping[str, Any]) -> tuple[TopologySpec, dict[str, Any]]:
     """Turn a scenario's ``topology`` value into a validated spec and the preset's MPI defaults.
 

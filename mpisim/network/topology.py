@@ -56,6 +56,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mpisim.engine.units import (
+    format_bandwidth,
     parse_bandwidth,
     parse_flops,
     parse_percent,
@@ -72,6 +73,20 @@ DEVICES = ("cpu", "gpu")
 #: Host processors a topology may name (``host_cpu``): GPU collective libraries tune some costs
 #: by the host's CPU vendor (NCCL's network post overhead and LL's pace across nodes).
 HOST_CPUS = ("intel", "amd", "arm")
+#: The least bandwidth a link, a host or a memory may have: 1 kB/s (8 kbps), slower than a
+#: 9600-baud serial line. Nothing MPI has run over is slower; a value below it is a slip of units
+#: (``1e-300 GB/s`` once ran and reported transfers of 1e300 us), so it is refused.
+MIN_BANDWIDTH = 1e3
+MIN_BANDWIDTH_TEXT = "1 kB/s (8 kbps, slower than a 9600-baud serial line)"
+
+
+def too_slow(bandwidth: float, field: str) -> str:
+    """Return why a non-zero *bandwidth* of *field* is below :data:`MIN_BANDWIDTH` ('' if it is not)."""
+    if 0 < bandwidth < MIN_BANDWIDTH:
+        return f"{field} must be at least {MIN_BANDWIDTH_TEXT}, got {format_bandwidth(bandwidth)}"
+    return ""
+
+
 #: GPU collective protocols a fabric or ``base_latency`` may name (NCCL's LL, LL128, Simple;
 #: NVLS: reduction and multicast inside an NVSwitch).
 GPU_PROTOCOLS = ("LL", "LL128", "Simple", "NVLS")
@@ -343,6 +358,8 @@ def validate(spec: TopologySpec) -> None:
         )
     if spec.device not in DEVICES:
         raise TopologyError(f"unknown device {spec.device!r}; known: {', '.join(DEVICES)}", "device")
+    if spec.device_memory_bandwidth is not None and too_slow(spec.device_memory_bandwidth, "device_memory_bandwidth"):
+        raise TopologyError(too_slow(spec.device_memory_bandwidth, "device_memory_bandwidth"), "device_memory_bandwidth")
     if spec.host_cpu is not None and spec.host_cpu not in HOST_CPUS:
         raise TopologyError(f"unknown host_cpu {spec.host_cpu!r}; known: {', '.join(HOST_CPUS)}", "host_cpu")
     if spec.intra is None and spec.ranks_per_node > 1:
@@ -392,6 +409,8 @@ def _validate_fabric(fabric: FabricSpec, where: str, known: Mapping[str, object]
         raise TopologyError(
             f"bandwidth must be positive and finite, got {fabric.bandwidth!r}", f"{where}.bandwidth"
         )
+    if too_slow(fabric.bandwidth, "bandwidth"):
+        raise TopologyError(too_slow(fabric.bandwidth, "bandwidth"), f"{where}.bandwidth")
     if not (_is_number(fabric.latency) and 0 <= fabric.latency < math.inf):
         raise TopologyError(f"latency must be zero or positive, got {fabric.latency!r}", f"{where}.latency")
     if not (_is_number(fabric.efficiency) and 0 < fabric.efficiency <= 1):
@@ -416,6 +435,8 @@ def _validate_fabric(fabric: FabricSpec, where: str, known: Mapping[str, object]
             f"host_bandwidth must be positive and finite (0: no cap), got {fabric.host_bandwidth!r}",
             f"{where}.host_bandwidth",
         )
+    if too_slow(fabric.host_bandwidth, "host_bandwidth"):
+        raise TopologyError(too_slow(fabric.host_bandwidth, "host_bandwidth") + " (0: no cap)", f"{where}.host_bandwidth")
     for protocol in fabric.protocols:
         at = f"{where}.protocols.{protocol.name}"
         if protocol.name not in GPU_PROTOCOLS:

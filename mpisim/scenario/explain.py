@@ -695,6 +695,10 @@ def explain(collective: str, algorithm: str, ranks: int = 4, *, count: int | Non
     }
     if collective != "barrier":
         raw["workload"]["sizes"] = ["8 B"]
+    spec, _ = resolve_topology(raw["topology"])
+    problem = algo.why_not_on(spec)
+    if problem:  # nvls off an NVLS switch: say which --topology has one
+        raise ConfigError(f"{problem}; e.g. --topology dgx-h100 --ranks 8", "--topology")
     scenario = load_dict(raw)
     if scenario.ranks != ranks:
         raise ConfigError(f"the topology has {scenario.ranks} ranks, but --ranks is {ranks}", "--topology")

@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import difflib
+import math
 import os
 import stat
 from collections.abc import Iterable, Mapping
@@ -51,7 +52,7 @@ from mpisim.mpi.config import MpiConfig
 from mpisim.mpi.ops import get_op
 from mpisim.network.base import model_names
 from mpisim.network.presets import resolve_topology
-from mpisim.network.topology import located
+from mpisim.network.topology import TopologySpec, located, too_slow
 from mpisim.report.plot_names import PLOT_NAMES
 from mpisim.scenario import expect as expect_mod
 from mpisim.scenario.model import (
@@ -431,7 +432,7 @@ def _build(raw: Mapping[str, Any], file: str | None) -> Scenario:
         raise located(err, "topology") from None
     mpi = _resolve_mpi(preset_mpi, raw.get("mpi"), topology.name)
     network = _parse_network(raw.get("network"))
-    algorithms = _parse_algorithms(raw.get("algorithms"), topology.size, topology.device)
+    algorithms = _parse_algorithms(raw.get("algorithms"), topology.size, topology.device, topology)
     payload = _choice(_get(raw, "payload", DEFAULT_PAYLOAD), PAYLOADS, "payload")
     fidelity = _choice(_get(raw, "fidelity", DEFAULT_FIDELITY), FIDELITIES, "fidelity")
     report = _parse_report(_get(raw, "report", {}))
@@ -446,7 +447,7 @@ def _build(raw: Mapping[str, Any], file: str | None) -> Scenario:
     expect_failure = raw.get("expect_failure")
     if expect_failure is not None:
         expect_failure = _choice(expect_failure, FAILURE_KINDS, "expect_failure")
-    _check_algorithms_fit(workload, topology.size)
+    _check_algorithms_fit(workload, topology)
     _check_layout_fits(workload, topology.size)
     return Scenario(
         name=name,
@@ -556,9 +557,10 @@ def _check_layout_fits(workload: WorkloadSpec, ranks: int) -> None:
         raise err.at("workload") from None
 
 
-def _check_algorithms_fit(workload: WorkloadSpec, ranks: int) -> None:
-    """Refuse, before the run, an algorithm whose requirements this many ranks do not meet."""
-    params = workload.params
+def _check_algorithms_fit(workload: WorkloadSpec, topology: TopologySpec) -> None:
+    """Refuse, before the run, an algorithm whose requirements this topology does not meet: its
+    rank count (power of two), the op (commutative) or its hardware (in-switch reduction)."""
+    params, ranks = workload.params, topology.size
     if workload.kind == "collective":
         collective, names, path = params.collective, params.algorithms, "workload.algorithm"
         commutative = get_op(params.op).commutative
@@ -569,10 +571,14 @@ def _check_algorithms_fit(workload: WorkloadSpec, ranks: int) -> None:
     for i, name in enumerate(names):
         if name == "auto":
             continue
-        problem = registry.get(collective, name).why_not(ranks, commutative)
+        where = f"{path}[{i}]" if len(names) > 1 else path
+        algo = registry.get(collective, name)
+        problem = algo.why_not(ranks, commutative)
         if problem:
-            where = f"{path}[{i}]" if len(names) > 1 else path
             raise ConfigError(f"{problem} (this topology has {ranks} ranks)", where)
+        problem = algo.why_not_on(topology)
+        if problem:
+            raise ConfigError(problem, where)
 
 
 _MPI_PARSERS = {
@@ -609,6 +615,8 @@ def _resolve_mpi(preset_mpi: Mapping[str, Any], scenario_mpi: Any, preset: str) 
                 raise type(err)(err.message + origin, f"{path}.{key}") from None
         if parsed.get("copy_bandwidth") == 0:
             raise ConfigError("copy_bandwidth must be positive ('inf' makes copies free), got 0", f"{path}.copy_bandwidth")
+        if too_slow(parsed.get("copy_bandwidth", math.inf), "copy_bandwidth"):
+            raise ConfigError(too_slow(parsed["copy_bandwidth"], "copy_bandwidth"), f"{path}.copy_bandwidth")
         if "eager_limit" in parsed:
             both = parsed.pop("eager_limit")
             values["eager_limit_intra"] = values["eager_limit_inter"] = both
@@ -644,7 +652,7 @@ def default_selector(device: str) -> str:
     return "nccl" if device == "gpu" else DEFAULT_SELECTOR
 
 
-def _parse_algorithms(raw: Any, ranks: int, device: str = "cpu") -> AlgorithmDefaults:
+def _parse_algorithms(raw: Any, ranks: int, device: str = "cpu", topology: TopologySpec | None = None) -> AlgorithmDefaults:
     if raw is None:
         return AlgorithmDefaults(selector=default_selector(device))
     raw = _mapping(raw, "algorithms", "{selector: mpich, allreduce: ring}")
@@ -667,6 +675,9 @@ def _parse_algorithms(raw: Any, ranks: int, device: str = "cpu") -> AlgorithmDef
                     f"{collective} algorithm {name!r} needs a power-of-two number of ranks; the topology has {ranks}",
                     path,
                 )
+            problem = algo.why_not_on(topology) if topology is not None else ""
+            if problem:
+                raise ConfigError(problem, path)
         chosen[collective] = name
     return AlgorithmDefaults(selector, chosen)
 

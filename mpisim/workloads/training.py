@@ -1,5 +1,10 @@
 """The ``training`` workload: one data-parallel iteration with PyTorch-DDP gradient bucketing.
 
+(With ``model:`` the same kind plans a hybrid-parallel LLM iteration instead -- tensor x pipeline
+x data parallelism, ZeRO stages 0-3, MoE expert parallelism, pipeline schedules --
+:mod:`mpisim.workloads.llm`; :func:`parse` tells the two forms apart. What follows is the
+data-parallel form.)
+
 Every rank holds a replica of the model and computes the gradients of its own share of the
 batch; the gradients are then averaged over the ranks with an allreduce before the optimizer
 step. What decides the iteration time is how much of that communication hides behind the
@@ -559,7 +564,8 @@ def run(params: TrainingParams | hybrid_config.HybridParams, ctx: RunContext) ->
 
 
 WORKLOAD = register_workload(
-    KIND, "data-parallel training iteration: DDP gradient buckets reduced while backward runs",
+    KIND, "training iteration: data-parallel DDP buckets, or with model: an LLM over tensor x pipeline x data "
+          "parallelism (ZeRO 0-3, MoE expert parallelism)",
     parse=parse, dump=dump, run=run,
     columns=tuple(dict.fromkeys(("ranks", "iteration_time_s", "compute_s", "comm_time_s", "exposed_comm_s",
                                  "scaling_efficiency", "params", "bytes", "wire_bytes", "buckets", "algorithm",

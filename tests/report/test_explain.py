@@ -33,10 +33,17 @@ def cases() -> list:
     return out
 
 
+def nvls_switch(p: int) -> dict:
+    """One node of *p* GPUs on an NVSwitch that reduces in the switch: where ``nvls`` may be explained."""
+    return {"nodes": 1, "ranks_per_node": p, "device": "gpu",
+            "intra": {"kind": "nvswitch", "bandwidth": "1 GB/s", "latency": "1 us", "in_switch_reduction": True}}
+
+
 @pytest.mark.parametrize(("algo", "p"), cases())
 def test_explain_prints_numpys_answer_for_every_algorithm(algo, p):
     count = p + 2 if algo.collective not in ("allgather", "gather") else 3  # uneven blocks
-    ex = explain(algo.collective, algo.name, p, count=count)
+    topology = nvls_switch(p) if "in_switch_reduction" in algo.requires else None
+    ex = explain(algo.collective, algo.name, p, count=count, topology=topology)
     text = format_explanation(ex)
     inputs = [np.arange(count, dtype=np.int64) + r * 10 for r in range(p)]
     expected = reference(algo.collective, inputs) if algo.collective != "barrier" else [None] * p
@@ -159,8 +166,9 @@ def test_pipelined_chain_shows_several_segments():
 
 
 def closed_form_cases(ranks=(2, 4, 8, 5, 3, 6, 7)) -> list:
+    # nvls runs only on a switch that reduces, not on the teaching network: its own test below.
     return [pytest.param(algo, p, id=f"{algo.collective}-{algo.name}-p{p}")
-            for algo in registry.available() for p in ranks if algo.allows(p)]
+            for algo in registry.available() for p in ranks if algo.allows(p) and algo.name != "nvls"]
 
 
 @pytest.mark.parametrize(("algo", "p"), closed_form_cases())
@@ -312,3 +320,14 @@ def test_the_users_three_cases(capsys):
     assert "1.000x the closed form" in ps and "Why they differ" not in ps
     for text in (linear, dbt, ps):
         assert "exact only for some rank counts" not in text
+
+
+def test_nvls_is_explained_only_on_a_switch_that_reduces(capsys):
+    """Off an NVLS switch (the default teaching network, a CPU preset, dgx-a100) explain refuses nvls,
+    naming --topology and a preset where it runs; on dgx-h100 it runs."""
+    for args in ([], ["--topology", "ib-hdr"], ["--topology", "dgx-a100", "--ranks", "8"]):
+        assert main(["explain", "allreduce", "nvls", *args]) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.count("\n") == 0 and err.startswith("--topology: allreduce algorithm 'nvls' needs an NVSwitch")
+        assert "e.g. --topology dgx-h100 --ranks 8" in err
+    assert explain("allreduce", "nvls", 8, topology="dgx-h100").correct

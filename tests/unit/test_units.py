@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 from hypothesis import given
@@ -644,3 +645,15 @@ def test_whole_numbers_are_plain_integers_in_range(value, ok):
             parse_whole(value)
     else:
         assert parse_whole(value) == ok
+
+
+MAXIMUM = {parse_time: 1e9, parse_size: 10**18, parse_bandwidth: 1e18, parse_per_byte: 1000.0, parse_count: 10**18}
+
+
+@pytest.mark.parametrize("parse", PARSERS, ids=_case_id)
+def test_the_limit_a_range_error_cites_parses_back_to_that_limit(parse):
+    """"at most 1 EB" cited a unit the size parser refuses ("'1 EB' is not a size"): a limit is cited as it reads back."""
+    with pytest.raises(UnitError) as info:
+        parse(f"1e30 {SOME_UNIT[parse]}")
+    cited = re.search(r"\(at most (.+)\)$", str(info.value)).group(1)
+    assert parse(cited) == MAXIMUM[parse]
