@@ -9,6 +9,14 @@ parallelise). A Simulation holds:
 * ``rng`` -- a :class:`numpy.random.Generator` seeded from the scenario's seed, the only source
   of randomness, so the same scenario and seed give byte-identical results;
 * ``tracer`` -- the :class:`~mpisim.engine.trace.Tracer` collecting result records.
+
+This is also the only module outside SimPy that touches SimPy's private state (its queue
+``_queue``, clock ``_now``, event counter ``_eid`` and an event's ``_ok`` / ``_value``): the
+rest of mpisim calls the small helpers below (:func:`schedule_at`, :func:`succeed_now`,
+:func:`soon_caller`, :func:`call_in_turn`, :func:`events_done`) and reads the clock as
+``env.now``, so a SimPy upgrade that changes its internals is fixed here, in one place.
+tests/unit/test_run_loop.py holds the custom run loop (:func:`run_until_idle`) to SimPy's own
+``env.run()``: the same events, in the same order.
 """
 
 from __future__ import annotations
@@ -19,12 +27,14 @@ import math
 from collections import deque
 from collections.abc import Callable, Generator, Iterator
 from contextlib import contextmanager
+from heapq import heappush
+from operator import attrgetter
 from typing import Any, TypeVar
 
 import numpy as np
 import simpy
 from simpy.core import StopSimulation
-from simpy.events import NORMAL, URGENT
+from simpy.events import NORMAL, PENDING, URGENT
 
 from mpisim.engine.events import Call
 from mpisim.engine.trace import Tracer
@@ -54,6 +64,11 @@ class Environment(simpy.Environment):
     heap's head sorts first, so the order of events is exactly what SimPy's heap alone would
     give; only the heap operations are saved.
     """
+
+    #: The current simulated time: SimPy's ``now``, read through a C-level getter instead of a
+    #: Python property (NOTE: the MPI layer and the networks read the clock several times per
+    #: message; this costs an attribute read, not a Python call).
+    now = property(attrgetter("_now"), doc="The current simulated time.")
 
     def __init__(self, initial_time: float = 0) -> None:
         super().__init__(initial_time)
@@ -136,6 +151,75 @@ class Simulation:
             run_until_idle(self.env)
         else:
             self.env.run(until=until)
+
+
+def schedule_at(env: simpy.Environment, when: float, event: Any, priority: int = NORMAL) -> None:
+    """Put the triggered *event* in *env*'s queue at time *when* (>= now), as ``env.schedule`` would.
+
+    For light events that are not :class:`simpy.Event` (like :class:`~mpisim.engine.events.Call`,
+    they carry only ``callbacks``, ``_ok`` and ``_value``): one heap entry, no method call.
+    """
+    heappush(env._queue, (when, priority, next(env._eid), event))
+
+
+def succeed_now(env: simpy.Environment, event: simpy.Event, value: Any) -> None:
+    """``event.succeed(value)``: the same scheduling, one method call less (once per message)."""
+    if event._value is not PENDING:
+        raise RuntimeError(f"{event} has already been triggered")
+    event._ok = True
+    event._value = value
+    # NOTE: Environment.schedule(), inlined: due now, at NORMAL priority, in its lane.
+    lane = getattr(env, "_lane", None)
+    if lane is not None:
+        lane.append((next(env._eid), event))
+    else:
+        env.schedule(event)
+
+
+def soon_caller(env: simpy.Environment) -> Callable[[Callable[[Any], None], Any], None]:
+    """Return ``call_soon(fn, arg)``: call ``fn(arg)`` now at URGENT priority (where SimPy starts a process).
+
+    mpisim's :class:`Environment` keeps such calls in a lane; on a plain SimPy environment
+    each becomes an URGENT :class:`~mpisim.engine.events.Call`, which is processed in the same place.
+    """
+    call_soon = getattr(env, "call_soon", None)
+    if call_soon is not None:
+        return call_soon
+
+    def urgent_call(fn: Callable[[Any], None], arg: Any) -> None:
+        Call(env, fn, arg, priority=URGENT)
+
+    return urgent_call
+
+
+def call_in_turn(env: simpy.Environment, calls: list) -> None:
+    """Call ``item.fn(item.arg)`` for each of *calls*, with the URGENT work each one starts run in between.
+
+    For a callback of an ordinary (NORMAL) event that stands for one event per item: SimPy
+    would process the URGENT events the first item's callback schedules (the start of a
+    protocol step) before the next item's event, so they are run here, between the calls
+    (see :func:`run_urgent_now`).
+    """
+    queue = env._queue
+    now = env._now
+    soon = getattr(env, "_soon", None)
+    for item in calls:
+        item.fn(item.arg)
+        # NOTE: run_urgent_now's loop, inlined while only the URGENT lane has work (the
+        # common case: a protocol step started by the call); it takes over otherwise.
+        while True:
+            if queue and queue[0][1] == URGENT and queue[0][0] == now:
+                run_urgent_now(env)
+                break
+            if not soon:
+                break
+            _, fn, arg = soon.popleft()
+            fn(arg)
+
+
+def events_done(env: simpy.Environment) -> int:
+    """Events processed so far by :func:`run_until_idle` on *env* (0 before it starts; read by progress displays)."""
+    return getattr(env, "events_done", 0)
 
 
 def run_until_idle(env: simpy.Environment) -> int:

@@ -64,7 +64,7 @@ class Comm:
     #: True on a communicator's collective-context handle (:attr:`coll`) and on the
     #: communicators an algorithm derives from one (:meth:`sub`): their messages are an
     #: algorithm's, inside a collective call (at ``fidelity: collective`` they take the direct
-    #: path, see mpisim.mpi.world).
+    #: path, see mpisim.mpi.direct).
     internal: bool = False
 
     def __init__(self, world: World, group: tuple[int, ...], rank: int, context: int,
@@ -182,7 +182,7 @@ class Comm:
         # NOTE: World.block for the two requests, inlined: one generator less per step.
         state = world.states[self.group[self._rank]]
         state.call, state.waiting_on = (_sendrecv_name, dest, source), (sreq, rreq)
-        t0 = world.env._now
+        t0 = world.env.now
         yield AllDone(world.env, (sreq, rreq))
         state.call, state.waiting_on = "", ()
         if world.tracer.record_spans:
@@ -352,7 +352,7 @@ class Comm:
             # NOTE: World.block for the two requests, inlined: one generator less per step.
             state = world.states[self.group[self._rank]]
             state.call, state.waiting_on = (_sendrecv_name, dest, source), (sreq, rreq)
-            t0 = world.env._now
+            t0 = world.env.now
             yield AllDone(world.env, (sreq, rreq))
             state.call, state.waiting_on = "", ()
             if world.tracer.record_spans:
@@ -501,7 +501,7 @@ class Comm:
         the protocol's latency and bandwidth share instead (:mod:`mpisim.mpi.wire`); matching is
         unchanged, so they meet receives posted through any handle of the communicator. Each
         (peer, tag) is a connection whose messages move in order; with *shared*, all of this
-        handle's messages to one peer share one connection (see World, "Connections").
+        handle's messages to one peer share one connection (mpisim.mpi.protocols, "Connections").
         """
         view = Comm(self.world, self.group, self._rank, self.context, parent=self._parent or self)
         view.coll_context = self.coll_context

@@ -1,11 +1,11 @@
 """What one MPI message costs, phase by phase, when nothing else is on its links.
 
-The World moves a message through its protocol step by step (:mod:`mpisim.mpi.world`). Models
+The World moves a message through its protocol step by step (:mod:`mpisim.mpi.protocols`). Models
 that time an algorithm without sending its messages -- the MPI rings' step programs
 (:mod:`mpisim.collectives.fluid_mpi_ring`), MPI's pipelined trees at collective fidelity
 (:mod:`mpisim.collectives.fluid_tree`) -- need the same costs as numbers. There is one
 description of them: :class:`DirectCosts`, a pair of ranks' route and protocol constants as
-:meth:`World.direct_costs <mpisim.mpi.world.World.direct_costs>` states them (latency, seconds
+:meth:`World.direct_costs <mpisim.mpi.direct.DirectPath.direct_costs>` states them (latency, seconds
 per byte, eager limit, the lone RTS there and CTS back, the rendezvous overhead), and
 :func:`message_cost`, which turns them and a message's size into :class:`MessageCost`: its
 phases, with the two instants a message depends on -- when its send is posted (*t_send*) and

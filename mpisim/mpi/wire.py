@@ -1,7 +1,7 @@
 """GPU collective protocols on the wire: how a GPU library (NCCL-like) moves one message.
 
 MPI point-to-point messages use the eager or rendezvous protocol, with CPU overheads per
-message (:mod:`mpisim.mpi.world`). A GPU collective library moves data differently: a GPU
+message (:mod:`mpisim.mpi.protocols`). A GPU collective library moves data differently: a GPU
 kernel writes straight into a buffer the peer registered in advance and raises a flag there;
 there is no handshake, no CPU on the path and no host copy. Its protocols differ in how much
 latency each message carries and in how much of a link's bandwidth the data reaches (NCCL,

@@ -365,7 +365,7 @@ class FairShareNetwork:
 
         *fn* may be None for a transfer nobody waits for (it still shares the links). *latency*,
         if given, replaces the route's: the part of it still to pass for a transfer that was
-        held back after its latency had begun (a connection's queue, see mpisim.mpi.world).
+        held back after its latency had begun (a connection's queue, see mpisim.mpi.protocols).
         *route*, if given, replaces the topology's route from *src* to *dst* (a relayed path
         such as :meth:`~mpisim.network.topology.Topology.pxn_route`). *weight* > 1 makes it
         one flow standing for that many equal transfers of ``nbytes / weight`` bytes each
