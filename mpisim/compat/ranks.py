@@ -170,11 +170,11 @@ class RankContext:
             event = gen.send(None)
         except StopIteration as stop:
             return stop.value
-        t0 = self.env._now
+        t0 = self.env.now
         try:
             return self.greenlet.parent.switch(("call", gen, event))
         finally:
-            self.mpi_time += self.env._now - t0
+            self.mpi_time += self.env.now - t0
             if self.runner.measure:
                 self.resumed = time.perf_counter()
 
@@ -193,11 +193,11 @@ class RankContext:
         """
         gen = self.comm.compute(POLL_TIME, "poll")
         event = gen.send(None)
-        t0 = self.env._now
+        t0 = self.env.now
         try:
             self.greenlet.parent.switch(("call", gen, event))
         finally:
-            self.mpi_time += self.env._now - t0
+            self.mpi_time += self.env.now - t0
 
     def _charge_measured(self) -> None:
         elapsed = (time.perf_counter() - self.resumed) * self.runner.speed

@@ -45,12 +45,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from heapq import heappush
 from typing import TYPE_CHECKING, Any
 
-from simpy.events import NORMAL
-
 from mpisim.engine.records import LinkRecord
+from mpisim.engine.sim import schedule_at
 from mpisim.network.base import register_model
 
 if TYPE_CHECKING:
@@ -118,13 +116,14 @@ class _Delivery:
         env = net.env
         self.route, self.nbytes, self.fn, self.arg = route, nbytes, fn, arg
         self.batches: list[_Batch] | None = None
-        self.t_alone = env._now + (latency + nbytes / route.bottleneck)
+        now = env.now
+        self.t_alone = now + (latency + nbytes / route.bottleneck)
         if nbytes == 0:  # nothing to queue: it arrives after the latency
             self.callbacks = net._deliver_cbs
-            heappush(env._queue, (self.t_alone, NORMAL, next(env._eid), self))
+            schedule_at(env, self.t_alone, self)
         elif latency > 0:
             self.callbacks = net._enter_cbs
-            heappush(env._queue, (env._now + latency, NORMAL, next(env._eid), self))
+            schedule_at(env, now + latency, self)
         else:
             net._enter(self)
 
@@ -172,7 +171,7 @@ class AnalyticNetwork:
         ids = route.ids
         if max(ids) >= len(self._tail) or min(ids) < 0:
             self._grow(route)
-        now = self.env._now
+        now = self.env.now
         tails = self._tail
         batches = delivery.batches = []
         if nbytes <= PACKET_BYTES:
@@ -204,8 +203,7 @@ class AnalyticNetwork:
                     tail = tails[i] = _Batch(now, tail.end if tail.end > now else now, work, route)
                 batches.append(tail)
         delivery.callbacks = self._deliver_cbs
-        env = self.env
-        heappush(env._queue, (delivery.due(), NORMAL, next(env._eid), delivery))
+        schedule_at(self.env, delivery.due(), delivery)
 
     def _grow(self, route: Route) -> None:
         """Make room for the links of *route* (links added after the model was made)."""
@@ -249,9 +247,9 @@ class AnalyticNetwork:
     def _deliver(self, delivery: _Delivery) -> None:
         env = self.env
         due = delivery.due()
-        if due > env._now:  # transfers joined one of its batches after it was scheduled
+        if due > env.now:  # transfers joined one of its batches after it was scheduled
             delivery.callbacks = self._deliver_cbs
-            heappush(env._queue, (due, NORMAL, next(env._eid), delivery))
+            schedule_at(env, due, delivery)
             return
         self.transfers += 1
         if delivery.nbytes > 0:

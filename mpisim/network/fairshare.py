@@ -1,34 +1,17 @@
 """The fair-share network: concurrent flows share every directed link max-min fairly.
 
-**Flows.** A transfer of *n* bytes becomes a *flow*: a fluid stream that crosses the links of
-its route and has, at every moment, one rate (bytes/s). It finishes when its *n* bytes have
-been sent at the rates it was given. This is a flow-level model, like SimGrid's network
-models: no packets, only rates that change when flows start or finish.
+**Flows.** A transfer of *n* bytes becomes a *flow* (:mod:`mpisim.network.flows`): a fluid
+stream over its route's links with one rate at every moment, as in SimGrid's flow models.
 
-**Max-min fairness.** Several flows crossing one link must share its capacity (its effective
-bandwidth). An allocation of rates is *max-min fair* when no flow's rate can be raised without
-lowering the rate of a flow that already has the same or a smaller rate. On a single link this
-is an equal split; across a network it means each flow gets an equal share of its *bottleneck*
-link, and links that are not any flow's bottleneck give their leftover capacity to the flows
-that can still use it. Example: link 1 (10 B/s) carries flows A and B, link 2 (4 B/s) carries
-A and C. Link 2 is the tighter one, so A = C = 2; A then uses 2 of link 1's 10, and B gets
-the other 8 (not 5: B is not limited by A's poorer path).
+**Max-min fairness.** Flows crossing one link share its capacity (its effective bandwidth)
+max-min fairly: each flow gets an equal share of its *bottleneck* link, and links that are not
+any flow's bottleneck give their leftover capacity to the flows that can still use it. The
+rates come from :mod:`mpisim.network.maxmin` (progressive filling, its one-level shortcut and
+the memo of components seen before); this module decides when to ask for them, gives them to
+its flows and drives their completions.
 
-**Progressive filling** computes this allocation. Raise the rates of all flows together;
-the first link to fill up (the one with the smallest *fair share* ``capacity_left /
-unfixed_flows``) fixes the rates of all its flows at that share; remove those flows, subtract
-their rates from the other links they cross, and continue with the remaining flows until
-every flow is fixed. Fair shares only grow as flows are fixed, so a heap of (share, link)
-pops the links in the order they fill, and each flow is fixed exactly once.
-
-**Latency before bandwidth.** A transfer first waits for its route's latency (switch hops,
-wire, NIC and software delay) and only then becomes a flow that occupies bandwidth. The first
-byte arrives after the latency; after that the bytes stream at the flow's rate. A lone flow
-therefore takes exactly ``latency + n / bottleneck``, the alpha-beta formula that the
-``analytic`` model and the textbook costs use, and a tiny message, whose cost is almost all
-latency, does not take a share of a busy link for its whole flight time. SimGrid's
-flow models do the same (an action joins the max-min system once its latency has elapsed);
-unlike SimGrid we do not cap rates by a TCP window.
+**Latency before bandwidth.** A transfer waits for its route's latency before it becomes a
+flow (:class:`~mpisim.network.flows.InFlight`): a lone flow takes ``latency + n / bottleneck``.
 
 **Incremental, batched recomputation.** A start or finish changes the rates only of flows in
 the same *connected component*: flows linked to the changed one through shared links,
@@ -41,31 +24,18 @@ instant: when 1024 ranks start a ring step together, the network solves once, no
 This is what SimGrid's LMM solver calls *selective update* (a change marks the constraints
 reachable from the modified one through shared variables, and only those are re-solved).
 
-**One level.** A component whose smallest fair share ``m = capacity / flows`` lies on some
-link of every one of its flows is solved without the heap: progressive filling would fix them
-all at *m* before any other link fills. That is the component a ring makes with mpisim's
-default MPI parameters, where the FIN of one step and the request-to-send of the next leave
-every rank at one instant and chain every other rank's links together (two flows per link,
-each at half its capacity). The shortcut is taken only where it gives progressive filling's
-very floats (see :meth:`FairShareNetwork._solve_one_level`); otherwise the heap runs.
+**One level.** A shared component whose smallest fair share lies on some link of every one of
+its flows (the ring of FINs and requests-to-send that mpisim's default MPI parameters make) is
+solved in two linear passes instead of by progressive filling, with the very same floats
+(:meth:`~mpisim.network.maxmin.MaxMin.one_level`).
 
-**Weighted flows.** Equal transfers between the same two ranks that start at the same instant
-(the edges of several pipelined trees on one pair, mpisim.collectives.fluid_tree) are served
-identically by max-min fairness: same links, same bytes, same start, so the same rate at every
-moment and the same finish. :meth:`FairShareNetwork.post` can take *w* of them as one flow of
-*weight* w carrying their summed bytes, whose rate is the sum of theirs: a link's fair share is
-its capacity left over the *weights* of its unfixed flows, and fixing a flow takes w shares
-from every link it crosses. That is the same allocation in real numbers (in floats, to
-rounding), with one flow to solve instead of w; link byte counters get the same sum.
+**Weighted flows.** :meth:`FairShareNetwork.post` can take *w* equal transfers between the same
+two ranks started at one instant as one flow of *weight* w (:mod:`mpisim.network.flows`).
 
 **Components seen before.** A component's rates depend only on its flows' routes and weights
-and the order of its flows on each link (the order of progressive filling's subtractions):
-not on their bytes, not on the time. Workloads repeat components: a training run's buckets
-post the same trees' flows again and again on an otherwise idle network. For a component of
-at least :data:`_FILL_MEMO_MIN` flows, progressive filling records which flows it fixed
-together and at what share, keyed by the flows' (weight, route) in creation order; the next
-component with that key replays the record -- the very floats, set in the very order --
-instead of running the heap again. (A component that one level solves is never filled.)
+and the order of its flows on each link, so progressive filling of a component of at least
+:data:`_FILL_MEMO_MIN` flows is recorded, and a later component with the same key replays the
+record, the very floats set in the very order (:class:`~mpisim.network.maxmin.FillMemo`).
 
 **Events batched at one instant.** For the MPI layer, which calls :meth:`FairShareNetwork.post`
 rather than running a ``transfer`` generator, the other per-transfer events are batched too:
@@ -74,12 +44,8 @@ transfers whose latency ends at the same instant share one event that turns them
 one callback completes share one event that tells their callers, in completion order, with
 the URGENT work each caller starts run in between, as SimPy would have run it.
 
-**Transfers waited for together.** :meth:`FairShareNetwork.post_all` posts many transfers
-(a fluid tree's edges, mpisim.collectives.fluid_tree) for a caller that waits for all of
-them and needs each one's arrival time. Each arrival but the last is only noted where the
-network finds it; the last is told as a :meth:`~FairShareNetwork.post` callback would be,
-at the same place among the callbacks of its instant. A callback that only notes a time
-changes nothing anyone sees, so this is the same run with a callback per transfer fewer.
+**Transfers waited for together.** :meth:`FairShareNetwork.post_all` posts many transfers for
+a caller that needs each one's arrival time and waits for all (:class:`~mpisim.network.flows.Arrivals`).
 
 **Completions** live in a heap of ``(t_finish, flow sequence number, version, flow)``. When a
 flow's rate changes its version goes up and a new entry is pushed; the old one is ignored when
@@ -119,18 +85,26 @@ from __future__ import annotations
 import heapq
 import math
 from collections.abc import Callable
-from heapq import heappush
-from operator import attrgetter, itemgetter
 from typing import TYPE_CHECKING, Any
 
 import simpy
-from simpy.events import NORMAL, URGENT
 
 from mpisim.engine.events import Call
 from mpisim.engine.records import LinkRecord
-from mpisim.engine.sim import run_urgent_now
+from mpisim.engine.sim import call_in_turn
 from mpisim.network.analytic import LinkStats
 from mpisim.network.base import register_model
+from mpisim.network.flows import (
+    GROUP,
+    Arrivals,
+    Flow,
+    InFlight,
+    entry_due_order,
+    entry_live,
+    flow_seq,
+    member_seq,
+)
+from mpisim.network.maxmin import FillMemo, MaxMin
 
 if TYPE_CHECKING:
     from mpisim.engine.sim import Proc, Simulation
@@ -145,125 +119,9 @@ LATE = 2
 _BYTES_RTOL = 1e-9
 #: The driver completes flows due within this relative distance of the current time.
 _TIME_RTOL = 1e-12
-#: A bound on the unit roundoff of a float (2**-52 = 2.2e-16), with room to spare.
-_ULP = 2.5e-16
 #: Components of at least this many flows have their progressive filling recorded and replayed
 #: (module docstring, "Components seen before"); smaller ones fill faster than a key is built.
 _FILL_MEMO_MIN = 16
-#: At most this many recorded components, of at most this many flows in all, per network (a
-#: workload whose components never repeat stops recording once it has filled the table; a
-#: recorded flow costs about 100 bytes).
-_FILL_MEMO_MAX = 1024
-_FILL_MEMO_FLOWS = 1_000_000
-
-
-class Flow:
-    """One transfer in its bandwidth phase: the links it crosses, its bytes and its rate."""
-
-    __slots__ = (
-        "arg",
-        "bottleneck",
-        "done",
-        "finished",
-        "fn",
-        "ids",
-        "links",
-        "mark",
-        "nbytes",
-        "rate",
-        "remaining",
-        "seq",
-        "t_finish",
-        "t_last",
-        "t_start",
-        "version",
-        "weight",
-    )
-
-    def __init__(self, seq: int, route: Route, nbytes: int, done: simpy.Event | None,
-                 fn: Callable[[Any], None] | None = None, arg: Any = None, weight: int = 1) -> None:
-        self.seq = seq  # creation order; the tie-breaker everywhere
-        self.links = route.links
-        self.ids = route.ids
-        self.bottleneck = route.bottleneck  # min capacity of its links: its rate when alone
-        self.done = done  # the event a transfer() generator waits for ...
-        self.fn = fn  # ... or the call post() makes when the last byte has arrived
-        self.arg = arg
-        self.nbytes = nbytes
-        self.remaining = float(nbytes)  # as of t_last
-        self.rate = 0.0
-        self.t_start = 0.0
-        self.t_last = 0.0
-        self.t_finish = math.inf
-        self.version = 0
-        self.mark = 0  # solve stamp: == stamp when in the component, == -stamp once its rate is fixed
-        self.finished = False
-        self.weight = weight  # the equal flows it stands for (see "Weighted flows"); rate is their sum
-
-    def __repr__(self) -> str:
-        return f"Flow(#{self.seq}, {self.remaining:g}/{self.nbytes} B at {self.rate:g} B/s)"
-
-
-class _InFlight:
-    """A posted transfer during its latency: a queue entry processed when the first byte arrives.
-
-    Like :class:`~mpisim.engine.events.Call`, it carries only what SimPy's event loop reads.
-    """
-
-    __slots__ = ("arg", "callbacks", "fn", "nbytes", "route")
-    _ok = True
-    _value = None
-
-    def __init__(self, net: FairShareNetwork, route: Route, nbytes: int, fn: Callable[[Any], None], arg: Any,
-                 latency: float) -> None:
-        self.callbacks = net._latency_over_cbs
-        self.route, self.nbytes, self.fn, self.arg = route, nbytes, fn, arg
-        env = net.env
-        heappush(env._queue, (env._now + latency, NORMAL, next(env._eid), self))
-
-
-class Arrivals:
-    """The transfers of one :meth:`FairShareNetwork.post_all`: when each arrived, and who waits for them all.
-
-    Calling it with *i* says transfer i has arrived now; the call that completes the set
-    calls ``done(t_arrived)``. The network tallies every arrival but the set's last one
-    itself, where it finds it (module docstring, "Transfers waited for together").
-    """
-
-    __slots__ = ("done", "env", "left", "t_arrived")
-
-    def __init__(self, env: simpy.Environment, n: int, done: Callable[[list[float]], None]) -> None:
-        self.env = env
-        self.t_arrived = [0.0] * n
-        self.left = n
-        self.done = done
-
-    def __call__(self, i: int) -> None:
-        self.t_arrived[i] = self.env._now
-        self.left -= 1
-        if self.left == 0:
-            self.done(self.t_arrived)
-
-
-#: The version field of a heap entry that holds a group of flows finishing together.
-_GROUP = -1
-
-
-def _live(entry: tuple) -> bool:
-    """True if a completion-heap entry (a flow, or a group of them) still stands for a flow."""
-    if entry[2] == _GROUP:
-        return any(version == flow.version and not flow.finished for _, version, flow in entry[3])
-    return entry[2] == entry[3].version and not entry[3].finished
-
-
-def _due_order(entry: tuple) -> tuple[float, int, int]:
-    return entry[0], entry[1], entry[2]
-
-
-#: Sort keys (NOTE: C-level getters, not Python functions: tens of thousands of flows are sorted
-#: by them when a large batch starts or ends).
-_flow_seq = attrgetter("seq")  # a flow's creation order
-_member_seq = itemgetter(0)  # a group member's (seq, version, flow): its flow's creation order
 
 
 @register_model("fairshare")
@@ -290,15 +148,14 @@ class FairShareNetwork:
         self.env = sim.env
 
         # Per-link state in flat lists indexed by Link.index, grown when a link is first used.
+        # The max-min system (capacities, the active flows per link by sequence number, solve
+        # marks, extra weights) is the solver's; NOTE: its lists are aliased here, read per flow.
+        self._maxmin = solver = MaxMin()
+        self._capacity = solver.capacity
+        self._flows_on: list[dict[int, Flow]] = solver.flows_on
+        self._mark = solver.mark
+        self._extra = solver.extra
         self._links: list[Link | None] = []
-        self._capacity: list[float] = []
-        self._flows_on: list[dict[int, Flow]] = []  # active flows per link, by sequence number
-        self._mark: list[int] = []  # solve stamp, marks links already in a component
-        self._cap_left: list[float] = []  # progressive-filling scratch
-        self._unfixed: list[int] = []  # progressive-filling scratch
-        # Per link: the active flows' weights beyond one each, so that a link's share counts
-        # len(flows) + extra weights without summing them (see "Weighted flows").
-        self._extra: list[int] = []
         self.link_bytes: list[int] = []
         self._busy_time: list[float] = []
         self._busy_since: list[float] = []
@@ -328,14 +185,12 @@ class FairShareNetwork:
         self.recomputations = 0
         self.rates_recomputed = 0
         self.one_level_solves = 0
-        # True once a flow of weight > 1 has been posted: from then on link shares count
-        # weights, not flows (a run without weighted flows keeps the plain counts' code).
-        self._weighted = False
-        # Progressive filling's outcome per component key ("Components seen before"): the
-        # positions (in creation order) of the flows fixed together, and their share, in order.
-        self._filled: dict[tuple, list[tuple[list[int], float]]] = {}
-        self._filled_flows = 0
-        self.fills_replayed = 0
+        self._fill_memo = FillMemo()  # "Components seen before"
+
+    @property
+    def fills_replayed(self) -> int:
+        """Components whose progressive filling was replayed from the memo ("Components seen before")."""
+        return self._fill_memo.replayed
 
     # -- the NetworkModel interface -------------------------------------------------------
 
@@ -384,17 +239,17 @@ class FairShareNetwork:
         if latency is None:
             latency = route.latency
         if weight != 1:
-            self._weighted = True
+            self._maxmin.weighted = True
         if latency > 0:
             if nbytes <= 0:
-                _InFlight(self, route, nbytes, fn, arg, latency)  # its arrival is what the caller waits for
+                InFlight(self, route, nbytes, fn, arg, latency)  # its arrival is what the caller waits for
                 return False
             # NOTE: transfers whose first byte arrives at the same instant share one event. Only
             # the order in which they become flows is observable (it numbers them), and that is
             # the order of posting either way.
             # NOTE: the flow is created now and numbered when it starts (_first_bytes_cb).
             env = self.env
-            t_first = env._now + latency
+            t_first = env.now + latency
             batch = self._first_bytes.get(t_first)
             if batch is None:
                 batch = self._first_bytes[t_first] = []
@@ -404,7 +259,7 @@ class FairShareNetwork:
         if nbytes <= 0:
             return True
         if self._first_bytes:
-            self._first_bytes_cb(self.env._now)  # flows due now start first, as posted
+            self._first_bytes_cb(self.env.now)  # flows due now start first, as posted
         self._start_flow(route, nbytes, None, fn, arg, weight)
         return False
 
@@ -420,7 +275,7 @@ class FairShareNetwork:
         fn = Arrivals(self.env, len(transfers), done)
         over = []
         env = self.env
-        now = env._now
+        now = env.now
         routes, route_of = self._route_cache, self.topology.route
         first_bytes = self._first_bytes
         t_batch, batch = -1.0, []
@@ -432,7 +287,7 @@ class FairShareNetwork:
                 t_batch = -1.0  # post() may have started the batch of now
                 continue
             if weight != 1:
-                self._weighted = True
+                self._maxmin.weighted = True
             latency = route.latency
             t_first = now + latency
             if t_first != t_batch:
@@ -462,7 +317,7 @@ class FairShareNetwork:
                 self._solve_scheduled = True
                 Call(self.env, self._solve_cb, None, 0, LATE)
 
-    def _latency_over_cb(self, pending: _InFlight) -> None:
+    def _latency_over_cb(self, pending: InFlight) -> None:
         """The first byte has arrived: the transfer becomes a flow (or is over, if empty)."""
         if pending.nbytes <= 0:
             if pending.fn is not None:
@@ -609,7 +464,7 @@ class FairShareNetwork:
                         group.append((flow.seq, version, flow))  # type: ignore[union-attr]
                     else:
                         group, t_group = [(flow.seq, version, flow)], t_finish
-                        heapq.heappush(heap, (t_finish, flow.seq, _GROUP, group))
+                        heapq.heappush(heap, (t_finish, flow.seq, GROUP, group))
                 else:
                     flow.t_finish = math.inf
             self.rates_recomputed += alone
@@ -655,7 +510,7 @@ class FairShareNetwork:
                         mark[j] = stamp
                         stack.append(j)
         if ended:
-            ended.sort(key=_flow_seq)  # they resume their processes in creation order
+            ended.sort(key=flow_seq)  # they resume their processes in creation order
             for flow in ended:
                 self._complete(flow)
                 self._detach(flow, now)
@@ -664,7 +519,7 @@ class FairShareNetwork:
         self.rates_recomputed += len(live)
         if len(links) == 1:
             # One link: max-min fairness is an equal split (between weights, when weighted).
-            total = sum(flow.weight for flow in live) if self._weighted else len(live)
+            total = sum(flow.weight for flow in live) if self._maxmin.weighted else len(live)
             self._set_rates(live, self._capacity[links[0]] / total, now)
         elif len(live) == 1:
             # One flow left: it gets its bottleneck's capacity, what progressive filling would
@@ -674,7 +529,8 @@ class FairShareNetwork:
             self._set_rates(live, rate if weight == 1 else rate / weight, now)
         elif not self._solve_one_level(links, live, now):
             if len(live) < _FILL_MEMO_MIN:
-                self._progressive_filling(links, len(live), stamp, now)
+                for flows, share in self._maxmin.progressive_filling(links, len(live), stamp):
+                    self._set_rates(flows, share, now)
             else:
                 self._fill_recorded(links, live, stamp, now)
 
@@ -688,20 +544,19 @@ class FairShareNetwork:
         recorded key takes the recorded shares, set -- as :meth:`_set_rates` does, inlined --
         on the same flows in the same order.
         """
-        live.sort(key=_flow_seq)
-        key = tuple([(flow.weight, flow.ids) for flow in live])
-        record = self._filled.get(key)
+        live.sort(key=flow_seq)
+        memo = self._fill_memo
+        key = memo.key(live)
+        record = memo.recall(key)
         if record is None:
-            fills = self._progressive_filling(links, len(live), stamp, now)
-            if len(self._filled) < _FILL_MEMO_MAX and self._filled_flows + len(live) <= _FILL_MEMO_FLOWS:
-                position = {flow.seq: k for k, flow in enumerate(live)}
-                self._filled[key] = [([position[seq] for seq in seqs], share) for seqs, share in fills]
-                self._filled_flows += len(live)
+            fills = self._maxmin.progressive_filling(links, len(live), stamp)
+            for flows, share in fills:
+                self._set_rates(flows, share, now)
+            memo.remember(key, live, fills)
             return
-        self.fills_replayed += 1
         fixed = -stamp
         heap = self._heap
-        weighted = self._weighted
+        weighted = self._maxmin.weighted
         for positions, share in record:
             # NOTE: _set_rates(flows at positions, share), inlined: one call per bottleneck is
             # most of a replay's cost otherwise. A group never spans two calls.
@@ -721,7 +576,7 @@ class FairShareNetwork:
                         group.append((flow.seq, version, flow))  # type: ignore[union-attr]
                     else:
                         group, t_group = [(flow.seq, version, flow)], t_finish
-                        heapq.heappush(heap, (t_finish, flow.seq, _GROUP, group))
+                        heapq.heappush(heap, (t_finish, flow.seq, GROUP, group))
                 else:
                     flow.t_finish = math.inf
 
@@ -762,108 +617,24 @@ class FairShareNetwork:
         return True
 
     def _solve_one_level(self, links: list[int], live: list[Flow], now: float) -> bool:
-        """Give every flow of the component the same rate when progressive filling would.
+        """Give every flow of the component the same share if progressive filling would (module docstring, "One level").
 
-        The common shared component (the FIN of one ring step and the request-to-send of the
-        next, which chain every other rank together) has one *level*: the smallest fair share
-        ``m = capacity / flows`` is found on some link of every flow, so progressive filling
-        fixes them all at *m* before any other link fills. This finds that case in two linear
-        passes, without the heap, and returns False (having changed nothing) otherwise.
-
-        It gives the very floats progressive filling gives, not just the same real numbers:
-        a link at the level carries one or two flows, so its capacity less the flows fixed
-        elsewhere, over the flows left, is *m* exactly (halving and subtracting a half are
-        exact in binary floating point); and every other link's share exceeds *m* by more
-        than the rounding of its subtractions could take away (at most about ``n**2 / 2``
-        units in the last place for *n* flows), so it never fills first. Once weighted flows
-        are about, shares are over weights and *m* is a share per unit of weight: the same
-        allocation as progressive filling in real numbers, and in floats to rounding (its
-        subtractions of w x m need not be exact).
+        Returns False, having changed nothing, if the component has more than one level.
         """
-        flows_on, capacity, share = self._flows_on, self._capacity, self._cap_left
-        weighted, extra = self._weighted, self._extra
-        level = math.inf
-        for i in links:
-            n = len(flows_on[i]) + extra[i] if weighted else len(flows_on[i])
-            s = capacity[i] / n if n else math.inf
-            share[i] = s
-            if s < level:
-                level = s
-        if not 0.0 < level < math.inf:
+        level = self._maxmin.one_level(links, live)
+        if not level:
             return False
-        for i in links:
-            s = share[i]
-            if s == level:
-                if len(flows_on[i]) > 2:
-                    return False
-            elif s != math.inf:
-                n = len(flows_on[i])
-                if s - s * (n * n + 2) * _ULP < level:
-                    return False  # close enough that rounding could make it fill first
-        for flow in live:
-            for j in flow.ids:
-                if share[j] == level:
-                    break
-            else:
-                return False  # this flow's bottleneck is elsewhere: more than one level
         self.one_level_solves += 1
-        live.sort(key=_flow_seq)
+        live.sort(key=flow_seq)
         self._set_rates(live, level, now)
         return True
-
-    def _progressive_filling(self, links: list[int], n_flows: int, stamp: int,
-                             now: float) -> list[tuple[list[int], float]]:
-        """Fix the rates of the component's flows, tightest link first (see module docstring).
-
-        Returns what it did, for :meth:`_fill_recorded`: the sequence numbers of each set of
-        flows fixed together, and their share, in the order they were fixed.
-        """
-        flows_on, cap_left, unfixed = self._flows_on, self._cap_left, self._unfixed
-        weighted, extra = self._weighted, self._extra
-        heap: list[tuple[float, int]] = []
-        for i in links:
-            n = len(flows_on[i]) + extra[i] if weighted else len(flows_on[i])
-            unfixed[i] = n
-            cap_left[i] = self._capacity[i]
-            if n:
-                heap.append((cap_left[i] / n, i))
-        heapq.heapify(heap)
-        fixed = -stamp
-        bottlenecked: list[Flow] = []
-        record: list[tuple[list[int], float]] = []
-        while n_flows:
-            share, i = heapq.heappop(heap)
-            n = unfixed[i]
-            if n == 0 or share != cap_left[i] / n:
-                continue  # stale entry: this link's share has grown since it was pushed
-            # Invariant: every unfixed flow on link i is bottlenecked here, at *share*.
-            bottlenecked.clear()
-            for flow in flows_on[i].values():
-                if flow.mark == fixed:
-                    continue
-                flow.mark = fixed
-                bottlenecked.append(flow)
-                w = flow.weight
-                rate = share if w == 1 else share * w
-                for j in flow.ids:
-                    if j != i:
-                        left = cap_left[j] - rate
-                        cap_left[j] = left if left > 0.0 else 0.0
-                        unfixed[j] -= w
-                        if unfixed[j]:
-                            heapq.heappush(heap, (cap_left[j] / unfixed[j], j))
-            unfixed[i] = 0
-            n_flows -= len(bottlenecked)
-            self._set_rates(bottlenecked, share, now)
-            record.append(([flow.seq for flow in bottlenecked], share))
-        return record
 
     def _set_rates(self, flows: list[Flow], share: float, now: float) -> None:
         """Give *flows* the new *share* each (times its weight) and queue their new completion times."""
         heap = self._heap
         group: list[tuple[int, int, Flow]] | None = None
         t_group = -1.0
-        weighted = self._weighted
+        weighted = self._maxmin.weighted
         rate = share
         for flow in flows:
             if weighted:
@@ -880,7 +651,7 @@ class FairShareNetwork:
                     group.append((flow.seq, version, flow))  # type: ignore[union-attr]
                 else:
                     group, t_group = [(flow.seq, version, flow)], t_finish
-                    heapq.heappush(heap, (t_finish, flow.seq, _GROUP, group))
+                    heapq.heappush(heap, (t_finish, flow.seq, GROUP, group))
             else:
                 flow.t_finish = math.inf  # a link of zero capacity: wait for a change
 
@@ -888,10 +659,10 @@ class FairShareNetwork:
         """Make sure a driver timeout waits for the earliest live completion."""
         heap = self._heap
         if len(heap) > 2 * self.active_flows + 64:
-            heap[:] = [e for e in heap if _live(e)]
+            heap[:] = [e for e in heap if entry_live(e)]
             heapq.heapify(heap)
         while heap:
-            if _live(heap[0]):
+            if entry_live(heap[0]):
                 t_finish = heap[0][0]
                 break
             heapq.heappop(heap)
@@ -915,25 +686,25 @@ class FairShareNetwork:
         while heap and heap[0][0] <= due:
             popped.append(heapq.heappop(heap))
         ready: list[tuple[int, int, Flow]]
-        if len(popped) == 1 and popped[0][2] == _GROUP:
+        if len(popped) == 1 and popped[0][2] == GROUP:
             # NOTE: one group alone (a ring step) is already in order: its flows started in
             # sequence order and finish at one time. No copy and no sort needed.
             ready = popped[0][3]
-        elif all(entry[2] == _GROUP and entry[0] == popped[0][0] for entry in popped):
+        elif all(entry[2] == GROUP and entry[0] == popped[0][0] for entry in popped):
             # Groups due at one time (the components of a ring's FIN + RTS chain): merge
             # them by sequence number, which is the order single entries would have had.
             ready = [member for entry in popped for member in entry[3]]
-            ready.sort(key=_member_seq)
+            ready.sort(key=member_seq)
         else:
             due_now: list[tuple[float, int, int, Flow]] = []
             for entry in popped:
-                if entry[2] == _GROUP:
+                if entry[2] == GROUP:
                     t_finish = entry[0]
                     due_now.extend((t_finish, seq, version, flow) for seq, version, flow in entry[3])
                 else:
                     due_now.append(entry)
             if len(due_now) != len(popped):
-                due_now.sort(key=_due_order)  # the order single entries would have come off the heap
+                due_now.sort(key=entry_due_order)  # the order single entries would have come off the heap
             ready = [entry[1:] for entry in due_now]
         completed = False
         finishing = self._finishing
@@ -977,7 +748,7 @@ class FairShareNetwork:
         elif flow.fn is not None:
             fn = flow.fn
             if fn.__class__ is Arrivals and fn.left > 1:
-                fn.t_arrived[flow.arg] = self.env._now  # not the set's last (see _on_driver)
+                fn.t_arrived[flow.arg] = self.env.now  # not the set's last (see _on_driver)
                 fn.left -= 1
                 return
             # NOTE: flows completed by one callback share one event, placed where the first
@@ -996,36 +767,7 @@ class FairShareNetwork:
         schedules (the start of a protocol step) before the next flow's event; running them
         here, between the calls, keeps exactly that order.
         """
-        env = self.env
-        queue = env._queue
-        now = env._now
-        soon = getattr(env, "_soon", None)
-        for flow in arrivals:
-            flow.fn(flow.arg)
-            # NOTE: run_urgent_now's loop, inlined while only the URGENT lane has work (the
-            # common case: a protocol step started by the call); it takes over otherwise.
-            while True:
-                if queue and queue[0][1] == URGENT and queue[0][0] == now:
-                    run_urgent_now(env)
-                    break
-                if not soon:
-                    break
-                _, fn, arg = soon.popleft()
-                fn(arg)
-
-    def _attach(self, flow: Flow, now: float) -> None:
-        flows_on = self._flows_on
-        for link in flow.links:
-            i = link.index
-            if not 0 <= i < len(flows_on) or self._links[i] is None:
-                self._register(link)
-            on = flows_on[i]
-            if not on:
-                self._busy_since[i] = now
-            on[flow.seq] = flow
-            self._extra[i] += flow.weight - 1
-        flow.t_start = flow.t_last = now
-        self.active_flows += 1
+        call_in_turn(self.env, arrivals)
 
     def _detach(self, flow: Flow, now: float) -> None:
         tracer = self.sim.tracer
@@ -1048,13 +790,8 @@ class FairShareNetwork:
             raise ValueError(f"link {link.name!r} has no index; it is not part of a topology")
         grow = i + 1 - len(self._links)
         if grow > 0:
+            self._maxmin.grow(i + 1)
             self._links.extend([None] * grow)
-            self._capacity.extend([0.0] * grow)
-            self._flows_on.extend({} for _ in range(grow))
-            self._mark.extend([0] * grow)
-            self._cap_left.extend([0.0] * grow)
-            self._unfixed.extend([0] * grow)
-            self._extra.extend([0] * grow)
             self.link_bytes.extend([0] * grow)
             self._busy_time.extend([0.0] * grow)
             self._busy_since.extend([0.0] * grow)
