@@ -8,8 +8,7 @@ re-running the simulation. Times are simulated seconds, sizes are bytes, ranks a
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
-from typing import Any
+from dataclasses import dataclass, fields
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,14 +69,6 @@ class LinkRecord:
     t_start: float
     t_end: float
     nbytes: int
-
-
-RECORD_TYPES = {cls.__name__: cls for cls in (MessageRecord, SpanRecord, CollectiveRecord, LinkRecord)}
-
-
-def record_to_dict(record: Any) -> dict[str, Any]:
-    """Return a record as a plain dict (JSON-ready)."""
-    return asdict(record)
 
 
 def record_columns(cls: type) -> list[str]:

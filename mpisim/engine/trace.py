@@ -96,11 +96,6 @@ class Tracer:
             if self.budget is not None and len(self.links) > self.budget:
                 self._drop_records()
 
-    @property
-    def logging(self) -> bool:
-        """True when a text log is attached (callers skip formatting work otherwise)."""
-        return self._log is not None
-
     def log(self, scope: str, text: str) -> None:
         """Write one log line, simulated time first, if a text log is attached."""
         if self._log is not None:

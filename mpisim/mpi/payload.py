@@ -422,11 +422,6 @@ def as_payload(buf: Any) -> Payload:
     return DataPayload(np.asarray(buf))
 
 
-def is_payload(obj: Any) -> bool:
-    """True if *obj* is already a Payload (user code may pass either arrays or payloads)."""
-    return isinstance(obj, Payload)
-
-
 def make_payload(count: int, dtype: Any, *, data: bool, fill: np.ndarray | None = None) -> Payload:
     """Create a payload of *count* elements: real data (*fill* or zeros) when *data*, else size-only."""
     if not data:

@@ -369,7 +369,7 @@ class FairShareNetwork:
         stamp = self._stamp
         flows_on, mark = self._flows_on, self._mark
         seeds: list[int] = []
-        # NOTE: _detach and _attach are inlined in the loops below: they run for every flow.
+        # NOTE: _detach, and attaching a flow to its links, are inlined below: they run for every flow.
         finishing = self._finishing
         starting = self._starting
         if finishing:
