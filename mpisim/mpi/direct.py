@@ -54,9 +54,9 @@ class DirectPath:
         """The phases of an MPI message of *nbytes* from world rank *src* to *dst*, alone on its route.
 
         ``message_cost(src, dst, n).lone`` is the time from posting the send to the receive
-        completing, with the receive posted first, as the protocols below give it
-        (:mod:`mpisim.mpi.cost`, from :meth:`direct_costs`); models that replay an algorithm
-        without its messages use it.
+        completing, with the receive posted first, as the protocols (:mod:`mpisim.mpi.protocols`)
+        give it (:mod:`mpisim.mpi.cost`, from :meth:`direct_costs`); models that replay an
+        algorithm without its messages use it.
         """
         return message_cost(self.config, self.direct_costs(src, dst), nbytes)
 
