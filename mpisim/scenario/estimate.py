@@ -190,7 +190,7 @@ def _hybrid_estimate(params: Any, scenario: Scenario, records: bool, *, spans: b
     per-call estimate times the GPU library's channels.
     """
     from mpisim.errors import ConfigError
-    from mpisim.workloads.llm.engine import foldable
+    from mpisim.workloads.training.plan import foldable
 
     p, spec = scenario.ranks, scenario.topology
     tp, pp = params.tp, params.pp

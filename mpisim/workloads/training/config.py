@@ -32,9 +32,9 @@ from mpisim.engine.units import parse_flops, parse_percent, parse_size, parse_ti
 from mpisim.errors import ConfigError
 from mpisim.mpi.dtypes import is_floating
 from mpisim.workloads.collective import check_keys, parse_dtype, parse_positive_int, parse_with
-from mpisim.workloads.llm.layout import DIMENSIONS, Layout
-from mpisim.workloads.llm.model import TransformerModel, dump_model, parse_model
-from mpisim.workloads.llm.schedule import SCHEDULES
+from mpisim.workloads.training.layout import DIMENSIONS, Layout
+from mpisim.workloads.training.model import TransformerModel, dump_model, parse_model
+from mpisim.workloads.training.schedule import SCHEDULES
 
 __all__ = ["KEYS", "HybridParams", "dump", "parse"]
 
