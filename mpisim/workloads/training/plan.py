@@ -46,6 +46,7 @@ from mpisim.errors import ConfigError
 from mpisim.mpi.comm import Comm
 from mpisim.mpi.payload import SizePayload
 from mpisim.mpi.world import World
+from mpisim.network.topology import TopologySpec
 from mpisim.workloads.training.buckets import ddp_buckets
 from mpisim.workloads.collective import parse_dtype
 from mpisim.workloads.training.ddp import DDPPlan, TrainingParams, as_hybrid, make_plan
@@ -59,7 +60,7 @@ from mpisim.workloads.training.memory import (
 )
 from mpisim.workloads.training.schedule import schedule, virtual_stage
 
-__all__ = ["GradBucket", "Job", "ddp_job", "foldable", "make_job", "run_collective", "tp_blocks", "tp_calls"]
+__all__ = ["GradBucket", "Job", "ddp_job", "foldable", "make_job", "plan_job", "run_collective", "tp_blocks", "tp_calls"]
 
 DDP_FIRST_BUCKET = 2**20  # PyTorch DDP's first bucket (1 MiB); later ones bucket_cap
 
@@ -124,14 +125,26 @@ def make_job(params: HybridParams, world: World, new_world: Callable[[], World])
     *new_world* makes fresh worlds of the same cluster, on which folded tensor-parallel
     collectives are timed.
     """
-    layout = params.layout(world.size)
+    job = plan_job(params, world.size, world.topology.spec)
+    job.fold = _can_fold(params, job.layout, world)
+    if job.fold:
+        job.tp_times = measure_tp(job, new_world)
+    return job
+
+
+def plan_job(params: HybridParams, ranks: int, spec: TopologySpec) -> Job:
+    """The :class:`Job` of *params* on *ranks* GPUs of the cluster *spec*, before any world exists:
+    everything but folding (which needs the placement) and the folded collectives' times.
+
+    The run estimate (:mod:`mpisim.scenario.estimate`) counts a run's events from it.
+    """
+    layout = params.layout(ranks)
     m = params.micro_batches(layout.dp)
     if params.schedule == "interleaved" and m % layout.pp:
         raise ConfigError(f"the interleaved schedule needs micro-batches per pipeline ({m}) to be a multiple "
                           f"of pp ({layout.pp}); raise batch.global", "batch.global")
     model, dtype = params.model, parse_dtype(params.dtype)
     itemsize = dtype.itemsize
-    spec = world.topology.spec
     peak = params.peak or spec.peak_flops(PEAK_FORMAT.get(params.dtype, ""))
     tp, b = layout.tp, params.micro
     if model.flat:
@@ -207,9 +220,6 @@ def make_job(params: HybridParams, world: World, new_world: Callable[[], World])
         job.fsdp_layer = dense_layer + (expert_layer if model.moe else 0)
         job.fsdp_rest = (model.embedding_params() + model.output_params()) // tp
     job.memory = _memory(job)
-    job.fold = _can_fold(params, layout, world)
-    if job.fold:
-        job.tp_times = measure_tp(job, new_world)
     return job
 
 

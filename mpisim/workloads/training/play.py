@@ -66,10 +66,16 @@ from mpisim.workloads.training.ddp import (
 from mpisim.workloads.training.plan import Job, run_collective, tp_blocks, tp_calls
 from mpisim.workloads.training.schedule import Op, schedule, virtual_stage
 
-__all__ = ["Tally", "play"]
+__all__ = ["Tally", "layers_are_one_delay", "play"]
 
 # ---------------------------------------------------------------------------------------------
 # The ranks
+
+
+def layers_are_one_delay(job: Job, folded: bool, record_spans: bool) -> bool:
+    """Whether a rank plays layers in a row as one delay (:meth:`_Rank.layers`): with folded
+    tensor-parallel groups, no expert all-to-alls between layers and no timeline to draw."""
+    return folded and not (job.layout.ep > 1 and job.params.model.moe) and not record_spans
 
 
 @dataclass
@@ -127,8 +133,7 @@ class _Rank:
         # Folded tensor-parallel collectives are fixed delays (job.tp_times): where nothing can
         # happen between a layer's compute and them -- no expert all-to-alls, no timeline to
         # draw -- layers in a row are one delay (see layers()).
-        self.layer_is_one_delay = (job.fold and not (self.ep is not None and job.params.model.moe)
-                                   and not comm.world.tracer.record_spans)
+        self.layer_is_one_delay = layers_are_one_delay(job, job.fold, comm.world.tracer.record_spans)
 
     # ------------------------------------------------------------------ communication pieces
 
