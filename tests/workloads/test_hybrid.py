@@ -11,11 +11,11 @@ import pytest
 from mpisim.errors import ConfigError
 from mpisim.scenario import load_dict
 from mpisim.scenario.run import new_world_factory, run_point
-from mpisim.workloads.training.plan import make_job
-from mpisim.workloads.training.play import play
 from mpisim.workloads.training.layout import Coords, Layout
 from mpisim.workloads.training.memory import model_state_bytes, peak_in_flight
 from mpisim.workloads.training.model import PRESETS, TransformerModel
+from mpisim.workloads.training.plan import make_job
+from mpisim.workloads.training.play import play
 from mpisim.workloads.training.schedule import SCHEDULES, schedule
 
 SMALL = {"layers": 8, "hidden": 1024, "heads": 16, "seq": 1024, "vocab": 32000}

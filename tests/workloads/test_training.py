@@ -11,7 +11,7 @@ from mpisim.collectives import memory
 from mpisim.engine.units import parse_flops, si_numbers
 from mpisim.errors import ConfigError, UnitError
 from mpisim.workloads.base import RunContext
-from mpisim.workloads.training import ddp, play
+from mpisim.workloads.training import ddp, plan, play
 from mpisim.workloads.training import workload as training
 from mpisim.workloads.training.buckets import Bucket, ddp_buckets
 from mpisim.workloads.training.ddp import parse
@@ -267,4 +267,16 @@ def test_models_too_large_for_real_memory_are_refused_with_the_estimate(monkeypa
     monkeypatch.setattr(memory, "available_memory", lambda: 2 * need.total)
     assert training.run(parse(SMALL), context(3)).rows[0]["verified"] is True
 
+
+def test_data_parallel_training_is_the_tp_pp_1_job_of_the_hybrid_engine():
+    """One path: the data-parallel form plans the hybrid engine's job at tp = pp = 1 with DDP's buckets."""
+    params = parse({"layers": [30_000, 1, 200_000, 50_000, 120_000], "compute": "3 ms", "bucket_cap": "400 KB",
+                    "first_bucket": "100 KB", "backward_share": 0.6})
+    world = make_world(4, alpha=ALPHA, bandwidth=BW)
+    job = plan.ddp_job(params, world, lambda: make_world(4, alpha=ALPHA, bandwidth=BW))
+    assert (job.layout.tp, job.layout.pp, job.layout.dp) == (1, 1, 4) and job.micro_batches == 1
+    expected = ddp_buckets(params.layers, params.params, 4, params.first_bucket, params.bucket_cap)
+    assert [(b.count, b.ready) for b in job.buckets[0]] == [(b.count, b.ready) for b in expected]
+    assert job.backward_layer_s == 0.6 * 3e-3 and job.forward_layer_s == 3e-3 - 0.6 * 3e-3
+    assert job.ticks == tuple(n / params.params for n in (120_000, 170_000, 370_000, 370_001, 400_001))
 

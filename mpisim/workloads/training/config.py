@@ -19,7 +19,7 @@ A ``kind: training`` block with a ``model:`` key is a hybrid-parallel LLM iterat
       overlap: {dp: true}           # gradient sync overlaps the last backward
       bucket_cap: 25 MiB            # gradient bucket for the data-parallel sync
       memory_check: error           # error | mark (a sweep over layouts marks what does not fit)
-      fold: auto                    # auto | none: time tensor-parallel groups once (see engine)
+      fold: auto                    # auto | none: time tensor-parallel groups once (see plan)
 """
 
 from __future__ import annotations

@@ -47,10 +47,10 @@ from mpisim.mpi.comm import Comm
 from mpisim.mpi.payload import SizePayload
 from mpisim.mpi.world import World
 from mpisim.network.topology import TopologySpec
-from mpisim.workloads.training.buckets import ddp_buckets
 from mpisim.workloads.collective import parse_dtype
-from mpisim.workloads.training.ddp import DDPPlan, TrainingParams, as_hybrid, make_plan
+from mpisim.workloads.training.buckets import ddp_buckets
 from mpisim.workloads.training.config import PEAK_FORMAT, HybridParams
+from mpisim.workloads.training.ddp import DDPPlan, TrainingParams, as_hybrid, make_plan
 from mpisim.workloads.training.layout import Layout
 from mpisim.workloads.training.memory import (
     MemoryUse,
@@ -225,8 +225,9 @@ def plan_job(params: HybridParams, ranks: int, spec: TopologySpec) -> Job:
 
 def ddp_job(params: TrainingParams, world: World, new_world: Callable[[], World], data: bool = False,
             seed: int = 0) -> Job:
-    """The :class:`Job` of the data-parallel form: the tp = pp = 1 job of :func:`~mpisim.workloads.training.ddp.as_hybrid`
-    with the data-parallel form's own buckets, layer ticks, compute split and wire format."""
+    """The :class:`Job` of the data-parallel form: the tp = pp = 1 job of its hybrid translation
+    (:func:`~mpisim.workloads.training.ddp.as_hybrid`) with the data-parallel form's own buckets,
+    layer ticks, compute split and wire format (:class:`~mpisim.workloads.training.ddp.DDPPlan`)."""
     job = make_job(as_hybrid(params), world, new_world)
     plan = make_plan(params, data, seed)
     job.ddp = plan

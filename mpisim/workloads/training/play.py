@@ -16,8 +16,8 @@ It runs its pipeline stage's :func:`~mpisim.workloads.training.schedule.schedule
   forward when ``recompute: full`` (with its communication) or the attention core when
   ``selective``.
 
-**Data-parallel sync.** Gradients are packed into buckets (DDP's assignment, as the
-data-parallel ``training`` workload does); during the last micro-batch's backward each bucket
+**Data-parallel sync.** Gradients are packed into buckets (DDP's assignment,
+:mod:`~mpisim.workloads.training.buckets`); during the last micro-batch's backward each bucket
 becomes ready when its last layer is done and, with ``overlap: {dp: true}``, a stream per rank
 reduces the buckets one after another while backward goes on: an allreduce (ZeRO 0), a
 reduce-scatter and a final allgather of the updated parameters (ZeRO 1 and 2). ZeRO 3 (FSDP)
@@ -25,6 +25,13 @@ allgathers every layer's parameters before its forward and again before its back
 ahead, as FSDP prefetches) and reduce-scatters its gradients after its backward. All of these
 are real collective calls on real communicators (:meth:`~mpisim.mpi.comm.Comm.sub`), so
 tensor-, pipeline- and data-parallel traffic contend wherever they share links.
+
+**The data-parallel form** (``params:``, :mod:`~mpisim.workloads.training.ddp`) is this program at
+tp = pp = 1 with one micro-batch of a flat model: a forward, then a backward cut at the end of
+each layer (:attr:`~mpisim.workloads.training.plan.Job.ticks`) that readies the buckets, while
+the stream reduces them -- in the wire format, as a top-k allgather, or on real data checked
+against numpy (:meth:`_Rank.ddp_reduce`). The ranks that start that backward together share one
+process for it (:func:`_start_backward`): a 1000-rank job waits once per layer, not 1000 times.
 
 
 **What the row says**, for the rank that finishes last (the critical path): ``compute_s``

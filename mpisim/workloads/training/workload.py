@@ -4,9 +4,9 @@ Both forms -- data-parallel (``params:``, :mod:`~mpisim.workloads.training.ddp`)
 (``model:``, :mod:`~mpisim.workloads.training.config`) -- are planned by
 :mod:`~mpisim.workloads.training.plan` and played by :mod:`~mpisim.workloads.training.play`;
 they differ only in the row they report. The data-parallel row is described in
-:mod:`~mpisim.workloads.training.ddp`. The hybrid row (DESIGN's ``--json`` contract for ``kind: training`` with ``model:``) carries the
-layout (``tp, pp, dp, ep, micro_batches, schedule, zero``), ``iteration_time_s``,
-``tokens_per_s``, ``tflops_per_gpu`` (FLOPs executed, recomputation included, per GPU per
+:mod:`~mpisim.workloads.training.ddp`. The hybrid row (DESIGN's ``--json`` contract for
+``kind: training`` with ``model:``) carries the layout (``tp, pp, dp, ep, micro_batches, schedule,
+zero``), ``iteration_time_s``, ``tokens_per_s``, ``tflops_per_gpu`` (FLOPs executed, recomputation included, per GPU per
 second: Megatron-LM's count), ``mfu`` (model FLOPs without recomputation over the devices'
 peak), the breakdown of the critical path (``compute_s, bubble_s, tp_comm_s, pp_comm_s,
 ep_comm_s, dp_comm_s, exposed_comm_s``: see :mod:`mpisim.workloads.training.play`),
@@ -22,7 +22,15 @@ from mpisim.errors import ConfigError
 from mpisim.workloads.base import RunContext, WorkloadOutput, register_workload
 from mpisim.workloads.collective import check_requirements
 from mpisim.workloads.training.config import HybridParams
-from mpisim.workloads.training.ddp import KIND, ROUNDING, TrainingParams, dump, memory_estimate, parse, wire_bytes
+from mpisim.workloads.training.ddp import (
+    KIND,
+    ROUNDING,
+    TrainingParams,
+    dump,
+    memory_estimate,
+    parse,
+    wire_bytes,
+)
 from mpisim.workloads.training.plan import ddp_job, make_job
 from mpisim.workloads.training.play import play
 
