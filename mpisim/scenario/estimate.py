@@ -13,10 +13,14 @@ machine's memory is gone. :func:`estimate` adds up, per world a run makes:
   mailbox and requests) and :data:`VIEW_BYTES` per block view an algorithm keeps (a rank of a
   ring allreduce cuts its buffer into p views, so p^2 of them in all: measured 54-56 B each at
   1000 to 4000 ranks) -- plus message and span records (at most
-  :data:`~mpisim.scenario.run.RECORD_BUDGET` of each, about :data:`RECORD_BYTES` apiece) and,
+  :data:`~mpisim.scenario.tracing.RECORD_BUDGET` of each, about :data:`RECORD_BYTES` apiece) and,
   with real data, the payload arrays (:mod:`mpisim.collectives.memory`);
 * **wall time**: events times :data:`SECONDS_PER_EVENT` (a 1024-rank ring, 8.4 million events,
   takes 54 s).
+
+A training iteration is counted from its plan (:func:`~mpisim.workloads.training.plan.plan_job`,
+the job the ranks will play, derived without a world): its buckets, micro-batches, layers per
+stage and tensor-parallel calls, each collective counted as above.
 
 These are estimates to within a factor of about two, meant to tell a 10 s run from a 10 day
 one and a run that fits from one that cannot. :func:`check_fits` refuses (a ConfigError, exit 2)
@@ -29,11 +33,17 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
 
 from mpisim.collectives import costmodel, memory
 from mpisim.errors import ConfigError
-from mpisim.scenario.model import Scenario
+from mpisim.scenario.load import load_dict, point_raw
+from mpisim.scenario.model import Scenario, sweep_points
+from mpisim.scenario.tracing import RECORD_BUDGET, trace_records
+from mpisim.workloads.training.config import HybridParams
+from mpisim.workloads.training.ddp import INDEX_DTYPE, TrainingParams, make_plan, topk_count
+from mpisim.workloads.training.plan import foldable, plan_job, tp_blocks, tp_calls
+from mpisim.workloads.training.play import layers_are_one_delay
+from mpisim.workloads.training.schedule import virtual_stage
 
 __all__ = ["Estimate", "check_fits", "estimate", "run_estimate"]
 
@@ -118,7 +128,7 @@ def call_estimate(collective: str, algorithm: str | None, p: int, nbytes: int, *
     events = messages * EVENTS_PER_MESSAGE
     views = _views(collective, algorithm, p)
     view_bytes = p * views * (VIEW_BYTES if data else SHARED_VIEW_BYTES)
-    kept = min(messages, _record_budget()) * 2 * RECORD_BYTES if records else 0
+    kept = min(messages, RECORD_BUDGET) * 2 * RECORD_BYTES if records else 0
     payload = 0
     if data:
         try:
@@ -137,16 +147,8 @@ def call_estimate(collective: str, algorithm: str | None, p: int, nbytes: int, *
     return Estimate(events, total, events * SECONDS_PER_EVENT, detail, payload=payload)
 
 
-def _record_budget() -> int:
-    from mpisim.scenario.run import RECORD_BUDGET  # run.py imports this module's callers
-
-    return RECORD_BUDGET
-
-
 def estimate(scenario: Scenario) -> Estimate:
     """Estimate the run of *scenario* (one sweep point: the scenario as resolved, without its sweep)."""
-    from mpisim.scenario.run import trace_records
-
     p = scenario.ranks
     records = any(trace_records(scenario, p))
     data = scenario.payload == "data"
@@ -158,19 +160,10 @@ def estimate(scenario: Scenario) -> Estimate:
             for size in params.sizes:
                 worlds.append(call_estimate(params.collective, algorithm, p, size, data=data, records=records,
                                             calls=max(1, params.iterations), fidelity=scenario.fidelity))
-    elif kind == "training" and not hasattr(params, "first_bucket"):
+    elif isinstance(params, HybridParams):
         worlds.append(_hybrid_estimate(params, scenario, records, spans=trace_records(scenario, p)[1]))
-    elif kind == "training":
-        nbytes = params.params * _itemsize(params.dtype)
-        buckets = 1 + math.ceil(max(0, nbytes - params.first_bucket) / params.bucket_cap)
-        bucket = min(nbytes, max(params.bucket_cap, params.first_bucket))
-        sync = params.sync or scenario.algorithms.per_collective.get("allreduce")
-        sync = "ring" if sync == "parameter_server" else sync  # p-1 transfers each way: a ring's count
-        per_bucket = call_estimate("allreduce", sync, p, bucket, data=False, records=records,
-                                   fidelity=scenario.fidelity)
-        calls = buckets * max(1, params.iterations)
-        worlds.append(Estimate(per_bucket.events * calls, per_bucket.memory, per_bucket.wall_s * calls,
-                               per_bucket.detail.replace("allreduce", f"allreduce ({buckets} buckets)", 1)))
+    elif isinstance(params, TrainingParams):
+        worlds.append(_data_parallel_estimate(params, scenario, records))
     else:
         known = kind != "program"
         worlds.append(Estimate(0, BASE_BYTES + p * RANK_BYTES, 0.0, f"{p} ranks", events_known=known))
@@ -181,26 +174,43 @@ def estimate(scenario: Scenario) -> Estimate:
                     payload=largest.payload)
 
 
-def _hybrid_estimate(params: Any, scenario: Scenario, records: bool, *, spans: bool = True) -> Estimate:
-    """A hybrid-parallel iteration: simulated GPUs x their passes, collectives and messages.
+def _data_parallel_estimate(params: TrainingParams, scenario: Scenario, records: bool) -> Estimate:
+    """A data-parallel iteration: one collective per bucket of its plan, one after another."""
+    p = scenario.ranks
+    plan = make_plan(params)
+    largest = max(b.count for b in plan.buckets)
+    if plan.topk is None:
+        collective = "allreduce"
+        sync = params.sync or scenario.algorithms.per_collective.get("allreduce")
+        sync = "ring" if sync == "parameter_server" else sync  # p-1 transfers each way: a ring's count
+        nbytes = largest * plan.wire_dtype.itemsize
+    else:  # the packed top-k entries, allgathered with the scenario's allgather
+        collective, sync = "allgather", scenario.algorithms.per_collective.get("allgather")
+        nbytes = topk_count(plan.topk, largest) * (plan.wire_dtype.itemsize + INDEX_DTYPE.itemsize)
+    per_bucket = call_estimate(collective, sync, p, nbytes, records=records, fidelity=scenario.fidelity)
+    buckets = len(plan.buckets)
+    calls = buckets * params.iterations
+    return Estimate(per_bucket.events * calls, per_bucket.memory, per_bucket.wall_s * calls,
+                    per_bucket.detail.replace(collective, f"{collective} ({buckets} buckets)", 1))
+
+
+def _hybrid_estimate(params: HybridParams, scenario: Scenario, records: bool, *, spans: bool = True) -> Estimate:
+    """A hybrid-parallel iteration: simulated GPUs x their passes, collectives and messages, from its plan.
 
     Within a factor of 4 (tests/workloads/test_hybrid.py): compute passes and folded
     tensor-parallel collectives are one event each -- and without *spans* (a timeline) a
     folded pass's layers are a few events in all (``_Rank.layers``) -- collectives the
     per-call estimate times the GPU library's channels.
     """
-    from mpisim.errors import ConfigError
-    from mpisim.workloads.llm.engine import foldable
-
     p, spec = scenario.ranks, scenario.topology
-    tp, pp = params.tp, params.pp
-    dp = params.dp or max(1, p // (tp * pp))
     try:
-        micro_batches = params.micro_batches(dp)
-    except ConfigError:
-        micro_batches = 1  # the run itself says what is wrong
-    simulated = p // tp if foldable(params, tp, spec) else p
-    model = params.model
+        job = plan_job(params, p, spec)
+    except ConfigError:  # the run itself says what is wrong
+        return Estimate(0, BASE_BYTES + p * RANK_BYTES, 0.0, f"{p} GPUs")
+    layout, micro_batches, chunks = job.layout, job.micro_batches, params.chunks
+    tp, dp = layout.tp, layout.dp
+    folded = foldable(params, tp, spec)
+    simulated = p // tp if folded else p
     # GPU collectives run one ring per channel (a channel per NIC across nodes): that many
     # messages per step where the per-call estimate counts one.
     channels = spec.inter.nics if spec.device == "gpu" and spec.inter is not None else 1
@@ -208,34 +218,25 @@ def _hybrid_estimate(params: Any, scenario: Scenario, records: bool, *, spans: b
     # Folded: the two kinds of tensor-parallel call (allreduce and the pipeline's allgather, or
     # sequence parallelism's allgather and reduce-scatter) are timed once, alone, on a world of their own.
     measured = 0
-    if tp > 1 and not model.flat:
-        tp_bytes = model.activation_elements(params.micro) * _itemsize(params.dtype)
-        one_tp = call_estimate("allreduce", None, tp, tp_bytes, records=records).events
-        if simulated == p:
-            tp_call = max(1, one_tp // tp) * channels
-        else:
+    calls = len(tp_calls(job)) * tp_blocks(job)  # tensor-parallel collectives per pass through a layer
+    if calls:
+        one_tp = call_estimate("allreduce", None, tp, job.tp_count * job.itemsize, records=records).events
+        if folded:
             measured = 2 * one_tp
-    calls = 0 if tp == 1 else 2 * (2 if params.sequence_parallel else 1)
+        else:
+            tp_call = max(1, one_tp // tp) * channels
     passes = 3 if params.recompute == "full" else 2  # forward, backward (and its recomputed forward)
-    layers = max(1, model.layers // pp) if not model.flat else 1
-    if model.flat or not model.moe:
-        held = model.params / (tp * pp)
-    else:  # dense weights split over tp x pp; a GPU's experts over etp x pp (whole experts: etp 1)
-        experts = model.layers * model.experts * model.expert_params()
-        etp = tp if params.etp is None else params.etp
-        held = (model.params - experts) / (tp * pp) + experts / params.ep / (etp * pp)
-    gradient_bytes = held * _itemsize(params.dtype)
-    bucket = min(gradient_bytes, params.bucket_cap)
-    buckets = math.ceil(gradient_bytes / bucket)
-    if not model.flat:  # a bucket holds whole layers (and the embedding or output): at most one each
-        buckets = min(buckets, layers + 2)
+    layers = job.layers_per_chunk * chunks  # per stage
+    stage = [b for k in range(chunks) for b in job.buckets[virtual_stage(0, k, layout.pp)]]
+    buckets = max(1, len(stage))
+    bucket = max((b.count for b in stage), default=0) * job.itemsize
     per_rank = 2 * micro_batches * layers * 2 + micro_batches * layers * passes * calls * tp_call
-    if simulated < p and not spans and not (model.moe and params.ep > 1) and not model.flat:
+    if layers_are_one_delay(job, folded, spans):
         # Folded layers in a row are one delay (_Rank.layers): a forward pass is one, a
         # backward pass one per gradient bucket it readies, a ZeRO-3 pass one per layer.
-        per_pass = layers / params.chunks if params.zero == 3 else 1 + buckets / params.chunks
-        per_rank = micro_batches * params.chunks * (1 + per_pass)
-    per_rank += 2 * micro_batches * params.chunks * EVENTS_PER_MESSAGE  # pipeline messages
+        per_pass = layers / chunks if params.zero == 3 else 1 + buckets / chunks
+        per_rank = micro_batches * chunks * (1 + per_pass)
+    per_rank += 2 * micro_batches * chunks * EVENTS_PER_MESSAGE  # pipeline messages
     events_dp = 0
     if dp > 1:
         sync = params.sync or scenario.algorithms.per_collective.get("allreduce")
@@ -244,7 +245,9 @@ def _hybrid_estimate(params: Any, scenario: Scenario, records: bool, *, spans: b
             # events per rank and call, not messages (a ZeRO pass is two calls a bucket).
             events_dp = simulated * buckets * _STEP_PROGRAM_EVENTS * (2 if params.zero else 1)
         else:
-            one = call_estimate("allreduce", sync, dp, int(bucket), records=records)
+            # On GPUs, auto is NCCL, which runs gradient-sized buckets as rings: a ring's 2(p-1) steps.
+            ring = spec.device == "gpu" and (sync in (None, "auto") or sync.startswith("nccl"))
+            one = call_estimate("allreduce", "ring" if ring else sync, dp, bucket, records=records)
             events_dp = (simulated // dp) * buckets * one.events * channels
             if scenario.fidelity == "collective":
                 events_dp //= 4  # a ring step is one flow per hop, not a message's protocol steps
@@ -252,18 +255,6 @@ def _hybrid_estimate(params: Any, scenario: Scenario, records: bool, *, spans: b
     memory = BASE_BYTES + p * RANK_BYTES
     detail = f"{p} GPUs ({simulated} simulated) x {micro_batches} micro-batches x {layers} layers per stage"
     return Estimate(int(events), memory, events * SECONDS_PER_EVENT, detail)
-
-
-def _itemsize(dtype: str) -> int:
-    import numpy as np
-
-    import mpisim.mpi.dtypes  # noqa: F401  (registers bfloat16 and the fp8 types with numpy)
-
-    try:
-        return np.dtype(dtype).itemsize
-    except TypeError:
-        return 4
-
 
 def check_fits(scenario: Scenario, available: int | None = None, *, headroom: float = 0.9) -> Estimate:
     """Estimate *scenario* and refuse it (ConfigError, exit 2) when its memory would not fit.
@@ -293,9 +284,6 @@ def run_estimate(scenario: Scenario, available: int | None = None) -> Estimate:
     """:func:`check_fits` for every point of *scenario*'s sweep (or the scenario itself): events and
     wall time add up over the points, memory is the largest point's (points run one at a time
     per process). Raises ConfigError naming the sweep point that would not fit."""
-    from mpisim.scenario.load import load_dict, point_raw
-    from mpisim.scenario.model import sweep_points
-
     if not scenario.sweep:
         return check_fits(scenario, available)
     if available is None:

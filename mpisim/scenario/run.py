@@ -14,7 +14,7 @@ same numbers as one run here.
 
 **Trace volume.** A ring allreduce over 1024 ranks sends two million messages; keeping a
 record of each would cost gigabytes. So when the scenario leaves ``trace.messages`` or
-``trace.spans`` unset, a world of more than :data:`LARGE_WORLD_RANKS` ranks keeps no records of
+``trace.spans`` unset, a world of more than :data:`~mpisim.scenario.tracing.LARGE_WORLD_RANKS` ranks keeps no records of
 that kind (the counters ``message_count`` and ``message_bytes`` stay exact), and the point says
 so in a note. Setting the key, e.g. ``--set trace.messages=true``, keeps the records whatever
 the size.
@@ -43,6 +43,7 @@ from mpisim.mpi.world import World
 from mpisim.network.base import make_model
 from mpisim.network.topology import build_topology
 from mpisim.report.records import RunResult, WorldRecords, jsonable
+from mpisim.scenario import tracing
 from mpisim.scenario.baseline import explain_failed_gates
 from mpisim.scenario.estimate import run_estimate
 from mpisim.scenario.expect import describe_where, evaluate_all
@@ -52,17 +53,11 @@ from mpisim.scenario.model import FAILURE_KINDS, TOP_LEVEL_KEYS, Scenario
 from mpisim.scenario.observe import link_totals, network_summary
 from mpisim.workloads.base import RunContext, WorkloadOutput, get_workload
 
-__all__ = ["LARGE_WORLD_RANKS", "PointResult", "failure_kind", "new_world_factory", "run_point", "run_scenario",
-           "trace_records", "write_atomic"]
+__all__ = ["PointResult", "failure_kind", "new_world_factory", "run_point", "run_scenario", "write_atomic"]
 
 #: Called with (points done, points in total) as a sweep progresses.
 ProgressFn = Callable[[int, int], None]
 
-#: Worlds with more ranks than this keep no message or span records unless the scenario asks.
-LARGE_WORLD_RANKS = 256
-#: Message (and span) records a world keeps by default, about 200 MB of them: beyond, they are
-#: dropped and the run says so (a 1 GiB nccl_ring over 16 DGX nodes makes millions of slices).
-RECORD_BUDGET = 1_000_000
 
 
 def failure_kind(err: MPIError) -> str:
@@ -118,7 +113,7 @@ def new_world_factory(scenario: Scenario, log: TextIO | None = None,
     """Return a function making fresh worlds for *scenario*, and the list it appends them to
     (*created*, if given: a caller watching the run's progress reads it).
 
-    Each world keeps the records :func:`trace_records` allows for its size.
+    Each world keeps the records :func:`~mpisim.scenario.tracing.trace_records` allows for its size.
     """
     created = [] if created is None else created
     # One budget for every world of this run (point): events and wall time add up across them.
@@ -126,9 +121,9 @@ def new_world_factory(scenario: Scenario, log: TextIO | None = None,
 
     def new_world() -> World:
         topology = build_topology(scenario.topology)
-        messages, spans = trace_records(scenario, topology.size)
-        explicit = _explicit_trace_keys(scenario)
-        budget = None if explicit & {"messages", "spans"} else RECORD_BUDGET
+        messages, spans = tracing.trace_records(scenario, topology.size)
+        explicit = tracing.explicit_trace_keys(scenario)
+        budget = None if explicit & {"messages", "spans"} else tracing.RECORD_BUDGET
         tracer = Tracer(messages=messages, spans=spans, links=scenario.trace.links, log=log, budget=budget)
         sim = Simulation(scenario, seed=scenario.seed, tracer=tracer)
         if run_budget is not None:
@@ -149,42 +144,21 @@ def new_world_factory(scenario: Scenario, log: TextIO | None = None,
     return new_world, created
 
 
-def _explicit_trace_keys(scenario: Scenario) -> set[str]:
-    """Return which of ``trace.messages`` and ``trace.spans`` the scenario sets (null is unset)."""
-    raw = scenario.raw.get("trace")
-    if not isinstance(raw, Mapping):
-        return set()
-    return {key for key in ("messages", "spans") if raw.get(key) is not None}
-
-
-def trace_records(scenario: Scenario, ranks: int) -> tuple[bool, bool]:
-    """Return whether a world of *ranks* keeps (message, span) records under *scenario*.
-
-    The scenario's own ``trace.messages`` / ``trace.spans`` win; a key it leaves unset is off
-    for worlds of more than :data:`LARGE_WORLD_RANKS` ranks.
-    """
-    trace, explicit = scenario.trace, _explicit_trace_keys(scenario)
-    large = ranks > LARGE_WORLD_RANKS
-    messages = trace.messages if "messages" in explicit or not large else False
-    spans = trace.spans if "spans" in explicit or not large else False
-    return messages, spans
-
-
 def _trace_note(scenario: Scenario, worlds: list[World]) -> str | None:
     """Say that large worlds dropped records the scenario did not ask about, and how to keep them."""
     largest = max((world.size for world in worlds), default=0)
     if any(world.tracer.over_budget for world in worlds):
-        return (f"records dropped where a world made more than {RECORD_BUDGET:,} of one kind (messages, spans, "
+        return (f"records dropped where a world made more than {tracing.RECORD_BUDGET:,} of one kind (messages, spans, "
                 "collectives, links; counters stay exact); to keep them all use --set trace.messages=true --set trace.spans=true")
-    if largest <= LARGE_WORLD_RANKS:
+    if largest <= tracing.LARGE_WORLD_RANKS:
         return None
-    explicit = _explicit_trace_keys(scenario)
+    explicit = tracing.explicit_trace_keys(scenario)
     dropped = [key for key in ("messages", "spans") if key not in explicit and getattr(scenario.trace, key)]
     if not dropped:
         return None
     kinds = " and ".join(key.removesuffix("s") for key in dropped)
     sets = " ".join(f"--set trace.{key}=true" for key in dropped)
-    return (f"{largest} ranks: {kinds} records not kept for worlds of more than {LARGE_WORLD_RANKS} ranks "
+    return (f"{largest} ranks: {kinds} records not kept for worlds of more than {tracing.LARGE_WORLD_RANKS} ranks "
             f"(counters stay exact); to keep them use {sets}")
 
 

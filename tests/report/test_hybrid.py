@@ -30,7 +30,7 @@ from mpisim.report.records import RunResult, WorldRecords
 from mpisim.report.render import load_result, pipeline_worlds, slim, write_outputs
 from mpisim.report.tables import row_kinds
 from mpisim.scenario import load_dict, run_scenario
-from mpisim.workloads.llm.schedule import schedule
+from mpisim.workloads.training.schedule import schedule
 
 GIB = 2**30
 

@@ -18,8 +18,9 @@ import pytest
 from mpisim.collectives.memory import MemoryLimitError
 from mpisim.errors import LimitReached
 from mpisim.scenario import load_dict
-from mpisim.scenario.estimate import check_fits, estimate, run_estimate
+from mpisim.scenario.estimate import call_estimate, check_fits, estimate, run_estimate
 from mpisim.scenario.run import run_point, run_scenario
+from mpisim.workloads.training.ddp import make_plan
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -164,3 +165,23 @@ def test_the_simulator_running_out_of_memory_is_reported_as_such(tmp_path, monke
     assert main(["run", str(tmp_path / "s.yaml")]) == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("out of memory: the run needed more memory than this machine"), err
+
+
+@pytest.mark.parametrize("layers", [None, ["3M", "1M", "4M", "2M"]])
+def test_a_data_parallel_run_is_counted_from_its_plan(layers):
+    """One allreduce per bucket of the plan the ranks play (DDP's buckets: 3 for these layers, 11 for
+    10M parameters in 4 MiB), each counted as a lone call; within a factor of two of the events."""
+    workload = {"kind": "training", "compute": "10 ms", "sync": "ring", "bucket_cap": "4 MiB", "iterations": 2,
+                **({"layers": layers} if layers else {"params": "10M"})}
+    scenario = load_dict({"topology": {"preset": "ib-hdr", "nodes": 8}, "payload": "size", "workload": workload})
+    plan = make_plan(scenario.workload.params)
+    assert len(plan.buckets) == (3 if layers else 11)
+    largest = max(b.count for b in plan.buckets) * 4
+    one = call_estimate("allreduce", "ring", scenario.ranks, largest, records=True)
+    predicted = estimate(scenario)
+    assert predicted.events == one.events * len(plan.buckets) * 2
+    worlds = []
+    run_point(scenario, worlds=worlds)
+    measured = sum(world.events_processed for world in worlds)
+    assert 0.5 <= predicted.events / measured <= 2, (predicted.events, measured)
+

@@ -113,8 +113,8 @@ def test_memory_stays_flat_on_a_long_run(forever):
     """Records are bounded: a run five times as long peaks at the same memory (budget made small here)."""
     probe = textwrap.dedent(f"""
         import resource, sys
-        import mpisim.scenario.run as run
-        run.RECORD_BUDGET = 5_000
+        import mpisim.scenario.tracing as tracing
+        tracing.RECORD_BUDGET = 5_000
         from mpisim.errors import LimitReached
         from mpisim.scenario import load_file, run_scenario
         try:

@@ -7,11 +7,10 @@ import os
 
 import pytest
 
-import mpisim.scenario.run as run_module
 import tests.scenario.fake_workloads  # noqa: F401  (registers the fake_pingpong workload)
 from mpisim.errors import CollectiveMismatchError, DeadlockError, InvalidRankError, MPIError, TruncationError
 from mpisim.report.records import RunResult, jsonable
-from mpisim.scenario import load_dict, run_scenario
+from mpisim.scenario import load_dict, run_scenario, tracing
 from mpisim.scenario.run import failure_kind, write_atomic
 from mpisim.testing import assert_close, assert_expectations, assert_tree_close, assert_verified
 
@@ -208,7 +207,7 @@ def test_world_records_json_handles_numpy_and_infinite_values_and_any_column_ord
 
 def test_large_worlds_keep_no_message_or_span_records_unless_asked(monkeypatch):
     """Above LARGE_WORLD_RANKS (2 ranks > 1 here) unset trace keys turn off; counters stay exact."""
-    monkeypatch.setattr(run_module, "LARGE_WORLD_RANKS", 1)
+    monkeypatch.setattr(tracing, "LARGE_WORLD_RANKS", 1)
     result = run_scenario(scenario())
     world = result.records[1]
     assert world.messages == [] and world.spans == []
@@ -220,16 +219,14 @@ def test_large_worlds_keep_no_message_or_span_records_unless_asked(monkeypatch):
     assert asked.notes[0].endswith("span records not kept for worlds of more than 1 ranks "
                                    "(counters stay exact); to keep them use --set trace.spans=true")
     assert not run_scenario(scenario(trace={"messages": True, "spans": False})).notes
-    monkeypatch.setattr(run_module, "LARGE_WORLD_RANKS", 2)
+    monkeypatch.setattr(tracing, "LARGE_WORLD_RANKS", 2)
     small = run_scenario(scenario())
     assert small.records[1].messages and not small.notes, "the threshold is 'more than'"
 
 
 def test_records_past_the_budget_are_dropped_and_the_run_says_so(monkeypatch):
     """Memory stays bounded on big runs nobody asked to trace: counters exact, records dropped, a note."""
-    import mpisim.scenario.run as run_module
-
-    monkeypatch.setattr(run_module, "RECORD_BUDGET", 3)
+    monkeypatch.setattr(tracing, "RECORD_BUDGET", 3)
     raw = {"workload": {"kind": "collective", "collective": "allreduce", "algorithm": "ring", "sizes": ["64 KiB"]},
            "topology": {**STAR, "nodes": 8}, "payload": "size"}
     result = run_scenario(scenario(**raw))

@@ -11,11 +11,12 @@ import pytest
 from mpisim.errors import ConfigError
 from mpisim.scenario import load_dict
 from mpisim.scenario.run import new_world_factory, run_point
-from mpisim.workloads.llm.engine import make_job, play
-from mpisim.workloads.llm.layout import Coords, Layout
-from mpisim.workloads.llm.memory import model_state_bytes, peak_in_flight
-from mpisim.workloads.llm.model import PRESETS, TransformerModel
-from mpisim.workloads.llm.schedule import SCHEDULES, schedule
+from mpisim.workloads.training.layout import Coords, Layout
+from mpisim.workloads.training.memory import model_state_bytes, peak_in_flight
+from mpisim.workloads.training.model import PRESETS, TransformerModel
+from mpisim.workloads.training.plan import make_job
+from mpisim.workloads.training.play import play
+from mpisim.workloads.training.schedule import SCHEDULES, schedule
 
 SMALL = {"layers": 8, "hidden": 1024, "heads": 16, "seq": 1024, "vocab": 32000}
 #: A cluster where communication costs (almost) nothing: what the pipeline formulas assume.
@@ -303,7 +304,7 @@ def test_flash_attention_drops_the_stored_scores_and_their_traffic():
     assert flash["memory_per_gpu_bytes"] < standard["memory_per_gpu_bytes"]
     assert flash["compute_s"] < standard["compute_s"]
     m = TransformerModel(**long_seq)
-    from mpisim.workloads.llm.memory import activation_bytes_per_layer
+    from mpisim.workloads.training.memory import activation_bytes_per_layer
 
     sbh = m.seq * m.hidden
     assert activation_bytes_per_layer(m, 1, 1, "none", False, flash=True) == 34 * sbh

@@ -10,9 +10,11 @@ import pytest
 from mpisim.collectives import memory
 from mpisim.engine.units import parse_flops, si_numbers
 from mpisim.errors import ConfigError, UnitError
-from mpisim.workloads import training
 from mpisim.workloads.base import RunContext
-from mpisim.workloads.training import Bucket, ddp_buckets, parse
+from mpisim.workloads.training import ddp, plan, play
+from mpisim.workloads.training import workload as training
+from mpisim.workloads.training.buckets import Bucket, ddp_buckets
+from mpisim.workloads.training.ddp import parse
 from tests.conftest import make_world
 from tests.workloads import REPO, context
 
@@ -183,14 +185,14 @@ def _run_keeping_the_world(raw: dict, p: int) -> tuple:
 
 
 def test_ranks_share_one_backward_timeline_and_see_what_their_own_would_give(monkeypatch):
-    """One backward process for all ranks (training._start_backward) gives each rank the spans,
+    """One backward process for all ranks (play._start_backward) gives each rank the spans,
     bucket events and collective records, in the same order, that a process per rank gives,
     with fewer events."""
     raw = {"layers": [30_000, 1, 200_000, 50_000, 120_000], "compute": "3 ms", "bucket_cap": "400 KB",
            "first_bucket": "100 KB", "sync": "ring", "iterations": 2}
     shared = _run_keeping_the_world(raw, 4)
-    monkeypatch.setattr(training, "_start_backward",
-                        lambda comm, plan, ready: comm.env.process(training._backward(comm, plan, comm.now, ready)))
+    monkeypatch.setattr(play, "_start_backward", lambda comm, job, ready, label:
+                        comm.env.process(play._backward(comm, job, comm.now, ready, label)))
     own = _run_keeping_the_world(raw, 4)
     assert shared[:3] == own[:3]
     assert sum(1 for span in shared[1] if span.label == "backward") == 2 * 4 * 5  # iterations x ranks x layers
@@ -223,13 +225,13 @@ def test_topk_sends_k_values_and_int32_indices_by_allgather():
     out = training.run(params, context(3))
     (row,) = out.rows
     assert row["verified"] is True
-    buckets = training.make_plan(params).buckets
+    buckets = ddp.make_plan(params).buckets
     assert row["wire_bytes"] == sum(math.ceil(0.1 * b.count) for b in buckets) * (4 + 4)
     assert row["algorithm"].endswith("allgather")
 
 
 def test_topk_keeps_the_largest_magnitudes():
-    values, index = training.topk_select(np.array([1.0, -5.0, 3.0, 5.0]), 2)
+    values, index = ddp.topk_select(np.array([1.0, -5.0, 3.0, 5.0]), 2)
     assert index.dtype == np.int32
     assert list(index) == [1, 3] and list(values) == [-5.0, 5.0]
 
@@ -249,12 +251,12 @@ def test_without_sync_the_worlds_default_allreduce_runs():
 
 
 def test_models_too_large_for_real_memory_are_refused_with_the_estimate(monkeypatch):
-    plan = training.make_plan(parse(SMALL), data=True)
-    need = training.memory_estimate(plan, 3)
+    plan = ddp.make_plan(parse(SMALL), data=True)
+    need = ddp.memory_estimate(plan, 3)
     grads = sum(SMALL["layers"]) * 4
     assert need.inputs == 3 * grads and need.total > need.inputs
     ring = memory.estimate_collective("allreduce", "ring", 3, max(b.count for b in plan.buckets) * 4, verify=True)
-    assert training.memory_estimate(plan, 3, "ring").total == 3 * grads + ring.total - ring.inputs
+    assert ddp.memory_estimate(plan, 3, "ring").total == 3 * grads + ring.total - ring.inputs
     monkeypatch.setattr(memory, "available_memory", lambda: need.total)  # fits, not with 10% headroom
     with pytest.raises(memory.MemoryLimitError) as info:
         training.run(parse(SMALL), context(3))
@@ -265,4 +267,16 @@ def test_models_too_large_for_real_memory_are_refused_with_the_estimate(monkeypa
     monkeypatch.setattr(memory, "available_memory", lambda: 2 * need.total)
     assert training.run(parse(SMALL), context(3)).rows[0]["verified"] is True
 
+
+def test_data_parallel_training_is_the_tp_pp_1_job_of_the_hybrid_engine():
+    """One path: the data-parallel form plans the hybrid engine's job at tp = pp = 1 with DDP's buckets."""
+    params = parse({"layers": [30_000, 1, 200_000, 50_000, 120_000], "compute": "3 ms", "bucket_cap": "400 KB",
+                    "first_bucket": "100 KB", "backward_share": 0.6})
+    world = make_world(4, alpha=ALPHA, bandwidth=BW)
+    job = plan.ddp_job(params, world, lambda: make_world(4, alpha=ALPHA, bandwidth=BW))
+    assert (job.layout.tp, job.layout.pp, job.layout.dp) == (1, 1, 4) and job.micro_batches == 1
+    expected = ddp_buckets(params.layers, params.params, 4, params.first_bucket, params.bucket_cap)
+    assert [(b.count, b.ready) for b in job.buckets[0]] == [(b.count, b.ready) for b in expected]
+    assert job.backward_layer_s == 0.6 * 3e-3 and job.forward_layer_s == 3e-3 - 0.6 * 3e-3
+    assert job.ticks == tuple(n / params.params for n in (120_000, 170_000, 370_000, 370_001, 400_001))
 

@@ -19,7 +19,7 @@ A ``kind: training`` block with a ``model:`` key is a hybrid-parallel LLM iterat
       overlap: {dp: true}           # gradient sync overlaps the last backward
       bucket_cap: 25 MiB            # gradient bucket for the data-parallel sync
       memory_check: error           # error | mark (a sweep over layouts marks what does not fit)
-      fold: auto                    # auto | none: time tensor-parallel groups once (see engine)
+      fold: auto                    # auto | none: time tensor-parallel groups once (see plan)
 """
 
 from __future__ import annotations
@@ -32,9 +32,9 @@ from mpisim.engine.units import parse_flops, parse_percent, parse_size, parse_ti
 from mpisim.errors import ConfigError
 from mpisim.mpi.dtypes import is_floating
 from mpisim.workloads.collective import check_keys, parse_dtype, parse_positive_int, parse_with
-from mpisim.workloads.llm.layout import DIMENSIONS, Layout
-from mpisim.workloads.llm.model import TransformerModel, dump_model, parse_model
-from mpisim.workloads.llm.schedule import SCHEDULES
+from mpisim.workloads.training.layout import DIMENSIONS, Layout
+from mpisim.workloads.training.model import TransformerModel, dump_model, parse_model
+from mpisim.workloads.training.schedule import SCHEDULES
 
 __all__ = ["KEYS", "HybridParams", "dump", "parse"]
 

@@ -3,7 +3,8 @@
 Gradients become ready in reverse layer order during backward; DDP packs them into buckets
 (``torch.distributed._compute_bucket_assignment_by_size``) and reduces each bucket as soon as
 its last gradient is ready, so communication overlaps the rest of the backward pass. The
-data-parallel ``training`` workload and the hybrid-parallel one both bucket with this rule.
+data-parallel form of the ``training`` workload and the hybrid-parallel one both bucket with this rule
+(:mod:`mpisim.workloads.training.plan`).
 """
 
 from __future__ import annotations

@@ -1,9 +1,12 @@
-"""The ``training`` workload: one data-parallel iteration with PyTorch-DDP gradient bucketing.
+"""The data-parallel form of the ``training`` workload: one iteration with PyTorch-DDP gradient bucketing.
 
 (With ``model:`` the same kind plans a hybrid-parallel LLM iteration instead -- tensor x pipeline
 x data parallelism, ZeRO stages 0-3, MoE expert parallelism, pipeline schedules --
-:mod:`mpisim.workloads.llm`; :func:`parse` tells the two forms apart. What follows is the
-data-parallel form.)
+:mod:`mpisim.workloads.training.config`; :func:`parse` tells the two forms apart. What follows is
+the data-parallel form. It is the tp = pp = 1 layout of the same engine: :func:`as_hybrid`
+translates it, :func:`~mpisim.workloads.training.plan.ddp_job` adds this module's
+:class:`DDPPlan` -- layer ticks, wire format, real data -- and
+:mod:`~mpisim.workloads.training.play` runs it with every other layout.)
 
 Every rank holds a replica of the model and computes the gradients of its own share of the
 batch; the gradients are then averaged over the ranks with an allreduce before the optimizer
@@ -70,7 +73,6 @@ YAML::
 from __future__ import annotations
 
 import math
-import weakref
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
@@ -78,28 +80,20 @@ from typing import Any
 import numpy as np
 
 import mpisim.collectives  # noqa: F401  (registers the algorithms that ``sync`` is checked against)
-from mpisim.collectives import dispatch, memory, registry
-from mpisim.collectives.calls import world_table
-from mpisim.engine.records import SpanRecord
-from mpisim.engine.sim import Proc
+from mpisim.collectives import memory, registry
 from mpisim.engine.units import parse_flops, parse_size, parse_time
 from mpisim.errors import ConfigError
-from mpisim.mpi.comm import Comm
 from mpisim.mpi.dtypes import is_floating
-from mpisim.mpi.ops import SUM
-from mpisim.mpi.payload import DataPayload, Payload, SizePayload
-from mpisim.workloads.base import RunContext, WorkloadOutput, register_workload
-from mpisim.workloads.buckets import Bucket, ddp_buckets
 from mpisim.workloads.collective import (
     check_fields,
     check_keys,
-    check_requirements,
     parse_dtype,
     parse_positive_int,
     parse_with,
 )
-from mpisim.workloads.llm import config as hybrid_config
-from mpisim.workloads.llm import workload as hybrid_workload
+from mpisim.workloads.training import config as hybrid_config
+from mpisim.workloads.training.buckets import Bucket, ddp_buckets
+from mpisim.workloads.training.model import TransformerModel
 
 KIND = "training"
 DEFAULT_BACKWARD_SHARE = 2 / 3
@@ -140,7 +134,7 @@ class TrainingParams:
 def parse(raw: Any) -> TrainingParams | hybrid_config.HybridParams:
     """Validate a ``workload:`` mapping of kind ``training``. Raises ConfigError with a relative path.
 
-    With ``model:`` it is a hybrid-parallel LLM iteration (:mod:`mpisim.workloads.llm`).
+    With ``model:`` it is a hybrid-parallel LLM iteration (:mod:`mpisim.workloads.training.config`).
     """
     if isinstance(raw, dict) and raw.get("model") is not None:
         return hybrid_config.parse(raw)
@@ -253,7 +247,10 @@ def dump(params: TrainingParams | hybrid_config.HybridParams) -> dict[str, Any]:
 
 
 @dataclass(frozen=True)
-class _Plan:
+class DDPPlan:
+    """What the data-parallel form adds to the job: its buckets (``first_bucket``, ``layers``),
+    the backward's layer ticks, the wire format (a cast, top-k) and the real-data seed."""
+
     buckets: tuple[Bucket, ...]
     layer_ready: tuple[float, ...]  # backward fraction at the end of each layer (reverse order), for the timeline
     forward_s: float
@@ -267,13 +264,25 @@ class _Plan:
     seed: int
 
 
+def as_hybrid(params: TrainingParams) -> hybrid_config.HybridParams:
+    """The hybrid-parallel parameters of *params*: a model known by its size at tp = pp = 1.
+
+    What the hybrid form cannot say (``layers``, ``first_bucket``, compression, the FLOPs form
+    of ``compute``) travels in the :class:`DDPPlan` :func:`make_plan` returns.
+    """
+    return hybrid_config.HybridParams(
+        TransformerModel(flat_params=params.params), dtype=params.dtype, compute_s=params.compute_s,
+        backward_share=params.backward_share, overlap_dp=True, sync=params.sync, bucket_cap=params.bucket_cap,
+        iterations=params.iterations)
+
+
 def topk_count(ratio: float, count: int) -> int:
     """Return how many entries top-k keeps of a bucket of *count*: ``ceil(ratio x count)``, at least 1."""
     # The small margin keeps float noise (0.1 x 10 = 1.0000000000000002) from adding an entry.
     return max(1, math.ceil(ratio * count - 1e-9))
 
 
-def wire_bytes(plan: _Plan) -> int:
+def wire_bytes(plan: DDPPlan) -> int:
     """Return the bytes each rank hands to collectives per iteration."""
     if plan.topk is None:
         return sum(b.count for b in plan.buckets) * plan.wire_dtype.itemsize
@@ -281,7 +290,7 @@ def wire_bytes(plan: _Plan) -> int:
     return sum(topk_count(plan.topk, b.count) for b in plan.buckets) * per_entry
 
 
-def gradients(plan: _Plan, bucket: int, rank: int) -> np.ndarray:
+def gradients(plan: DDPPlan, bucket: int, rank: int) -> np.ndarray:
     """Return rank *rank*'s gradients of *bucket* (small integers in the wire dtype: sums are exact)."""
     rng = np.random.default_rng([plan.seed, rank, bucket])
     return rng.integers(-3, 4, size=plan.buckets[bucket].count).astype(plan.wire_dtype)
@@ -293,11 +302,11 @@ def topk_select(grad: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     return grad[index], index
 
 
-def _pack(values: np.ndarray, index: np.ndarray) -> np.ndarray:
+def pack(values: np.ndarray, index: np.ndarray) -> np.ndarray:
     return np.concatenate([values.view(np.uint8), index.view(np.uint8)])
 
 
-def _unpack_sum(packed: np.ndarray, p: int, k: int, count: int, dtype: np.dtype) -> np.ndarray:
+def unpack_sum(packed: np.ndarray, p: int, k: int, count: int, dtype: np.dtype) -> np.ndarray:
     """Add the p sparse (values, indices) blocks of an allgather into one dense vector."""
     dense = np.zeros(count, dtype=dtype)
     per_rank = packed.size // p
@@ -309,137 +318,7 @@ def _unpack_sum(packed: np.ndarray, p: int, k: int, count: int, dtype: np.dtype)
     return dense
 
 
-# ---------------------------------------------------------------------------------------------
-# Running
-
-
-def _backward(comm: Comm, plan: _Plan, t_start: float, ready: list[Any]) -> Proc[None]:
-    """Compute the backward pass layer by layer, firing each bucket's event when it is ready.
-
-    Each layer ends at an absolute time ``t_start + fraction x backward``, so rounding does not
-    accumulate over thousands of layers.
-    """
-    k = 0
-    for fraction in plan.layer_ready:
-        yield from comm.compute(t_start + fraction * plan.backward_s - comm.now, "backward")
-        while k < len(plan.buckets) and plan.buckets[k].ready <= fraction:
-            ready[k].succeed()
-            k += 1
-
-
-class _SharedBackward:
-    """The ranks whose backward pass of one plan starts at one instant: one timeline for them all."""
-
-    __slots__ = ("members",)
-
-    def __init__(self) -> None:
-        self.members: list[tuple[int, list[Any], Any]] = []  # (world rank, bucket events, end event)
-
-
-#: Per world: the shared backward pass of each (plan, start instant) still taking members.
-_SHARED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
-def _start_backward(comm: Comm, plan: _Plan, ready: list[Any]) -> Any:
-    """Start this rank's backward pass now (:func:`_backward`); return the event of its end.
-
-    Every rank of a data-parallel job runs the same backward timeline, and all of them start
-    it at one instant: they share one process (:func:`_shared_backward`) that waits for each
-    layer once, where a process per rank waits once per rank. What each rank sees is
-    unchanged: its bucket events, its end event and its compute spans come at the same times
-    and in the same order as its own process would have given them. A pass whose first layer
-    takes no time runs per rank (its process would act before the other ranks have joined).
-    """
-    env = comm.env
-    now = env.now
-    if not plan.layer_ready or not now + plan.layer_ready[0] * plan.backward_s - now > 0:
-        return env.process(_backward(comm, plan, now, ready))
-    table = world_table(_SHARED, comm.world)
-    key = (id(plan), now)  # the plan is alive while the key is: its id is its own
-    shared = table.get(key)
-    if shared is None:
-        shared = table[key] = _SharedBackward()
-        env.process(_shared_backward(comm, plan, now, shared, table, key))
-    done = env.event()
-    shared.members.append((comm.world_rank, ready, done))
-    return done
-
-
-def _shared_backward(comm: Comm, plan: _Plan, t_start: float, shared: _SharedBackward, table: dict,
-                     key: tuple) -> Proc[None]:
-    """:func:`_backward` for every member of *shared*, one wait per layer for them all.
-
-    Between two waits, each member in turn does what its own process would have done between
-    the same two waits (the compute span of the layer just waited for, the buckets made
-    ready, its end); the members go in the order they joined, which is the order in which
-    their own processes' waits would have ended.
-    """
-    env = comm.env
-    tracer = comm.world.tracer
-    buckets, k = plan.buckets, 0
-    members = shared.members
-    t_span = None  # (start, end) of the layer just waited for
-    k_from = 0
-    for fraction in plan.layer_ready:
-        delay = t_start + fraction * plan.backward_s - env.now
-        if delay > 0:
-            _act(members, tracer, t_span, k_from, k, None)
-            t0 = env.now
-            yield env.timeout(delay)
-            if table.get(key) is shared:
-                del table[key]  # time has moved on: nobody else can start at t_start
-            t_span, k_from = (t0, env.now), k
-        while k < len(buckets) and buckets[k].ready <= fraction:
-            k += 1
-    _act(members, tracer, t_span, k_from, k, True)
-
-
-def _act(members: list[tuple[int, list[Any], Any]], tracer: Any, t_span: tuple[float, float] | None,
-         k_from: int, k_to: int, end: bool | None) -> None:
-    """Each member's share of one wake-up of a shared backward pass (see _shared_backward)."""
-    for rank, ready, done in members:
-        if t_span is not None and tracer.record_spans:
-            tracer.span(SpanRecord(rank, "compute", t_span[0], t_span[1], "backward"))
-        for k in range(k_from, k_to):
-            ready[k].succeed()
-        if end:
-            done.succeed()
-
-
-def _reduce_buckets(comm: Comm, plan: _Plan, ready: list[Any], spans: list[tuple[float, float]],
-                    results: list[bool], ran: set[str]) -> Proc[None]:
-    """Reduce the buckets one after another, each once its gradients are ready (one NCCL stream)."""
-    p = comm.size
-    for k, bucket in enumerate(plan.buckets):
-        yield ready[k]
-        t_enter = comm.now
-        if plan.topk is None:
-            grad = gradients(plan, k, comm.rank) if plan.data else None
-            buf: Payload = DataPayload(grad) if grad is not None else SizePayload(bucket.count, plan.wire_dtype)
-            if comm.rank == 0:
-                ran.add(dispatch.resolve(comm, "allreduce", plan.sync, buf.nbytes, SUM,
-                                         itemsize=buf.dtype.itemsize).name)
-            out = yield from comm.allreduce(buf, op=SUM, algorithm=plan.sync)
-            if plan.data:
-                results.append(_check_average(plan, k, p, out.array / p))
-        else:
-            keep = topk_count(plan.topk, bucket.count)
-            nbytes = keep * (plan.wire_dtype.itemsize + INDEX_DTYPE.itemsize)
-            if plan.data:
-                buf = DataPayload(_pack(*topk_select(gradients(plan, k, comm.rank), keep)))
-            else:
-                buf = SizePayload(nbytes, np.uint8)
-            if comm.rank == 0:
-                ran.add(dispatch.resolve(comm, "allgather", None, buf.nbytes * p, SUM,
-                                         itemsize=buf.dtype.itemsize).name + " allgather")
-            out = yield from comm.allgather(buf)
-            if plan.data:
-                dense = _unpack_sum(out.array, p, keep, bucket.count, plan.wire_dtype)
-                results.append(_check_average(plan, k, p, dense / p))
-        spans.append((t_enter, comm.now))
-
-
-def _check_average(plan: _Plan, bucket: int, p: int, got: np.ndarray) -> bool:
+def check_average(plan: DDPPlan, bucket: int, p: int, got: np.ndarray) -> bool:
     """Compare an averaged bucket with numpy's, computed straight from every rank's gradients."""
     grads = [gradients(plan, bucket, r) for r in range(p)]
     if plan.topk is not None:
@@ -457,21 +336,7 @@ def _check_average(plan: _Plan, bucket: int, p: int, got: np.ndarray) -> bool:
     return bool(np.array_equal(got, total / p))
 
 
-def _rank_program(comm: Comm, plan: _Plan, clock: list[tuple[float, float]], spans: list[list[tuple[float, float]]],
-                  results: list[bool], ran: set[str]) -> Proc[None]:
-    yield from comm.world.synchronize(comm.world_rank)
-    t_start = comm.now
-    for _ in range(plan.iterations):
-        yield from comm.compute(plan.forward_s, "forward")
-        ready = [comm.env.event() for _ in plan.buckets]
-        backward = _start_backward(comm, plan, ready)
-        if comm.size > 1:
-            yield from _reduce_buckets(comm, plan, ready, spans[comm.rank], results, ran)
-        yield backward
-    clock.append((t_start, comm.now))
-
-
-def make_plan(params: TrainingParams, data: bool = False, seed: int = 0) -> _Plan:
+def make_plan(params: TrainingParams, data: bool = False, seed: int = 0) -> DDPPlan:
     """Return the per-iteration plan: buckets, backward timeline, compute split, wire dtype."""
     dtype = np.dtype(params.dtype)
     wire_dtype = np.dtype(_CASTS[params.cast]) if params.cast else dtype
@@ -484,11 +349,11 @@ def make_plan(params: TrainingParams, data: bool = False, seed: int = 0) -> _Pla
     else:
         layer_ready = [b.ready for b in buckets]
     backward_s = params.backward_share * params.compute_s
-    return _Plan(tuple(buckets), tuple(layer_ready), params.compute_s - backward_s, backward_s, dtype, wire_dtype,
+    return DDPPlan(tuple(buckets), tuple(layer_ready), params.compute_s - backward_s, backward_s, dtype, wire_dtype,
                  params.topk, params.sync, params.iterations, data, seed)
 
 
-def memory_estimate(plan: _Plan, p: int, default_sync: str | None = None) -> memory.MemoryEstimate:
+def memory_estimate(plan: DDPPlan, p: int, default_sync: str | None = None) -> memory.MemoryEstimate:
     """Estimate the peak payload memory of a real-data iteration of *plan* on *p* ranks.
 
     Inputs are every rank's gradients (in the wire dtype; DDP keeps the whole model's); on top
@@ -514,60 +379,3 @@ def memory_estimate(plan: _Plan, p: int, default_sync: str | None = None) -> mem
         description=f"training, {p} ranks x {gradients_bytes // p / 1e9:.3g} GB of gradients; "
                     f"largest bucket: {call.description}",
     )
-
-
-def run(params: TrainingParams | hybrid_config.HybridParams, ctx: RunContext) -> WorkloadOutput:
-    """Play ``iterations`` data-parallel iterations on one fresh world; return one training row."""
-    if isinstance(params, hybrid_config.HybridParams):
-        return hybrid_workload.run(params, ctx)
-    out = WorkloadOutput()
-    world = ctx.new_world()
-    p = world.size
-    if params.topk is None and p > 1:
-        check_requirements("allreduce", params.sync, p, "sum")
-    data = ctx.data and p > 1
-    plan = make_plan(params, data, ctx.seed)
-    if data:
-        memory.check_memory(memory_estimate(plan, p, world.algorithms.get("allreduce")))
-    clock: list[tuple[float, float]] = []
-    spans: list[list[tuple[float, float]]] = [[] for _ in range(p)]
-    results: list[bool] = []
-    ran: set[str] = set()
-    world.launch(_rank_program, plan, clock, spans, results, ran)
-    world.run()
-    iteration = (max(t1 for _, t1 in clock) - min(t0 for t0, _ in clock)) / params.iterations
-    comm_time = 0.0
-    for call in range(len(spans[0])):
-        comm_time += max(s[call][1] for s in spans) - min(s[call][0] for s in spans)
-    comm_time /= params.iterations
-    exposed = iteration - params.compute_s
-    if abs(exposed) <= ROUNDING * params.compute_s:
-        # The backward timeline is a sum of per-layer times; a last-bit difference is not communication.
-        exposed, iteration = 0.0, params.compute_s
-    out.rows.append({
-        "ranks": p,
-        "iteration_time_s": iteration,
-        "compute_s": params.compute_s,
-        "comm_time_s": comm_time,
-        "exposed_comm_s": exposed,
-        "scaling_efficiency": params.compute_s / iteration if iteration > 0 else 1.0,
-        "params": params.params,
-        "bytes": params.params * plan.dtype.itemsize,
-        "wire_bytes": wire_bytes(plan) if p > 1 else 0,
-        "buckets": len(plan.buckets),
-        "algorithm": "+".join(sorted(ran)) if ran else None,
-        "verified": all(results) if data else None,
-    })
-    out.worlds.append((f"training {p} ranks", world))
-    out.notes.extend(world.unmatched)
-    return out
-
-
-WORKLOAD = register_workload(
-    KIND, "training iteration: data-parallel DDP buckets, or with model: an LLM over tensor x pipeline x data "
-          "parallelism (ZeRO 0-3, MoE expert parallelism)",
-    parse=parse, dump=dump, run=run,
-    columns=tuple(dict.fromkeys(("ranks", "iteration_time_s", "compute_s", "comm_time_s", "exposed_comm_s",
-                                 "scaling_efficiency", "params", "bytes", "wire_bytes", "buckets", "algorithm",
-                                 "verified", *hybrid_workload.COLUMNS))),
-)

@@ -36,8 +36,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from mpisim.workloads.llm.model import TransformerModel
-from mpisim.workloads.llm.schedule import Op
+from mpisim.workloads.training.model import TransformerModel
+from mpisim.workloads.training.schedule import Op
 
 __all__ = ["MemoryUse", "activation_bytes_per_layer", "model_state_bytes", "peak_in_flight"]
 

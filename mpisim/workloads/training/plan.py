@@ -1,0 +1,385 @@
+"""The plan of one training iteration: what each GPU does, derived once from the parameters and the world.
+
+A :class:`Job` holds everything the ranks need (:mod:`~mpisim.workloads.training.play` plays it):
+the :class:`~mpisim.workloads.training.layout.Layout`, each layer's compute time, the message and
+collective sizes, the parameters on each virtual stage and their gradient buckets, the memory
+per stage. Data-parallel training (``params: 300M``, no ``model:``) is the same job at
+tp = pp = 1 with one flat "layer" (:func:`ddp_job`); the run estimate
+(:mod:`mpisim.scenario.estimate`) counts its events from the same job.
+
+**Folding the tensor-parallel group** (``fold: auto``). When every tensor-parallel group fills
+exactly one node (tp = ranks per node), its collectives use only the node's NVLink links,
+which nothing else uses: the pipeline's and the data-parallel group's traffic leaves through
+the NICs. Every tp rank then does the same thing at the same time, so only the tp rank 0 of
+each group is simulated and each tensor-parallel collective takes the time the group's real
+collective takes, measured once per size on a fresh world. The other tp ranks' pipeline and
+data-parallel traffic runs on their own rails in a rail-optimized cluster; where it would not
+(a shared inter-node link), ``fold: none`` simulates every GPU. Tests run both on clusters
+small enough and require the same iteration time within 1 %.
+
+**Compute.** A layer's forward pass takes its FLOPs (:mod:`~mpisim.workloads.training.model`) over
+``efficiency x peak`` (the topology's ``device_flops`` for the dtype), divided over the tp
+GPUs, plus the time its element-wise kernels (norms, GeLU, softmax, dropout, residual adds)
+take to stream about twice the activation bytes the layer keeps (Korthikanti et al.'s count)
+through the device's memory (``device_memory_bandwidth``): those kernels are bound by memory,
+not FLOPs, which is why small hidden sizes reach a lower share of the peak. The backward pass
+takes twice the forward; ``recompute: full`` adds one forward, ``selective`` the attention core.
+One efficiency serves every matrix multiplication, whatever its shape: the shapes' own losses
+(tiles of 128 x 128 or 128 x 256 outputs, run in waves of one tile per SM, the last wave part
+empty) cost the validation rows' GEMMs 0.3-2.6 % of their FLOPs (forward, data- and weight-
+gradient GEMMs of C8a-c, H2 and H10, best of five tile shapes), within 2.3 % of each other:
+less than the spread of the rows' errors, so a per-shape efficiency would explain nothing they show.
+
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from mpisim.engine.sim import Proc
+from mpisim.errors import ConfigError
+from mpisim.mpi.comm import Comm
+from mpisim.mpi.payload import SizePayload
+from mpisim.mpi.world import World
+from mpisim.network.topology import TopologySpec
+from mpisim.workloads.collective import parse_dtype
+from mpisim.workloads.training.buckets import ddp_buckets
+from mpisim.workloads.training.config import PEAK_FORMAT, HybridParams
+from mpisim.workloads.training.ddp import DDPPlan, TrainingParams, as_hybrid, make_plan
+from mpisim.workloads.training.layout import Layout
+from mpisim.workloads.training.memory import (
+    MemoryUse,
+    activation_bytes_per_layer,
+    model_state_bytes,
+    peak_in_flight,
+)
+from mpisim.workloads.training.schedule import schedule, virtual_stage
+
+__all__ = ["GradBucket", "Job", "ddp_job", "foldable", "make_job", "plan_job", "run_collective", "tp_blocks", "tp_calls"]
+
+DDP_FIRST_BUCKET = 2**20  # PyTorch DDP's first bucket (1 MiB); later ones bucket_cap
+
+
+@dataclass(frozen=True)
+class GradBucket:
+    """Gradients reduced together: ``count`` elements over the ``group`` communicator ("dp" or "edp")."""
+
+    count: int
+    ready: float  # transformer layers of the chunk whose backward is done when it is ready (flat models: fraction)
+    group: str = "dp"
+
+
+@dataclass
+class Job:
+    """Everything the ranks need, derived once from the parameters and the world."""
+
+    params: HybridParams
+    layout: Layout
+    micro_batches: int
+    itemsize: int
+    dtype: np.dtype
+    layers_per_chunk: int
+    forward_layer_s: float  # one layer's forward compute on one GPU
+    backward_layer_s: float  # its backward, recomputation included
+    logits_forward_s: float
+    logits_backward_s: float
+    activation_count: int  # elements of one pipeline message per tp rank
+    tp_count: int  # elements of one tensor-parallel allreduce
+    a2a_count: int  # elements one rank sends in one MoE all-to-all
+    chunk_params: list[list[int]]  # per virtual stage: parameter counts on one GPU (embedding, layers, output, experts)
+    buckets: list[list[GradBucket]]  # per virtual stage, in the order they are reduced
+    fold: bool
+    #: ZeRO 3: parameters one GPU gathers per transformer layer (its experts too), and for the
+    #: embedding and output layers together.
+    fsdp_layer: int = 0
+    fsdp_rest: int = 0
+    chunk_expert_params: int = 0  # expert parameters one GPU holds per virtual stage (in chunk_params too)
+    tp_times: dict[tuple[str, int], float] = field(default_factory=dict)
+    memory: list[MemoryUse] = field(default_factory=list)  # per stage
+    flops_per_iteration: float = 0.0  # executed, recomputation included
+    model_flops_per_iteration: float = 0.0  # without recomputation (for MFU)
+    peak: float | None = None
+    #: Flat models: the backward fractions at which the last backward's compute is cut (the end
+    #: of each layer, or of each bucket's share), at least every bucket's ready.
+    ticks: tuple[float, ...] = ()
+    #: The data-parallel form's own plan (:func:`ddp_job`): None for the hybrid form.
+    ddp: DDPPlan | None = None
+
+    @property
+    def stages(self) -> int:
+        return self.layout.pp
+
+    @property
+    def virtual_stages(self) -> int:
+        return self.layout.pp * self.params.chunks
+
+
+def make_job(params: HybridParams, world: World, new_world: Callable[[], World]) -> Job:
+    """Derive the :class:`Job` of *params* on *world* (raises ConfigError for what cannot run).
+
+    *new_world* makes fresh worlds of the same cluster, on which folded tensor-parallel
+    collectives are timed.
+    """
+    job = plan_job(params, world.size, world.topology.spec)
+    job.fold = _can_fold(params, job.layout, world)
+    if job.fold:
+        job.tp_times = measure_tp(job, new_world)
+    return job
+
+
+def plan_job(params: HybridParams, ranks: int, spec: TopologySpec) -> Job:
+    """The :class:`Job` of *params* on *ranks* GPUs of the cluster *spec*, before any world exists:
+    everything but folding (which needs the placement) and the folded collectives' times.
+
+    The run estimate (:mod:`mpisim.scenario.estimate`) counts a run's events from it.
+    """
+    layout = params.layout(ranks)
+    m = params.micro_batches(layout.dp)
+    if params.schedule == "interleaved" and m % layout.pp:
+        raise ConfigError(f"the interleaved schedule needs micro-batches per pipeline ({m}) to be a multiple "
+                          f"of pp ({layout.pp}); raise batch.global", "batch.global")
+    model, dtype = params.model, parse_dtype(params.dtype)
+    itemsize = dtype.itemsize
+    peak = params.peak or spec.peak_flops(PEAK_FORMAT.get(params.dtype, ""))
+    tp, b = layout.tp, params.micro
+    if model.flat:
+        forward = (1 - params.backward_share) * params.compute_s
+        job = Job(params, layout, m, itemsize, dtype, 1, forward, params.compute_s - forward, 0.0, 0.0, 0, 0, 0,
+                  [[model.params]], [], False, peak=peak)
+        job.buckets = [_flat_buckets(model.params, itemsize, params.bucket_cap)]
+        job.ticks = tuple(bucket.ready for bucket in job.buckets[0])
+        job.memory = [MemoryUse(*model_state_bytes(model.params, params.zero, layout.dp), 0.0)]
+        return job
+    explicit = params.layer_forward_s is not None
+    if peak is None and not explicit:
+        raise ConfigError(f"the topology gives no peak FLOP/s for {params.dtype} (device_flops: {{bf16: ...}}); "
+                          "add it to the topology or give compute: {efficiency: 0.5, peak: 989 TFLOPS}", "compute")
+    if explicit:
+        # Measured per-layer times: they include the element-wise kernels; the logits are in them too.
+        layer_fwd = params.layer_forward_s
+        layer_bwd = params.layer_backward_s if params.layer_backward_s is not None else 2 * layer_fwd
+        recompute = {"none": 0.0, "selective": 0.0, "full": layer_fwd}[params.recompute]  # measured: in the times
+        logits = 0.0
+    else:
+        rate = params.efficiency * peak
+        # Element-wise kernels (norms, GeLU, softmax, dropout, residuals) are bound by memory, not
+        # FLOPs: they read and write about the activations a layer keeps (Korthikanti et al.'s
+        # count), so a forward pass moves twice those bytes through HBM.
+        # Fused (flash) attention never writes the s x s scores: no such traffic, but its backward
+        # recomputes them, 2.5 x the forward's attention FLOPs instead of 2 x (Dao 2023); selective
+        # recomputation then has nothing left to redo.
+        flash = params.attention == "flash"
+        hbm = spec.device_memory_bandwidth
+        stored = activation_bytes_per_layer(model, b, tp, "none", params.sequence_parallel, flash)
+        memory_fwd = 2 * stored / hbm if hbm else 0.0
+        attention_memory = 0.0 if flash or not hbm else 2 * 5 * model.heads * model.seq**2 * b / tp / hbm
+        core = model.attention_core_flops(b) / tp / rate
+        layer_fwd = model.layer_forward_flops(b) / tp / rate + memory_fwd
+        layer_bwd = 2 * layer_fwd + (0.5 * core if flash else 0.0)
+        recompute = {"none": 0.0, "selective": 0.0 if flash else core + attention_memory,
+                     "full": layer_fwd}[params.recompute]
+        logits = model.logits_forward_flops(b) / tp / rate
+    layers_per_chunk = model.layers // (layout.pp * params.chunks)
+    samples = m * b * layout.dp
+    job = Job(
+        params, layout, m, itemsize, dtype, layers_per_chunk,
+        forward_layer_s=layer_fwd,
+        backward_layer_s=layer_bwd + recompute,
+        logits_forward_s=logits,
+        logits_backward_s=2 * logits,
+        activation_count=model.activation_elements(b) // (tp if tp > 1 else 1),
+        tp_count=model.activation_elements(b),
+        a2a_count=_round_up(int(model.activation_elements(b) * model.top_k * model.capacity_factor)
+                            // (tp if params.sequence_parallel else 1), layout.ep),
+        chunk_params=[], buckets=[], fold=False, peak=peak,
+    )
+    recompute_total = {"none": 0.0, "selective": model.attention_core_flops(1), "full": model.layer_forward_flops(1)}
+    job.model_flops_per_iteration = model.model_flops(samples)
+    job.flops_per_iteration = job.model_flops_per_iteration + samples * model.layers * recompute_total[params.recompute]
+    # Parameters on one GPU, per virtual stage; gradients bucketed per communicator.
+    mlp = model.hidden * model.experts if model.moe else model.expert_params()  # the router, or the dense MLP
+    dense_layer = (model.attention_params() + 4 * model.hidden + mlp) // tp
+    expert_layer = model.experts // layout.ep * model.expert_params() // layout.expert_tp
+    last = job.virtual_stages - 1
+    for vs in range(job.virtual_stages):
+        layers = [dense_layer] * layers_per_chunk
+        embedding = model.embedding_params() // tp if vs == 0 else None
+        # With pp > 1 the last stage keeps its own copy of tied embeddings for the logits.
+        output = (model.output_params() + (model.vocab * model.hidden if model.tied_embeddings and last > 0 else 0)) \
+            // tp if vs == last else None
+        experts = [expert_layer] * layers_per_chunk if model.moe else []
+        job.chunk_expert_params = sum(experts)
+        job.chunk_params.append([*([embedding] if embedding else []), *layers, *([output] if output else []), *experts])
+        job.buckets.append(_chunk_buckets(layers, experts, embedding, output, itemsize, params))
+    if params.zero == 3:  # pp == 1: one virtual stage holds everything
+        job.fsdp_layer = dense_layer + (expert_layer if model.moe else 0)
+        job.fsdp_rest = (model.embedding_params() + model.output_params()) // tp
+    job.memory = _memory(job)
+    return job
+
+
+def ddp_job(params: TrainingParams, world: World, new_world: Callable[[], World], data: bool = False,
+            seed: int = 0) -> Job:
+    """The :class:`Job` of the data-parallel form: the tp = pp = 1 job of its hybrid translation
+    (:func:`~mpisim.workloads.training.ddp.as_hybrid`) with the data-parallel form's own buckets,
+    layer ticks, compute split and wire format (:class:`~mpisim.workloads.training.ddp.DDPPlan`)."""
+    job = make_job(as_hybrid(params), world, new_world)
+    plan = make_plan(params, data, seed)
+    job.ddp = plan
+    job.buckets = [[GradBucket(b.count, b.ready) for b in plan.buckets]]
+    job.ticks = plan.layer_ready
+    # The plan's own split (backward = share x compute, forward the rest), to the last bit.
+    job.forward_layer_s, job.backward_layer_s = plan.forward_s, plan.backward_s
+    return job
+
+
+def _round_up(n: int, k: int) -> int:
+    return -(-n // k) * k
+
+
+def _flat_buckets(params: int, itemsize: int, bucket_cap: int) -> list[GradBucket]:
+    return [GradBucket(b.count, b.ready) for b in ddp_buckets((), params, itemsize, DDP_FIRST_BUCKET, bucket_cap)]
+
+
+def _chunk_buckets(layers: list[int], experts: list[int], embedding: int | None, output: int | None,
+                   itemsize: int, params: HybridParams) -> list[GradBucket]:
+    """The gradient buckets of one chunk, in the order backward makes them ready.
+
+    Backward meets the output layer first (ready before any transformer layer), then the
+    layers last to first, then the embedding (ready after the last one). Dense gradients are
+    reduced over the data-parallel group, expert gradients over the expert-data-parallel
+    group. Buckets close at DDP's caps; with ZeRO 3 (FSDP) each unit is reduce-scattered alone.
+    """
+    n = len(layers)
+    units: list[tuple[int, float]] = [(output, 0)] if output else []  # (count, layers done when ready)
+    units += [(c, n - i) for i, c in enumerate(reversed(layers))]
+    if embedding:
+        units.append((embedding, n))
+    out = _bucketize(units, "dp", itemsize, params, DDP_FIRST_BUCKET)
+    out += _bucketize([(c, n - i) for i, c in enumerate(reversed(experts))], "edp", itemsize, params, params.bucket_cap)
+    return sorted(out, key=lambda bucket: bucket.ready)
+
+
+def _bucketize(units: list[tuple[int, float]], group: str, itemsize: int, params: HybridParams,
+               first_cap: int) -> list[GradBucket]:
+    """Pack *units* (count, ready) into buckets that close once they hold their cap (DDP's rule)."""
+    if params.zero == 3:
+        return [GradBucket(count, ready, group) for count, ready in units]
+    out: list[GradBucket] = []
+    count = 0
+    for n, ready in units:
+        count += n
+        if count * itemsize >= (first_cap if not out else params.bucket_cap):
+            out.append(GradBucket(count, ready, group))
+            count = 0
+    if count:
+        out.append(GradBucket(count, units[-1][1], group))
+    return out
+
+
+def foldable(params: HybridParams, tp: int, spec: Any) -> bool:
+    """Whether the topology *spec* lets tensor-parallel groups of *tp* be folded (placement aside)."""
+    if params.fold == "none" or tp == 1 or spec.ranks_per_node != tp:
+        return False
+    if params.ep > 1 and params.etp == 1:  # expert-parallel groups mix tp ranks: each must be simulated
+        return False
+    inter = spec.inter
+    return spec.nodes == 1 or inter is None or not (
+        inter.nics != tp or inter.oversubscription > 1 or inter.kind == "ring" or inter.host_bandwidth)
+
+
+def _can_fold(params: HybridParams, layout: Layout, world: World) -> bool:
+    """Whether tensor-parallel groups can be folded (see the module's docstring).
+
+    Each group must fill exactly one node, and each GPU must have its own path out of the node
+    (a NIC per GPU on a non-oversubscribed fabric: rails, or a star, full or fat-tree without
+    oversubscription), so that the other tp ranks' pipeline and data-parallel traffic runs on
+    links the simulated rank's does not use.
+    """
+    if not foldable(params, layout.tp, world.topology.spec):
+        return False
+    comm = world.comm_world(0)
+    for rank in range(0, world.size, layout.tp):
+        group = layout.group(rank, "tp")
+        if len({comm.node_of(r) for r in group}) != 1:
+            return False
+    return True
+
+
+def tp_calls(job: Job) -> list[tuple[str, int]]:
+    """The tensor-parallel collectives a layer makes, as (collective, elements per call)."""
+    if job.layout.tp == 1:
+        return []
+    if job.params.sequence_parallel:
+        return [("allgather", job.tp_count), ("reduce_scatter", job.tp_count)]
+    return [("allreduce", job.tp_count)]
+
+
+def tp_blocks(job: Job) -> int:
+    """The blocks of a layer that make tensor-parallel collectives: attention and MLP.
+
+    Whole experts (etp: 1) take the sequence-parallel share of tokens each tp rank holds
+    straight into the all-to-all: the MoE block needs no tensor-parallel gather or scatter.
+    """
+    return 1 if job.params.model.moe and job.layout.expert_tp < job.layout.tp else 2
+
+
+def measure_tp(job: Job, new_world: Callable[[], World]) -> dict[tuple[str, int], float]:
+    """Time each tensor-parallel collective of the first tp group on a fresh world, alone."""
+    group = job.layout.group(0, "tp")
+    calls = set(tp_calls(job))
+    if not job.params.sequence_parallel:
+        calls.add(("allgather", job.tp_count))  # the pipeline's scatter-gather
+    times = {}
+    for kind, count in sorted(calls):
+        fresh = new_world()
+        finish: list[float] = []
+
+        def one(comm: Comm, kind: str = kind, count: int = count, finish: list[float] = finish) -> Proc[None]:
+            sub = comm.sub(group, "tp")
+            yield from run_collective(sub, kind, count, job.dtype)
+            finish.append(comm.now)
+
+        fresh.launch(one, ranks=group)
+        fresh.run()
+        times[(kind, count)] = max(finish)
+    return times
+
+
+def run_collective(comm: Comm, kind: str, count: int, dtype: np.dtype, algorithm: str | None = None) -> Proc[Any]:
+    """Run collective *kind* of *count* elements in total (per rank for allgather: count / size)."""
+    if kind == "allreduce":
+        return (yield from comm.allreduce(SizePayload(count, dtype), algorithm=algorithm))
+    if kind == "allgather":
+        return (yield from comm.allgather(SizePayload(math.ceil(count / comm.size), dtype)))
+    if kind == "reduce_scatter":
+        return (yield from comm.reduce_scatter(SizePayload(_round_up(count, comm.size), dtype)))
+    if kind == "alltoall":
+        return (yield from comm.alltoall(SizePayload(count, dtype)))
+    raise ValueError(kind)
+
+
+def _memory(job: Job) -> list[MemoryUse]:
+    """Memory per GPU of each pipeline stage (see :mod:`mpisim.workloads.training.memory`)."""
+    p, model, layout = job.params, job.params.model, job.layout
+    act = activation_bytes_per_layer(model, p.micro, layout.tp, p.recompute, p.sequence_parallel,
+                                     p.attention == "flash")
+    # ZeRO 1 and 2 shard expert states over the GPUs that hold the same experts (the group
+    # their gradients are reduced over, as Megatron-Core's distributed optimizer does), not over
+    # the whole data-parallel group; ZeRO 3 gathers experts over the data-parallel group.
+    experts = job.chunk_expert_params * p.chunks
+    edp = len(layout.edp_group(0)) if p.zero < 3 else layout.dp
+    out = []
+    for stage in range(layout.pp):
+        params = sum(sum(job.chunk_params[virtual_stage(stage, k, layout.pp)]) for k in range(p.chunks))
+        in_flight = peak_in_flight(schedule(p.schedule, stage, layout.pp, job.micro_batches, p.chunks))
+        dense = model_state_bytes(params - experts, p.zero, layout.dp)
+        expert = model_state_bytes(experts, p.zero, edp)
+        weights, grads, optimizer = (d + e for d, e in zip(dense, expert, strict=True))
+        out.append(MemoryUse(weights, grads, optimizer, in_flight * job.layers_per_chunk * act))
+    return out

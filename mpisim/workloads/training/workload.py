@@ -1,0 +1,159 @@
+"""Run a training iteration and report where its time goes: the ``training`` workload kind.
+
+Both forms -- data-parallel (``params:``, :mod:`~mpisim.workloads.training.ddp`) and hybrid
+(``model:``, :mod:`~mpisim.workloads.training.config`) -- are planned by
+:mod:`~mpisim.workloads.training.plan` and played by :mod:`~mpisim.workloads.training.play`;
+they differ only in the row they report. The data-parallel row is described in
+:mod:`~mpisim.workloads.training.ddp`. The hybrid row (DESIGN's ``--json`` contract for
+``kind: training`` with ``model:``) carries the layout (``tp, pp, dp, ep, micro_batches, schedule,
+zero``), ``iteration_time_s``, ``tokens_per_s``, ``tflops_per_gpu`` (FLOPs executed, recomputation included, per GPU per
+second: Megatron-LM's count), ``mfu`` (model FLOPs without recomputation over the devices'
+peak), the breakdown of the critical path (``compute_s, bubble_s, tp_comm_s, pp_comm_s,
+ep_comm_s, dp_comm_s, exposed_comm_s``: see :mod:`mpisim.workloads.training.play`),
+``memory_per_gpu_bytes`` and ``fits`` (against the topology's ``device_memory``), ``params``
+and ``simulated_ranks`` (fewer than ``ranks`` when tensor-parallel groups were folded).
+"""
+
+from __future__ import annotations
+
+from mpisim.collectives import memory as payload_memory
+from mpisim.engine.units import pretty_size
+from mpisim.errors import ConfigError
+from mpisim.workloads.base import RunContext, WorkloadOutput, register_workload
+from mpisim.workloads.collective import check_requirements
+from mpisim.workloads.training.config import HybridParams
+from mpisim.workloads.training.ddp import (
+    KIND,
+    ROUNDING,
+    TrainingParams,
+    dump,
+    memory_estimate,
+    parse,
+    wire_bytes,
+)
+from mpisim.workloads.training.plan import ddp_job, make_job
+from mpisim.workloads.training.play import play
+
+__all__ = ["COLUMNS", "DDP_COLUMNS", "WORKLOAD", "run"]
+
+COLUMNS = ("ranks", "tp", "pp", "dp", "ep", "micro_batches", "schedule", "zero", "iteration_time_s", "tokens_per_s",
+           "tflops_per_gpu", "mfu", "compute_s", "bubble_s", "tp_comm_s", "pp_comm_s", "ep_comm_s", "dp_comm_s",
+           "exposed_comm_s", "memory_per_gpu_bytes", "fits", "params", "simulated_ranks")
+
+
+DDP_COLUMNS = ("ranks", "iteration_time_s", "compute_s", "comm_time_s", "exposed_comm_s", "scaling_efficiency",
+               "params", "bytes", "wire_bytes", "buckets", "algorithm", "verified")
+
+
+def run(params: TrainingParams | HybridParams, ctx: RunContext) -> WorkloadOutput:
+    """Play ``iterations`` training iterations on one fresh world; return one row."""
+    if isinstance(params, TrainingParams):
+        return run_data_parallel(params, ctx)
+    out = WorkloadOutput()
+    world = ctx.new_world()
+    job = make_job(params, world, ctx.new_world)
+    memory = max(job.memory, key=lambda m: m.total)
+    device = world.topology.spec.device_memory
+    fits = None if device is None else memory.total <= device
+    if fits is False:
+        advice = _memory_advice(params)
+        text = (f"needs {pretty_size(int(memory.total))} per GPU (weights {pretty_size(int(memory.weights))}, "
+                f"gradients {pretty_size(int(memory.gradients))}, optimizer {pretty_size(int(memory.optimizer))}, "
+                f"activations {pretty_size(int(memory.activations))}) but the device has {pretty_size(device)}")
+        if params.memory_check == "error":
+            raise ConfigError(f"{text}; use {advice}, or memory_check: mark to time it anyway", "workload.parallel")
+        out.notes.append(f"does not fit: {text}; use {advice}")
+    if ctx.data:
+        out.notes.append("hybrid-parallel training moves sizes only (its timing does not depend on the numbers)")
+    shared = play(job, world)
+    tallies = shared.tallies
+    start = min(t.start for t in tallies.values())
+    critical = max(tallies.values(), key=lambda t: t.end)
+    n = params.iterations
+    iteration = (critical.end - start) / n
+    model, layout = params.model, job.layout
+    tokens = None if model.flat else job.micro_batches * params.micro * layout.dp * model.seq
+    gpus = layout.size
+    flops = job.flops_per_iteration / (iteration * gpus) if job.flops_per_iteration and iteration > 0 else None
+    mfu = job.model_flops_per_iteration / (iteration * gpus * job.peak) if job.peak and flops else None
+    compute = critical.compute / n
+    bubble = critical.bubble / n
+    out.rows.append({
+        "ranks": gpus, "tp": layout.tp, "pp": layout.pp, "dp": layout.dp, "ep": layout.ep,
+        "micro_batches": job.micro_batches, "schedule": params.schedule, "zero": params.zero,
+        "iteration_time_s": iteration,
+        "tokens_per_s": tokens / iteration if tokens and iteration > 0 else None,
+        "tflops_per_gpu": flops / 1e12 if flops else None,
+        "mfu": mfu,
+        "compute_s": compute, "bubble_s": bubble,
+        "tp_comm_s": critical.tp / n, "pp_comm_s": critical.pp / n, "ep_comm_s": critical.ep / n,
+        "dp_comm_s": critical.dp / n,
+        "exposed_comm_s": max(0.0, iteration - compute - bubble),
+        "memory_per_gpu_bytes": int(memory.total), "fits": fits,
+        "params": model.params, "simulated_ranks": len(tallies),
+    })
+    out.worlds.append((f"training {gpus} GPUs (tp {layout.tp}, pp {layout.pp}, dp {layout.dp})", world))
+    out.notes.extend(world.unmatched)
+    return out
+
+
+def _memory_advice(params: HybridParams) -> str:
+    """What would make a layout fit, most effective first."""
+    advice = []
+    if (params.zero < 3 and params.pp == 1) or params.zero < 2:
+        advice.append(f"zero: {params.zero + 1}")
+    if params.recompute != "full":
+        advice.append("recompute: full")
+    advice.append("more tp or pp")
+    return ", ".join(advice)
+
+
+def run_data_parallel(params: TrainingParams, ctx: RunContext) -> WorkloadOutput:
+    """Play ``iterations`` data-parallel iterations (the tp = pp = 1 job) on one fresh world; return one row."""
+    out = WorkloadOutput()
+    world = ctx.new_world()
+    p = world.size
+    if params.topk is None and p > 1:
+        check_requirements("allreduce", params.sync, p, "sum")
+    data = ctx.data and p > 1
+    job = ddp_job(params, world, ctx.new_world, data, ctx.seed)
+    plan = job.ddp
+    if data:
+        payload_memory.check_memory(memory_estimate(plan, p, world.algorithms.get("allreduce")))
+    shared = play(job, world)
+    tallies = shared.tallies.values()
+    iteration = (max(t.end for t in tallies) - min(t.start for t in tallies)) / params.iterations
+    spans = [shared.spans[r] for r in range(p)]
+    comm_time = 0.0
+    for call in range(len(spans[0])):
+        comm_time += max(s[call][1] for s in spans) - min(s[call][0] for s in spans)
+    comm_time /= params.iterations
+    exposed = iteration - params.compute_s
+    if abs(exposed) <= ROUNDING * params.compute_s:
+        # The backward timeline is a sum of per-layer times; a last-bit difference is not communication.
+        exposed, iteration = 0.0, params.compute_s
+    out.rows.append({
+        "ranks": p,
+        "iteration_time_s": iteration,
+        "compute_s": params.compute_s,
+        "comm_time_s": comm_time,
+        "exposed_comm_s": exposed,
+        "scaling_efficiency": params.compute_s / iteration if iteration > 0 else 1.0,
+        "params": params.params,
+        "bytes": params.params * plan.dtype.itemsize,
+        "wire_bytes": wire_bytes(plan) if p > 1 else 0,
+        "buckets": len(plan.buckets),
+        "algorithm": "+".join(sorted(shared.ran)) if shared.ran else None,
+        "verified": all(shared.results) if data else None,
+    })
+    out.worlds.append((f"training {p} ranks", world))
+    out.notes.extend(world.unmatched)
+    return out
+
+
+WORKLOAD = register_workload(
+    KIND, "training iteration: data-parallel DDP buckets, or with model: an LLM over tensor x pipeline x data "
+          "parallelism (ZeRO 0-3, MoE expert parallelism)",
+    parse=parse, dump=dump, run=run,
+    columns=tuple(dict.fromkeys((*DDP_COLUMNS, *COLUMNS))),
+)
