@@ -410,7 +410,7 @@ class ExplainCommand(Command):
         parser.add_argument("-o", "--output", metavar="DIR", help="also write a diagram PNG to DIR")
 
     def run(self, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-        from mpisim.scenario.explain import explain, format_explanation, write_diagram
+        from mpisim.teaching import explain, format_explanation, write_diagram
 
         topology: Any = args.topology
         if topology is not None and any(ch in topology for ch in "{:"):
