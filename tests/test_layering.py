@@ -55,9 +55,6 @@ TOP_LEVEL = {
     "cli": "cli",
     "testing": "testing",
     "pytest_plugin": "testing",
-    "validation": "validation",
-    "validation_fidelity": "validation",
-    "validation_sweeps": "validation",
 }
 
 # Module-level import cycles that already exist in packages owned by other engineers. Each entry names
@@ -150,8 +147,7 @@ def test_every_module_belongs_to_a_layer():
 @pytest.mark.parametrize("layer", sorted(ALLOWED))
 def test_layer_imports_only_layers_below_it(layer):
     files = {name: path for name, path in MODULES.items() if layer_of(name) == layer}
-    if not files:
-        pytest.skip(f"no modules in layer {layer} yet")
+    assert files, f"no modules in layer {layer}"
     wrong = {}
     for name, path in files.items():
         extra = imported_layers(path) - ALLOWED[layer]

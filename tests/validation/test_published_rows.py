@@ -12,8 +12,8 @@ import statistics
 
 import pytest
 
-from mpisim import validation
 from mpisim.scenario import load_file
+from mpisim.validation import published as validation
 
 ROWS = ("C1", "C2", "C3", "C4", "C5", "C6", "C7", "C8a", "C8b", "C8c")
 
