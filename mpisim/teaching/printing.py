@@ -164,9 +164,10 @@ def format_explanation(ex: Explanation) -> str:
 
 def write_diagram(ex: Explanation, out_dir: str | Path) -> Path:
     """Write ``<collective>-<algorithm>-p<P>.png`` into *out_dir*: ranks x steps, one arrow per message."""
+    # Lazy: matplotlib costs about a second to import, and the text explanation never needs it.
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
-    from mpisim.report.plots import plot_message_diagram
+    from mpisim.report.plots.diagram import plot_message_diagram
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
