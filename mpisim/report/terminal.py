@@ -30,14 +30,9 @@ from mpisim.engine.units import format_size, format_time, pretty_bandwidth, pret
 from mpisim.report.columns import cell, view
 from mpisim.report.records import value_kind
 from mpisim.report.tables import fmt_time
-from mpisim.report.text import printable
+from mpisim.report.text import plural, printable
 
-__all__ = ["RunProgress", "SweepProgress", "exec_summary", "plural", "print_result", "print_table", "wide_table"]
-
-
-def plural(n: Any, word: str) -> str:
-    """``1 node``, ``2 nodes``: a count with its noun, singular for one."""
-    return f"{n} {word}{'' if n == 1 else 's'}"
+__all__ = ["RunProgress", "SweepProgress", "exec_summary", "print_result", "print_table", "wide_table"]
 
 
 def exec_summary(result: Any) -> str:
