@@ -40,10 +40,10 @@ from pathlib import Path
 
 from mpisim.report.records import RunResult
 from mpisim.report.render import pipeline_worlds, slim, write_outputs
-from mpisim.teaching import explain, format_explanation, write_diagram
 from mpisim.scenario.load import load_file
 from mpisim.scenario.observe import wants_link_records
 from mpisim.scenario.run import run_scenario
+from mpisim.teaching import explain, format_explanation, write_diagram
 
 __all__ = ["EXAMPLES", "TEACHING", "main"]
 
