@@ -218,6 +218,7 @@ def test_missing_dask_is_one_line_of_bad_input(tmp_path, capsys, monkeypatch):
         f"{path}: --executor: the dask executor needs Dask distributed: pip install 'mpisim[dask]'\n")
 
 
+@pytest.mark.slow  # starts a Dask LocalCluster
 def test_dask_local_cluster_gives_the_local_pools_rows_and_resumes_its_file(tmp_path):
     """A sweep on a 2-worker Dask LocalCluster: same rows as local:1, and --resume across executors."""
     pytest.importorskip("distributed")
@@ -237,6 +238,7 @@ def test_dask_local_cluster_gives_the_local_pools_rows_and_resumes_its_file(tmp_
     assert len(done) == 6 and not damaged
 
 
+@pytest.mark.slow  # starts a Dask LocalCluster
 def test_a_failing_point_on_dask_raises_its_mpi_error(tmp_path):
     pytest.importorskip("distributed")
     s = load_dict(raw_scenario(tmp_path, {"workload.mode": ["ok", "deadlock"]}))
