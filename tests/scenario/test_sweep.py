@@ -120,6 +120,7 @@ def test_without_resume_the_results_file_starts_afresh(tmp_path):
     assert len(done) == 2 and not damaged
 
 
+@pytest.mark.slow  # interrupts a sweep running in a subprocess
 def test_interrupted_sweep_resumes_to_the_same_result(tmp_path, capsys):
     """Kill `mpisim run` (and its workers) after the first finished point, then --resume."""
     path = tmp_path / "sweep.yaml"
@@ -250,6 +251,7 @@ def _worker_timers(dask_worker) -> dict[str, float]:
     return {name: callback.callback_time for name, callback in dask_worker.periodic_callbacks.items()}
 
 
+@pytest.mark.slow  # starts a Dask LocalCluster
 def test_the_local_clusters_workers_leave_the_gil_to_the_point():
     """The LocalCluster's workers get its settings: no profiler, no memory monitor, a slow tick
     (each wake-up of a worker's event loop takes the GIL from the running point)."""
