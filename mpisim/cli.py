@@ -36,20 +36,59 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import math
 import os
-import re
 import sys
-import threading
-import time
 import traceback
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, ClassVar, TextIO
 
+import yaml
+
 from mpisim import __version__
+from mpisim.collectives import nccl, registry  # importing the package registers every algorithm
+from mpisim.compat.ranks import ProgramExit
 from mpisim.errors import ConfigError, LimitReached, MPIError
+from mpisim.network.presets import list_presets
+from mpisim.report.columns import cell
+from mpisim.report.terminal import (
+    RunProgress,
+    SweepProgress,
+    console_for,
+    exec_summary,
+    print_result,
+    print_table,
+    wide_table,
+)
+
+# run_scenario is looked up on its module at each call, so that a test can replace it there.
+from mpisim.scenario import run as scenario_run
+from mpisim.scenario.baseline import still_failing, update_expect
+from mpisim.scenario.command_line import (
+    apply_rank_count,
+    exec_scenario,
+    failure_document,
+    parse_limits,
+    programs_to_run,
+)
+from mpisim.scenario.estimate import LONG_RUN_S, run_estimate
+from mpisim.scenario.executors import parse_executor
+from mpisim.scenario.load import (
+    dump,
+    load_dict,
+    load_file,
+    parse_set,
+    read_scenario_file,
+    read_yaml,
+    replaced_sweep_axes,
+)
+from mpisim.scenario.model import sweep_points
+from mpisim.scenario.observe import wants_link_records
+from mpisim.scenario.run import write_atomic
+from mpisim.scenario.sweep import default_results_file
+from mpisim.teaching import explain, format_explanation, write_diagram
+from mpisim.workloads import workloads  # importing the package registers every kind
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
 
@@ -118,10 +157,6 @@ class RunCommand(Command):
                                  "other values where they fail), keeping comments and layout; show the diff")
 
     def run(self, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-        from mpisim.scenario.load import load_file, parse_set, read_scenario_file, replaced_sweep_axes
-        from mpisim.scenario.run import run_scenario
-        from mpisim.scenario.sweep import default_results_file
-
         if args.update_expect and (args.set or args.seed is not None or args.payload is not None):
             raise ConfigError("records the file's own values: run it without --set, --seed or --payload",
                               "--update-expect")
@@ -133,8 +168,6 @@ class RunCommand(Command):
         if args.jobs is not None and args.jobs < 1:
             raise ConfigError(f"--jobs must be at least 1, got {args.jobs}", "--jobs")
         if args.executor is not None:
-            from mpisim.scenario.executors import parse_executor
-
             parse_executor(args.executor)  # bad input fails before anything runs
             if args.jobs is not None:
                 raise ConfigError("give --jobs N or --executor, not both (--jobs N is --executor local:N)", "--executor")
@@ -144,12 +177,8 @@ class RunCommand(Command):
         for program in programs_to_run(scenario, args.allow_program):
             err.write(f"note: running {program} on every rank (a scenario with program: runs that Python file)\n")
         out_dir = Path(args.output) if args.output else None
-        if out_dir is not None:
-            from mpisim.scenario.observe import wants_link_records
-
-            if wants_link_records(scenario):  # small enough: record link activity for the report's heat map
-                scenario = load_file(args.file, [*overrides, ("trace.links", True)])
-        from mpisim.scenario.estimate import LONG_RUN_S, run_estimate
+        if out_dir is not None and wants_link_records(scenario):  # small: record link activity for the heat map
+            scenario = load_file(args.file, [*overrides, ("trace.links", True)])
 
         estimated = run_estimate(scenario)  # exit 2 here, before any work, for what cannot fit in memory
         if estimated.wall_s > LONG_RUN_S:
@@ -164,7 +193,7 @@ class RunCommand(Command):
         try:
             with quiet_stdout, SweepProgress(err, enabled=bool(scenario.sweep)) as progress, \
                     RunProgress(err, worlds, enabled=not scenario.sweep and not args.json):
-                result = run_scenario(scenario, jobs=args.jobs, results_file=results_file, resume=args.resume,
+                result = scenario_run.run_scenario(scenario, jobs=args.jobs, results_file=results_file, resume=args.resume,
                                       progress=progress, executor=args.executor, worlds=worlds)
         except MPIError as exc:
             if not args.json:
@@ -196,8 +225,6 @@ class RunCommand(Command):
     @staticmethod
     def _update_expect(file: str, result: Any, out: TextIO, err: TextIO) -> int:
         """Rewrite the file's expectations from *result*, show the diff, and check the file again."""
-        from mpisim.scenario.baseline import still_failing, update_expect
-
         update = update_expect(file, result)
         if update.changed:
             out.write(update.diff())
@@ -213,68 +240,6 @@ class RunCommand(Command):
         return EXIT_FAILED if failing else EXIT_OK
 
 
-LIMIT_KEYS = ("simulated_time", "events", "wall_time")
-
-
-def parse_limits(items: Sequence[str]) -> list[tuple[str, Any]]:
-    """``--limit wall_time=300s`` -> ``("limits.wall_time", "300s")``; the scenario layer validates the value."""
-    from mpisim.scenario.load import parse_set
-
-    pairs = []
-    for item in items:
-        key = item.partition("=")[0].strip()
-        if key not in LIMIT_KEYS:
-            raise ConfigError(f"expected KEY=VALUE with KEY one of {', '.join(LIMIT_KEYS)}, got {item!r}", "--limit")
-        pairs.extend(parse_set([f"limits.{item.strip()}"]))
-    return pairs
-
-
-def programs_to_run(scenario: Any, allowed: Sequence[str]) -> list[Path]:
-    """The Python files a program scenario will run, each checked to lie in the scenario's folder tree.
-
-    A scenario file can come from anyone; like pytest, which collects only under its rootdir,
-    mpisim runs a program outside the scenario's folder only with ``--allow-program PATH``.
-    Raises ConfigError (exit 2) naming the file and the switch.
-    """
-    from mpisim.workloads.program import parse as parse_program
-
-    if scenario.workload.kind != "program":
-        return []
-    specs = [scenario.workload.params]
-    for value in (scenario.sweep or {}).get("workload.program", []):
-        specs.append(parse_program({"program": value}))
-    root = scenario.base_dir.resolve()
-    consented = {Path(p).resolve() for p in allowed}
-    files = []
-    for spec in specs:
-        file = (root / spec.path).resolve()
-        if not file.is_relative_to(root) and file not in consented:
-            raise ConfigError(f"{spec.path} is outside the scenario's folder {root}; running it needs your consent: "
-                              f"--allow-program {file}", "workload.program")
-        files.append(file)
-    return sorted(set(files))
-
-
-def failure_document(scenario: Any, exc: MPIError) -> dict[str, Any]:
-    """The ``--json`` document of a run the simulated program failed: no rows, and ``failure``.
-
-    ``failure`` has ``kind`` (deadlock, truncation, ...), ``error``, ``message``, ``ranks``
-    and ``calls`` (the call each of those ranks was in, where known).
-    """
-    from mpisim.report.records import jsonable
-    from mpisim.scenario.load import dump
-    from mpisim.scenario.run import failure_kind
-
-    ranks = list(exc.ranks) or sorted({int(r) for r in re.findall(r"\brank (\d+)", str(exc))})
-    failure = {"kind": failure_kind(exc), "error": type(exc).__name__, "message": str(exc),
-               "ranks": ranks, "calls": list(exc.calls)}
-    from mpisim.scenario.fingerprint import fingerprint
-
-    resolved = jsonable(dump(scenario))
-    return jsonable({"mpisim_version": __version__, "scenario": resolved, "fingerprint": fingerprint(resolved),
-                     "results": [], "expectations": [], "notes": [], "failure": failure})
-
-
 class CheckCommand(Command):
     """Validate a scenario and print it fully resolved (defaults filled in, units in SI), as YAML."""
 
@@ -285,11 +250,6 @@ class CheckCommand(Command):
         _add_set(parser)
 
     def run(self, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-        import yaml
-
-        from mpisim.scenario.load import dump, load_file, parse_set
-        from mpisim.scenario.model import sweep_points
-
         scenario = load_file(args.file, parse_set(args.set))
         out.write(f"# {args.file}: valid; resolved scenario ({scenario.ranks} ranks")
         if scenario.sweep:
@@ -313,21 +273,17 @@ class ListCommand(Command):
         if args.json:
             out.write(json.dumps(items, indent=2, sort_keys=True) + "\n")
             return EXIT_OK
-        cells = [[_cell(getter(item)) for _, getter in columns] for item in items]
-        _print_table(_console(out), _table([header for header, _ in columns], cells, title=args.what,
+        cells = [[cell(getter(item)) for _, getter in columns] for item in items]
+        print_table(console_for(out), wide_table([header for header, _ in columns], cells, title=args.what,
                                            title_justify="left"))
         return EXIT_OK
 
 
 def _list_items(what: str) -> tuple[list[dict[str, Any]], list[tuple[str, Callable[[dict[str, Any]], Any]]]]:
     if what == "topologies":
-        from mpisim.network.presets import list_presets
-
         items = [{"name": name, "summary": summary} for name, summary in list_presets()]
         return items, [("name", lambda i: i["name"]), ("summary", lambda i: i["summary"])]
     if what == "algorithms":
-        from mpisim.collectives import nccl, registry  # importing the package registers every algorithm
-
         def gpu(algo: registry.Algorithm) -> str | None:
             """"only": it needs GPU hardware (nvls: a switch that reduces); "nccl": NCCL's, runs anywhere."""
             if "in_switch_reduction" in algo.requires:
@@ -342,7 +298,6 @@ def _list_items(what: str) -> tuple[list[dict[str, Any]], list[tuple[str, Callab
             ("requires", lambda i: ", ".join(i["requires"])),
             ("summary", lambda i: i["summary"]),
         ]
-    from mpisim.workloads import workloads  # importing the package registers every kind
 
     items = [{"kind": w.kind, "summary": w.summary} for w in workloads()]
     return items, [("kind", lambda i: i["kind"]), ("summary", lambda i: i["summary"])]
@@ -362,6 +317,8 @@ class ReportCommand(Command):
         parser.add_argument("--no-plots", action="store_true", help="skip the PNG figures")
 
     def run(self, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+        # Lazy (here and in write_outputs): the report layer draws with matplotlib, a second or more
+        # to import, which only commands that write a report need.
         from mpisim.report.render import load_result, write_outputs
 
         path = Path(args.dir)
@@ -410,12 +367,8 @@ class ExplainCommand(Command):
         parser.add_argument("-o", "--output", metavar="DIR", help="also write a diagram PNG to DIR")
 
     def run(self, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-        from mpisim.scenario.explain import explain, format_explanation, write_diagram
-
         topology: Any = args.topology
         if topology is not None and any(ch in topology for ch in "{:"):
-            from mpisim.scenario.load import read_yaml
-
             topology = read_yaml(topology, "--topology")
         ex = explain(args.collective, args.algorithm, args.ranks, count=args.count, topology=topology,
                      network=args.network, root=args.root, ports=args.ports)
@@ -453,9 +406,9 @@ class CalibrateCommand(Command):
         parser.add_argument("--report", metavar="DIR", help="write report.md and residuals.png to DIR")
 
     def run(self, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+        # Lazy: calibration fits with scipy, seconds to import, which no other command needs.
         from mpisim.calibrate.output import preset_text, summary, write_report
         from mpisim.calibrate.run import calibrate, parse_share
-        from mpisim.scenario.run import write_atomic
 
         if args.output and not args.output.endswith((".yaml", ".yml")):
             raise ConfigError(f"a preset file name ends in .yaml, got {args.output!r}", "-o")
@@ -509,10 +462,6 @@ class ExecCommand(Command):
         parser.add_argument("args", nargs=argparse.REMAINDER, help="the program's arguments")
 
     def run(self, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-        from mpisim.compat.ranks import ProgramExit
-        from mpisim.scenario.load import load_dict, parse_set
-        from mpisim.scenario.run import run_scenario
-
         program = Path(args.program)
         if not program.is_file():
             raise ConfigError(f"no program file {args.program!r}", "program", "mpisim exec")
@@ -536,7 +485,7 @@ class ExecCommand(Command):
         redirect = contextlib.redirect_stdout(err) if args.json else contextlib.nullcontext()
         try:
             with redirect:
-                result = run_scenario(scenario)
+                result = scenario_run.run_scenario(scenario)
         except ProgramExit as exc:
             err.write(f"mpisim exec: {exc}\n")
             return exc.code
@@ -555,330 +504,10 @@ class ExecCommand(Command):
         return EXIT_OK
 
 
-def exec_scenario(topology: str, name: str, workload: dict[str, Any]) -> dict[str, Any]:
-    """The scenario ``mpisim exec`` runs: *topology* (preset, YAML mapping or scenario file) and the program."""
-    from mpisim.scenario.load import read_scenario_file, read_yaml
-
-    path = Path(topology)
-    if path.suffix in (".yaml", ".yml") and path.is_file():
-        raw = read_scenario_file(path)
-        if not isinstance(raw, dict):
-            raise ConfigError("expected a scenario or topology mapping", "--topology", str(path))
-        if "topology" in raw:  # a scenario file: its cluster and MPI settings, not its workload
-            base = {k: v for k, v in raw.items() if k in ("topology", "network", "mpi", "algorithms", "payload",
-                                                            "seed", "fidelity", "trace", "limits")}
-        else:  # a topology file
-            base = {"topology": raw}
-    else:
-        value = read_yaml(topology, "--topology")
-        if not isinstance(value, str | dict):
-            raise ConfigError(f"expected a preset name, a mapping or a scenario file, got {topology!r}", "--topology")
-        base = {"topology": value}
-    return {"name": name, **base, "workload": workload}
-
-
-def apply_rank_count(raw: dict[str, Any], nodes: int, per_node: int, ranks: int,
-                     overrides: Sequence[tuple[str, Any]], *, rail: bool = False, name: str = "") -> dict[str, Any]:
-    """Size the topology for *ranks*: N / ranks_per_node nodes, or N ranks on a one-node machine.
-
-    A *rail* network (one NIC per GPU, as on the DGX presets) ties ranks_per_node to the NICs,
-    so there N must fill whole nodes unless ranks_per_node and inter.nics are both set.
-    """
-    topology = raw["topology"]
-    topology = {"preset": topology} if isinstance(topology, str) else dict(topology)
-    given = {key for key, _ in overrides}
-    fixed = rail and "topology.inter.nics" not in given  # ranks_per_node must stay per_node
-
-    def unfilled() -> ConfigError:
-        if fixed:
-            return ConfigError(f"-n {ranks} does not fill nodes of {per_node} ranks: {name or 'this topology'} has one "
-                               f"NIC per rank on rails, so -n must be a multiple of {per_node} (or set both "
-                               "topology.ranks_per_node=K and topology.inter.nics=K)", "-n", "mpisim exec")
-        return ConfigError(f"-n {ranks} does not fill nodes of {per_node} ranks; give a multiple of {per_node} "
-                           "or --set topology.ranks_per_node=K", "-n", "mpisim exec")
-
-    if nodes == 1 and "topology.ranks_per_node" not in given:
-        if fixed and ranks % per_node:
-            raise unfilled()
-        if fixed:
-            topology["nodes"] = ranks // per_node
-        else:
-            topology["ranks_per_node"] = ranks
-    elif ranks % per_node == 0:
-        topology["nodes"] = ranks // per_node
-    elif ranks < per_node and "topology.ranks_per_node" not in given and not fixed:
-        topology.update(nodes=1, ranks_per_node=ranks)
-    else:
-        raise unfilled()
-    if "topology.nodes" in given and nodes * per_node != ranks:
-        raise ConfigError(f"-n {ranks} disagrees with --set topology.nodes ({_count(nodes, 'node')} x {per_node})",
-                          "-n", "mpisim exec")
-    return {**raw, "topology": topology}
-
-
-def _count(n: Any, word: str) -> str:
-    """``1 node``, ``2 nodes``: a count with its noun, singular for one."""
-    return f"{n} {word}{'' if n == 1 else 's'}"
-
-
-def exec_summary(result: Any) -> str:
-    """What ``mpisim exec`` prints after the program: simulated time, traffic, time per rank in MPI calls."""
-    from mpisim.engine.units import format_size, format_time
-
-    def _t4(seconds: float) -> str:  # four significant digits are what a person reads
-        return format_time(float(f"{seconds:.4g}"))
-
-    row = result.rows[0]
-    topology = result.scenario.get("topology", {})
-    times = row.get("mpi_time_s", [])
-    lines = [f"mpisim exec: {_count(row['ranks'], 'rank')} on {topology.get('name')} "
-             f"({_count(topology.get('nodes'), 'node')} x {topology.get('ranks_per_node')}), "
-             f"compute {result.scenario['workload'].get('compute')}",
-             f"  simulated time {_t4(row['time_s'])}, {row['messages']} messages, {format_size(row['bytes'])}"]
-    if times:
-        shown = ", ".join(f"{r}: {_t4(t)}" for r, t in enumerate(times[:16]))
-        more = f", ... (max {_t4(max(times))})" if len(times) > 16 else ""
-        lines.append(f"  time in MPI calls per rank: {shown}{more}")
-    lines.extend(f"  note: {note}" for note in result.notes)
-    return "\n".join(lines) + "\n"
-
-
 COMMANDS: tuple[type[Command], ...] = (RunCommand, CheckCommand, ListCommand, ReportCommand, ExplainCommand,
                                        CalibrateCommand, ExecCommand)
 
 
-# --- output -------------------------------------------------------------------------------------
-
-
-def _console(out: TextIO) -> Any:
-    from rich.console import Console
-
-    # A terminal sets the width (rich reads COLUMNS too). A pipe or a file, such as a CI log,
-    # gets COLUMNS if set, else rows at their full width: a number is never split over lines.
-    width = None
-    if not out.isatty():
-        columns = os.environ.get("COLUMNS", "")
-        width = int(columns) if columns.isdigit() and int(columns) > 0 else 100_000
-    return Console(file=out, width=width, highlight=False, soft_wrap=False)
-
-
-def _print_table(console: Any, table: Any) -> None:
-    """Print *table* at its full width, past the console's edge if need be: narrowing it would split numbers."""
-    from rich.measure import Measurement
-
-    needed = Measurement.get(console, console.options.update_width(1_000_000), table).maximum
-    if needed > console.width:
-        from rich.console import Console
-
-        console = Console(file=console.file, width=needed, highlight=False, soft_wrap=False,
-                          color_system=console.color_system)
-    console.print(table, crop=False)
-
-
-def _table(headers: Sequence[str], rows: Sequence[Sequence[str]], justify: str = "left", **options: Any) -> Any:
-    """A rich Table whose cells never wrap: each column is as wide as its header and longest cell.
-
-    Print it with :func:`_print_table`, which never narrows it.
-    """
-    from rich.table import Table
-
-    table = Table(**options)
-    for i, header in enumerate(headers):
-        longest = max([len(header), *(len(row[i]) for row in rows)])
-        table.add_column(header, justify=justify, no_wrap=True, min_width=longest)  # type: ignore[arg-type]
-    for row in rows:
-        table.add_row(*row)
-    return table
-
-
-def _cell(value: Any) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, float):
-        return f"{value:.6g}"
-    return str(value)
-
-
-def _us(x: Any) -> str:
-    return f"{x * 1e6:.2f}" if isinstance(x, int | float) and not isinstance(x, bool) else _cell(x)
-
-
-def _ms(x: Any) -> str:
-    return f"{x * 1e3:.3f}" if isinstance(x, int | float) and not isinstance(x, bool) else _cell(x)
-
-
-def _fixed(x: Any) -> str:
-    return f"{x:.2f}" if isinstance(x, int | float) and not isinstance(x, bool) else _cell(x)
-
-
-def _mbps(x: Any) -> str:
-    return f"{x / 1e6:.2f}" if isinstance(x, int | float) and not isinstance(x, bool) else _cell(x)
-
-
-def _percent(x: Any) -> str:
-    return f"{x * 100:.1f}" if isinstance(x, int | float) and not isinstance(x, bool) else _cell(x)
-
-
-def _verified(x: Any) -> str:
-    return "n/a" if x is None else ("ok" if x is True else "WRONG")
-
-
-Column = tuple[str, str, Callable[[Any], str]]  # header, row key, formatter
-
-# nccl-tests' columns (size and count as it prints them, time in us, bandwidths in GB/s).
-_COLLECTIVE_COLUMNS: list[Column] = [
-    ("size (B)", "bytes", _cell),
-    ("count", "count", _cell),
-    ("type", "dtype", _cell),
-    ("algorithm", "algorithm", _cell),
-    ("protocol", "protocol", _cell),  # NCCL-style rows only (a column appears when a row has it)
-    ("channels", "channels", _cell),
-    ("chunk (B)", "chunk_bytes", _cell),
-    ("time (us)", "time_s", _us),
-    ("algbw (GB/s)", "algbw_GBps", _fixed),
-    ("busbw (GB/s)", "busbw_GBps", _fixed),
-    ("verified", "verified", _verified),
-    # workload.values: random only (mpisim.workloads.verify): the algorithm's own bits, the error and its bound.
-    ("own order", "verified_order", _verified),
-    ("rel. error", "max_rel_error", lambda x: f"{x:.2e}" if isinstance(x, float) else _cell(x)),
-    ("of bound", "error_bound_ratio", lambda x: f"{x:.3f}" if isinstance(x, float) else _cell(x)),
-    ("ranks agree", "ranks_agree", _cell),
-    ("result digest", "result_digest", _cell),
-    ("formula (us)", "model_time_s", _us),
-]
-# OSU micro-benchmarks' columns.
-_P2P_COLUMNS: list[Column] = [
-    ("size (B)", "bytes", _cell),
-    ("protocol", "protocol", _cell),
-    ("latency (us)", "latency_s", _us),
-    ("bandwidth (MB/s)", "bandwidth_Bps", _mbps),
-]
-_TRAINING_COLUMNS: list[Column] = [
-    ("ranks", "ranks", _cell),
-    ("iteration (ms)", "iteration_time_s", _ms),
-    ("compute (ms)", "compute_s", _ms),
-    ("comm (ms)", "comm_time_s", _ms),
-    ("exposed comm (ms)", "exposed_comm_s", _ms),
-    ("scaling efficiency (%)", "scaling_efficiency", _percent),
-]
-# Hybrid-parallel training rows (a model split tp x pp x dp): where the iteration's time goes.
-_HYBRID_COLUMNS: list[Column] = [
-    ("ranks", "ranks", _cell),
-    ("tp", "tp", _cell),
-    ("pp", "pp", _cell),
-    ("dp", "dp", _cell),
-    ("ep", "ep", _cell),
-    ("micro-batches", "micro_batches", _cell),
-    ("iteration (ms)", "iteration_time_s", _ms),
-    ("tokens/s", "tokens_per_s", lambda x: f"{x:,.0f}" if isinstance(x, int | float) else _cell(x)),
-    ("TFLOP/s per GPU", "tflops_per_gpu", lambda x: f"{x:.1f}" if isinstance(x, int | float) else _cell(x)),
-    ("MFU (%)", "mfu", _percent),
-    ("compute (ms)", "compute_s", _ms),
-    ("bubble (ms)", "bubble_s", _ms),
-    ("tp comm (ms)", "tp_comm_s", _ms),
-    ("pp comm (ms)", "pp_comm_s", _ms),
-    ("ep comm (ms)", "ep_comm_s", _ms),
-    ("dp comm (ms)", "dp_comm_s", _ms),
-    ("exposed comm (ms)", "exposed_comm_s", _ms),
-    ("memory per GPU (GB)", "memory_per_gpu_bytes", lambda x: f"{x / 1e9:.1f}" if isinstance(x, int) else _cell(x)),
-    ("fits", "fits", _cell),
-]
-_KNOWN_ROW_KEYS = {"collective", "ranks", "test", "model_exact", "schedule", "zero", "params", "simulated_ranks"}
-
-
-def _row_group(row: dict[str, Any]) -> tuple[str, str, list[Column]]:
-    """Return (group key, title, columns) of the table a row belongs to."""
-    if "collective" in row and "time_s" in row:
-        title = f"{row['collective']} on {row.get('ranks', '?')} ranks"
-        return f"collective/{row['collective']}/{row.get('ranks')}", title, _COLLECTIVE_COLUMNS
-    if "test" in row:
-        return f"p2p/{row['test']}", f"point-to-point {row['test']} (OSU style, ranks 0 and 1)", _P2P_COLUMNS
-    if "iteration_time_s" in row and "tp" in row:
-        return "hybrid", f"training iteration ({row.get('schedule')}, ZeRO {row.get('zero')})", _HYBRID_COLUMNS
-    if "iteration_time_s" in row:
-        return "training", "data-parallel training iteration", _TRAINING_COLUMNS
-    columns = [(key, key, _by_kind(key)) for key in row]
-    return "rows/" + ",".join(row), "results", columns
-
-
-def _by_kind(key: str) -> Callable[[Any], str]:
-    """A cell formatter for a column known only by its name: times as times (10.2 us), not 1.0192e-05."""
-    from mpisim.engine.units import pretty_bandwidth, pretty_time
-    from mpisim.scenario.expect import value_kind
-
-    pretty = {"time": pretty_time, "bandwidth": pretty_bandwidth}.get(value_kind(key))
-    if pretty is None:
-        return _cell
-
-    def cell(x: Any) -> str:
-        if isinstance(x, list) and all(isinstance(v, int | float) and not isinstance(v, bool) for v in x):
-            return ", ".join(pretty(v) for v in x)  # per rank (an mpi4py program's mpi_time_s)
-        return pretty(x) if isinstance(x, int | float) and not isinstance(x, bool) else _cell(x)
-
-    return cell
-
-
-def print_result(result: Any, out: TextIO) -> None:
-    """Print a RunResult for people: a header, result tables, expectations and notes."""
-
-    from rich.markup import escape
-
-    from mpisim.report.text import printable
-
-    console = _console(out)
-    scenario = result.scenario
-    topology = scenario.get("topology", {})
-    swept = list(scenario.get("sweep", {}))
-    shape = {"ranks": "", "nodes": topology.get("nodes"), "ranks_per_node": topology.get("ranks_per_node")}
-    if result.rows and "ranks" in result.rows[0]:
-        counts = sorted({row["ranks"] for row in result.rows if isinstance(row.get("ranks"), int)})
-        shape["ranks"] = ", ".join(map(str, counts)) if counts else ""
-    if not shape["ranks"]:
-        shape["ranks"] = str(topology.get("nodes", 0) * topology.get("ranks_per_node", 0))
-    presets = [axis for axis in swept if axis in ("topology", "topology.preset")]
-    if presets:  # the points run other presets than the scenario's own: name them all
-        names = [value if isinstance(value, str) else (value or {}).get("preset", "inline")
-                 for value in scenario["sweep"][presets[0]]]
-        where = f"presets {', '.join(map(str, dict.fromkeys(names)))}, swept"
-    elif any(axis.startswith("topology.") for axis in swept):
-        where = f"{topology.get('name')}, swept"  # the header's one shape is not what every point runs
-    else:
-        where = f"{topology.get('name')}: {_count(shape['nodes'], 'node')} x {shape['ranks_per_node']}"
-    console.print(
-        f"[bold]{escape(printable(scenario.get('name')))}[/bold]: {shape['ranks']} rank{'' if shape['ranks'] == '1' else 's'} "
-        f"({escape(printable(where))}), "
-        f"network {scenario.get('network', {}).get('model')}, payload {scenario.get('payload')}"
-    )
-    if swept:
-        points = math.prod(len(values) for values in scenario["sweep"].values())
-        console.print(f"sweep of {points} points over {', '.join(swept)}")
-    groups: dict[str, tuple[str, list[Column], list[dict[str, Any]]]] = {}
-    for row in result.rows:
-        key, title, columns = _row_group(row)
-        groups.setdefault(key, (title, columns, []))[2].append(row)
-    for title, columns, rows in groups.values():
-        used = {key for _, key, _ in columns} | set(swept) | _KNOWN_ROW_KEYS
-        present = [c for c in columns if c[1] not in swept and any(c[1] in row for row in rows)]  # swept: shown first
-        extras = [key for key in dict.fromkeys(k for row in rows for k in row) if key not in used]
-        if all(row.get("requested", row.get("algorithm")) == row.get("algorithm") for row in rows):
-            extras = [key for key in extras if key != "requested"]  # says only what "algorithm" says
-        all_columns = [(k, k, _cell) for k in swept] + present + [(k, k, _by_kind(k)) for k in extras]
-        console.print(f"[bold]{title}[/bold]")
-        cells = [[fmt(row.get(key)) if key in row else "" for _, key, fmt in all_columns] for row in rows]
-        _print_table(console, _table([header for header, _, _ in all_columns], cells, justify="right"))
-    if result.expectations:
-        console.print("[bold]expectations[/bold]")
-        for exp in result.expectations:
-            mark = "[green]PASS[/green]" if exp.get("passed") else "[red]FAIL[/red]"
-            console.print(f"  {mark} {exp.get('detail', '')}", markup=True)
-    if result.failure is not None:
-        console.print(f"[bold]the program failed as expected ({result.failure['kind']})[/bold]")
-    if result.notes:
-        console.print("[bold]notes[/bold]")
-        for note in result.notes:
-            console.print(f"  {note}", markup=False)
 
 
 def _make_dir(path: Path) -> None:
@@ -895,111 +524,12 @@ def write_outputs(result: Any, out_dir: Path, figures: bool = True) -> None:
     staged first and moved into place only when all of it exists. Raises ConfigError (exit 2)
     if the directory cannot be written.
     """
-    from mpisim.report.render import write_outputs as render_outputs
+    from mpisim.report.render import write_outputs as render_outputs  # lazy: matplotlib (see ReportCommand)
 
     try:
         render_outputs(result, out_dir, figures=figures)
     except OSError as exc:
         raise ConfigError(f"cannot write the results: {exc.strerror or exc}", "-o", str(out_dir)) from None
-
-
-class SweepProgress:
-    """A rich progress bar on stderr while sweep points finish (only on a terminal)."""
-
-    def __init__(self, err: TextIO, enabled: bool) -> None:
-        self.enabled = enabled and err.isatty()
-        self.err = err
-        self.bar: Any = None
-        self.task: Any = None
-
-    def __enter__(self) -> Callable[[int, int], None] | None:
-        if not self.enabled:
-            return None
-        from rich.console import Console
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-        self.bar = Progress(
-            TextColumn("sweep"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-            console=Console(file=self.err), transient=True,
-        )
-        self.bar.start()
-        return self.update
-
-    def update(self, done: int, total: int) -> None:
-        if self.task is None:
-            self.task = self.bar.add_task("sweep", total=total)
-        self.bar.update(self.task, completed=done, total=total)
-
-    def __exit__(self, *exc: object) -> None:
-        if self.bar is not None:
-            self.bar.stop()
-
-
-class RunProgress:
-    """A progress bar on stderr for a long single run: simulated time, events/s, ranks done.
-
-    The simulation runs on this thread, untouched; a helper thread samples the world being
-    run (its clock, ``env.events_done`` and its ranks' states) four times a second. The bar
-    appears only once the run has taken :attr:`DELAY` seconds, and only on a terminal.
-    """
-
-    DELAY = 2.0
-    PERIOD = 0.25
-
-    def __init__(self, err: TextIO, worlds: list[Any], enabled: bool) -> None:
-        self.enabled = enabled and err.isatty()
-        self.err = err
-        self.worlds = worlds
-        self.stop = threading.Event()
-        self.thread: threading.Thread | None = None
-
-    def __enter__(self) -> RunProgress:
-        if self.enabled:
-            self.thread = threading.Thread(target=self._show, name="mpisim-progress", daemon=True)
-            self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self.thread is not None:
-            self.stop.set()
-            self.thread.join()
-
-    def sample(self) -> tuple[float, int, int, int]:
-        """Return (simulated seconds, events so far, ranks done, ranks) of the world being run."""
-        worlds = list(self.worlds)
-        if not worlds:
-            return 0.0, 0, 0, 0
-        world = worlds[-1]
-        events = sum(getattr(w.env, "events_done", 0) for w in worlds)
-        done = sum(1 for state in world.states if state.finished)
-        return world.sim.now, events, done, world.size
-
-    def _show(self) -> None:
-        if self.stop.wait(self.DELAY):
-            return
-        from rich.console import Console
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-        from mpisim.report.tables import fmt_time
-
-        bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("ranks"),
-                       TimeElapsedColumn(), console=Console(file=self.err), transient=True)
-        task = bar.add_task("", total=None)
-        last = [time.perf_counter(), self.sample()[1]]  # when the event count last moved, and to what
-
-        def update() -> None:
-            now = time.perf_counter()
-            sim_now, events, done, ranks = self.sample()
-            if events != last[1] or not bar.tasks[0].description:  # the count moves only at heap events
-                rate = (events - last[1]) / (now - last[0]) if now > last[0] else 0.0
-                last[:] = [now, events]
-                bar.update(task, description=f"simulated {fmt_time(sim_now)}, {rate:,.0f} events/s")
-            bar.update(task, completed=done, total=ranks or None)
-
-        with bar:
-            while not self.stop.wait(self.PERIOD):
-                update()
-            update()  # the state the run ended in, shown as the bar goes
 
 
 # --- main ---------------------------------------------------------------------------------------

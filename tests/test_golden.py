@@ -28,6 +28,7 @@ GOLDEN_DIR = Path(__file__).resolve().parent / "golden"
 SCENARIOS = sorted(SCENARIO_DIR.glob("*.yaml"))
 
 
+@pytest.mark.slow  # every shipped scenario, run in full
 @pytest.mark.parametrize("path", SCENARIOS, ids=lambda p: p.stem)
 def test_golden(path, request, tmp_path):
     scenario = load_file(path)

@@ -54,6 +54,7 @@ def test_the_shipped_nightly_passes_its_gates(nightly):
     result.assert_outcomes(passed=1)
 
 
+@pytest.mark.slow  # three full pytest runs of the nightly scenario
 @pytest.mark.parametrize(
     ("overrides", "changed", "signed"),
     [

@@ -110,6 +110,7 @@ def _plan() -> dict[int, list[tuple[str, int, str]]]:
 PLAN = _plan()
 
 
+@pytest.mark.slow  # runs every scenario the README names
 def test_the_readme_scenarios_run_and_meet_their_expectations():
     blocks = [b for b in code_blocks("yaml") if "workload:" in b]
     assert len(blocks) >= 2, "the README shows a scenario and a training scenario"
@@ -137,6 +138,7 @@ def test_the_setup_commands_are_the_install_and_the_test_command():
     assert "pytest" in setup[1]
 
 
+@pytest.mark.slow  # runs mpisim in subprocesses
 def test_the_readme_collective_fidelity_command_runs_what_the_message_path_refuses():
     """The 100000-rank ring: refused at message fidelity (exit 2), a step program at collective fidelity."""
     import subprocess
@@ -171,6 +173,7 @@ def test_every_readme_command_is_one_mpisim_command_that_parses():
             pytest.fail(f"README command does not parse: {command}")
 
 
+@pytest.mark.slow  # runs every README command block
 @pytest.mark.parametrize("block", [b for b, cmds in PLAN.items() if any(not why for _, _, why in cmds)],
                          ids=lambda b: f"block{b}")
 def test_the_readme_commands_run_with_the_exit_code_they_state(block, tmp_path, monkeypatch):

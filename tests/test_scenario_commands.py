@@ -207,6 +207,7 @@ def test_every_scenario_teaches_with_a_run_command():
     assert named == {path.name for path in (ROOT / "scenarios").glob("*.yaml")}
 
 
+@pytest.mark.slow  # runs every command the shipped scenarios teach
 @pytest.mark.parametrize(("scenario", "command", "code"), CASES, ids=[f"{n}:{c[12:70]}" for n, c, _ in CASES])
 def test_the_command_runs_with_the_exit_code_it_states(scenario, command, code, tmp_path, monkeypatch):
     (tmp_path / "scenarios").symlink_to(ROOT / "scenarios")

@@ -20,7 +20,7 @@ segment of one size). So the fluid runs K segments only -- enough to see the per
 pipeline's fill and drain -- and the k-segment call takes T(K) + (k - K) P. If no period shows
 by the time K reaches k, the fluid has simply run the whole call.
 
-**Where it is the message path** (mpisim.validation_fidelity's grid, fair-share network: full,
+**Where it is the message path** (mpisim.validation.fidelity's grid, fair-share network: full,
 star, fat tree and rail with 8 and 64 ranks, 4 x dgx-h100; up to 1 GiB): within 0.2 % on every
 case; with two or four ranks a node (shared memory inside, a star or fat tree between) within
 0.6 % at 16 MiB. What it leaves out: the rendezvous headers' bytes on the links, MPI's

@@ -32,7 +32,7 @@ the links' bytes. With one segment per tree the replay is the program. With seve
 streams that share a NIC fall into and out of phase under fair sharing, which no count fixed in
 advance captures, so the program runs as a fluid until its period shows
 (:mod:`~mpisim.collectives.fluid_pipeline`) and that is its latency bound; its flows bound it
-only where other traffic slows them more. Against the message path (mpisim.validation_fidelity's
+only where other traffic slows them more. Against the message path (mpisim.validation.fidelity's
 grid: full, star, fat tree, rail with 8 and 64 ranks, 4 x dgx-h100; 1 KiB to 1 GiB) every case
 comes out within 0.2 %. These trees have a plan of their own (:func:`_mpi_plan`): one flow
 per edge, no weighted merging (see below).

@@ -10,10 +10,11 @@ again from results.json.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from mpisim.report.columns import view
 from mpisim.report.hybrid import best_row, by_gpu_count, layout_groups, layout_label
 from mpisim.report.records import RunResult
 from mpisim.report.tables import (
@@ -133,62 +134,15 @@ def scenario_table(scenario: dict[str, Any]) -> list[tuple[str, str]]:
 # ----------------------------------------------------------------------------- results
 
 
-Column = tuple[str, str, Callable[[Any], str]]
-
-
-def _time_col(title: str, key: str) -> Column:
-    return (title, key, fmt_time)
-
-
-def _gbps(x: Any) -> str:
-    return fmt_num(x) if isinstance(x, int | float) and not isinstance(x, bool) else "n/a"
-
-
-def _text(x: Any) -> str:
-    return "" if x is None else str(x)
-
-
-def _verified(x: Any) -> str:
-    return "n/a" if x is None else ("yes" if x is True else "NO")
-
-
-COLLECTIVE_COLUMNS: list[Column] = [
-    ("collective", "collective", str), ("algorithm", "algorithm", str), ("ranks", "ranks", str),
-    ("size", "bytes", fmt_bytes), ("count", "count", str), ("type", "dtype", str), _time_col("time", "time_s"),
-    ("algbw (GB/s)", "algbw_GBps", _gbps), ("busbw (GB/s)", "busbw_GBps", _gbps), ("verified", "verified", _verified),
-]
-P2P_COLUMNS: list[Column] = [
-    ("test", "test", str), ("size", "bytes", fmt_bytes), ("protocol", "protocol", str),
-    _time_col("latency", "latency_s"), ("bandwidth", "bandwidth_Bps", fmt_bandwidth),
-]
-TRAINING_COLUMNS: list[Column] = [
-    ("ranks", "ranks", str), _time_col("iteration", "iteration_time_s"), _time_col("compute", "compute_s"),
-    _time_col("communication", "comm_time_s"), _time_col("exposed communication", "exposed_comm_s"),
-    ("scaling efficiency", "scaling_efficiency", fmt_percent), ("algorithm", "algorithm", _text),
-    ("buckets", "buckets", str), ("verified", "verified", _verified),
-]
-
-HYBRID_COLUMNS: list[Column] = [
-    ("tp", "tp", str), ("pp", "pp", str), ("dp", "dp", str), ("ep", "ep", str), ("micro-batches", "micro_batches", str),
-    ("schedule", "schedule", _text), ("zero", "zero", str), _time_col("iteration", "iteration_time_s"),
-    ("tokens/s", "tokens_per_s", lambda x: f"{x:,.0f}" if isinstance(x, int | float) else "n/a"), ("TFLOP/s per GPU", "tflops_per_gpu", fmt_num), ("MFU", "mfu", fmt_percent),
-    _time_col("compute", "compute_s"), _time_col("bubble", "bubble_s"), _time_col("tp comm", "tp_comm_s"),
-    _time_col("pp comm", "pp_comm_s"), _time_col("ep comm", "ep_comm_s"), _time_col("dp comm", "dp_comm_s"),
-    _time_col("exposed comm", "exposed_comm_s"), ("memory per GPU", "memory_per_gpu_bytes", fmt_bytes),
-    ("fits", "fits", lambda x: "n/a" if x is None else ("yes" if x else "**NO**")),
-]
-
-
 def results_tables(result: RunResult) -> list[tuple[str, list[str], list[list[str]]]]:
     """Return (title, headers, formatted rows) per kind of row: the report's full results tables."""
     kinds = row_kinds(result)
     keys = sweep_keys(result)
     out = []
-    for kind, title, columns in (("collective", "Collective calls", COLLECTIVE_COLUMNS),
-                                 ("p2p", "Point-to-point", P2P_COLUMNS),
-                                 ("training", "Training iterations", TRAINING_COLUMNS),
-                                 ("hybrid", "Training iterations (hybrid parallel)", HYBRID_COLUMNS)):
+    for kind, title in (("collective", "Collective calls"), ("p2p", "Point-to-point"),
+                        ("training", "Training iterations"), ("hybrid", "Training iterations (hybrid parallel)")):
         rows = kinds[kind]
+        columns = view(kind, "markdown")
         if not rows:
             continue
         present = [c for c in columns if any(c[1] in r for r in rows)]

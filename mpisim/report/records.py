@@ -287,3 +287,25 @@ class RunResult:
             ]
             tables[kind] = (["world", *point_keys, *record_cols], rows)
         return tables
+
+
+# --- value kinds ----------------------------------------------------------------------------------
+
+
+def value_kind(key: str) -> str:
+    """Return how values of row key *key* are written: time, size, bandwidth, count, number or raw."""
+    if key == "bytes" or key.endswith("_bytes"):
+        return "size"
+    if key.endswith("_GBps"):
+        return "number"
+    if key.endswith("_Bps"):
+        return "bandwidth"
+    if key.endswith("_per_s"):
+        return "number"  # a rate (tokens_per_s), not a time
+    if key.endswith("_s"):
+        return "time"
+    if key == "ranks":
+        return "count"
+    if key in ("scaling_efficiency",) or key.endswith("_efficiency"):
+        return "number"
+    return "raw"

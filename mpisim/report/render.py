@@ -46,7 +46,7 @@ from typing import Any
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from mpisim.report import hybrid_plots, plots
+from mpisim.report import plots
 from mpisim.report.findings import all_findings, closed_form_worlds
 from mpisim.report.hybrid import has_pipeline
 from mpisim.report.markdown import FigureInfo, markdown_report
@@ -235,14 +235,14 @@ def render_figures(result: RunResult, fig_dir: Path, worlds: list[int], links: l
         "Solid: simulated; dashed: the algorithm's alpha-beta-gamma formula evaluated with this network's "
         "alpha, beta and gamma. Right: their ratio (1 means the formula holds; contention, protocol "
         "handshakes and per-message overheads move it).")
-    add("breakdown-by-dimension.png", lambda: hybrid_plots.plot_parallel_breakdown(result),
+    add("breakdown-by-dimension.png", lambda: plots.plot_parallel_breakdown(result),
         "Where the iteration goes, by parallel dimension",
         "One bar per layout (per sweep point), for the rank that finishes last: compute, the pipeline bubble (waiting "
         "for an input the previous stage had not produced yet), tensor-parallel collectives, pipeline transfers, "
         "expert-parallel all-to-alls, and the data-parallel sync that backward did not hide (the exposed "
         "communication beyond the other three). The tick and number on top are the iteration time; a layout in red "
         "does not fit the device's memory.")
-    add("layouts.png", lambda: hybrid_plots.plot_layouts(result), "Which layout",
+    add("layouts.png", lambda: plots.plot_layouts(result), "Which layout",
         "At each GPU count, the layouts fastest first: bar height is the iteration time, the label its model FLOPs "
         "utilisation (MFU); grey hatched bars do not fit the device's memory and sort last. Diamonds (right axis) are "
         "the memory per GPU, the dashed line the device's memory.")
@@ -262,7 +262,7 @@ def render_figures(result: RunResult, fig_dir: Path, worlds: list[int], links: l
 
     for i in pipelines:
         slug, name = named(i)
-        add(f"pipeline-{slug}.png", lambda w=result.records[i], n=name: hybrid_plots.plot_pipeline(
+        add(f"pipeline-{slug}.png", lambda w=result.records[i], n=name: plots.plot_pipeline(
             result, w, title=f"{n}: pipeline schedule"), f"Pipeline: {name}",
             "One lane per pipeline stage (the GPU of tensor-parallel rank 0 in data-parallel replica 0), time left to "
             "right. Each box is a forward (lighter) or backward (darker, hatched) pass of one micro-batch, coloured by "

@@ -2,7 +2,8 @@
 
 A scenario's ``name`` and ``description`` are whatever its author typed, and scenario files
 travel. Shown raw, an escape sequence can rewrite the terminal, and ``<img src=...>`` or a
-``[link](...)`` becomes live in a rendered report.md. These helpers show such text as text.
+``[link](...)`` becomes live in a rendered report.md. These helpers show such text as text;
+:func:`plural` writes a count with its noun.
 """
 
 from __future__ import annotations
@@ -26,3 +27,8 @@ def printable(text: object, *, keep_newlines: bool = False) -> str:
 def markdown_text(text: object, *, keep_newlines: bool = False) -> str:
     """Return *text* printable and inert in Markdown and HTML: every markup character backslash-escaped."""
     return _MARKDOWN.sub(r"\\\1", printable(text, keep_newlines=keep_newlines))
+
+
+def plural(n: object, word: str) -> str:
+    """``1 node``, ``2 nodes``: a count with its noun, singular for one."""
+    return f"{n} {word}{'' if n == 1 else 's'}"

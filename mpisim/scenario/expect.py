@@ -58,6 +58,7 @@ from mpisim.engine.units import (
     reading_si_numbers,
 )
 from mpisim.errors import ConfigError
+from mpisim.report.records import value_kind  # how a row key's values are written (re-exported here)
 from mpisim.scenario.model import Expectation
 
 CHECKS = ("approx", "max", "min", "equals")
@@ -68,26 +69,7 @@ _VERIFIED_KEYS = ("verified", "where")
 _WHERE_REL = 1e-9
 
 
-# --- value kinds --------------------------------------------------------------------------------
-
-
-def value_kind(key: str) -> str:
-    """Return how values of row key *key* are written: time, size, bandwidth, count, number or raw."""
-    if key == "bytes" or key.endswith("_bytes"):
-        return "size"
-    if key.endswith("_GBps"):
-        return "number"
-    if key.endswith("_Bps"):
-        return "bandwidth"
-    if key.endswith("_per_s"):
-        return "number"  # a rate (tokens_per_s), not a time
-    if key.endswith("_s"):
-        return "time"
-    if key == "ranks":
-        return "count"
-    if key in ("scaling_efficiency",) or key.endswith("_efficiency"):
-        return "number"
-    return "raw"
+# --- value kinds (value_kind itself lives in mpisim.report.records) ----------------------------
 
 
 def _parse_number(value: Any) -> float:

@@ -14,6 +14,7 @@ DATA = Path(__file__).parent / "data"
 C2 = [str(DATA / "c2_osu_latency.txt"), str(DATA / "c2_osu_mbw_mr.txt")]
 
 
+@pytest.mark.slow  # fits a preset, then runs it
 def test_written_preset_runs_and_reproduces_the_measurements(tmp_path, capsys, monkeypatch):
     out = tmp_path / "mycluster.yaml"
     assert main(["calibrate", *C2, "--base", "ib-hdr", "-o", str(out), "--report", str(tmp_path / "rep")]) == 0

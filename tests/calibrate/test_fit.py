@@ -14,6 +14,9 @@ from mpisim.calibrate.run import calibrate
 from mpisim.network.presets import load_preset
 from tests.calibrate.writers import mpisim_rows, nccl_text, osu_text
 
+# Each test fits a preset: tens of simulated runs per fit, a minute of the suite in all.
+pytestmark = pytest.mark.slow
+
 DATA = Path(__file__).parent / "data"
 
 

@@ -54,6 +54,7 @@ def _run(cmd: list[str], env: dict[str, str], cwd) -> str:
     return proc.stdout
 
 
+@pytest.mark.slow  # runs the probe in subprocesses, under mpiexec and under mpisim exec
 def test_the_probe_prints_the_same_under_mpich_and_under_mpisim(tmp_path):
     probe = tmp_path / "constants_probe.py"
     probe.write_text(PROBE)

@@ -99,6 +99,7 @@ def run_real(name: str, ranks: int, args: list[str], stdin: str, tmp: Path) -> d
     return out
 
 
+@pytest.mark.slow  # one mpisim exec subprocess per program and rank count (and mpiexec where installed)
 @pytest.mark.parametrize(("name", "ranks", "args", "stdin", "timed"), PROGRAMS, ids=_ids())
 def test_mpisim_exec_prints_what_a_real_mpi_prints(name, ranks, args, stdin, timed, tmp_path):
     simulated = run_mpisim(name, ranks, args, stdin)

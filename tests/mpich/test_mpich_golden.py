@@ -82,6 +82,7 @@ LIVE = [("allreduce", "ring", 5), ("allreduce", "rabenseifner", 5), ("reduce_sca
         ("bcast", "scatter_recursive_doubling_allgather", 5)]
 
 
+@pytest.mark.slow  # starts mpiexec for every case
 @pytest.mark.skipif(shutil.which("mpiexec") is None, reason="no mpiexec: pip install mpich mpi4py to compare live")
 @pytest.mark.parametrize(("collective", "algorithm", "p"), LIVE, ids=[f"{c}/{a}/p{p}" for c, a, p in LIVE])
 def test_golden_file_matches_the_installed_mpich(collective, algorithm, p):

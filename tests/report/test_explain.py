@@ -9,7 +9,7 @@ import pytest
 
 from mpisim.cli import main
 from mpisim.collectives import registry
-from mpisim.scenario.explain import decode, describe_pieces, encode, explain, format_explanation, substitute
+from mpisim.teaching import decode, describe_pieces, encode, explain, format_explanation, substitute
 from tests.collectives.helpers import reference
 
 
@@ -124,7 +124,7 @@ def test_cli_explain_bad_input_is_one_line_exit_2(capsys, argv, message):
 @pytest.mark.parametrize(("algo", "p"), [c for c in cases() if c.values[0].cost is not None])
 def test_the_printed_formula_evaluates_to_the_closed_form_shown(algo, p):
     """Whatever formula explain prints as the closed form gives the number printed beside it."""
-    from mpisim.scenario.explain import FormulaError, evaluate, formulas
+    from mpisim.teaching import FormulaError, evaluate, formulas
 
     ex = explain(algo.collective, algo.name, p)
     text = format_explanation(ex)
@@ -174,7 +174,7 @@ def closed_form_cases(ranks=(2, 4, 8, 5, 3, 6, 7)) -> list:
 @pytest.mark.parametrize(("algo", "p"), closed_form_cases())
 def test_explain_equals_the_closed_form_or_says_specifically_why(algo, p):
     """On the teaching network the simulated time is the closed form's, or explain names the assumption that differs."""
-    from mpisim.scenario.explain import GENERIC_CAVEAT, differences
+    from mpisim.teaching import GENERIC_CAVEAT, differences
 
     ex = explain(algo.collective, algo.name, p)
     text = format_explanation(ex)
@@ -261,7 +261,7 @@ def test_binomial_barrier_says_its_tree_is_floor_lg_p_deep(p):
 @pytest.mark.parametrize("p", [3, 5, 6, 7, 12])
 def test_rabenseifner_fold_reason_holds(collective, p):
     """On one port the fold is a step of its own unless two or more ranks do not fold; without ports it always is."""
-    from mpisim.scenario.explain import differences
+    from mpisim.teaching import differences
 
     q = 1 << (p.bit_length() - 1)
     one_port = explain(collective, "rabenseifner", p, count=4 * q)
@@ -286,7 +286,7 @@ def test_double_binary_tree_on_two_ranks_sends_two_segments_a_round(count):
 
 
 def test_an_uneven_count_is_named_and_an_even_one_matches():
-    from mpisim.scenario.explain import differences
+    from mpisim.teaching import differences
 
     ex = explain("allreduce", "ring", 5, count=7)
     assert differences(ex) == [
@@ -297,7 +297,7 @@ def test_an_uneven_count_is_named_and_an_even_one_matches():
 
 
 def test_another_network_is_named_as_the_difference():
-    from mpisim.scenario.explain import differences
+    from mpisim.teaching import differences
 
     reasons = differences(explain("bcast", "linear", 4, ports=0))
     assert len(reasons) == 1 and reasons[0].startswith("With --ports 0 a rank has all its messages in flight")

@@ -17,15 +17,15 @@ from matplotlib.patches import Rectangle
 
 from mpisim.report.findings import hybrid_findings
 from mpisim.report.hybrid import breakdown, layout_groups, layout_label, pipeline_lanes, stage_ranks
-from mpisim.report.hybrid_plots import (
+from mpisim.report.markdown import layout_tables
+from mpisim.report.plots import plot_scaling
+from mpisim.report.plots.hybrid import (
     COST_COLOURS,
     NO_FIT_COLOUR,
     plot_layouts,
     plot_parallel_breakdown,
     plot_pipeline,
 )
-from mpisim.report.markdown import layout_tables
-from mpisim.report.plots import plot_scaling
 from mpisim.report.records import RunResult, WorldRecords
 from mpisim.report.render import load_result, pipeline_worlds, slim, write_outputs
 from mpisim.report.tables import row_kinds

@@ -14,6 +14,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -269,6 +270,7 @@ def test_the_base_scenario_is_valid(tmp_path, capsys):
     assert main(["check", str(path)]) == 0, capsys.readouterr().err
 
 
+@pytest.mark.slow  # 300 generated scenarios
 @settings(max_examples=int(os.environ.get("MPISIM_FUZZ_EXAMPLES", "300")), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(case=malformed)
 def test_malformed_scenarios_exit_2_with_one_line_naming_the_field(case, capsys):

@@ -62,6 +62,7 @@ def run_cli(*args: str, cwd: Path) -> tuple[int, str, str, float]:
     return done.returncode, done.stdout, done.stderr, time.monotonic() - t0
 
 
+@pytest.mark.slow  # one mpisim subprocess per hostile file
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_hostile_file_is_one_line_and_exit_2(case, tmp_path):
     text, expected = CASES[case]

@@ -109,6 +109,7 @@ def test_bad_limits_are_bad_input(forever, argv, message):
     assert message in err and len(err.strip().splitlines()) == 1, err
 
 
+@pytest.mark.slow  # measures peak memory in subprocesses
 def test_memory_stays_flat_on_a_long_run(forever):
     """Records are bounded: a run five times as long peaks at the same memory (budget made small here)."""
     probe = textwrap.dedent(f"""

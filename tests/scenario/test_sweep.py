@@ -120,6 +120,7 @@ def test_without_resume_the_results_file_starts_afresh(tmp_path):
     assert len(done) == 2 and not damaged
 
 
+@pytest.mark.slow  # interrupts a sweep running in a subprocess
 def test_interrupted_sweep_resumes_to_the_same_result(tmp_path, capsys):
     """Kill `mpisim run` (and its workers) after the first finished point, then --resume."""
     path = tmp_path / "sweep.yaml"
@@ -218,6 +219,7 @@ def test_missing_dask_is_one_line_of_bad_input(tmp_path, capsys, monkeypatch):
         f"{path}: --executor: the dask executor needs Dask distributed: pip install 'mpisim[dask]'\n")
 
 
+@pytest.mark.slow  # starts a Dask LocalCluster
 def test_dask_local_cluster_gives_the_local_pools_rows_and_resumes_its_file(tmp_path):
     """A sweep on a 2-worker Dask LocalCluster: same rows as local:1, and --resume across executors."""
     pytest.importorskip("distributed")
@@ -237,6 +239,7 @@ def test_dask_local_cluster_gives_the_local_pools_rows_and_resumes_its_file(tmp_
     assert len(done) == 6 and not damaged
 
 
+@pytest.mark.slow  # starts a Dask LocalCluster
 def test_a_failing_point_on_dask_raises_its_mpi_error(tmp_path):
     pytest.importorskip("distributed")
     s = load_dict(raw_scenario(tmp_path, {"workload.mode": ["ok", "deadlock"]}))
@@ -248,6 +251,7 @@ def _worker_timers(dask_worker) -> dict[str, float]:
     return {name: callback.callback_time for name, callback in dask_worker.periodic_callbacks.items()}
 
 
+@pytest.mark.slow  # starts a Dask LocalCluster
 def test_the_local_clusters_workers_leave_the_gil_to_the_point():
     """The LocalCluster's workers get its settings: no profiler, no memory monitor, a slow tick
     (each wake-up of a worker's event loop takes the GIL from the running point)."""

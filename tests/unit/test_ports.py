@@ -7,7 +7,7 @@ import pytest
 from mpisim.collectives import registry
 from mpisim.errors import ConfigError
 from mpisim.scenario import load, loads, run_scenario
-from mpisim.scenario.explain import explain
+from mpisim.teaching import explain
 
 ALPHA, BETA = 1.5e-6, 1e-9
 

@@ -1,6 +1,6 @@
 """``fidelity: collective`` gives the message path's answer for every MPI algorithm (issue 13 item 3).
 
-A fast subset of mpisim.validation_fidelity's grid: every registered algorithm that runs on a
+A fast subset of mpisim.validation.fidelity's grid: every registered algorithm that runs on a
 CPU cluster, 8 ranks on a fat tree, 1 KiB / 1 MiB / 1 GiB, and on 4 x dgx-h100 at 1 KiB / 1 MiB,
 collective time within 2 % of message time. The whole grid (five topologies, 8 and 64 ranks, the GPU algorithms on 4 x
 dgx-h100) is the report's Fidelity table.
@@ -11,9 +11,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from mpisim import validation_fidelity as fidelity
 from mpisim.mpi.payload import SizePayload
 from mpisim.scenario import load, run_scenario
+from mpisim.validation import fidelity
 from tests.conftest import run_program
 
 CASE = "fat_tree, 8 ranks"

@@ -8,7 +8,7 @@ import pytest
 
 from mpisim.errors import ConfigError
 from mpisim.scenario import load, load_file, run_scenario
-from mpisim.validation import validation_dir
+from mpisim.validation.published import validation_dir
 
 MiB = 2**20
 

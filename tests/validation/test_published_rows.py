@@ -12,8 +12,8 @@ import statistics
 
 import pytest
 
-from mpisim import validation
 from mpisim.scenario import load_file
+from mpisim.validation import published as validation
 
 ROWS = ("C1", "C2", "C3", "C4", "C5", "C6", "C7", "C8a", "C8b", "C8c")
 
@@ -24,11 +24,13 @@ def generated():
     return validation.generate()
 
 
+@pytest.mark.slow  # the generated fixture runs every validation scenario
 def test_every_calibration_row_is_reproduced(generated):
     _, checks = generated
     assert sorted({c.row for c in checks if c.calibration}) == list(ROWS)
 
 
+@pytest.mark.slow  # the generated fixture runs every validation scenario
 @pytest.mark.parametrize("row", [*ROWS, "H1", "H2", "H3", "H5", "H10"])
 def test_row_within_fifteen_percent(generated, row):
     """published.md's rows, and the other published rows (H...) except H4's small size, below."""
@@ -40,6 +42,7 @@ def test_row_within_fifteen_percent(generated, row):
         )
 
 
+@pytest.mark.slow  # the generated fixture runs every validation scenario
 def test_multinode_bandwidth_points_within_fifteen_percent(generated):
     """Across nodes, every point but H4's known misses is within 15 %.
 
@@ -55,6 +58,7 @@ def test_multinode_bandwidth_points_within_fifteen_percent(generated):
     assert misses <= known, [(c.row, c.point, c.model, f"{c.error:+.1%}") for c in multinode]
 
 
+@pytest.mark.slow  # the generated fixture runs every validation scenario
 def test_report_has_the_multinode_section_with_its_summary(generated):
     text, checks = generated
     median, worst = validation.multinode_summary(checks)
@@ -64,6 +68,7 @@ def test_report_has_the_multinode_section_with_its_summary(generated):
         assert f"| {check.row} | {check.hardware} | {check.nodes} nodes x {check.ranks} ranks | {check.point} |" in section
 
 
+@pytest.mark.slow  # the generated fixture runs every validation scenario
 def test_megatron_rows_within_ten_percent_with_one_efficiency(generated):
     """Hybrid-parallel training (C8a-c, Megatron-LM Table 1): TFLOP/s per GPU within 10 %, one efficiency."""
     _, checks = generated
@@ -74,6 +79,7 @@ def test_megatron_rows_within_ten_percent_with_one_efficiency(generated):
     assert len(efficiencies) == 1
 
 
+@pytest.mark.slow  # the generated fixture runs every validation scenario
 def test_median_error_under_eight_percent(generated):
     _, checks = generated
     median = statistics.median(abs(c.error) for c in checks if c.calibration)
@@ -81,12 +87,14 @@ def test_median_error_under_eight_percent(generated):
     assert validation.summary(checks)[0] == median
 
 
+@pytest.mark.slow  # the generated fixture runs every validation scenario
 def test_committed_report_is_what_the_command_generates(generated):
     text, _ = generated
     committed = validation.validation_dir().parents[1] / validation.DEFAULT_OUTPUT
     assert committed.read_text(encoding="utf-8") == text, f"stale report; regenerate it with: {validation.COMMAND}"
 
 
+@pytest.mark.slow  # the generated fixture runs every validation scenario
 def test_report_states_the_summary_line(generated):
     text, checks = generated
     median, worst = validation.summary(checks)

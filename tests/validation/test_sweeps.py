@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from mpisim import validation_sweeps as sweeps
+from mpisim.validation import sweeps
 
 DOCUMENT = json.loads((Path(__file__).resolve().parents[2] / sweeps.DEFAULT_JSON).read_text(encoding="utf-8"))
 SERIES = {s["name"]: s for s in DOCUMENT["series"]}

@@ -16,7 +16,7 @@ the largest change of time between neighbouring points per percent of input chan
 
 Usage::
 
-    python -m mpisim.validation_sweeps            # run the sweeps (a few minutes), write JSON + PNG
+    python -m mpisim.validation.sweeps            # run the sweeps (a few minutes), write JSON + PNG
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from mpisim.scenario.run import write_atomic
 
 DEFAULT_JSON = Path("reports") / "validation-sweeps.json"
 DEFAULT_FIGURE = Path("reports") / "validation-sweeps.png"
-COMMAND = "python -m mpisim.validation_sweeps"
+COMMAND = "python -m mpisim.validation.sweeps"
 
 MiB = 2**20
 GPU_BANDWIDTHS_GBPS = (380, 392, 396, 398, 399, 400, 401, 402, 404, 408, 450, 500)

@@ -44,6 +44,7 @@ from mpisim.report.records import RunResult
 from mpisim.scenario import load, load_file, run_scenario
 from mpisim.scenario.expect import select_rows
 from mpisim.scenario.run import new_world_factory, write_atomic
+from mpisim.validation import fidelity, sweeps
 
 #: Largest absolute error a calibration row may have, and the largest median.
 TOLERANCE = 0.15
@@ -51,7 +52,8 @@ MEDIAN_TOLERANCE = 0.08
 DEFAULT_OUTPUT = Path("reports") / "validation.md"
 COMMAND = "python -m mpisim.validation"
 
-_PACKAGE_DIR = Path(__file__).resolve().parent
+#: The mpisim package directory (this module lives in mpisim/validation/).
+_PACKAGE_DIR = Path(__file__).resolve().parents[1]
 
 
 def validation_dir() -> Path:
@@ -506,10 +508,8 @@ def _committed(relative: Path) -> Any:
 
 
 def _sweeps_section() -> list[str]:
-    """The smoothness sweeps, rendered from their committed JSON (see mpisim.validation_sweeps)."""
-    from mpisim import validation_sweeps
-
-    document = _committed(validation_sweeps.DEFAULT_JSON)
+    """The smoothness sweeps, rendered from their committed JSON (see mpisim.validation.sweeps)."""
+    document = _committed(sweeps.DEFAULT_JSON)
     if document is None:
         return []
     return [
@@ -520,24 +520,22 @@ def _sweeps_section() -> list[str]:
         "way hardware does: never faster on a slower network or with more data, and by about 1 % when "
         "an input moves by 1 %. Allreduce of 256 MiB (float32), the inter-node bandwidth swept around "
         "each preset's own value and the size around 256 MiB; each series re-run by "
-        f"`{validation_sweeps.COMMAND}` (minutes; this report renders its JSON). A step above 1 % per "
+        f"`{sweeps.COMMAND}` (minutes; this report renders its JSON). A step above 1 % per "
         "1 % is a threshold: the tree and NVLS pipelines add a segment (a round of latency) when the "
         "size crosses a multiple of the segment size. Above about 450 Gb/s `nccl_ring` is NVLink-bound "
         "(7 channels share each GPU's NVLink port) and its time levels off. *Monotone within "
-        f"{validation_sweeps.MONOTONE_SLACK:.1%}: where NVLink and the NICs are within a few percent of "
+        f"{sweeps.MONOTONE_SLACK:.1%}: where NVLink and the NICs are within a few percent of "
         "each other, max-min sharing makes the ring's time wobble by up to 0.15 %.",
         "",
-        *validation_sweeps.table(document),
+        *sweeps.table(document),
         "",
-        f"![time against bandwidth and size]({validation_sweeps.DEFAULT_FIGURE.name})",
+        f"![time against bandwidth and size]({sweeps.DEFAULT_FIGURE.name})",
     ]
 
 
 def _fidelity_section() -> list[str]:
-    """The Fidelity table, rendered from its committed JSON (see mpisim.validation_fidelity)."""
-    from mpisim import validation_fidelity
-
-    document = _committed(validation_fidelity.DEFAULT_JSON)
+    """The Fidelity table, rendered from its committed JSON (see mpisim.validation.fidelity)."""
+    document = _committed(fidelity.DEFAULT_JSON)
     if document is None:
         return []
     return [
@@ -566,11 +564,11 @@ def _fidelity_section() -> list[str]:
         "the time between a node's up and down streams and the flows do not; the one published row of such "
         "a tree (H4: 5 nodes, 150 GB/s measured, 153 on the message path, 180 as flows) sides with the "
         "message path (mpisim.collectives.fluid_tree). Re-run by "
-        f"`{validation_fidelity.COMMAND}` (minutes; this report renders its JSON); "
+        f"`{fidelity.COMMAND}` (minutes; this report renders its JSON); "
         "tests/validation/test_fidelity_equivalence.py holds a fast subset to 2 %. "
         "Flagged ** where the difference exceeds 2 %.",
         "",
-        *validation_fidelity.table(document["rows"]),
+        *fidelity.table(document["rows"]),
     ]
 
 
@@ -602,6 +600,3 @@ def main(argv: Sequence[str] | None = None) -> int:
           f"worst {abs(worst.error) * 100:.1f} % ({worst.row}, {worst.point})")
     return status
 
-
-if __name__ == "__main__":
-    sys.exit(main())

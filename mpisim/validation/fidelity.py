@@ -17,7 +17,7 @@ The times agree within 2 % where the handshake's links carry nothing else; where
 it is because the message path's RTS, CTS and FIN flows share links with data (a header
 waits behind other traffic there, and data gives up a little bandwidth to it). Usage::
 
-    python -m mpisim.validation_fidelity      # the whole grid (several minutes), writes the JSON
+    python -m mpisim.validation.fidelity      # the whole grid (several minutes), writes the JSON
 
 ``python -m mpisim.validation`` renders the report's "Fidelity" table from that JSON;
 tests/validation/test_fidelity_equivalence.py runs a fast subset of the same grid.
@@ -38,7 +38,7 @@ from mpisim.scenario import load, run_scenario
 from mpisim.scenario.run import write_atomic
 
 DEFAULT_JSON = Path("reports") / "validation-fidelity.json"
-COMMAND = "python -m mpisim.validation_fidelity"
+COMMAND = "python -m mpisim.validation.fidelity"
 TOLERANCE = 0.02
 
 KiB, MiB, GiB = 2**10, 2**20, 2**30

@@ -1,6 +1,6 @@
 """Figures of hybrid-parallel training: where the iteration goes, what each stage runs, which layout.
 
-Like :mod:`mpisim.report.plots`, each function reads a
+Like the other modules of :mod:`mpisim.report.plots`, each function reads a
 :class:`~mpisim.report.records.RunResult` and returns a new Figure, or ``None`` when there is
 nothing to draw.
 
@@ -27,7 +27,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
 from mpisim.report.hybrid import COSTS, breakdown, hybrid_row_of, layout_groups, layout_label, pipeline_lanes
-from mpisim.report.plots import time_unit
+from mpisim.report.plots.style import time_unit
 from mpisim.report.records import RunResult, WorldRecords
 from mpisim.report.tables import covered, fmt_bytes, fmt_percent, fmt_time, row_kinds, sweep_keys, world_title
 

@@ -1,4 +1,4 @@
-"""Regenerate the example reports in ``reports/``: ``python -m mpisim.scenario.examples [DIR]``.
+"""Regenerate the example reports in ``reports/``: ``python -m mpisim.teaching.examples [DIR]``.
 
 Run it from the repository root whenever the output of mpisim changes (new figures, new
 findings, new numbers); it rewrites, in DIR (default ``reports``):
@@ -40,10 +40,10 @@ from pathlib import Path
 
 from mpisim.report.records import RunResult
 from mpisim.report.render import pipeline_worlds, slim, write_outputs
-from mpisim.scenario.explain import explain, format_explanation, write_diagram
 from mpisim.scenario.load import load_file
 from mpisim.scenario.observe import wants_link_records
 from mpisim.scenario.run import run_scenario
+from mpisim.teaching import explain, format_explanation, write_diagram
 
 __all__ = ["EXAMPLES", "TEACHING", "main"]
 
@@ -174,7 +174,7 @@ def write_index(out: Path) -> None:
         "output of mpisim changes:",
         "",
         "```sh",
-        "python -m mpisim.scenario.examples",
+        "python -m mpisim.teaching.examples",
         "```",
         "",
         "| report | what it shows | equivalent command |",
