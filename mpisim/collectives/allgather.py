@@ -20,7 +20,7 @@ import numpy as np
 
 from mpisim.collectives import registry
 from mpisim.collectives.costmodel import ceil_lg, lg
-from mpisim.collectives.fluid_mpi_ring import RingPhase, fluid, fluid_mpi_ring
+from mpisim.collectives.fluid.mpi_ring import RingPhase, fluid, fluid_mpi_ring
 from mpisim.collectives.registry import algorithm
 from mpisim.engine.sim import Proc
 from mpisim.mpi.comm import Comm

@@ -31,8 +31,8 @@ import math
 from mpisim.collectives import registry
 from mpisim.collectives.bcast import binomial_bcast, credit, segments
 from mpisim.collectives.costmodel import ceil_lg, floor_lg, lg, pof2_below
-from mpisim.collectives.fluid_mpi_ring import RingPhase, ceil_blocks, fluid_mpi_ring, listed_blocks
-from mpisim.collectives.fluid_mpi_ring import fluid as fluid_ring
+from mpisim.collectives.fluid.mpi_ring import RingPhase, ceil_blocks, fluid_mpi_ring, listed_blocks
+from mpisim.collectives.fluid.mpi_ring import fluid as fluid_ring
 from mpisim.collectives.reduce import (
     binomial_reduce,
     halving_ranges,
@@ -467,8 +467,8 @@ def double_binary_tree_allreduce(comm: Comm, buf: Payload, op: Op) -> Proc[Paylo
 
     At ``fidelity: collective``, with size-only data and MPI's own messages (no GPU wire), the
     two trees run as one flow per edge, their segments and credits timed as MPI messages
-    without being sent (:mod:`~mpisim.collectives.fluid_tree`; with several segments a tree,
-    the program runs as a fluid until its period shows: :mod:`~mpisim.collectives.fluid_pipeline`).
+    without being sent (:mod:`~mpisim.collectives.fluid.tree`; with several segments a tree,
+    the program runs as a fluid until its period shows: :mod:`~mpisim.collectives.fluid.pipeline`).
     The fluid shares links as the ``fairshare`` network does; on another network (``analytic``
     serves a link's transfers in turn: 4 % apart at 16 MiB on 8 ranks of a star; ``ports``
     hold a rank's messages back: 35 % apart with one port) the messages stay. So they do with a
@@ -480,7 +480,7 @@ def double_binary_tree_allreduce(comm: Comm, buf: Payload, op: Op) -> Proc[Paylo
     if (world.fidelity == "collective" and comm.wire is None and buf.__class__ is SizePayload
             and world.network.__class__ is FairShareNetwork and not world.config.rendezvous_overhead):
         # NOTE: imported here because fluid_tree takes this module's segment size.
-        from mpisim.collectives.fluid_tree import Tree, fluid_trees
+        from mpisim.collectives.fluid.tree import Tree, fluid_trees
 
         def build() -> list[Tree]:
             links = [double_binary_tree(comm.size, r) for r in range(comm.size)]

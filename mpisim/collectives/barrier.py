@@ -16,7 +16,7 @@ from __future__ import annotations
 from mpisim.collectives import registry
 from mpisim.collectives.bcast import credit
 from mpisim.collectives.costmodel import ceil_lg
-from mpisim.collectives.fluid_mpi_ring import RingPhase, fluid, fluid_mpi_ring
+from mpisim.collectives.fluid.mpi_ring import RingPhase, fluid, fluid_mpi_ring
 from mpisim.collectives.registry import algorithm
 from mpisim.engine.sim import Proc
 from mpisim.mpi.comm import Comm

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from mpisim.collectives import registry
 from mpisim.collectives.costmodel import ceil_lg, floor_lg, pof2_below
-from mpisim.collectives.fluid_mpi_ring import RingPhase, even_blocks, fluid, fluid_mpi_ring
+from mpisim.collectives.fluid.mpi_ring import RingPhase, even_blocks, fluid, fluid_mpi_ring
 from mpisim.collectives.reduce import binomial_reduce
 from mpisim.collectives.registry import algorithm
 from mpisim.collectives.scatter import binomial_scatter

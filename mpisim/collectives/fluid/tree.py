@@ -31,7 +31,7 @@ handshake once the receive is posted, overheads, copies), with the same one flow
 the links' bytes. With one segment per tree the replay is the program. With several, the
 streams that share a NIC fall into and out of phase under fair sharing, which no count fixed in
 advance captures, so the program runs as a fluid until its period shows
-(:mod:`~mpisim.collectives.fluid_pipeline`) and that is its latency bound; its flows bound it
+(:mod:`~mpisim.collectives.fluid.pipeline`) and that is its latency bound; its flows bound it
 only where other traffic slows them more. Against the message path (mpisim.validation_fidelity's
 grid: full, star, fat tree, rail with 8 and 64 ranks, 4 x dgx-h100; 1 KiB to 1 GiB) every case
 comes out within 0.2 %. These trees have a plan of their own (:func:`_mpi_plan`): one flow
@@ -52,7 +52,7 @@ would have, and every link carries the same bytes. The edges' costs are worked o
 per tree layout (a training run's buckets of every size and protocol share them), and the
 trees that are copies of each other on other ranks are replayed once per call shape. MPI's
 trees post one flow per edge instead: their messages of one pair do not share a connection,
-and their program's sharing is the fluid's (:mod:`~mpisim.collectives.fluid_pipeline`).
+and their program's sharing is the fluid's (:mod:`~mpisim.collectives.fluid.pipeline`).
 
 **Where it is the message path, and where not** (tests/validation/test_gpu_fidelity.py;
 dgx-h100 nodes, fluid against message; the two network models agree on the message path to
@@ -82,7 +82,7 @@ row of a tree on that many nodes sides with the message path: H4 (5 nodes of 8 H
 each, NCCL_ALGO=Tree, 1 GiB) measured 150 GB/s of bus bandwidth, against 153 GB/s on the
 message path and 180 GB/s here (reports/validation.md runs the message path). For trees of
 many segments on four or more nodes, time the call at ``fidelity: message`` where it matters;
-running the tree program itself as a fluid, as MPI's trees do (:mod:`~mpisim.collectives.fluid_pipeline`),
+running the tree program itself as a fluid, as MPI's trees do (:mod:`~mpisim.collectives.fluid.pipeline`),
 is the way to close the gap.
 """
 
@@ -97,7 +97,7 @@ from itertools import pairwise
 from mpisim.collectives.allreduce import DBT_SEGMENT, NCCL_STEPS
 from mpisim.collectives.bcast import segments
 from mpisim.collectives.calls import join_call, world_table
-from mpisim.collectives.fluid_pipeline import PipelineEdge, pipeline_time
+from mpisim.collectives.fluid.pipeline import PipelineEdge, pipeline_time
 from mpisim.engine.events import Call
 from mpisim.engine.records import SpanRecord
 from mpisim.engine.sim import Proc

@@ -57,9 +57,10 @@ import dataclasses
 import weakref
 from typing import Any
 
-from mpisim.collectives import nccl
 from mpisim.collectives.calls import world_table
-from mpisim.collectives.nccl import Choice, Protocol
+from mpisim.collectives.nccl import topology, tuner
+from mpisim.collectives.nccl.protocols import Protocol, protocols
+from mpisim.collectives.nccl.tuner import Choice
 from mpisim.collectives.registry import algorithm
 from mpisim.engine.sim import Proc
 from mpisim.mpi.comm import Comm
@@ -71,7 +72,7 @@ P2P_LL_THRESHOLD = 16 * 1024
 
 def p2p_protocol(comm: Comm, nbytes: int) -> Protocol:
     """Return the protocol of an NCCL point-to-point message of *nbytes*: LL up to 16 KiB, else Simple, with PXN."""
-    table = nccl.protocols(comm.world.topology.spec)
+    table = protocols(comm.world.topology.spec)
     protocol = table["LL" if nbytes <= P2P_LL_THRESHOLD else "Simple"]
     return Protocol(protocol.name, protocol.base, dataclasses.replace(protocol.wire, pxn=True))
 
@@ -115,7 +116,7 @@ def _peer_costs(comm: Comm, protocol: Protocol, block: float) -> list[float]:
     p = comm.size
     hops = [(comm.group[r], comm.group[(r + k) % p]) for r in range(p) for k in range(1, p)]
     routes = [topology.pxn_route(a, b) for a, b in hops]
-    load = nccl.link_loads(routes)
+    load = tuner.link_loads(routes)
     costs = []
     for (a, b), route in zip(hops, routes, strict=True):
         if not route.links:
@@ -152,7 +153,7 @@ def choose(comm: Comm, nbytes: int) -> Choice:
 
 def alltoall_shape(comm: Comm, nbytes: int) -> dict[str, object]:
     """Protocol, channels (the NICs the blocks spread over: one rail per destination local rank) and block size."""
-    return {"protocol": choose(comm, nbytes).protocol.name, "channels": nccl.channel_count(comm),
+    return {"protocol": choose(comm, nbytes).protocol.name, "channels": topology.channel_count(comm),
             "chunk_bytes": nbytes // comm.size}
 
 
@@ -174,7 +175,7 @@ def nccl_p2p_alltoall(comm: Comm, buf: Payload) -> Proc[Payload]:
     if p == 1:
         return buf
     choice = choose(comm, buf.nbytes)
-    yield from nccl.launch(comm, choice)
+    yield from tuner.launch(comm, choice)
     wired = comm.with_wire(choice.protocol.wire)
     blocks = buf.split(p)
     sources = [(r - k) % p for k in range(1, p)]
@@ -187,4 +188,4 @@ def nccl_p2p_alltoall(comm: Comm, buf: Payload) -> Proc[Payload]:
     return type(buf).concat(received)
 
 
-nccl.register_shape("alltoall", "nccl_p2p", alltoall_shape)
+tuner.register_shape("alltoall", "nccl_p2p", alltoall_shape)
