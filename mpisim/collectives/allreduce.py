@@ -46,7 +46,6 @@ from mpisim.errors import MPIError
 from mpisim.mpi.comm import Comm
 from mpisim.mpi.ops import Op
 from mpisim.mpi.payload import Payload, SizePayload
-from mpisim.network.fairshare import FairShareNetwork
 
 #: Segment size (bytes) of the parameter server: each worker's vector travels in 4 MiB pieces
 #: (NCCL's default buffer size), so the server can send segment j back while segment j+1 arrives.
@@ -478,7 +477,7 @@ def double_binary_tree_allreduce(comm: Comm, buf: Payload, op: Op) -> Proc[Paylo
     """
     world = comm.world
     if (world.fidelity == "collective" and comm.wire is None and buf.__class__ is SizePayload
-            and world.network.__class__ is FairShareNetwork and not world.config.rendezvous_overhead):
+            and world.network.capabilities.max_min_sharing and not world.config.rendezvous_overhead):
         # NOTE: imported here because fluid_tree takes this module's segment size.
         from mpisim.collectives.fluid.tree import Tree, fluid_trees
 

@@ -23,7 +23,9 @@ scatter          ``comm, buf, root``         block ``rank`` of root's buffer
 ===============  ==========================  ==================================================
 
 ``buf`` is a :class:`~mpisim.mpi.payload.Payload`; ``comm`` is the communicator's
-collective context, so algorithm messages never match user receives.
+collective context, so algorithm messages never match user receives. An algorithm registered
+with a ``plan`` (a GPU library's: NCCL's protocol, channels and chunk) also receives
+``choice``, the plan's answer for this call, resolved once at dispatch (``None`` on one rank).
 
 Cost functions take ``(p, n, alpha, beta, gamma)`` -- ranks, bytes (nccl-tests convention:
 the whole gathered array for allgather and reduce_scatter, each rank's buffer otherwise),
@@ -84,6 +86,7 @@ class Algorithm:
     reference: str = ""
     exact: Callable[[int], bool] = field(default=always, repr=False)
     description: str = field(default="", repr=False)
+    plan: Callable[..., Any] | None = field(default=None, repr=False)
 
     def allows(self, p: int, commutative: bool = True) -> bool:
         """True if the algorithm can run on *p* ranks with an op of the given commutativity."""
@@ -138,8 +141,14 @@ _REGISTRY: dict[str, dict[str, Algorithm]] = {c: {} for c in COLLECTIVES}
 
 
 def algorithm(collective: str, name: str, *, cost: CostFn | None = None, requires: tuple[str, ...] | set[str] = (),
-              reference: str = "", exact: Callable[[int], bool] = always) -> Callable:
+              reference: str = "", exact: Callable[[int], bool] = always,
+              plan: Callable[..., Any] | None = None) -> Callable:
     """Register the decorated generator function as *collective* algorithm *name*.
+
+    *plan*, for a GPU library's algorithm, is ``plan(comm, nbytes)`` -> the library's choice
+    for a call of *nbytes* (nccl-tests' size): protocol, channels, chunk. Dispatch resolves it
+    once per call shape and hands it to the algorithm as ``choice=`` (and writes it on the
+    call's record), so the algorithm, the record and the rows all read the same choice.
 
     Raises ValueError on a duplicate name, an unknown collective or requirement, or a
     missing docstring (the docstring's first line is the summary users see).
@@ -158,7 +167,7 @@ def algorithm(collective: str, name: str, *, cost: CostFn | None = None, require
         if not doc:
             raise ValueError(f"{func.__name__}: algorithms must have a docstring")
         table[name] = Algorithm(collective, name, func, doc.splitlines()[0], cost, frozenset(requires),
-                                reference, exact, doc)
+                                reference, exact, doc, plan)
         return func
 
     return decorate

@@ -15,8 +15,9 @@ import math
 import pytest
 
 from mpisim.collectives import nccl
-from mpisim.collectives.nccl import tuner
 from mpisim.collectives.allreduce import DBT_SEGMENT, NCCL_STEPS
+from mpisim.collectives.nccl import tuner
+from mpisim.network.base import Capabilities
 from mpisim.network.fairshare import FairShareNetwork
 from mpisim.scenario import load, run_scenario
 from tests.validation.test_gpu_collectives import coll_comm
@@ -60,7 +61,8 @@ def test_one_weighted_flow_per_pair_gives_one_flow_per_edges_time_and_bytes(algo
     not split evenly gives trees of different bytes, whose edges on one pair stay apart."""
     raw = _tree_call(algorithm, nodes, nbytes)
     merged_time, merged_links, merged_flows = _run_counting_flows(raw, monkeypatch)
-    monkeypatch.setattr(FairShareNetwork, "weighted_post", False)  # one flow per edge, as before
+    # One flow per edge, as before weighted flows: the same network, declaring it takes none.
+    monkeypatch.setattr(FairShareNetwork, "capabilities", Capabilities(max_min_sharing=True, post_all=True))
     apart_time, apart_links, apart_flows = _run_counting_flows(raw, monkeypatch)
     assert merged_links == apart_links
     assert merged_time == pytest.approx(apart_time, rel=1e-12)

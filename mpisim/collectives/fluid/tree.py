@@ -373,7 +373,7 @@ def _plan(comm: Comm, trees: list[Tree]) -> _Plan:
     skeleton = _skeleton(comm, trees)
     shapes, group = skeleton.shapes, comm.group
     gamma = comm.world.config.reduce_cost
-    merge = getattr(type(comm.world.network), "weighted_post", False)
+    merge = comm.world.network.capabilities.weighted
     wires: dict[tuple[int, str], tuple[tuple[int, ...], int]] = {}  # a tree's segments' wire bytes, and their sum
     flows: list[tuple[int, int, int, int]] = []
     index: dict[tuple[int, int, int], int] = {}
@@ -546,9 +546,8 @@ def _start(comm: Comm, call: _Call, plan: _Plan) -> None:
         for event in call.events:
             event.succeed()
         return
-    post_all = getattr(world.network, "post_all", None)
-    if post_all is not None and not plan.routes:  # the loop below, with only the last arrival told (mpisim.network.fairshare)
-        post_all([(src, dst, nbytes * weight, weight) for src, dst, nbytes, weight in flows], all_arrived)
+    if world.network.capabilities.post_all and not plan.routes:  # the loop below, with only the last arrival told
+        world.network.post_all([(src, dst, nbytes * weight, weight) for src, dst, nbytes, weight in flows], all_arrived)
         return
     post, routes = world._post, plan.routes
     for i, (src, dst, nbytes, weight) in enumerate(flows):

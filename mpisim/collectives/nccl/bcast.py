@@ -84,12 +84,10 @@ def predict_bcast(comm: Comm, protocol: Protocol, nbytes: int, root: int = 0) ->
     return protocol.base + first + (share - step) * slowest
 
 
-def bcast_shape(comm: Comm, nbytes: int) -> dict[str, object]:
-    """Protocol, channels and step (the payload of one message) of an ``nccl_ring`` broadcast of *nbytes*."""
-    choice = tuner.tune(comm, "nccl_ring", nbytes, "bcast")
+def bcast_shape(comm: Comm, protocol: Protocol, nbytes: int) -> tuple[int, int]:
+    """Channels and step (the payload of one message) of an ``nccl_ring`` broadcast of *nbytes* with *protocol*."""
     channels = len(topology.ring_orders(comm))
-    return {"protocol": choice.protocol.name, "channels": channels,
-            "chunk_bytes": min(STEP_BYTES[choice.protocol.name], nbytes // channels)}
+    return channels, min(STEP_BYTES[protocol.name], nbytes // channels)
 
 
 def _chain_bcast_on(comm: Comm, part: Payload, chain: list[int], step: int, tag: int) -> Proc[Payload]:
@@ -107,8 +105,9 @@ def _chain_bcast_on(comm: Comm, part: Payload, chain: list[int], step: int, tag:
     return type(part).concat(pieces)
 
 
-@algorithm("bcast", "nccl_ring", reference="NCCL src/device/broadcast.h (runRing), src/graph/tuning.cc")
-def nccl_ring_bcast(comm: Comm, buf: Payload, root: int) -> Proc[Payload]:
+@algorithm("bcast", "nccl_ring", reference="NCCL src/device/broadcast.h (runRing), src/graph/tuning.cc",
+           plan=tuner.planner("nccl_ring", "bcast"))
+def nccl_ring_bcast(comm: Comm, buf: Payload, root: int, choice: tuner.Choice) -> Proc[Payload]:
     """NCCL ring broadcast: a pipelined chain from the root round every channel's ring, with the tuner's protocol.
 
     The buffer is split between the channels (one per NIC across nodes); in each channel the
@@ -121,11 +120,10 @@ def nccl_ring_bcast(comm: Comm, buf: Payload, root: int) -> Proc[Payload]:
     p = comm.size
     if p == 1:
         return buf
-    choice = tuner.tune(comm, "nccl_ring", buf.nbytes, "bcast")
     yield from tuner.launch(comm, choice)
     wired = comm.with_wire(choice.protocol.wire)
     chains = chain_orders(comm, root)
-    step = STEP_BYTES[choice.protocol.name]
+    step = STEP_BYTES[choice.protocol.name]  # a buffer slot (choice.chunk_bytes: at most a channel's share)
     parts = buf.split(len(chains))
     if comm.rank == root:
         # Step k of every channel before step k+1 of any: the channels run side by side (one

@@ -9,7 +9,7 @@ from mpisim.collectives.fluid.nccl_ring import fluid
 from mpisim.collectives.fluid.tree import Tree, fluid_trees
 from mpisim.collectives.nccl.protocols import protocols
 from mpisim.collectives.nccl.topology import nvls_groups, rail_trees
-from mpisim.collectives.nccl.tuner import launch, tune
+from mpisim.collectives.nccl.tuner import Choice, launch, planner
 from mpisim.collectives.registry import algorithm
 from mpisim.engine.sim import Proc
 from mpisim.mpi.comm import Comm
@@ -28,8 +28,9 @@ def _rail_trees_of(comm: Comm, buf: Payload, groups: Sequence[Sequence[int]]) ->
 
 
 @algorithm("allreduce", "nvls", requires={"commutative", "in_switch_reduction"},
-           reference="NCCL 2.17+ NVLS (NVLink SHARP: multimem.ld_reduce / multimem.st); NVIDIA NVSwitch gen 3")
-def nvls_allreduce(comm: Comm, buf: Payload, op: Op) -> Proc[Payload]:
+           reference="NCCL 2.17+ NVLS (NVLink SHARP: multimem.ld_reduce / multimem.st); NVIDIA NVSwitch gen 3",
+           plan=planner("nvls", "allreduce"))
+def nvls_allreduce(comm: Comm, buf: Payload, op: Op, choice: Choice) -> Proc[Payload]:
     """In-switch (NVLS) allreduce: blocks reduced on their way through the switch, results multicast.
 
     Rank r sends block j of its vector to rank j, for every j != r, and adds the p-1 blocks it
@@ -48,7 +49,6 @@ def nvls_allreduce(comm: Comm, buf: Payload, op: Op) -> Proc[Payload]:
     p = comm.size
     if p == 1:
         return buf
-    choice = tune(comm, "nvls", buf.nbytes)
     yield from launch(comm, choice)
     wired = comm.with_wire(choice.protocol.wire)
     groups = nvls_groups(comm) or [list(range(p))]

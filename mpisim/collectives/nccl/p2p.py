@@ -54,10 +54,8 @@ the fair-share model's at once; the last block finishes at the same time.
 from __future__ import annotations
 
 import dataclasses
-import weakref
 from typing import Any
 
-from mpisim.collectives.calls import world_table
 from mpisim.collectives.nccl import topology, tuner
 from mpisim.collectives.nccl.protocols import Protocol, protocols
 from mpisim.collectives.nccl.tuner import Choice
@@ -136,30 +134,21 @@ def predict_alltoall(comm: Comm, protocol: Protocol, nbytes: int) -> float:
     return protocol.base + max(_peer_costs(comm, protocol, nbytes / p))
 
 
-#: Protocol choices per world, keyed by (communicator context, bytes per rank).
-_CHOICES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
 def choose(comm: Comm, nbytes: int) -> Choice:
-    """Return the protocol of an ``nccl_p2p`` alltoall of *nbytes* per rank, and its predicted time."""
-    cache = world_table(_CHOICES, comm.world)
-    key = (comm.context, nbytes)
-    choice = cache.get(key)
-    if choice is None:
-        protocol = p2p_protocol(comm, nbytes // comm.size)
-        choice = cache[key] = Choice("nccl_p2p", protocol, predict_alltoall(comm, protocol, nbytes))
-    return choice
+    """Return the choice of an ``nccl_p2p`` alltoall of *nbytes* per rank: protocol, predicted time, channels, block.
 
-
-def alltoall_shape(comm: Comm, nbytes: int) -> dict[str, object]:
-    """Protocol, channels (the NICs the blocks spread over: one rail per destination local rank) and block size."""
-    return {"protocol": choose(comm, nbytes).protocol.name, "channels": topology.channel_count(comm),
-            "chunk_bytes": nbytes // comm.size}
+    Channels are the NICs the blocks spread over (one rail per destination local rank); the
+    chunk is one peer's block.
+    """
+    protocol = p2p_protocol(comm, nbytes // comm.size)
+    return Choice("nccl_p2p", protocol, predict_alltoall(comm, protocol, nbytes), topology.channel_count(comm),
+                  nbytes // comm.size)
 
 
 @algorithm("alltoall", "nccl_p2p",
-           reference="NCCL src/enqueue.cc (grouped p2p), src/graph/paths.cc + search.cc (PXN); nccl-tests alltoall.cu")
-def nccl_p2p_alltoall(comm: Comm, buf: Payload) -> Proc[Payload]:
+           reference="NCCL src/enqueue.cc (grouped p2p), src/graph/paths.cc + search.cc (PXN); nccl-tests alltoall.cu",
+           plan=choose)
+def nccl_p2p_alltoall(comm: Comm, buf: Payload, choice: Choice) -> Proc[Payload]:
     """NCCL alltoall: grouped send/recv to every peer at once; across nodes through the destination's rail (PXN).
 
     One launch, then rank r sends block r+k to rank r+k and receives from rank r-k for every
@@ -174,7 +163,6 @@ def nccl_p2p_alltoall(comm: Comm, buf: Payload) -> Proc[Payload]:
     p, r = comm.size, comm.rank
     if p == 1:
         return buf
-    choice = choose(comm, buf.nbytes)
     yield from tuner.launch(comm, choice)
     wired = comm.with_wire(choice.protocol.wire)
     blocks = buf.split(p)
@@ -187,5 +175,3 @@ def nccl_p2p_alltoall(comm: Comm, buf: Payload) -> Proc[Payload]:
         received[source] = block
     return type(buf).concat(received)
 
-
-tuner.register_shape("alltoall", "nccl_p2p", alltoall_shape)

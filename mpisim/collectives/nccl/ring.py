@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from mpisim.collectives.fluid.nccl_ring import fluid, fluid_ring
 from mpisim.collectives.nccl.topology import ring_orders
-from mpisim.collectives.nccl.tuner import launch, tune
+from mpisim.collectives.nccl.tuner import Choice, launch, planner
 from mpisim.collectives.registry import algorithm
 from mpisim.engine.sim import Proc
 from mpisim.mpi.comm import Comm
@@ -40,8 +40,9 @@ def ring_allreduce_on(comm: Comm, buf: Payload, op: Op, ring: list[int], tag: in
 
 
 @algorithm("allreduce", "nccl_ring", requires={"commutative"},
-           reference="NCCL src/device/all_reduce.h (runRing), src/graph/tuning.cc; Patarasuk & Yuan 2009")
-def nccl_ring_allreduce(comm: Comm, buf: Payload, op: Op) -> Proc[Payload]:
+           reference="NCCL src/device/all_reduce.h (runRing), src/graph/tuning.cc; Patarasuk & Yuan 2009",
+           plan=planner("nccl_ring", "allreduce"))
+def nccl_ring_allreduce(comm: Comm, buf: Payload, op: Op, choice: Choice) -> Proc[Payload]:
     """NCCL ring allreduce: one ring per channel, with the protocol the tuner picks for this size.
 
     The vector is split between the channels (one per NIC when the ranks span several nodes,
@@ -55,7 +56,6 @@ def nccl_ring_allreduce(comm: Comm, buf: Payload, op: Op) -> Proc[Payload]:
     """
     if comm.size == 1:
         return buf
-    choice = tune(comm, "nccl_ring", buf.nbytes)
     yield from launch(comm, choice)
     # The channels' blocks to one neighbour share its link in first-come order (see World,
     # "Connections"): whole-block steps would otherwise fall into phase and expose latencies
@@ -94,8 +94,8 @@ def _ring_allgather_on(comm: Comm, blocks: list[Payload], ring: list[int], tag: 
 
 
 @algorithm("allgather", "nccl_ring",
-           reference="NCCL src/device/all_gather.h (runRing), src/graph/tuning.cc")
-def nccl_ring_allgather(comm: Comm, buf: Payload) -> Proc[Payload]:
+           reference="NCCL src/device/all_gather.h (runRing), src/graph/tuning.cc", plan=planner("nccl_ring", "allgather"))
+def nccl_ring_allgather(comm: Comm, buf: Payload, choice: Choice) -> Proc[Payload]:
     """NCCL ring allgather: p-1 steps per channel ring, with the protocol the tuner picks.
 
     Every rank's buffer is split between the channels (one ring per NIC across nodes, see
@@ -108,7 +108,6 @@ def nccl_ring_allgather(comm: Comm, buf: Payload) -> Proc[Payload]:
     p = comm.size
     if p == 1:
         return buf
-    choice = tune(comm, "nccl_ring", buf.nbytes * p, "allgather")
     yield from launch(comm, choice)
     wired = comm.with_wire(choice.protocol.wire, shared=True)
     rings = ring_orders(comm)
@@ -139,8 +138,9 @@ def _ring_reduce_scatter_on(comm: Comm, blocks: list[Payload], op: Op, ring: lis
 
 
 @algorithm("reduce_scatter", "nccl_ring", requires={"commutative"},
-           reference="NCCL src/device/reduce_scatter.h (runRing), src/graph/tuning.cc")
-def nccl_ring_reduce_scatter(comm: Comm, buf: Payload, op: Op) -> Proc[Payload]:
+           reference="NCCL src/device/reduce_scatter.h (runRing), src/graph/tuning.cc",
+           plan=planner("nccl_ring", "reduce_scatter"))
+def nccl_ring_reduce_scatter(comm: Comm, buf: Payload, op: Op, choice: Choice) -> Proc[Payload]:
     """NCCL ring reduce-scatter: p-1 reducing steps per channel ring, with the tuner's protocol.
 
     The buffer is cut into p blocks (block r ends up at rank r), and each block is split
@@ -153,7 +153,6 @@ def nccl_ring_reduce_scatter(comm: Comm, buf: Payload, op: Op) -> Proc[Payload]:
     p = comm.size
     if p == 1:
         return buf
-    choice = tune(comm, "nccl_ring", buf.nbytes, "reduce_scatter")
     yield from launch(comm, choice)
     wired = comm.with_wire(choice.protocol.wire, shared=True)
     rings = ring_orders(comm)

@@ -5,8 +5,8 @@ from __future__ import annotations
 from mpisim.collectives.allreduce import NCCL_STEPS, tree_allreduce
 from mpisim.collectives.fluid.nccl_ring import fluid
 from mpisim.collectives.fluid.tree import Tree, fluid_trees
-from mpisim.collectives.nccl.topology import channel_count, tree_links
-from mpisim.collectives.nccl.tuner import launch, launch_label, tune
+from mpisim.collectives.nccl.topology import tree_links
+from mpisim.collectives.nccl.tuner import Choice, launch, launch_label, planner
 from mpisim.collectives.registry import algorithm
 from mpisim.engine.sim import Proc
 from mpisim.mpi.comm import Comm
@@ -16,8 +16,9 @@ from mpisim.mpi.wire import Wire
 
 
 @algorithm("allreduce", "nccl_tree", requires={"commutative"},
-           reference="NCCL 2.4 double binary trees (src/graph/trees.cc), src/graph/tuning.cc; Sanders, Speck & Träff 2009")
-def nccl_tree_allreduce(comm: Comm, buf: Payload, op: Op) -> Proc[Payload]:
+           reference="NCCL 2.4 double binary trees (src/graph/trees.cc), src/graph/tuning.cc; Sanders, Speck & Träff 2009",
+           plan=planner("nccl_tree", "allreduce"))
+def nccl_tree_allreduce(comm: Comm, buf: Payload, op: Op, choice: Choice) -> Proc[Payload]:
     """NCCL tree allreduce: chains inside nodes, a double binary tree between nodes, the tuner's protocol.
 
     The vector is split between the channels (one per NIC across nodes, see channel_count).
@@ -37,8 +38,7 @@ def nccl_tree_allreduce(comm: Comm, buf: Payload, op: Op) -> Proc[Payload]:
     p = comm.size
     if p == 1:
         return buf
-    choice = tune(comm, "nccl_tree", buf.nbytes)
-    channels = channel_count(comm)
+    channels = choice.channels
     if fluid(comm, buf):
         # The launch is charged inside the call: the rank waits once, for the call's end.
         yield from fluid_trees(comm, lambda: _channel_trees(comm, buf, channels, choice.protocol.wire),

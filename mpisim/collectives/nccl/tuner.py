@@ -30,7 +30,6 @@ what the NICs carry and does not bind.
 from __future__ import annotations
 
 import math
-import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -321,8 +320,8 @@ _PREDICTORS = {"nccl_ring": predict_ring, "nccl_tree": predict_tree, "nvls": pre
 #: Predictors of other collectives' NCCL-style algorithms, by (collective, algorithm): the
 #: modules that define them register them here (register_predictor).
 _COLLECTIVE_PREDICTORS: dict[tuple[str, str], Callable[[Comm, Protocol, int], float]] = {}
-#: How other collectives' algorithms report their shape (see call_shape), by (collective, algorithm).
-_SHAPES: dict[tuple[str, str], Callable[[Comm, int], dict[str, object]]] = {}
+#: How other collectives' algorithms cut a call (see shape), by (collective, algorithm).
+_SHAPES: dict[tuple[str, str], Callable[[Comm, Protocol, int], tuple[int, int]]] = {}
 
 
 def register_predictor(collective: str, algorithm: str, predict: Callable[[Comm, Protocol, int], float]) -> None:
@@ -330,56 +329,64 @@ def register_predictor(collective: str, algorithm: str, predict: Callable[[Comm,
     _COLLECTIVE_PREDICTORS[(collective, algorithm)] = predict
 
 
-def register_shape(collective: str, algorithm: str, shape: Callable[[Comm, int], dict[str, object]]) -> None:
-    """Let :func:`call_shape` describe *algorithm* of *collective* with *shape(comm, nbytes)*."""
-    _SHAPES[(collective, algorithm)] = shape
+def register_shape(collective: str, algorithm: str, cut: Callable[[Comm, Protocol, int], tuple[int, int]]) -> None:
+    """Let :func:`shape` cut *algorithm* of *collective* with *cut(comm, protocol, nbytes)* -> (channels, chunk)."""
+    _SHAPES[(collective, algorithm)] = cut
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Choice:
-    """What the tuner picked for one call: algorithm, protocol, and the predicted time (s)."""
+    """What the library picked for one call: algorithm, protocol, predicted time (s), channels and chunk.
+
+    Resolved once per call shape at dispatch (:mod:`mpisim.collectives.dispatch`), handed to
+    the algorithm and written on the call's collective record. ``chunk_bytes`` is the payload
+    of one message: a ring step's block per channel, a tree's segment, a broadcast's step, or
+    NVLS's per-rank block inside a node -- with the protocol and the channels, the numbers a
+    user needs to see why a time is what it is.
+    """
 
     algorithm: str
     protocol: Protocol
     predicted: float
-
-
-#: Tuner decisions per world, keyed by (communicator context, collective, algorithm, bytes), and
-#: the best algorithm's by ("best", context, collective, bytes): every rank of a call asks, and
-#: they must all get the same answer without recomputing it p times.
-_CHOICES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+    channels: int
+    chunk_bytes: int
 
 
 def tune(comm: Comm, algorithm: str, nbytes: int, collective: str = "allreduce") -> Choice:
-    """Return *algorithm*'s protocol for a *collective* call of *nbytes* on *comm*: the least predicted time.
+    """Return *algorithm*'s choice for a *collective* call of *nbytes* on *comm*: the protocol of least predicted time.
 
     *nbytes* follows nccl-tests (the whole array for allgather and reduce_scatter). Ties go to
     the protocol listed first in PROTOCOLS. ``nvls`` has one protocol (see :func:`nvls_wire`).
     """
-    cache = world_table(_CHOICES, comm.world)
-    key = (comm.context, collective, algorithm, nbytes)
-    choice = cache.get(key)
-    if choice is None:
-        if algorithm == "nvls":
-            options = [nvls_wire(comm)]
-        else:
-            spec = comm.world.topology.spec
-            table = protocols(spec)
-            options = [table[name] for name in PROTOCOLS if name != "LL128" or ll128_enabled(spec)]
-            if algorithm == "nccl_ring":
-                options = [ring_protocol(comm, proto, collective) for proto in options]
-            elif algorithm == "nccl_tree":
-                options = [tree_protocol(comm, proto) for proto in options]
-        predictor = _COLLECTIVE_PREDICTORS.get((collective, algorithm))
-        if predictor is not None:
-            timed = [(predictor(comm, proto, nbytes), i, proto) for i, proto in enumerate(options)]
-        elif algorithm == "nccl_ring":
-            timed = [(predict_ring(comm, proto, nbytes, collective), i, proto) for i, proto in enumerate(options)]
-        else:
-            timed = [(_PREDICTORS[algorithm](comm, proto, nbytes), i, proto) for i, proto in enumerate(options)]
-        best = min(timed, key=lambda t: (t[0], t[1]))
-        choice = cache[key] = Choice(algorithm, best[2], best[0])
-    return choice
+    if algorithm == "nvls":
+        options = [nvls_wire(comm)]
+    else:
+        spec = comm.world.topology.spec
+        table = protocols(spec)
+        options = [table[name] for name in PROTOCOLS if name != "LL128" or ll128_enabled(spec)]
+        if algorithm == "nccl_ring":
+            options = [ring_protocol(comm, proto, collective) for proto in options]
+        elif algorithm == "nccl_tree":
+            options = [tree_protocol(comm, proto) for proto in options]
+    predictor = _COLLECTIVE_PREDICTORS.get((collective, algorithm))
+    if predictor is not None:
+        timed = [(predictor(comm, proto, nbytes), i, proto) for i, proto in enumerate(options)]
+    elif algorithm == "nccl_ring":
+        timed = [(predict_ring(comm, proto, nbytes, collective), i, proto) for i, proto in enumerate(options)]
+    else:
+        timed = [(_PREDICTORS[algorithm](comm, proto, nbytes), i, proto) for i, proto in enumerate(options)]
+    predicted, _, protocol = min(timed, key=lambda t: (t[0], t[1]))
+    channels, chunk = shape(comm, algorithm, protocol, nbytes, collective)
+    return Choice(algorithm, protocol, predicted, channels, chunk)
+
+
+def planner(algorithm: str, collective: str) -> Callable[[Comm, int], Choice]:
+    """Return the registry's ``plan`` of *algorithm* of *collective*: ``plan(comm, nbytes)`` is :func:`tune`'s choice."""
+
+    def plan(comm: Comm, nbytes: int) -> Choice:
+        return tune(comm, algorithm, nbytes, collective)
+
+    return plan
 
 
 def candidates(comm: Comm, collective: str = "allreduce") -> list[str]:
@@ -395,38 +402,29 @@ def candidates(comm: Comm, collective: str = "allreduce") -> list[str]:
 
 def best(comm: Comm, nbytes: int, collective: str = "allreduce") -> Choice:
     """Return the (algorithm, protocol) with the least predicted time, as NCCL's tuner picks them."""
-    cache = world_table(_CHOICES, comm.world)
-    key = ("best", comm.context, collective, nbytes)  # every rank of a call asks, as for tune
-    choice = cache.get(key)
-    if choice is None:
-        timed = [tune(comm, name, nbytes, collective) for name in candidates(comm, collective)]
-        choice = cache[key] = min(timed, key=lambda c: (c.predicted, ALGORITHMS.index(c.algorithm)))
-    return choice
+    timed = [tune(comm, name, nbytes, collective) for name in candidates(comm, collective)]
+    return min(timed, key=lambda c: (c.predicted, ALGORITHMS.index(c.algorithm)))
 
 
-def call_shape(comm: Comm, algorithm: str, nbytes: int, collective: str = "allreduce") -> dict[str, object]:
-    """Return how a call of *algorithm* moves *nbytes* (nccl-tests' size) on *comm*: protocol, channels, chunk.
-
-    ``chunk_bytes`` is the payload of one message: a ring step's block per channel, a tree's
-    segment, or NVLS's per-rank block inside a node. These are the numbers a user needs to see
-    why a time is what it is (a protocol switch, a channel count, a pipeline's segment).
-    """
-    shape = _SHAPES.get((collective, algorithm))
-    if shape is not None:
-        return shape(comm, nbytes)
-    choice = tune(comm, algorithm, nbytes, collective)
+def shape(comm: Comm, algorithm: str, protocol: Protocol, nbytes: int, collective: str = "allreduce") -> tuple[int, int]:
+    """Return (channels, chunk bytes) of a call of *algorithm* moving *nbytes* (nccl-tests' size) with *protocol*."""
+    cut = _SHAPES.get((collective, algorithm))
+    if cut is not None:
+        return cut(comm, protocol, nbytes)
     p = comm.size
     if algorithm == "nvls":
         groups = nvls_groups(comm) or [list(range(p))]
-        channels, chunk = len(groups[0]) if len(groups) > 1 else 1, nbytes // len(groups[0])
-    elif algorithm == "nccl_tree":
+        return (len(groups[0]) if len(groups) > 1 else 1), nbytes // len(groups[0])
+    if algorithm == "nccl_tree":
         channels = channel_count(comm)
-        chunk = min(DBT_SEGMENT, nbytes // (2 * channels))
-    else:
-        channels = len(ring_orders(comm))
-        chunk = nbytes // (channels * p)
-    return {"protocol": choice.protocol.name, "channels": channels, "chunk_bytes": chunk}
+        return channels, min(DBT_SEGMENT, nbytes // (2 * channels))
+    channels = len(ring_orders(comm))
+    return channels, nbytes // (channels * p)
 
+
+def call_shape(choice: Choice) -> dict[str, object]:
+    """Return the row fields of *choice*: protocol, channels and chunk bytes (see :class:`Choice`)."""
+    return {"protocol": choice.protocol.name, "channels": choice.channels, "chunk_bytes": choice.chunk_bytes}
 
 
 # ---------------------------------------------------------------------------------------- algorithms

@@ -16,17 +16,18 @@ from mpisim.mpi.comm import Comm
 def network_parameters(comm: Comm) -> tuple[float, float, float]:
     """Return (alpha, beta, gamma) of *comm*: worst latency and slowest path from rank 0, plus overheads.
 
-    Rank 0's routes to every other member are a cheap, deterministic sample: on the
-    symmetric fabrics mpisim builds, they include the slowest path class.
+    Rank 0's paths to every other member (the network's declared path costs) are a cheap,
+    deterministic sample: on the symmetric fabrics mpisim builds, they include the slowest
+    path class.
     """
     world = comm.world
     cfg = world.config
     alpha, bottleneck = 0.0, math.inf
     src = comm.group[0]
     for dst in comm.group[1:]:
-        route = world.topology.route(src, dst)
-        alpha = max(alpha, route.latency)
-        bottleneck = min(bottleneck, route.bottleneck)
+        path = world.network.path_costs(src, dst)
+        alpha = max(alpha, path.latency)
+        bottleneck = min(bottleneck, path.bottleneck)
     beta = 0.0 if math.isinf(bottleneck) else 1.0 / bottleneck
     return alpha + cfg.send_overhead + cfg.recv_overhead, beta, cfg.reduce_cost
 
