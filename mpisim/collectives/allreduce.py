@@ -31,8 +31,9 @@ import math
 from mpisim.collectives import registry
 from mpisim.collectives.bcast import binomial_bcast, credit, segments
 from mpisim.collectives.costmodel import ceil_lg, floor_lg, lg, pof2_below
-from mpisim.collectives.fluid.mpi_ring import RingPhase, ceil_blocks, fluid_mpi_ring, listed_blocks
+from mpisim.collectives.fluid.mpi_ring import RING_ALLREDUCE, RingPhase, fluid_mpi_ring, listed_blocks
 from mpisim.collectives.fluid.mpi_ring import fluid as fluid_ring
+from mpisim.collectives.fluid.tree import DOUBLE_BINARY_TREE
 from mpisim.collectives.reduce import (
     binomial_reduce,
     halving_ranges,
@@ -41,21 +42,16 @@ from mpisim.collectives.reduce import (
     recursive_halving,
 )
 from mpisim.collectives.registry import algorithm
+from mpisim.collectives.trees import DBT_SEGMENT, double_binary_tree
 from mpisim.engine.sim import Proc
 from mpisim.errors import MPIError
 from mpisim.mpi.comm import Comm
 from mpisim.mpi.ops import Op
-from mpisim.mpi.payload import Payload, SizePayload
+from mpisim.mpi.payload import Payload
 
 #: Segment size (bytes) of the parameter server: each worker's vector travels in 4 MiB pieces
 #: (NCCL's default buffer size), so the server can send segment j back while segment j+1 arrives.
 PS_SEGMENT = 4 * 2**20
-#: Slots of one NCCL connection (NCCL_STEPS, src/include/device.h): a sender may have this many
-#: segments on an edge that its receiver has not consumed yet.
-NCCL_STEPS = 8
-#: Segment size (bytes) of the double binary tree: NCCL's Simple-protocol slot (its 4 MiB
-#: buffer over NCCL_STEPS slots).
-DBT_SEGMENT = 4 * 2**20 // NCCL_STEPS
 
 
 # ---------------------------------------------------------------------------------------- costs
@@ -298,7 +294,7 @@ def rabenseifner_allreduce(comm: Comm, buf: Payload, op: Op) -> Proc[Payload]:
 
 
 @algorithm("allreduce", "ring", cost=ring_cost, requires={"commutative"},
-           reference="Patarasuk & Yuan 2009; Chan et al. 2007; MPICH allreduce_intra_ring.c")
+           reference="Patarasuk & Yuan 2009; Chan et al. 2007; MPICH allreduce_intra_ring.c", fluid=RING_ALLREDUCE)
 def ring_allreduce(comm: Comm, buf: Payload, op: Op) -> Proc[Payload]:
     """Ring allreduce: a ring reduce-scatter followed by a ring allgather, as MPICH does it.
 
@@ -314,9 +310,6 @@ def ring_allreduce(comm: Comm, buf: Payload, op: Op) -> Proc[Payload]:
     (otherwise the largest block, ceil(count/p) elements, sets each step's time).
     """
     p, r = comm.size, comm.rank
-    if fluid_ring(comm, buf):  # fidelity: collective -- the same steps, timed as a recurrence
-        yield from fluid_mpi_ring(comm, lambda: ceil_blocks(buf, p), (RingPhase(p - 1, 1, True), RingPhase(p - 1, 0, False)))
-        return buf
     right, left = (r + 1) % p, (r - 1) % p
     blocks = buf.split_ceil(p)
 
@@ -339,48 +332,6 @@ def ring_allreduce(comm: Comm, buf: Payload, op: Op) -> Proc[Payload]:
 # ---------------------------------------------------------------------------------------- double binary tree
 
 UP, DOWN = 0, 1
-
-
-def binary_tree(p: int, r: int) -> tuple[int | None, list[int]]:
-    """Return (parent, children) of rank r in NCCL's binary tree over ranks 0..p-1.
-
-    In-order layout (NCCL ``ncclGetBtree``): a rank whose lowest set bit is b has the
-    children r - b/2 and r + b/2 (the second lowered by halving b/2 until it is below p) and
-    the parent (r - b) | 2b, or r - b when that is not below p. Odd ranks are the leaves.
-    Rank 0 is the root and has one child, the largest power of two below p.
-    """
-    bit = 1
-    while bit < p and not r & bit:
-        bit <<= 1
-    if r == 0:
-        return None, [bit >> 1] if p > 1 else []
-    parent = (r ^ bit) | (bit << 1)
-    if parent >= p:
-        parent = r ^ bit
-    low = bit >> 1
-    children = [r - low] if low else []
-    while low and r + low >= p:
-        low >>= 1
-    if low:
-        children.append(r + low)
-    return parent, children
-
-
-def double_binary_tree(p: int, r: int) -> list[tuple[int | None, list[int]]]:
-    """Return rank r's (parent, children) in NCCL's two complementary trees (``ncclGetDtree``).
-
-    Tree 0 is :func:`binary_tree`. Tree 1 is the same shape mirrored (rank r plays r' = p-1-r)
-    when p is even, shifted by one (r plays r-1 mod p) when p is odd. The leaves of one tree
-    (odd positions) are then interior ranks of the other -- every rank is a leaf in exactly
-    one tree for p even; for p odd, rank 0 is interior in both -- so the two trees share the
-    interior work.
-    """
-    if p % 2 == 0:
-        there = back = lambda x: p - 1 - x  # the mirror is its own inverse
-    else:
-        there, back = (lambda x: (x - 1) % p), (lambda x: (x + 1) % p)
-    parent, children = binary_tree(p, there(r))
-    return [binary_tree(p, r), (None if parent is None else back(parent), [back(c) for c in children])]
 
 
 #: Trees that may run at once between two ranks (NCCL-style channels run two trees each).
@@ -448,7 +399,8 @@ def tree_allreduce(comm: Comm, half: Payload, op: Op, parent: int | None, childr
 
 @algorithm("allreduce", "double_binary_tree", cost=double_binary_tree_cost, requires={"commutative"},
            exact=registry.never,
-           reference="Sanders, Speck & Träff 2009 (two-tree algorithms); NCCL 2.4 double binary trees (src/graph/trees.cc)")
+           reference="Sanders, Speck & Träff 2009 (two-tree algorithms); NCCL 2.4 double binary trees (src/graph/trees.cc)",
+           fluid=DOUBLE_BINARY_TREE)
 def double_binary_tree_allreduce(comm: Comm, buf: Payload, op: Op) -> Proc[Payload]:
     """Double binary tree (NCCL): two complementary trees each allreduce half of the vector.
 
@@ -475,19 +427,6 @@ def double_binary_tree_allreduce(comm: Comm, buf: Payload, op: Op) -> Proc[Paylo
     time, which makes the streams' rates unequal, and then an even split of a link is not the
     fair share (fluid_pipeline's docstring has the figures).
     """
-    world = comm.world
-    if (world.fidelity == "collective" and comm.wire is None and buf.__class__ is SizePayload
-            and world.network.capabilities.max_min_sharing and not world.config.rendezvous_overhead):
-        # NOTE: imported here because fluid_tree takes this module's segment size.
-        from mpisim.collectives.fluid.tree import Tree, fluid_trees
-
-        def build() -> list[Tree]:
-            links = [double_binary_tree(comm.size, r) for r in range(comm.size)]
-            return [Tree.over([tree[t] for tree in links], None, half, 0, window=1)
-                    for t, half in enumerate(buf.split(2))]
-
-        yield from fluid_trees(comm, build, ("double_binary_tree", buf.count, buf.dtype.str))
-        return buf
     trees = double_binary_tree(comm.size, comm.rank)
     halves = buf.split(2)
     streams = [comm.env.process(tree_allreduce(comm, halves[t], op, *trees[t], t)) for t in (0, 1)]

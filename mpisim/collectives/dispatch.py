@@ -10,7 +10,9 @@
    mismatch undefined; mpisim reports it, naming both ranks;
 3. checks the algorithm's declared requirements (power-of-two ranks, commutative op);
 4. runs the algorithm's generator on the communicator's collective context, handing it the
-   library's choice (``choice=``);
+   library's choice (``choice=``) -- or, at ``fidelity: collective`` where the algorithm's
+   registered twin applies (size-only data, ...), the twin, which times the call as a whole
+   (:mod:`mpisim.collectives.fluid`), so algorithm bodies never branch on fidelity;
 5. records a :class:`~mpisim.engine.records.CollectiveRecord` with the algorithm that ran and
    the library's choice (protocol, channels, chunk bytes).
 
@@ -161,7 +163,11 @@ def run_collective(comm: Comm, collective: str, algorithm: str | None, *, buf: A
     if algo.plan is not None:
         kwargs["choice"] = choice
     t_enter = comm.now
-    result = yield from algo.func(comm.coll, **kwargs)
+    run = algo.func
+    twin = algo.fluid
+    if twin is not None and comm.world.fidelity == "collective" and twin.applies(comm.coll, payload):
+        run = twin.run
+    result = yield from run(comm.coll, **kwargs)
     state.collective = outer
     library = (None, None, None) if choice is None else (choice.protocol.name, choice.channels, choice.chunk_bytes)
     comm.world.tracer.collective(CollectiveRecord(collective, algo.name, comm.world_rank, prepared.size, t_enter,

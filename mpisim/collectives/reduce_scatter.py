@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from mpisim.collectives import registry
 from mpisim.collectives.costmodel import ceil_lg, floor_lg, pof2_below
-from mpisim.collectives.fluid.mpi_ring import RingPhase, even_blocks, fluid, fluid_mpi_ring
+from mpisim.collectives.fluid.mpi_ring import RING_REDUCE_SCATTER
 from mpisim.collectives.reduce import binomial_reduce
 from mpisim.collectives.registry import algorithm
 from mpisim.collectives.scatter import binomial_scatter
@@ -62,7 +62,7 @@ def recursive_halving_cost(p: int, n: int, alpha: float, beta: float, gamma: flo
 
 
 @algorithm("reduce_scatter", "ring", cost=ring_cost, requires={"commutative"},
-           reference="Patarasuk & Yuan 2009; Chan et al. 2007")
+           reference="Patarasuk & Yuan 2009; Chan et al. 2007", fluid=RING_REDUCE_SCATTER)
 def ring_reduce_scatter(comm: Comm, buf: Payload, op: Op) -> Proc[Payload]:
     """Ring reduce-scatter: p-1 steps, each adding one block into the one arriving from the left.
 
@@ -75,9 +75,6 @@ def ring_reduce_scatter(comm: Comm, buf: Payload, op: Op) -> Proc[Payload]:
     """
     p, r = comm.size, comm.rank
     right, left = (r + 1) % p, (r - 1) % p
-    if fluid(comm, buf):  # fidelity: collective -- the same steps, timed as a recurrence
-        yield from fluid_mpi_ring(comm, lambda: even_blocks(buf, p), (RingPhase(p - 1, 1, True),))
-        return buf.slice(*split_offsets(buf.count, p)[r:r + 2])
     blocks = buf.split(p)
 
     # After step k, blocks[(r - k - 2) % p] holds the contributions of ranks r-k-1 .. r.

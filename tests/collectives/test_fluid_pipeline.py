@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from mpisim.collectives.allreduce import binary_tree, double_binary_tree
 from mpisim.collectives.fluid import pipeline as fluid_pipeline
 from mpisim.collectives.fluid import tree as fluid_tree
+from mpisim.collectives.trees import binary_tree, double_binary_tree
 from mpisim.engine.sim import Simulation
 from mpisim.mpi import MpiConfig, World
 from mpisim.network.base import make_model

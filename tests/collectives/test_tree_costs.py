@@ -15,8 +15,8 @@ import math
 import pytest
 
 from mpisim.collectives import nccl
-from mpisim.collectives.allreduce import DBT_SEGMENT, NCCL_STEPS
 from mpisim.collectives.nccl import tuner
+from mpisim.collectives.trees import DBT_SEGMENT, NCCL_STEPS
 from mpisim.network.base import Capabilities
 from mpisim.network.fairshare import FairShareNetwork
 from mpisim.scenario import load, run_scenario

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from mpisim.collectives import nccl
-from mpisim.collectives.allreduce import DBT_SEGMENT, double_binary_tree
+from mpisim.collectives.trees import DBT_SEGMENT, double_binary_tree
 from mpisim.mpi.payload import SizePayload
 from mpisim.scenario import load
 from mpisim.scenario.run import new_world_factory

@@ -1,4 +1,9 @@
-"""The collective-fidelity twin of NCCL's rings: one pipelined flow per hop of every channel."""
+"""The collective-fidelity twins of NCCL's rings and trees: flows instead of messages.
+
+NCCL's rings (allreduce, allgather, reduce-scatter) run as one pipelined flow per hop of
+every channel (:func:`fluid_ring`); its trees as one flow per edge (:mod:`.tree`). Both
+apply to size-only data (:func:`fluid`); real data always takes the message path.
+"""
 
 from __future__ import annotations
 
@@ -6,9 +11,14 @@ import math
 import weakref
 
 from mpisim.collectives.calls import join_call
+from mpisim.collectives.fluid.tree import Tree, fluid_trees
+from mpisim.collectives.nccl.topology import ring_orders, tree_links
+from mpisim.collectives.nccl.tuner import Choice, launch, launch_label
+from mpisim.collectives.registry import FluidTwin
 from mpisim.engine.events import Call
 from mpisim.engine.sim import Proc
 from mpisim.mpi.comm import Comm
+from mpisim.mpi.ops import Op
 from mpisim.mpi.payload import Payload, SizePayload
 from mpisim.mpi.wire import Wire
 
@@ -91,8 +101,72 @@ def _start_fluid(comm: Comm, call: _FluidCall, wire: Wire, rings: list[list[int]
 
 
 def fluid(comm: Comm, buf: Payload) -> bool:
-    """True if an NCCL-style call runs at collective fidelity: the world asks for it and the data is size-only.
+    """True if an NCCL-style call may be timed as flows: the data is size-only.
 
     Real data always takes the message path, so results stay bit-identical to it.
     """
-    return comm.world.fidelity == "collective" and isinstance(buf, SizePayload)
+    return isinstance(buf, SizePayload)
+
+
+# ---------------------------------------------------------------------------------------- the twins
+
+
+def _ring_allreduce(comm: Comm, buf: Payload, op: Op, choice: Choice) -> Proc[Payload]:
+    """``nccl_ring`` allreduce: the launch, then 2(p-1) blocks of n/(channels p) per hop, p-1 reduced."""
+    p = comm.size
+    if p == 1:
+        return buf
+    yield from launch(comm, choice)
+    rings = ring_orders(comm)
+    yield from fluid_ring(comm, choice.protocol.wire, rings, buf.nbytes / (len(rings) * p), 2 * (p - 1), p - 1)
+    return buf
+
+
+def _ring_allgather(comm: Comm, buf: Payload, choice: Choice) -> Proc[Payload]:
+    """``nccl_ring`` allgather: the launch, then p-1 blocks of one rank's share per channel per hop."""
+    p = comm.size
+    if p == 1:
+        return buf
+    yield from launch(comm, choice)
+    rings = ring_orders(comm)
+    yield from fluid_ring(comm, choice.protocol.wire, rings, buf.nbytes / len(rings), p - 1, 0)
+    return buf.repeat(p)
+
+
+def _ring_reduce_scatter(comm: Comm, buf: Payload, op: Op, choice: Choice) -> Proc[Payload]:
+    """``nccl_ring`` reduce-scatter: the launch, then p-1 reduced blocks of n/(channels p) per hop."""
+    p = comm.size
+    if p == 1:
+        return buf
+    yield from launch(comm, choice)
+    rings = ring_orders(comm)
+    yield from fluid_ring(comm, choice.protocol.wire, rings, buf.nbytes / (p * len(rings)), p - 1, p - 1)
+    return buf.split_block(p, comm.rank)
+
+
+def channel_trees(comm: Comm, buf: Payload, channels: int, wire: Wire) -> list[Tree]:
+    """The trees of an ``nccl_tree`` call: two per channel, each over half of the channel's part."""
+    trees = []
+    for c, part in enumerate(buf.split(channels)):
+        links = tree_links(comm, c)
+        trees += [Tree.over(links[t], wire, half, c) for t, half in enumerate(part.split(2))]
+    return trees
+
+
+def _tree_allreduce(comm: Comm, buf: Payload, op: Op, choice: Choice) -> Proc[Payload]:
+    """``nccl_tree`` allreduce: two trees per channel as one flow per edge, the launch charged inside the call."""
+    if comm.size == 1:
+        return buf
+    channels = choice.channels
+    # The launch is charged inside the call: the rank waits once, for the call's end.
+    yield from fluid_trees(comm, lambda: channel_trees(comm, buf, channels, choice.protocol.wire),
+                           ("nccl_tree", buf.count, buf.dtype.str, choice.protocol.name, channels),
+                           choice.protocol.base, launch_label(choice) if comm.world.tracer.record_spans else "")
+    return buf
+
+
+#: The twins of NCCL's ring and tree algorithms (registered with them).
+RING_ALLREDUCE = FluidTwin(_ring_allreduce, fluid)
+RING_ALLGATHER = FluidTwin(_ring_allgather, fluid)
+RING_REDUCE_SCATTER = FluidTwin(_ring_reduce_scatter, fluid)
+TREE_ALLREDUCE = FluidTwin(_tree_allreduce, fluid)

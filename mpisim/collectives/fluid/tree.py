@@ -94,16 +94,18 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from itertools import pairwise
 
-from mpisim.collectives.allreduce import DBT_SEGMENT, NCCL_STEPS
 from mpisim.collectives.bcast import segments
 from mpisim.collectives.calls import join_call, world_table
 from mpisim.collectives.fluid.pipeline import PipelineEdge, pipeline_time
+from mpisim.collectives.registry import FluidTwin
+from mpisim.collectives.trees import DBT_SEGMENT, NCCL_STEPS, double_binary_tree
 from mpisim.engine.events import Call
 from mpisim.engine.records import SpanRecord
 from mpisim.engine.sim import Proc
 from mpisim.mpi.comm import Comm
 from mpisim.mpi.cost import MessageCost
-from mpisim.mpi.payload import Payload
+from mpisim.mpi.ops import Op
+from mpisim.mpi.payload import Payload, SizePayload
 from mpisim.mpi.wire import Wire
 from mpisim.network.links import Route
 
@@ -717,3 +719,30 @@ def _shifted(moved: list[float], period: float) -> bool:
 def _hist_shifted(hist: list[dict[int, float]], ranks: list[int], period: float) -> bool:
     """True if each segment in *hist* arrived *period* after the one before, at every rank of *ranks*."""
     return all(_shifted([b[r] - a[r] for r in ranks], period) for a, b in pairwise(hist))
+
+
+# ---------------------------------------------------------------------------------------- MPI's twin
+
+
+def _dbt_applies(comm: Comm, buf: Payload) -> bool:
+    """True if a ``double_binary_tree`` call may run as flows: size-only data, MPI's own messages,
+    a network whose links are shared max-min fairly, as the flows share them, and no rendezvous
+    overhead (the algorithm's docstring says why each)."""
+    world = comm.world
+    return (comm.wire is None and buf.__class__ is SizePayload and world.network.capabilities.max_min_sharing
+            and not world.config.rendezvous_overhead)
+
+
+def _double_binary_tree(comm: Comm, buf: Payload, op: Op) -> Proc[Payload]:
+    """The two trees, each over half of the vector, as one flow per edge (credit window 1: MPI's)."""
+
+    def build() -> list[Tree]:
+        links = [double_binary_tree(comm.size, r) for r in range(comm.size)]
+        return [Tree.over([tree[t] for tree in links], None, half, 0, window=1) for t, half in enumerate(buf.split(2))]
+
+    yield from fluid_trees(comm, build, ("double_binary_tree", buf.count, buf.dtype.str))
+    return buf
+
+
+#: The twin of ``double_binary_tree`` allreduce (registered with it).
+DOUBLE_BINARY_TREE = FluidTwin(_double_binary_tree, _dbt_applies)

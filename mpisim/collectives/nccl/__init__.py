@@ -34,7 +34,7 @@ the launch.
 ``nccl_tree``
     NCCL's tree, on the same channels: in channel c a chain through the ranks of each node
     from local rank c, and a double binary tree
-    (:func:`~mpisim.collectives.allreduce.double_binary_tree`) between the nodes' heads, so
+    (:func:`~mpisim.collectives.trees.double_binary_tree`) between the nodes' heads, so
     each channel crosses the network through its own NIC. It crosses the network 2 lg(nodes)
     times in sequence where the ring does 2(nodes - 1), so it wins for small vectors on many
     nodes; pipelined in segments.

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from mpisim.collectives.allreduce import NCCL_STEPS, tree_allreduce
+from mpisim.collectives.allreduce import tree_allreduce
 from mpisim.collectives.fluid.nccl_ring import fluid
 from mpisim.collectives.fluid.tree import Tree, fluid_trees
 from mpisim.collectives.nccl.protocols import protocols
 from mpisim.collectives.nccl.topology import nvls_groups, rail_trees
 from mpisim.collectives.nccl.tuner import Choice, launch, planner
 from mpisim.collectives.registry import algorithm
+from mpisim.collectives.trees import NCCL_STEPS
 from mpisim.engine.sim import Proc
 from mpisim.mpi.comm import Comm
 from mpisim.mpi.ops import Op

@@ -8,7 +8,7 @@ ring loops themselves are the textbook ones (Patarasuk & Yuan 2009).
 
 from __future__ import annotations
 
-from mpisim.collectives.fluid.nccl_ring import fluid, fluid_ring
+from mpisim.collectives.fluid import nccl_ring as twins
 from mpisim.collectives.nccl.topology import ring_orders
 from mpisim.collectives.nccl.tuner import Choice, launch, planner
 from mpisim.collectives.registry import algorithm
@@ -41,7 +41,7 @@ def ring_allreduce_on(comm: Comm, buf: Payload, op: Op, ring: list[int], tag: in
 
 @algorithm("allreduce", "nccl_ring", requires={"commutative"},
            reference="NCCL src/device/all_reduce.h (runRing), src/graph/tuning.cc; Patarasuk & Yuan 2009",
-           plan=planner("nccl_ring", "allreduce"))
+           plan=planner("nccl_ring", "allreduce"), fluid=twins.RING_ALLREDUCE)
 def nccl_ring_allreduce(comm: Comm, buf: Payload, op: Op, choice: Choice) -> Proc[Payload]:
     """NCCL ring allreduce: one ring per channel, with the protocol the tuner picks for this size.
 
@@ -62,10 +62,6 @@ def nccl_ring_allreduce(comm: Comm, buf: Payload, op: Op, choice: Choice) -> Pro
     # that NCCL's chunk pipeline hides.
     wired = comm.with_wire(choice.protocol.wire, shared=True)
     rings = ring_orders(comm)
-    if fluid(comm, buf):
-        p = comm.size
-        yield from fluid_ring(comm, choice.protocol.wire, rings, buf.nbytes / (len(rings) * p), 2 * (p - 1), p - 1)
-        return buf
     if len(rings) == 1:
         return (yield from ring_allreduce_on(wired, buf, op, rings[0], 0))
     parts = buf.split(len(rings))
@@ -94,7 +90,8 @@ def _ring_allgather_on(comm: Comm, blocks: list[Payload], ring: list[int], tag: 
 
 
 @algorithm("allgather", "nccl_ring",
-           reference="NCCL src/device/all_gather.h (runRing), src/graph/tuning.cc", plan=planner("nccl_ring", "allgather"))
+           reference="NCCL src/device/all_gather.h (runRing), src/graph/tuning.cc", plan=planner("nccl_ring", "allgather"),
+           fluid=twins.RING_ALLGATHER)
 def nccl_ring_allgather(comm: Comm, buf: Payload, choice: Choice) -> Proc[Payload]:
     """NCCL ring allgather: p-1 steps per channel ring, with the protocol the tuner picks.
 
@@ -111,9 +108,6 @@ def nccl_ring_allgather(comm: Comm, buf: Payload, choice: Choice) -> Proc[Payloa
     yield from launch(comm, choice)
     wired = comm.with_wire(choice.protocol.wire, shared=True)
     rings = ring_orders(comm)
-    if fluid(comm, buf):
-        yield from fluid_ring(comm, choice.protocol.wire, rings, buf.nbytes / len(rings), p - 1, 0)
-        return buf.repeat(p)
     mine = buf.split(len(rings))
     procs = []
     for c, ring in enumerate(rings):
@@ -139,7 +133,7 @@ def _ring_reduce_scatter_on(comm: Comm, blocks: list[Payload], op: Op, ring: lis
 
 @algorithm("reduce_scatter", "nccl_ring", requires={"commutative"},
            reference="NCCL src/device/reduce_scatter.h (runRing), src/graph/tuning.cc",
-           plan=planner("nccl_ring", "reduce_scatter"))
+           plan=planner("nccl_ring", "reduce_scatter"), fluid=twins.RING_REDUCE_SCATTER)
 def nccl_ring_reduce_scatter(comm: Comm, buf: Payload, op: Op, choice: Choice) -> Proc[Payload]:
     """NCCL ring reduce-scatter: p-1 reducing steps per channel ring, with the tuner's protocol.
 
@@ -156,9 +150,6 @@ def nccl_ring_reduce_scatter(comm: Comm, buf: Payload, op: Op, choice: Choice) -
     yield from launch(comm, choice)
     wired = comm.with_wire(choice.protocol.wire, shared=True)
     rings = ring_orders(comm)
-    if fluid(comm, buf):
-        yield from fluid_ring(comm, choice.protocol.wire, rings, buf.nbytes / (p * len(rings)), p - 1, p - 1)
-        return buf.split_block(p, comm.rank)
     parts = _channel_parts(buf.split(p), len(rings))
     procs = [comm.env.process(_ring_reduce_scatter_on(wired, list(parts[c]), op, ring, c))
              for c, ring in enumerate(rings)]

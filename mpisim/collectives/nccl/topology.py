@@ -11,8 +11,8 @@ from __future__ import annotations
 import weakref
 from collections.abc import Sequence
 
-from mpisim.collectives.allreduce import double_binary_tree
 from mpisim.collectives.calls import world_table
+from mpisim.collectives.trees import double_binary_tree
 from mpisim.mpi.comm import Comm
 
 #: NCCL's MAXCHANNELS: at most this many channels, whatever the NICs (an NVL72 rack has 72).

@@ -2,22 +2,21 @@
 
 from __future__ import annotations
 
-from mpisim.collectives.allreduce import NCCL_STEPS, tree_allreduce
-from mpisim.collectives.fluid.nccl_ring import fluid
-from mpisim.collectives.fluid.tree import Tree, fluid_trees
+from mpisim.collectives.allreduce import tree_allreduce
+from mpisim.collectives.fluid.nccl_ring import TREE_ALLREDUCE
 from mpisim.collectives.nccl.topology import tree_links
-from mpisim.collectives.nccl.tuner import Choice, launch, launch_label, planner
+from mpisim.collectives.nccl.tuner import Choice, launch, planner
 from mpisim.collectives.registry import algorithm
+from mpisim.collectives.trees import NCCL_STEPS
 from mpisim.engine.sim import Proc
 from mpisim.mpi.comm import Comm
 from mpisim.mpi.ops import Op
 from mpisim.mpi.payload import Payload
-from mpisim.mpi.wire import Wire
 
 
 @algorithm("allreduce", "nccl_tree", requires={"commutative"},
            reference="NCCL 2.4 double binary trees (src/graph/trees.cc), src/graph/tuning.cc; Sanders, Speck & Träff 2009",
-           plan=planner("nccl_tree", "allreduce"))
+           plan=planner("nccl_tree", "allreduce"), fluid=TREE_ALLREDUCE)
 def nccl_tree_allreduce(comm: Comm, buf: Payload, op: Op, choice: Choice) -> Proc[Payload]:
     """NCCL tree allreduce: chains inside nodes, a double binary tree between nodes, the tuner's protocol.
 
@@ -33,18 +32,12 @@ def nccl_tree_allreduce(comm: Comm, buf: Payload, op: Op, choice: Choice) -> Pro
     Cost: base + 2D(α + sβ + sγ) + (k-1) max(L sβ, (2α + sβ)/NCCL_STEPS), D = (ranks per node
     - 1) + ceil(lg nodes), k segments of s bytes per half, L trees' edges on the busiest link
     (see predict_tree). At ``fidelity: collective`` with
-    size-only data the trees run as one flow per edge (:mod:`~mpisim.collectives.fluid.tree`).
+    size-only data its twin runs the trees as one flow per edge (:mod:`~mpisim.collectives.fluid.nccl_ring`).
     """
     p = comm.size
     if p == 1:
         return buf
     channels = choice.channels
-    if fluid(comm, buf):
-        # The launch is charged inside the call: the rank waits once, for the call's end.
-        yield from fluid_trees(comm, lambda: _channel_trees(comm, buf, channels, choice.protocol.wire),
-                               ("nccl_tree", buf.count, buf.dtype.str, choice.protocol.name, channels),
-                               choice.protocol.base, launch_label(choice) if comm.world.tracer.record_spans else "")
-        return buf
     yield from launch(comm, choice)
     # One connection per peer, as NCCL's tree has: a sender's segments to one peer go out one
     # after the other (in flight at once they would share the link and all land at the end).
@@ -59,11 +52,3 @@ def nccl_tree_allreduce(comm: Comm, buf: Payload, op: Op, choice: Choice) -> Pro
     yield comm.env.all_of(streams)
     return type(buf).concat([stream.value for stream in streams])
 
-
-def _channel_trees(comm: Comm, buf: Payload, channels: int, wire: Wire) -> list[Tree]:
-    """The trees of an ``nccl_tree`` call: two per channel, each over half of the channel's part."""
-    trees = []
-    for c, part in enumerate(buf.split(channels)):
-        links = tree_links(comm, c)
-        trees += [Tree.over(links[t], wire, half, c) for t, half in enumerate(part.split(2))]
-    return trees

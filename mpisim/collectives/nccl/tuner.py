@@ -34,7 +34,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from mpisim.collectives.allreduce import DBT_SEGMENT, NCCL_STEPS
 from mpisim.collectives.calls import world_table
 from mpisim.collectives.nccl.protocols import (
     PROTOCOLS,
@@ -54,6 +53,7 @@ from mpisim.collectives.nccl.topology import (
     ring_orders,
     tree_links,
 )
+from mpisim.collectives.trees import DBT_SEGMENT, NCCL_STEPS
 from mpisim.engine.sim import Proc
 from mpisim.mpi.comm import Comm
 from mpisim.mpi.wire import Wire
