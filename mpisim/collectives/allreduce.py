@@ -30,7 +30,7 @@ import math
 
 from mpisim.collectives import registry
 from mpisim.collectives.bcast import binomial_bcast, credit, segments
-from mpisim.collectives.costmodel import ceil_lg, floor_lg, lg, pof2_below
+from mpisim.collectives.costmodel import ceil_lg, floor_lg, lg, pof2_at_most
 from mpisim.collectives.fluid.mpi_ring import RING_ALLREDUCE, RingPhase, fluid_mpi_ring, listed_blocks
 from mpisim.collectives.fluid.mpi_ring import fluid as fluid_ring
 from mpisim.collectives.fluid.tree import DOUBLE_BINARY_TREE
@@ -42,6 +42,7 @@ from mpisim.collectives.reduce import (
     recursive_halving,
 )
 from mpisim.collectives.registry import algorithm
+from mpisim.collectives.ring import allgather_steps, reduce_scatter_steps
 from mpisim.collectives.trees import DBT_SEGMENT, double_binary_tree
 from mpisim.engine.sim import Proc
 from mpisim.errors import MPIError
@@ -103,7 +104,7 @@ def rabenseifner_cost(p: int, n: int, alpha: float, beta: float, gamma: float) -
     """
     if p & (p - 1) == 0:
         return 2 * lg(p) * alpha + 2 * (p - 1) / p * n * beta + (p - 1) / p * n * gamma
-    q = pof2_below(p)
+    q = pof2_at_most(p)
     return (2 * floor_lg(p) + 2) * alpha + (2 * (q - 1) / q + 2) * n * beta + (1 + (q - 1) / q) * n * gamma
 
 
@@ -241,7 +242,7 @@ def recursive_doubling_allreduce(comm: Comm, buf: Payload, op: Op) -> Proc[Paylo
     (⌊lg p⌋ + 1)nγ (see recursive_doubling_cost).
     """
     p, r = comm.size, comm.rank
-    rem = p - pof2_below(p)
+    rem = p - pof2_at_most(p)
     q = participant(r, rem, odd_folds=False)
     buf = yield from fold(comm, buf, op, rem)
     mask = 1
@@ -273,7 +274,7 @@ def rabenseifner_allreduce(comm: Comm, buf: Payload, op: Op) -> Proc[Payload]:
     the ports of ranks still folding.
     """
     p, r = comm.size, comm.rank
-    pof2 = pof2_below(p)
+    pof2 = pof2_at_most(p)
     rem = p - pof2
     q = participant(r, rem, odd_folds=False)
     buf = yield from fold(comm, buf, op, rem)
@@ -437,30 +438,20 @@ def double_binary_tree_allreduce(comm: Comm, buf: Payload, op: Op) -> Proc[Paylo
 # ---------------------------------------------------------------------------------------- hierarchical
 
 
-def ring_reduce_scatter(comm: Comm, blocks: list[Payload], op: Op) -> Proc[None]:
+def ring_reduce_scatter_blocks(comm: Comm, blocks: list[Payload], op: Op) -> Proc[None]:
     """The reduce-scatter half of ring allreduce, in place: rank r ends with block (r+1) mod p reduced."""
-    p, r = comm.size, comm.rank
-    right, left = (r + 1) % p, (r - 1) % p
     if fluid_ring(comm, blocks[0]):
-        yield from fluid_mpi_ring(comm, listed_blocks(blocks), (RingPhase(p - 1, 0, True),))
+        yield from fluid_mpi_ring(comm, listed_blocks(blocks), (RingPhase(comm.size - 1, 0, True),))
         return
-    # After step k, blocks[(r - k - 1) % p] holds k + 2 contributions.
-    for k in range(p - 1):
-        send_i, recv_i = (r - k) % p, (r - k - 1) % p
-        incoming = yield from comm.sendrecv(blocks[send_i], dest=right, source=left)
-        blocks[recv_i] = yield from comm.reduce_local(op, incoming, blocks[recv_i])
+    yield from reduce_scatter_steps(comm, blocks, op)
 
 
 def ring_allgather_blocks(comm: Comm, blocks: list[Payload]) -> Proc[None]:
     """The allgather half of ring allreduce, in place: rank r starts out owning block (r+1) mod p."""
-    p, r = comm.size, comm.rank
-    right, left = (r + 1) % p, (r - 1) % p
     if fluid_ring(comm, blocks[0]):
-        yield from fluid_mpi_ring(comm, listed_blocks(blocks), (RingPhase(p - 1, -1, False),))
+        yield from fluid_mpi_ring(comm, listed_blocks(blocks), (RingPhase(comm.size - 1, -1, False),))
         return
-    for k in range(p - 1):
-        send_i, recv_i = (r + 1 - k) % p, (r - k) % p
-        blocks[recv_i] = yield from comm.sendrecv(blocks[send_i], dest=right, source=left)
+    yield from allgather_steps(comm, blocks)
 
 
 @algorithm("allreduce", "hierarchical", requires={"commutative"},
@@ -496,7 +487,7 @@ def hierarchical_allreduce(comm: Comm, buf: Payload, op: Op) -> Proc[Payload]:
     node_comm = comm.sub(local, "hierarchical/node")
     rail_comm = comm.sub([members[local_rank] for _, members in sorted(nodes.items())], "hierarchical/rail")
     blocks = buf.split(len(local))
-    yield from ring_reduce_scatter(node_comm, blocks, op)
+    yield from ring_reduce_scatter_blocks(node_comm, blocks, op)
     mine = (local_rank + 1) % len(local)
     blocks[mine] = yield from ring_allreduce(rail_comm, blocks[mine], op)
     yield from ring_allgather_blocks(node_comm, blocks)

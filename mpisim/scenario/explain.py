@@ -60,8 +60,7 @@ import mpisim.collectives  # noqa: F401  (registers every algorithm)
 from mpisim.collectives import allreduce as allreduce_module
 from mpisim.collectives import bcast as bcast_module
 from mpisim.collectives import registry
-from mpisim.collectives.costmodel import ceil_lg, floor_lg
-from mpisim.collectives.costmodel import pof2_below as pof2_at_most
+from mpisim.collectives.costmodel import ceil_lg, floor_lg, pof2_at_most
 from mpisim.collectives.dispatch import size_of_call
 from mpisim.collectives.select import network_parameters
 from mpisim.engine.sim import Simulation

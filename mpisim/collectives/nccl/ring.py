@@ -12,6 +12,7 @@ from mpisim.collectives.fluid import nccl_ring as twins
 from mpisim.collectives.nccl.topology import ring_orders
 from mpisim.collectives.nccl.tuner import Choice, launch, planner
 from mpisim.collectives.registry import algorithm
+from mpisim.collectives.ring import allgather_steps, reduce_scatter_steps
 from mpisim.engine.sim import Proc
 from mpisim.mpi.comm import Comm
 from mpisim.mpi.ops import Op
@@ -21,21 +22,12 @@ from mpisim.mpi.payload import Payload
 def ring_allreduce_on(comm: Comm, buf: Payload, op: Op, ring: list[int], tag: int) -> Proc[Payload]:
     """Ring allreduce of *buf* around *ring* (a cyclic order of comm ranks), its messages tagged *tag*.
 
-    The ring's position i plays rank i of the textbook ring: reduce-scatter, then allgather.
+    The ring's position i plays rank i of the textbook ring: reduce-scatter, then allgather
+    (:mod:`mpisim.collectives.ring`).
     """
-    p = len(ring)
-    i = ring.index(comm.rank)
-    right, left = ring[(i + 1) % p], ring[(i - 1) % p]
-    blocks = buf.split(p)
-    # Reduce-scatter. After step k, blocks[(i - k - 1) % p] holds k + 2 contributions.
-    for k in range(p - 1):
-        send_i, recv_i = (i - k) % p, (i - k - 1) % p
-        incoming = yield from comm.sendrecv(blocks[send_i], dest=right, sendtag=tag, source=left, recvtag=tag)
-        blocks[recv_i] = yield from comm.reduce_local(op, incoming, blocks[recv_i])
-    # Allgather. Position i starts out owning the finished block (i + 1) % p.
-    for k in range(p - 1):
-        send_i, recv_i = (i + 1 - k) % p, (i - k) % p
-        blocks[recv_i] = yield from comm.sendrecv(blocks[send_i], dest=right, sendtag=tag, source=left, recvtag=tag)
+    blocks = buf.split(len(ring))
+    yield from reduce_scatter_steps(comm, blocks, op, ring, tag)
+    yield from allgather_steps(comm, blocks, ring, tag)
     return type(buf).concat(blocks)
 
 

@@ -11,15 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from mpisim.collectives.costmodel import pof2_at_most
+from mpisim.collectives.registry import power_of_two
 from mpisim.mpi.ops import OPS, Op
-
-
-def _pof2(p: int) -> bool:
-    return p & (p - 1) == 0
-
-
-def _largest_pof2(p: int) -> int:
-    return 1 << (p.bit_length() - 1)
 
 
 def _mpich_barrier(p: int, n: int, op: Op, itemsize: int) -> str:
@@ -29,7 +23,7 @@ def _mpich_barrier(p: int, n: int, op: Op, itemsize: int) -> str:
 def _mpich_bcast(p: int, n: int, op: Op, itemsize: int) -> str:
     if p < 8 or n <= 12288:
         return "binomial"
-    if _pof2(p) and n <= 524288:
+    if power_of_two(p) and n <= 524288:
         return "scatter_recursive_doubling_allgather"
     return "scatter_ring_allgather"
 
@@ -39,18 +33,18 @@ def _mpich_allreduce(p: int, n: int, op: Op, itemsize: int) -> str:
     if n <= 8 or not builtin:
         return "recursive_doubling"
     count = n // itemsize
-    return "rabenseifner" if count >= _largest_pof2(p) else "recursive_doubling"
+    return "rabenseifner" if count >= pof2_at_most(p) else "recursive_doubling"
 
 
 def _mpich_reduce(p: int, n: int, op: Op, itemsize: int) -> str:
     builtin = op.name in OPS and OPS[op.name] is op
     if n <= 2048 or not builtin:
         return "binomial"
-    return "rabenseifner" if n // itemsize >= _largest_pof2(p) else "binomial"
+    return "rabenseifner" if n // itemsize >= pof2_at_most(p) else "binomial"
 
 
 def _mpich_allgather(p: int, n: int, op: Op, itemsize: int) -> str:
-    if _pof2(p):
+    if power_of_two(p):
         return "recursive_doubling" if n < 524288 else "ring"
     return "bruck" if n < 81920 else "ring"
 
