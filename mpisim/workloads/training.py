@@ -417,8 +417,9 @@ def _reduce_buckets(comm: Comm, plan: _Plan, ready: list[Any], spans: list[tuple
             grad = gradients(plan, k, comm.rank) if plan.data else None
             buf: Payload = DataPayload(grad) if grad is not None else SizePayload(bucket.count, plan.wire_dtype)
             if comm.rank == 0:
-                ran.add(dispatch.resolve(comm, "allreduce", plan.sync, buf.nbytes, SUM,
-                                         itemsize=buf.dtype.itemsize).name)
+                # The call as dispatch resolves it, once per bucket shape (the same object the call runs).
+                ran.add(dispatch.prepare(comm, "allreduce", plan.sync, buf.nbytes, SUM, 0,
+                                         buf.dtype.itemsize).algorithm.name)
             out = yield from comm.allreduce(buf, op=SUM, algorithm=plan.sync)
             if plan.data:
                 results.append(_check_average(plan, k, p, out.array / p))
@@ -430,8 +431,8 @@ def _reduce_buckets(comm: Comm, plan: _Plan, ready: list[Any], spans: list[tuple
             else:
                 buf = SizePayload(nbytes, np.uint8)
             if comm.rank == 0:
-                ran.add(dispatch.resolve(comm, "allgather", None, buf.nbytes * p, SUM,
-                                         itemsize=buf.dtype.itemsize).name + " allgather")
+                ran.add(dispatch.prepare(comm, "allgather", None, buf.nbytes, SUM, 0,
+                                         buf.dtype.itemsize).algorithm.name + " allgather")
             out = yield from comm.allgather(buf)
             if plan.data:
                 dense = _unpack_sum(out.array, p, keep, bucket.count, plan.wire_dtype)
