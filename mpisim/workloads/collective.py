@@ -547,7 +547,7 @@ def run(params: CollectiveParams, ctx: RunContext) -> WorkloadOutput:
             world.run()
             time = collective_time(spans)
             prepared = chosen[0]
-            algorithm = prepared.algorithm.name
+            ran = prepared.algorithm.name  # what ran (``algorithm`` is what was asked for)
             checks: dict[str, Any] = {}
             if params.values == "random" and params.collective != "barrier":
                 checks = _verify_random(point, p, inputs, outputs, ctx.new_world()) if random \
@@ -556,7 +556,7 @@ def run(params: CollectiveParams, ctx: RunContext) -> WorkloadOutput:
             algbw = nbytes / time / 1e9 if time > 0 else None
             out.rows.append({
                 "collective": params.collective,
-                "algorithm": algorithm,
+                "algorithm": ran,
                 "requested": requested,
                 "ranks": p,
                 "bytes": nbytes,
@@ -566,8 +566,8 @@ def run(params: CollectiveParams, ctx: RunContext) -> WorkloadOutput:
                 "algbw_GBps": algbw,
                 "busbw_GBps": None if algbw is None else algbw * busbw_factor(params.collective, p),
                 "verified": verified,
-                "model_time_s": closed_form_time(world, params.collective, algorithm, nbytes),
-                "model_exact": registry.get(params.collective, algorithm).exact(p),
+                "model_time_s": closed_form_time(world, params.collective, ran, nbytes),
+                "model_exact": registry.get(params.collective, ran).exact(p),
                 **checks,
             })
             if prepared.choice is not None:
@@ -576,11 +576,11 @@ def run(params: CollectiveParams, ctx: RunContext) -> WorkloadOutput:
                 row.update(nccl.call_shape(prepared.choice))
                 if row["busbw_GBps"] is not None:
                     note = nccl.ll_pace_note(world.comm_world(0).coll,
-                                             f"{params.collective}/{algorithm} {format_size(nbytes)} on {p} ranks",
+                                             f"{params.collective}/{ran} {format_size(nbytes)} on {p} ranks",
                                              str(row["protocol"]), row["busbw_GBps"] * 1e9)
                     if note is not None and note not in out.notes:  # auto may repeat a named algorithm
                         out.notes.append(note)
-            label = f"{algorithm} {format_size(nbytes)}" + (" (auto)" if requested == "auto" else "")
+            label = f"{ran} {format_size(nbytes)}" + (" (auto)" if requested == "auto" else "")
             measured.append((label, requested, nbytes, world, world.tracer.message_count))
             out.notes.extend(world.unmatched)
     out.worlds = _worlds_to_keep(measured)
