@@ -64,7 +64,7 @@ def nvls_allreduce(comm: Comm, buf: Payload, op: Op, choice: Choice) -> Proc[Pay
     for part in incoming:
         mine = yield from comm.reduce_local(op, part, mine)
     yield from wired.waitall(sends)
-    if len(groups) > 1 and fluid(comm, buf):
+    if len(groups) > 1 and comm.world.fidelity == "collective" and fluid(comm, buf):
         # At collective fidelity the rail trees run as flows (the in-node exchanges stay messages).
         yield from fluid_trees(comm, lambda: _rail_trees_of(comm, buf, groups), ("nvls", buf.count, buf.dtype.str))
     elif len(groups) > 1:
