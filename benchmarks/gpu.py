@@ -7,7 +7,7 @@ would run it (size-only payloads, no per-message records), on dgx-h100 nodes:
 * one data-parallel iteration of a 7B-parameter bf16 model, ``sync: auto`` (NCCL's rule set
   on a GPU preset), on 128 GPUs (16 nodes): <= 10 s;
 * ``nccl_tree`` and ``nvls`` allreduce of 1 GiB on 16 nodes: <= 5 s each (their trees as one
-  flow per tree edge, :mod:`mpisim.collectives.fluid_tree`).
+  flow per tree edge, :mod:`mpisim.collectives.fluid.tree`).
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ fresh process (so each peak memory is its own):
 * ``barrier-P``: a dissemination barrier, ceil(lg P) rounds of empty messages;
 * ``ring-P``: a ring allreduce of 1.2 GB, 2(P-1) steps of 1.2 GB / P per hop.
 
-Both run as step programs (``mpisim/collectives/fluid_mpi_ring.py``): no message is simulated;
+Both run as step programs (``mpisim/collectives/fluid/mpi_ring.py``): no message is simulated;
 the call replays its steps as a recurrence over the ranks, vectorised with numpy, and moves
 the ring's bytes as one flow per hop. What is left grows with P: building the topology and the
 world (links, one SimPy process and mailbox per rank), one collective call per rank (a few

@@ -14,8 +14,6 @@ from mpisim.collectives import (  # noqa: F401  (importing registers the algorit
     dispatch,
     gather,
     nccl,
-    nccl_bcast,
-    nccl_p2p,
     reduce,
     reduce_scatter,
     registry,

@@ -16,11 +16,9 @@ rank, the least possible; they differ in the number of messages (alpha terms).
 
 from __future__ import annotations
 
-import numpy as np
-
 from mpisim.collectives import registry
 from mpisim.collectives.costmodel import ceil_lg, lg
-from mpisim.collectives.fluid_mpi_ring import RingPhase, fluid, fluid_mpi_ring
+from mpisim.collectives.fluid.mpi_ring import RING_ALLGATHER
 from mpisim.collectives.registry import algorithm
 from mpisim.engine.sim import Proc
 from mpisim.mpi.comm import Comm
@@ -42,7 +40,8 @@ def bruck_cost(p: int, n: int, alpha: float, beta: float, gamma: float) -> float
     return ceil_lg(p) * alpha + (p - 1) / p * n * beta
 
 
-@algorithm("allgather", "ring", cost=ring_cost, reference="Thakur, Rabenseifner & Gropp 2005; MPICH allgather_intra_ring.c")
+@algorithm("allgather", "ring", cost=ring_cost, reference="Thakur, Rabenseifner & Gropp 2005; MPICH allgather_intra_ring.c",
+           fluid=RING_ALLGATHER)
 def ring_allgather(comm: Comm, buf: Payload) -> Proc[Payload]:
     """Ring allgather: p-1 steps, each passing one block on to the right neighbour.
 
@@ -54,9 +53,6 @@ def ring_allgather(comm: Comm, buf: Payload) -> Proc[Payload]:
     """
     p, r = comm.size, comm.rank
     right, left = (r + 1) % p, (r - 1) % p
-    if fluid(comm, buf):  # fidelity: collective -- the same steps, timed as a recurrence
-        yield from fluid_mpi_ring(comm, lambda: np.full(p, buf.nbytes, dtype=np.int64), (RingPhase(p - 1, 0, False),))
-        return buf.like(buf.count * p)
     blocks: list[Payload] = [buf] * p  # only blocks[r] is real until the ring fills the others
 
     # After step k, rank r holds the blocks of ranks r-k-1 .. r.

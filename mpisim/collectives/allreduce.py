@@ -30,9 +30,10 @@ import math
 
 from mpisim.collectives import registry
 from mpisim.collectives.bcast import binomial_bcast, credit, segments
-from mpisim.collectives.costmodel import ceil_lg, floor_lg, lg, pof2_below
-from mpisim.collectives.fluid_mpi_ring import RingPhase, ceil_blocks, fluid_mpi_ring, listed_blocks
-from mpisim.collectives.fluid_mpi_ring import fluid as fluid_ring
+from mpisim.collectives.costmodel import ceil_lg, floor_lg, lg, pof2_at_most
+from mpisim.collectives.fluid.mpi_ring import RING_ALLREDUCE, RingPhase, fluid_mpi_ring, listed_blocks
+from mpisim.collectives.fluid.mpi_ring import fluid as fluid_ring
+from mpisim.collectives.fluid.tree import DOUBLE_BINARY_TREE
 from mpisim.collectives.reduce import (
     binomial_reduce,
     halving_ranges,
@@ -41,22 +42,17 @@ from mpisim.collectives.reduce import (
     recursive_halving,
 )
 from mpisim.collectives.registry import algorithm
+from mpisim.collectives.ring import allgather_steps, reduce_scatter_steps
+from mpisim.collectives.trees import DBT_SEGMENT, double_binary_tree
 from mpisim.engine.sim import Proc
 from mpisim.errors import MPIError
 from mpisim.mpi.comm import Comm
 from mpisim.mpi.ops import Op
-from mpisim.mpi.payload import Payload, SizePayload
-from mpisim.network.fairshare import FairShareNetwork
+from mpisim.mpi.payload import Payload
 
 #: Segment size (bytes) of the parameter server: each worker's vector travels in 4 MiB pieces
 #: (NCCL's default buffer size), so the server can send segment j back while segment j+1 arrives.
 PS_SEGMENT = 4 * 2**20
-#: Slots of one NCCL connection (NCCL_STEPS, src/include/device.h): a sender may have this many
-#: segments on an edge that its receiver has not consumed yet.
-NCCL_STEPS = 8
-#: Segment size (bytes) of the double binary tree: NCCL's Simple-protocol slot (its 4 MiB
-#: buffer over NCCL_STEPS slots).
-DBT_SEGMENT = 4 * 2**20 // NCCL_STEPS
 
 
 # ---------------------------------------------------------------------------------------- costs
@@ -108,7 +104,7 @@ def rabenseifner_cost(p: int, n: int, alpha: float, beta: float, gamma: float) -
     """
     if p & (p - 1) == 0:
         return 2 * lg(p) * alpha + 2 * (p - 1) / p * n * beta + (p - 1) / p * n * gamma
-    q = pof2_below(p)
+    q = pof2_at_most(p)
     return (2 * floor_lg(p) + 2) * alpha + (2 * (q - 1) / q + 2) * n * beta + (1 + (q - 1) / q) * n * gamma
 
 
@@ -246,7 +242,7 @@ def recursive_doubling_allreduce(comm: Comm, buf: Payload, op: Op) -> Proc[Paylo
     (⌊lg p⌋ + 1)nγ (see recursive_doubling_cost).
     """
     p, r = comm.size, comm.rank
-    rem = p - pof2_below(p)
+    rem = p - pof2_at_most(p)
     q = participant(r, rem, odd_folds=False)
     buf = yield from fold(comm, buf, op, rem)
     mask = 1
@@ -278,7 +274,7 @@ def rabenseifner_allreduce(comm: Comm, buf: Payload, op: Op) -> Proc[Payload]:
     the ports of ranks still folding.
     """
     p, r = comm.size, comm.rank
-    pof2 = pof2_below(p)
+    pof2 = pof2_at_most(p)
     rem = p - pof2
     q = participant(r, rem, odd_folds=False)
     buf = yield from fold(comm, buf, op, rem)
@@ -299,7 +295,7 @@ def rabenseifner_allreduce(comm: Comm, buf: Payload, op: Op) -> Proc[Payload]:
 
 
 @algorithm("allreduce", "ring", cost=ring_cost, requires={"commutative"},
-           reference="Patarasuk & Yuan 2009; Chan et al. 2007; MPICH allreduce_intra_ring.c")
+           reference="Patarasuk & Yuan 2009; Chan et al. 2007; MPICH allreduce_intra_ring.c", fluid=RING_ALLREDUCE)
 def ring_allreduce(comm: Comm, buf: Payload, op: Op) -> Proc[Payload]:
     """Ring allreduce: a ring reduce-scatter followed by a ring allgather, as MPICH does it.
 
@@ -315,9 +311,6 @@ def ring_allreduce(comm: Comm, buf: Payload, op: Op) -> Proc[Payload]:
     (otherwise the largest block, ceil(count/p) elements, sets each step's time).
     """
     p, r = comm.size, comm.rank
-    if fluid_ring(comm, buf):  # fidelity: collective -- the same steps, timed as a recurrence
-        yield from fluid_mpi_ring(comm, lambda: ceil_blocks(buf, p), (RingPhase(p - 1, 1, True), RingPhase(p - 1, 0, False)))
-        return buf
     right, left = (r + 1) % p, (r - 1) % p
     blocks = buf.split_ceil(p)
 
@@ -340,48 +333,6 @@ def ring_allreduce(comm: Comm, buf: Payload, op: Op) -> Proc[Payload]:
 # ---------------------------------------------------------------------------------------- double binary tree
 
 UP, DOWN = 0, 1
-
-
-def binary_tree(p: int, r: int) -> tuple[int | None, list[int]]:
-    """Return (parent, children) of rank r in NCCL's binary tree over ranks 0..p-1.
-
-    In-order layout (NCCL ``ncclGetBtree``): a rank whose lowest set bit is b has the
-    children r - b/2 and r + b/2 (the second lowered by halving b/2 until it is below p) and
-    the parent (r - b) | 2b, or r - b when that is not below p. Odd ranks are the leaves.
-    Rank 0 is the root and has one child, the largest power of two below p.
-    """
-    bit = 1
-    while bit < p and not r & bit:
-        bit <<= 1
-    if r == 0:
-        return None, [bit >> 1] if p > 1 else []
-    parent = (r ^ bit) | (bit << 1)
-    if parent >= p:
-        parent = r ^ bit
-    low = bit >> 1
-    children = [r - low] if low else []
-    while low and r + low >= p:
-        low >>= 1
-    if low:
-        children.append(r + low)
-    return parent, children
-
-
-def double_binary_tree(p: int, r: int) -> list[tuple[int | None, list[int]]]:
-    """Return rank r's (parent, children) in NCCL's two complementary trees (``ncclGetDtree``).
-
-    Tree 0 is :func:`binary_tree`. Tree 1 is the same shape mirrored (rank r plays r' = p-1-r)
-    when p is even, shifted by one (r plays r-1 mod p) when p is odd. The leaves of one tree
-    (odd positions) are then interior ranks of the other -- every rank is a leaf in exactly
-    one tree for p even; for p odd, rank 0 is interior in both -- so the two trees share the
-    interior work.
-    """
-    if p % 2 == 0:
-        there = back = lambda x: p - 1 - x  # the mirror is its own inverse
-    else:
-        there, back = (lambda x: (x - 1) % p), (lambda x: (x + 1) % p)
-    parent, children = binary_tree(p, there(r))
-    return [binary_tree(p, r), (None if parent is None else back(parent), [back(c) for c in children])]
 
 
 #: Trees that may run at once between two ranks (NCCL-style channels run two trees each).
@@ -449,7 +400,8 @@ def tree_allreduce(comm: Comm, half: Payload, op: Op, parent: int | None, childr
 
 @algorithm("allreduce", "double_binary_tree", cost=double_binary_tree_cost, requires={"commutative"},
            exact=registry.never,
-           reference="Sanders, Speck & Träff 2009 (two-tree algorithms); NCCL 2.4 double binary trees (src/graph/trees.cc)")
+           reference="Sanders, Speck & Träff 2009 (two-tree algorithms); NCCL 2.4 double binary trees (src/graph/trees.cc)",
+           fluid=DOUBLE_BINARY_TREE)
 def double_binary_tree_allreduce(comm: Comm, buf: Payload, op: Op) -> Proc[Payload]:
     """Double binary tree (NCCL): two complementary trees each allreduce half of the vector.
 
@@ -467,8 +419,8 @@ def double_binary_tree_allreduce(comm: Comm, buf: Payload, op: Op) -> Proc[Paylo
 
     At ``fidelity: collective``, with size-only data and MPI's own messages (no GPU wire), the
     two trees run as one flow per edge, their segments and credits timed as MPI messages
-    without being sent (:mod:`~mpisim.collectives.fluid_tree`; with several segments a tree,
-    the program runs as a fluid until its period shows: :mod:`~mpisim.collectives.fluid_pipeline`).
+    without being sent (:mod:`~mpisim.collectives.fluid.tree`; with several segments a tree,
+    the program runs as a fluid until its period shows: :mod:`~mpisim.collectives.fluid.pipeline`).
     The fluid shares links as the ``fairshare`` network does; on another network (``analytic``
     serves a link's transfers in turn: 4 % apart at 16 MiB on 8 ranks of a star; ``ports``
     hold a rank's messages back: 35 % apart with one port) the messages stay. So they do with a
@@ -476,19 +428,6 @@ def double_binary_tree_allreduce(comm: Comm, buf: Payload, op: Op) -> Proc[Paylo
     time, which makes the streams' rates unequal, and then an even split of a link is not the
     fair share (fluid_pipeline's docstring has the figures).
     """
-    world = comm.world
-    if (world.fidelity == "collective" and comm.wire is None and buf.__class__ is SizePayload
-            and world.network.__class__ is FairShareNetwork and not world.config.rendezvous_overhead):
-        # NOTE: imported here because fluid_tree takes this module's segment size.
-        from mpisim.collectives.fluid_tree import Tree, fluid_trees
-
-        def build() -> list[Tree]:
-            links = [double_binary_tree(comm.size, r) for r in range(comm.size)]
-            return [Tree.over([tree[t] for tree in links], None, half, 0, window=1)
-                    for t, half in enumerate(buf.split(2))]
-
-        yield from fluid_trees(comm, build, ("double_binary_tree", buf.count, buf.dtype.str))
-        return buf
     trees = double_binary_tree(comm.size, comm.rank)
     halves = buf.split(2)
     streams = [comm.env.process(tree_allreduce(comm, halves[t], op, *trees[t], t)) for t in (0, 1)]
@@ -499,30 +438,20 @@ def double_binary_tree_allreduce(comm: Comm, buf: Payload, op: Op) -> Proc[Paylo
 # ---------------------------------------------------------------------------------------- hierarchical
 
 
-def ring_reduce_scatter(comm: Comm, blocks: list[Payload], op: Op) -> Proc[None]:
+def ring_reduce_scatter_blocks(comm: Comm, blocks: list[Payload], op: Op) -> Proc[None]:
     """The reduce-scatter half of ring allreduce, in place: rank r ends with block (r+1) mod p reduced."""
-    p, r = comm.size, comm.rank
-    right, left = (r + 1) % p, (r - 1) % p
     if fluid_ring(comm, blocks[0]):
-        yield from fluid_mpi_ring(comm, listed_blocks(blocks), (RingPhase(p - 1, 0, True),))
+        yield from fluid_mpi_ring(comm, listed_blocks(blocks), (RingPhase(comm.size - 1, 0, True),))
         return
-    # After step k, blocks[(r - k - 1) % p] holds k + 2 contributions.
-    for k in range(p - 1):
-        send_i, recv_i = (r - k) % p, (r - k - 1) % p
-        incoming = yield from comm.sendrecv(blocks[send_i], dest=right, source=left)
-        blocks[recv_i] = yield from comm.reduce_local(op, incoming, blocks[recv_i])
+    yield from reduce_scatter_steps(comm, blocks, op)
 
 
 def ring_allgather_blocks(comm: Comm, blocks: list[Payload]) -> Proc[None]:
     """The allgather half of ring allreduce, in place: rank r starts out owning block (r+1) mod p."""
-    p, r = comm.size, comm.rank
-    right, left = (r + 1) % p, (r - 1) % p
     if fluid_ring(comm, blocks[0]):
-        yield from fluid_mpi_ring(comm, listed_blocks(blocks), (RingPhase(p - 1, -1, False),))
+        yield from fluid_mpi_ring(comm, listed_blocks(blocks), (RingPhase(comm.size - 1, -1, False),))
         return
-    for k in range(p - 1):
-        send_i, recv_i = (r + 1 - k) % p, (r - k) % p
-        blocks[recv_i] = yield from comm.sendrecv(blocks[send_i], dest=right, source=left)
+    yield from allgather_steps(comm, blocks)
 
 
 @algorithm("allreduce", "hierarchical", requires={"commutative"},
@@ -558,7 +487,7 @@ def hierarchical_allreduce(comm: Comm, buf: Payload, op: Op) -> Proc[Payload]:
     node_comm = comm.sub(local, "hierarchical/node")
     rail_comm = comm.sub([members[local_rank] for _, members in sorted(nodes.items())], "hierarchical/rail")
     blocks = buf.split(len(local))
-    yield from ring_reduce_scatter(node_comm, blocks, op)
+    yield from ring_reduce_scatter_blocks(node_comm, blocks, op)
     mine = (local_rank + 1) % len(local)
     blocks[mine] = yield from ring_allreduce(rail_comm, blocks[mine], op)
     yield from ring_allgather_blocks(node_comm, blocks)

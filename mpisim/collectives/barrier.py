@@ -16,7 +16,7 @@ from __future__ import annotations
 from mpisim.collectives import registry
 from mpisim.collectives.bcast import credit
 from mpisim.collectives.costmodel import ceil_lg
-from mpisim.collectives.fluid_mpi_ring import RingPhase, fluid, fluid_mpi_ring
+from mpisim.collectives.fluid.mpi_ring import BARRIER
 from mpisim.collectives.registry import algorithm
 from mpisim.engine.sim import Proc
 from mpisim.mpi.comm import Comm
@@ -33,7 +33,7 @@ def binomial_cost(p: int, n: int, alpha: float, beta: float, gamma: float) -> fl
 
 
 @algorithm("barrier", "dissemination", cost=dissemination_cost,
-           reference="Hensgen, Finkel & Manber 1988; MPICH barrier_intra_k_dissemination.c (k = 2)")
+           reference="Hensgen, Finkel & Manber 1988; MPICH barrier_intra_k_dissemination.c (k = 2)", fluid=BARRIER)
 def dissemination_barrier(comm: Comm) -> Proc[None]:
     """Dissemination barrier: ⌈lg p⌉ rounds of "I am here" to the rank 2^k to the right.
 
@@ -44,10 +44,6 @@ def dissemination_barrier(comm: Comm) -> Proc[None]:
     Cost: ⌈lg p⌉α; exact for every p.
     """
     p, r = comm.size, comm.rank
-    if fluid(comm):  # fidelity: collective -- the same rounds, timed as a recurrence
-        rounds = [RingPhase(1, 0, False, distance=1 << k) for k in range(ceil_lg(p))]
-        yield from fluid_mpi_ring(comm, None, rounds)  # zero-byte messages
-        return
     mask = 1
     # After the round with distance mask, rank r knows that ranks r - (2·mask - 1) .. r have entered.
     while mask < p:

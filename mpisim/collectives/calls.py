@@ -1,7 +1,8 @@
 """Collective-fidelity calls: the ranks of one collective call meeting before it is timed as a whole.
 
-The collective-fidelity paths (``fluid_trees``, ``fluid_ring``, ``fluid_mpi_ring``) time a call
-once, when its last rank has joined; until then each rank waits on its own event.
+The collective-fidelity twins (:mod:`mpisim.collectives.fluid`: ``fluid_trees``, ``fluid_ring``,
+``fluid_mpi_ring``) time a call once, when its last rank has joined; until then each rank waits
+on its own event.
 """
 
 from __future__ import annotations

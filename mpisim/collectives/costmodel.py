@@ -39,7 +39,7 @@ def floor_lg(p: int) -> int:
     return p.bit_length() - 1
 
 
-def pof2_below(p: int) -> int:
+def pof2_at_most(p: int) -> int:
     """Return the largest power of two <= p."""
     return 1 << floor_lg(p)
 

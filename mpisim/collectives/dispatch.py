@@ -3,23 +3,32 @@
 ``comm.allreduce(buf, op=SUM, algorithm="ring")`` ends up in :func:`run_collective`, which
 
 1. resolves the algorithm: the call's ``algorithm=``, else the scenario's default for that
-   collective, else ``auto`` (a rule set in :mod:`mpisim.collectives.select`);
+   collective, else ``auto`` (a rule set in :mod:`mpisim.collectives.select`); and for a GPU
+   library's algorithm, the library's choice (NCCL's protocol, channels and chunk: the
+   algorithm's registered ``plan``);
 2. checks that every member made the same call (collective, root, count, op) -- MPI leaves a
    mismatch undefined; mpisim reports it, naming both ranks;
 3. checks the algorithm's declared requirements (power-of-two ranks, commutative op);
-4. runs the algorithm's generator on the communicator's collective context;
-5. records a :class:`~mpisim.engine.records.CollectiveRecord` with the algorithm that ran.
+4. runs the algorithm's generator on the communicator's collective context, handing it the
+   library's choice (``choice=``) -- or, at ``fidelity: collective`` where the algorithm's
+   registered twin applies (size-only data, ...), the twin, which times the call as a whole
+   (:mod:`mpisim.collectives.fluid`), so algorithm bodies never branch on fidelity;
+5. records a :class:`~mpisim.engine.records.CollectiveRecord` with the algorithm that ran and
+   the library's choice (protocol, channels, chunk bytes).
 
 Steps 1 and 2 read nothing of the calling rank: every rank of a call resolves the same
 algorithm and writes the same signature. They are worked out once per call shape
-(communicator, collective, requested algorithm, size, op, root, datatype size) and world,
-and looked up by the other ranks and by later calls of that shape (a training run's
-equal buckets) -- on 16384 ranks that is one resolution where there were 16384.
+(communicator, collective, requested algorithm, size, op, root, datatype size) and world, as
+a :class:`PreparedCall`, and looked up by the other ranks and by later calls of that shape (a
+training run's equal buckets) -- on 16384 ranks that is one resolution where there were
+16384. The selector, the algorithm and a workload's row all read that one object, so they
+agree by construction.
 """
 
 from __future__ import annotations
 
 import weakref
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -64,18 +73,37 @@ def resolve(comm: Comm, collective: str, algorithm: str | None, nbytes: int, op:
     return algo
 
 
-#: Per world: (algorithm, nccl-tests size, signature, op) of each call shape (module docstring).
+@dataclass(frozen=True, slots=True)
+class PreparedCall:
+    """A call shape resolved once: what every rank of the call runs, and what its record says.
+
+    ``choice`` is the GPU library's choice for the call (an NCCL-style algorithm's protocol,
+    channels and chunk; :class:`mpisim.collectives.nccl.tuner.Choice`), ``None`` for MPI's
+    algorithms and on one rank. ``op`` is kept so that its ``id`` in the memo's key stays its own.
+    """
+
+    algorithm: registry.Algorithm
+    size: int
+    signature: str
+    op: Op
+    choice: Any = None
+
+
+#: Per world: the PreparedCall of each call shape (module docstring).
 _PREPARED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def _prepare(comm: Comm, collective: str, algorithm: str | None, nbytes: int, op: Op, root: int,
-             itemsize: int) -> tuple[registry.Algorithm, int, str, Op]:
-    """Return the (algorithm, size, signature, op) of a call: the same on every rank, so resolved once.
+def prepare(comm: Comm, collective: str, algorithm: str | None, nbytes: int, op: Op, root: int = 0,
+            itemsize: int = 4) -> PreparedCall:
+    """Return the PreparedCall of a call whose per-rank buffer has *nbytes*: the same on every rank, so resolved once.
 
     The key holds what :func:`resolve` reads besides the communicator's ranks (its context
     names them): the world's default algorithm and rule set, in case a caller changes them
-    between calls. The op is kept in the value so that its ``id`` in the key stays its own.
+    between calls. A collective that takes no op runs with SUM's, and one without a root with 0,
+    so that a caller that passes them anyway (a workload's row) meets the call's own entry.
     """
+    op = op if collective in REDUCING else SUM
+    root = root if collective in ROOTED else 0
     world = comm.world
     cache = world_table(_PREPARED, world)
     key = (comm.context, collective, algorithm, world.algorithms.get(collective), world.selector, nbytes,
@@ -88,7 +116,8 @@ def _prepare(comm: Comm, collective: str, algorithm: str | None, nbytes: int, op
         parts += [f"root={root}"] if collective in ROOTED else []
         parts += [f"op={op.name}"] if collective in REDUCING else []
         signature = f"{collective}({', '.join([*parts, f'algorithm={algo.name}'])})"
-        prepared = cache[key] = (algo, size, signature, op)
+        choice = algo.plan(comm, size) if algo.plan is not None and comm.size > 1 else None
+        prepared = cache[key] = PreparedCall(algo, size, signature, op, choice)
     return prepared
 
 
@@ -119,10 +148,11 @@ def run_collective(comm: Comm, collective: str, algorithm: str | None, *, buf: A
         raise InvalidRootError(f"rank {comm.world_rank}: {collective}(root={root}) is not a rank of a communicator "
                                f"of size {comm.size}")
     itemsize = payload.dtype.itemsize if payload is not None else 1
-    algo, size, signature, _ = _prepare(comm, collective, algorithm, nbytes, op, root, itemsize)
-    call = comm.next_collective(signature)
+    prepared = prepare(comm, collective, algorithm, nbytes, op, root, itemsize)
+    algo, choice = prepared.algorithm, prepared.choice
+    call = comm.next_collective(prepared.signature)
     state = comm.world.states[comm.world_rank]
-    outer, state.collective = state.collective, (comm, call, signature)
+    outer, state.collective = state.collective, (comm, call, prepared.signature)
     kwargs: dict[str, Any] = {}
     if collective != "barrier":
         kwargs["buf"] = payload
@@ -130,10 +160,18 @@ def run_collective(comm: Comm, collective: str, algorithm: str | None, *, buf: A
         kwargs["op"] = op
     if collective in ROOTED:
         kwargs["root"] = root
+    if algo.plan is not None:
+        kwargs["choice"] = choice
     t_enter = comm.now
-    result = yield from algo.func(comm.coll, **kwargs)
+    run = algo.func
+    twin = algo.fluid
+    if twin is not None and comm.world.fidelity == "collective" and twin.applies(comm.coll, payload):
+        run = twin.run
+    result = yield from run(comm.coll, **kwargs)
     state.collective = outer
-    comm.world.tracer.collective(CollectiveRecord(collective, algo.name, comm.world_rank, size, t_enter, comm.now, call))
+    library = (None, None, None) if choice is None else (choice.protocol.name, choice.channels, choice.chunk_bytes)
+    comm.world.tracer.collective(CollectiveRecord(collective, algo.name, comm.world_rank, prepared.size, t_enter,
+                                                  comm.now, call, *library))
     if result is not None and buf is not None and not isinstance(buf, Payload):
         return result.to_user()
     return result

@@ -24,7 +24,7 @@ from functools import partial
 from itertools import pairwise
 
 from mpisim.collectives import registry
-from mpisim.collectives.costmodel import ceil_lg, floor_lg, lg, pof2_below
+from mpisim.collectives.costmodel import ceil_lg, floor_lg, lg, pof2_at_most
 from mpisim.collectives.registry import algorithm
 from mpisim.engine.sim import Proc
 from mpisim.mpi.comm import Comm
@@ -54,7 +54,7 @@ def rabenseifner_cost(p: int, n: int, alpha: float, beta: float, gamma: float) -
     """
     if p & (p - 1) == 0:
         return 2 * lg(p) * alpha + 2 * (p - 1) / p * n * beta + (p - 1) / p * n * gamma
-    q = pof2_below(p)
+    q = pof2_at_most(p)
     return (2 * floor_lg(p) + 1) * alpha + (2 * (q - 1) / q + 1) * n * beta + (1 + (q - 1) / q) * n * gamma
 
 
@@ -216,7 +216,7 @@ def rabenseifner_reduce(comm: Comm, buf: Payload, op: Op, root: int) -> Proc[Pay
     (α + nβ + nγ) otherwise (see rabenseifner_cost).
     """
     p, r = comm.size, comm.rank
-    pof2 = pof2_below(p)
+    pof2 = pof2_at_most(p)
     rem = p - pof2
     q = participant(r, rem, odd_folds=True)
     if q < 0:

@@ -26,8 +26,8 @@ differ in the number of messages.
 from __future__ import annotations
 
 from mpisim.collectives import registry
-from mpisim.collectives.costmodel import ceil_lg, floor_lg, pof2_below
-from mpisim.collectives.fluid_mpi_ring import RingPhase, even_blocks, fluid, fluid_mpi_ring
+from mpisim.collectives.costmodel import ceil_lg, floor_lg, pof2_at_most
+from mpisim.collectives.fluid.mpi_ring import RING_REDUCE_SCATTER
 from mpisim.collectives.reduce import binomial_reduce
 from mpisim.collectives.registry import algorithm
 from mpisim.collectives.scatter import binomial_scatter
@@ -54,7 +54,7 @@ def recursive_halving_cost(p: int, n: int, alpha: float, beta: float, gamma: flo
     α + (n/p)β. Ranks that did not fold start early, so the sum is only an estimate: the
     analytic model gives 0.73 to 1.1 times it for p up to 31.
     """
-    pof2 = pof2_below(p)
+    pof2 = pof2_at_most(p)
     halving = floor_lg(p) * alpha + (pof2 - 1) / pof2 * n * (beta + gamma)
     if pof2 == p:
         return halving
@@ -62,7 +62,7 @@ def recursive_halving_cost(p: int, n: int, alpha: float, beta: float, gamma: flo
 
 
 @algorithm("reduce_scatter", "ring", cost=ring_cost, requires={"commutative"},
-           reference="Patarasuk & Yuan 2009; Chan et al. 2007")
+           reference="Patarasuk & Yuan 2009; Chan et al. 2007", fluid=RING_REDUCE_SCATTER)
 def ring_reduce_scatter(comm: Comm, buf: Payload, op: Op) -> Proc[Payload]:
     """Ring reduce-scatter: p-1 steps, each adding one block into the one arriving from the left.
 
@@ -75,9 +75,6 @@ def ring_reduce_scatter(comm: Comm, buf: Payload, op: Op) -> Proc[Payload]:
     """
     p, r = comm.size, comm.rank
     right, left = (r + 1) % p, (r - 1) % p
-    if fluid(comm, buf):  # fidelity: collective -- the same steps, timed as a recurrence
-        yield from fluid_mpi_ring(comm, lambda: even_blocks(buf, p), (RingPhase(p - 1, 1, True),))
-        return buf.slice(*split_offsets(buf.count, p)[r:r + 2])
     blocks = buf.split(p)
 
     # After step k, blocks[(r - k - 2) % p] holds the contributions of ranks r-k-1 .. r.
@@ -105,7 +102,7 @@ def recursive_halving_reduce_scatter(comm: Comm, buf: Payload, op: Op) -> Proc[P
     (⌊lg p⌋+2)α + n(1 + (p'-1)/p' + 1/p)β + n(1 + (p'-1)/p')γ, see recursive_halving_cost.
     """
     p, r = comm.size, comm.rank
-    pof2 = pof2_below(p)
+    pof2 = pof2_at_most(p)
     rem = p - pof2
     if r < 2 * rem:
         if r % 2 == 0:

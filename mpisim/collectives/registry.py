@@ -23,7 +23,9 @@ scatter          ``comm, buf, root``         block ``rank`` of root's buffer
 ===============  ==========================  ==================================================
 
 ``buf`` is a :class:`~mpisim.mpi.payload.Payload`; ``comm`` is the communicator's
-collective context, so algorithm messages never match user receives.
+collective context, so algorithm messages never match user receives. An algorithm registered
+with a ``plan`` (a GPU library's: NCCL's protocol, channels and chunk) also receives
+``choice``, the plan's answer for this call, resolved once at dispatch (``None`` on one rank).
 
 Cost functions take ``(p, n, alpha, beta, gamma)`` -- ranks, bytes (nccl-tests convention:
 the whole gathered array for allgather and reduce_scatter, each rank's buffer otherwise),
@@ -72,6 +74,20 @@ def never(p: int) -> bool:
 
 
 @dataclass(frozen=True)
+class FluidTwin:
+    """An algorithm's collective-fidelity twin: the same call timed as a whole, its messages not sent.
+
+    ``run`` takes the algorithm's arguments and returns what it returns; ``applies(comm, buf)``
+    says whether this call may take it (size-only data, and whatever else the twin assumes of
+    the messages and the network). Dispatch runs the twin at ``fidelity: collective`` when it
+    applies, the algorithm otherwise (:mod:`mpisim.collectives.fluid`).
+    """
+
+    run: Callable[..., Any]
+    applies: Callable[[Any, Any], bool]
+
+
+@dataclass(frozen=True)
 class Algorithm:
     """One registered collective algorithm."""
 
@@ -84,6 +100,8 @@ class Algorithm:
     reference: str = ""
     exact: Callable[[int], bool] = field(default=always, repr=False)
     description: str = field(default="", repr=False)
+    plan: Callable[..., Any] | None = field(default=None, repr=False)
+    fluid: FluidTwin | None = field(default=None, repr=False)
 
     def allows(self, p: int, commutative: bool = True) -> bool:
         """True if the algorithm can run on *p* ranks with an op of the given commutativity."""
@@ -138,8 +156,16 @@ _REGISTRY: dict[str, dict[str, Algorithm]] = {c: {} for c in COLLECTIVES}
 
 
 def algorithm(collective: str, name: str, *, cost: CostFn | None = None, requires: tuple[str, ...] | set[str] = (),
-              reference: str = "", exact: Callable[[int], bool] = always) -> Callable:
+              reference: str = "", exact: Callable[[int], bool] = always,
+              plan: Callable[..., Any] | None = None, fluid: FluidTwin | None = None) -> Callable:
     """Register the decorated generator function as *collective* algorithm *name*.
+
+    *plan*, for a GPU library's algorithm, is ``plan(comm, nbytes)`` -> the library's choice
+    for a call of *nbytes* (nccl-tests' size): protocol, channels, chunk. Dispatch resolves it
+    once per call shape and hands it to the algorithm as ``choice=`` (and writes it on the
+    call's record), so the algorithm, the record and the rows all read the same choice.
+    *fluid* is the algorithm's collective-fidelity twin (:class:`FluidTwin`), which dispatch
+    runs instead of it at ``fidelity: collective`` where the twin applies.
 
     Raises ValueError on a duplicate name, an unknown collective or requirement, or a
     missing docstring (the docstring's first line is the summary users see).
@@ -158,7 +184,7 @@ def algorithm(collective: str, name: str, *, cost: CostFn | None = None, require
         if not doc:
             raise ValueError(f"{func.__name__}: algorithms must have a docstring")
         table[name] = Algorithm(collective, name, func, doc.splitlines()[0], cost, frozenset(requires),
-                                reference, exact, doc)
+                                reference, exact, doc, plan, fluid)
         return func
 
     return decorate

@@ -59,6 +59,10 @@ class CollectiveRecord:
     t_enter: float
     t_exit: float
     call: int = 0  # sequence number of the call on its communicator
+    # A GPU library's choice for the call, resolved once at dispatch (None for MPI's algorithms):
+    protocol: str | None = None  # NCCL's protocol (LL, LL128, Simple, NVLS)
+    channels: int | None = None  # rings or trees side by side (one per NIC across nodes)
+    chunk_bytes: int | None = None  # payload of one message: a ring step's block, a tree's segment
 
 
 @dataclass(frozen=True, slots=True)

@@ -49,7 +49,7 @@ from typing import TYPE_CHECKING, Any
 
 from mpisim.engine.records import LinkRecord
 from mpisim.engine.sim import schedule_at
-from mpisim.network.base import register_model
+from mpisim.network.base import Capabilities, PathCosts, register_model, route_costs
 
 if TYPE_CHECKING:
     from mpisim.engine.sim import Proc, Simulation
@@ -144,6 +144,12 @@ class AnalyticNetwork:
     ``link_bytes[i]`` and ``link_busy[i]`` hold the bytes and the seconds of capacity used of
     the link whose ``index`` is *i*; :meth:`link_stats` gives the same per link name.
     """
+
+    capabilities = Capabilities()  # a link serves its transfers in turn: no max-min sharing, no batches
+
+    def path_costs(self, src: int, dst: int) -> PathCosts:
+        """The costs of the route from rank *src* to rank *dst*, alone (NetworkModel.path_costs)."""
+        return route_costs(self.topology, src, dst)
 
     def __init__(self, sim: Simulation, topology: Topology) -> None:
         self.sim = sim

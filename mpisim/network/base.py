@@ -11,11 +11,22 @@ start it now and call ``fn(arg)`` when the last byte has arrived (or return True
 without calling, when the transfer is over immediately). It is the same transfer with the
 same timing; the MPI layer uses it when present because it needs no generator per message,
 and falls back to running ``transfer`` otherwise.
+
+Beyond moving bytes, a model declares what else it can answer, so that callers (the
+collective-fidelity paths, the ``model`` selector) ask a question instead of testing its class:
+
+* :meth:`NetworkModel.path_costs` -- a :class:`PathCosts` of one pair: latency, bottleneck
+  rate and hops of the route a message between them takes, before any contention;
+* :attr:`NetworkModel.capabilities` -- a :class:`Capabilities` record: whether concurrent
+  transfers share a link at once, max-min fairly (so flows standing for a collective's
+  messages time as the messages would); whether it takes a batch of transfers in one call
+  (``post_all``); whether it takes weighted flows (one flow standing for several equal ones).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
@@ -23,15 +34,60 @@ if TYPE_CHECKING:
     from mpisim.network.topology import Topology
 
 
+@dataclass(frozen=True, slots=True)
+class PathCosts:
+    """What a message from one rank to another meets alone on the network: the route's costs.
+
+    ``latency`` is the sum of its links' latencies (s), ``bottleneck`` its slowest link's rate
+    (bytes/s; infinite for a rank to itself), ``hops`` the number of links it crosses.
+    """
+
+    latency: float
+    bottleneck: float
+    hops: int
+
+    @property
+    def seconds_per_byte(self) -> float:
+        """1 / bottleneck: the β of an α-β model for this pair (0 for a rank to itself)."""
+        return 0.0 if self.bottleneck == float("inf") else 1.0 / self.bottleneck
+
+
+@dataclass(frozen=True, slots=True)
+class Capabilities:
+    """What a network model can do beyond ``transfer`` and ``post`` (see the module docstring).
+
+    ``max_min_sharing``: transfers on one link at once share it max-min fairly, as
+    collective-fidelity flows assume (the ``analytic`` model serves them in turn; a
+    port-limited network holds a rank's transfers back). ``post_all``: ``post_all(transfers,
+    done)`` starts a batch and tells only its last arrival. ``weighted``: ``post(...,
+    weight=k)`` takes one flow standing for k equal ones.
+    """
+
+    max_min_sharing: bool = False
+    post_all: bool = False
+    weighted: bool = False
+
+
 class NetworkModel(Protocol):
     """What the MPI layer may ask of a network."""
 
     sim: Simulation
     topology: Topology
+    capabilities: Capabilities
 
     def transfer(self, src: int, dst: int, nbytes: int) -> Proc[None]:
         """Move *nbytes* from rank *src* to rank *dst*; return when the last byte arrives."""
         ...
+
+    def path_costs(self, src: int, dst: int) -> PathCosts:
+        """Return the costs of the path a message from rank *src* to rank *dst* takes, alone."""
+        ...
+
+
+def route_costs(topology: Topology, src: int, dst: int) -> PathCosts:
+    """The PathCosts of *topology*'s route from rank *src* to rank *dst* (what the built-in models answer)."""
+    route = topology.route(src, dst)
+    return PathCosts(route.latency, route.bottleneck, len(route.links))
 
 
 NetworkFactory = Callable[["Simulation", "Topology"], NetworkModel]

@@ -93,7 +93,6 @@ from mpisim.engine.events import Call
 from mpisim.engine.records import LinkRecord
 from mpisim.engine.sim import call_in_turn
 from mpisim.network.analytic import LinkStats
-from mpisim.network.base import register_model
 from mpisim.network.flows import (
     GROUP,
     Arrivals,
@@ -105,6 +104,7 @@ from mpisim.network.flows import (
     member_seq,
 )
 from mpisim.network.maxmin import FillMemo, MaxMin
+from mpisim.network.base import Capabilities, PathCosts, register_model, route_costs
 
 if TYPE_CHECKING:
     from mpisim.engine.sim import Proc, Simulation
@@ -139,8 +139,13 @@ class FairShareNetwork:
     once a flow has used the link.
     """
 
+    #: Declared (base.Capabilities): links shared max-min fairly, batches (:meth:`post_all`), and
     #: :meth:`post` takes ``weight``: one flow may stand for equal transfers started together.
-    weighted_post = True
+    capabilities = Capabilities(max_min_sharing=True, post_all=True, weighted=True)
+
+    def path_costs(self, src: int, dst: int) -> PathCosts:
+        """The costs of the route from rank *src* to rank *dst*, alone (NetworkModel.path_costs)."""
+        return route_costs(self.topology, src, dst)
 
     def __init__(self, sim: Simulation, topology: Topology) -> None:
         self.sim = sim

@@ -39,6 +39,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from mpisim.engine.events import NORMAL, Call
+from mpisim.network.base import Capabilities
 
 if TYPE_CHECKING:
     from mpisim.engine.sim import Proc
@@ -73,6 +74,11 @@ class PortLimitedNetwork:
         self._new: list[_Waiting] = []
         #: True while an admission is scheduled for the end of the current instant.
         self._admit_due = False
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """The wrapped model's batches, but no max-min sharing and no weighted flows: ports hold transfers back."""
+        return Capabilities(post_all=self.inner.capabilities.post_all)
 
     def __getattr__(self, name: str) -> Any:
         # Statistics and the like (link_stats, transfers) are the wrapped model's.

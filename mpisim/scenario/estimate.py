@@ -66,7 +66,7 @@ _P_VIEW_ALGORITHMS = frozenset({"ring", "rabenseifner", "nccl_ring", "scatter_ri
                                 "scatter_recursive_doubling_allgather"})
 
 #: Algorithms that at ``fidelity: collective`` with size-only data run as step programs
-#: (mpisim.collectives.fluid_mpi_ring): no blocks per rank, a few events per rank per call.
+#: (mpisim.collectives.fluid.mpi_ring): no blocks per rank, a few events per rank per call.
 _STEP_PROGRAMS = frozenset({("allreduce", "ring"), ("allgather", "ring"), ("reduce_scatter", "ring"),
                             ("barrier", "dissemination")})
 #: Events per rank of a step program's call (joining, leaving, its flow).

@@ -49,8 +49,8 @@ DEFAULT_NAME = "scenario"
 PAYLOADS = ("data", "size")
 #: How finely collectives are timed: every message (``message``), or ``collective``: NCCL-style
 #: rings as one pipelined flow per hop (mpisim.collectives.nccl, "Collective fidelity"), NCCL's
-#: trees as one flow per edge (mpisim.collectives.fluid_tree), MPI rings and the dissemination
-#: barrier as step programs (mpisim.collectives.fluid_mpi_ring) and the other MPI algorithms'
+#: trees as one flow per edge (mpisim.collectives.fluid.tree), MPI rings and the dissemination
+#: barrier as step programs (mpisim.collectives.fluid.mpi_ring) and the other MPI algorithms'
 #: size-only messages on the direct path (mpisim.mpi.world, "Collective fidelity").
 FIDELITIES = ("message", "collective")
 DEFAULT_FIDELITY = "message"

@@ -422,7 +422,7 @@ class _Point:
 
 
 def _rank_program(comm: Comm, point: _Point, outputs: list[Any], spans: list[list[tuple[float, float]]],
-                  chosen: list[str], inputs: list[Any] | None = None) -> Proc[None]:
+                  chosen: list[dispatch.PreparedCall], inputs: list[Any] | None = None) -> Proc[None]:
     buf: Payload | None = None
     if point.collective != "barrier":
         if point.data:
@@ -432,11 +432,11 @@ def _rank_program(comm: Comm, point: _Point, outputs: list[Any], spans: list[lis
         else:
             buf = SizePayload(point.count, point.dtype)
     if comm.rank == 0:
+        # The call as dispatch resolves it (once per call shape): its algorithm and library choice.
         nbytes = 0 if buf is None else buf.nbytes
-        size = dispatch.size_of_call(point.collective, nbytes, comm.size)
         itemsize = 1 if buf is None else buf.dtype.itemsize
-        chosen.append(dispatch.resolve(comm, point.collective, point.algorithm, size, get_op(point.op),
-                                       itemsize=itemsize).name)
+        chosen.append(dispatch.prepare(comm, point.collective, point.algorithm, nbytes, get_op(point.op),
+                                       point.root, itemsize))
     result = None
     for _ in range(point.iterations):
         yield from comm.world.synchronize(comm.world_rank)
@@ -540,12 +540,14 @@ def run(params: CollectiveParams, ctx: RunContext) -> WorkloadOutput:
                            count, dtype, data, ctx.seed, params.values)
             outputs: list[Any] = [None] * p
             spans: list[list[tuple[float, float]]] = [[] for _ in range(p)]
-            chosen: list[str] = []
+            chosen: list[dispatch.PreparedCall] = []
             random = params.values == "random" and data
             inputs: list[Any] | None = [None] * p if random else None
             world.launch(_rank_program, point, outputs, spans, chosen, inputs)
             world.run()
             time = collective_time(spans)
+            prepared = chosen[0]
+            ran = prepared.algorithm.name  # what ran (``algorithm`` is what was asked for)
             checks: dict[str, Any] = {}
             if params.values == "random" and params.collective != "barrier":
                 checks = _verify_random(point, p, inputs, outputs, ctx.new_world()) if random \
@@ -554,7 +556,7 @@ def run(params: CollectiveParams, ctx: RunContext) -> WorkloadOutput:
             algbw = nbytes / time / 1e9 if time > 0 else None
             out.rows.append({
                 "collective": params.collective,
-                "algorithm": chosen[0],
+                "algorithm": ran,
                 "requested": requested,
                 "ranks": p,
                 "bytes": nbytes,
@@ -564,21 +566,21 @@ def run(params: CollectiveParams, ctx: RunContext) -> WorkloadOutput:
                 "algbw_GBps": algbw,
                 "busbw_GBps": None if algbw is None else algbw * busbw_factor(params.collective, p),
                 "verified": verified,
-                "model_time_s": closed_form_time(world, params.collective, chosen[0], nbytes),
-                "model_exact": registry.get(params.collective, chosen[0]).exact(p),
+                "model_time_s": closed_form_time(world, params.collective, ran, nbytes),
+                "model_exact": registry.get(params.collective, ran).exact(p),
                 **checks,
             })
-            if chosen[0] in nccl.GPU_ALGORITHMS and p > 1:
+            if prepared.choice is not None:
                 # Which protocol, how many channels, what chunk: why an NCCL-style time is what it is.
                 row = out.rows[-1]
-                row.update(nccl.call_shape(world.comm_world(0).coll, chosen[0], nbytes, params.collective))
+                row.update(nccl.call_shape(prepared.choice))
                 if row["busbw_GBps"] is not None:
                     note = nccl.ll_pace_note(world.comm_world(0).coll,
-                                             f"{params.collective}/{chosen[0]} {format_size(nbytes)} on {p} ranks",
+                                             f"{params.collective}/{ran} {format_size(nbytes)} on {p} ranks",
                                              str(row["protocol"]), row["busbw_GBps"] * 1e9)
                     if note is not None and note not in out.notes:  # auto may repeat a named algorithm
                         out.notes.append(note)
-            label = f"{chosen[0]} {format_size(nbytes)}" + (" (auto)" if requested == "auto" else "")
+            label = f"{ran} {format_size(nbytes)}" + (" (auto)" if requested == "auto" else "")
             measured.append((label, requested, nbytes, world, world.tracer.message_count))
             out.notes.extend(world.unmatched)
     out.worlds = _worlds_to_keep(measured)

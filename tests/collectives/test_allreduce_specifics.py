@@ -17,9 +17,10 @@ import numpy as np
 import pytest
 
 from mpisim.collectives import registry
-from mpisim.collectives.allreduce import PS_SEGMENT, double_binary_tree, ring_cost
+from mpisim.collectives.allreduce import PS_SEGMENT, ring_cost
 from mpisim.collectives.bcast import CHAIN_SEGMENT, pipelined_chain_cost
 from mpisim.collectives.costmodel import ceil_lg
+from mpisim.collectives.trees import double_binary_tree
 from mpisim.engine.sim import Simulation
 from mpisim.errors import MPIError
 from mpisim.mpi import UNDEFINED, MpiConfig, SizePayload, World

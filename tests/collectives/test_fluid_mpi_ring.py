@@ -1,4 +1,4 @@
-"""MPI rings at collective fidelity (mpisim.collectives.fluid_mpi_ring) against the message path.
+"""MPI rings at collective fidelity (mpisim.collectives.fluid.mpi_ring) against the message path.
 
 The step program replayed as a recurrence must give every rank the exit time the message path
 gives it -- to rounding where each hop has its links to itself, within 2 % where hops share a
@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mpisim.collectives.fluid_mpi_ring import RingPhase, _Hops, ceil_blocks, even_blocks, hop_bytes, replay
+from mpisim.collectives.fluid.mpi_ring import RingPhase, _Hops, ceil_blocks, even_blocks, hop_bytes, replay
 from mpisim.mpi.payload import SizePayload
 from mpisim.network.topology import FabricSpec
 from tests.conftest import make_world

@@ -1,12 +1,13 @@
-"""MPI's pipelined trees as a fluid (mpisim.collectives.fluid_pipeline): the replay where nothing is shared,
+"""MPI's pipelined trees as a fluid (mpisim.collectives.fluid.pipeline): the replay where nothing is shared,
 the whole run where the period is extrapolated, and the same answer every time."""
 
 from __future__ import annotations
 
 import pytest
 
-from mpisim.collectives import fluid_pipeline, fluid_tree
-from mpisim.collectives.allreduce import binary_tree, double_binary_tree
+from mpisim.collectives.fluid import pipeline as fluid_pipeline
+from mpisim.collectives.fluid import tree as fluid_tree
+from mpisim.collectives.trees import binary_tree, double_binary_tree
 from mpisim.engine.sim import Simulation
 from mpisim.mpi import MpiConfig, World
 from mpisim.network.base import make_model

@@ -1,9 +1,9 @@
 """Pipelined trees: the shortcuts that make large tree calls cheap to simulate change no result.
 
 * At ``fidelity: collective`` the edges of one pair of ranks with equal bytes ride one weighted
-  fair-share flow (mpisim.collectives.fluid_tree, ``_plan``): the call's time is the one that
+  fair-share flow (mpisim.collectives.fluid.tree, ``_plan``): the call's time is the one that
   one flow per edge gives (to rounding) and every link carries exactly the same bytes.
-* The tuner's tree prediction (``nccl._tree_time``) walks the first segment's paths from the
+* The tuner's tree prediction (``tuner._tree_time``) walks the first segment's paths from the
   leaves only, over distinct hop costs: it equals, float for float, the walk from every rank
   over every hop.
 """
@@ -15,7 +15,9 @@ import math
 import pytest
 
 from mpisim.collectives import nccl
-from mpisim.collectives.allreduce import DBT_SEGMENT, NCCL_STEPS
+from mpisim.collectives.nccl import tuner
+from mpisim.collectives.trees import DBT_SEGMENT, NCCL_STEPS
+from mpisim.network.base import Capabilities
 from mpisim.network.fairshare import FairShareNetwork
 from mpisim.scenario import load, run_scenario
 from tests.validation.test_gpu_collectives import coll_comm
@@ -59,7 +61,8 @@ def test_one_weighted_flow_per_pair_gives_one_flow_per_edges_time_and_bytes(algo
     not split evenly gives trees of different bytes, whose edges on one pair stay apart."""
     raw = _tree_call(algorithm, nodes, nbytes)
     merged_time, merged_links, merged_flows = _run_counting_flows(raw, monkeypatch)
-    monkeypatch.setattr(FairShareNetwork, "weighted_post", False)  # one flow per edge, as before
+    # One flow per edge, as before weighted flows: the same network, declaring it takes none.
+    monkeypatch.setattr(FairShareNetwork, "capabilities", Capabilities(max_min_sharing=True, post_all=True))
     apart_time, apart_links, apart_flows = _run_counting_flows(raw, monkeypatch)
     assert merged_links == apart_links
     assert merged_time == pytest.approx(apart_time, rel=1e-12)
@@ -70,7 +73,7 @@ def test_one_weighted_flow_per_pair_gives_one_flow_per_edges_time_and_bytes(algo
 
 
 def _plain_hop_costs(comm, hops, wire, shared: bool):
-    """(latency, seconds per payload byte) of each hop, alone or sharing its links (see nccl._hop_costs)."""
+    """(latency, seconds per payload byte) of each hop, alone or sharing its links (see tuner._hop_costs)."""
     topology = comm.world.topology
     routes = [topology.route(comm.group[a], comm.group[b]) for a, b in hops]
     load = nccl.link_loads(routes)
@@ -92,7 +95,7 @@ def _plain_hop_costs(comm, hops, wire, shared: bool):
 
 
 def _plain_tree_time(comm, links, share: float, wire) -> float:
-    """nccl._tree_time's closed form, walked from every rank of every tree over every hop."""
+    """tuner._tree_time's closed form, walked from every rank of every tree over every hop."""
     ups = [(r, parent) for tree in links for r, (parent, _) in enumerate(tree) if parent is not None]
     hops = ups + [(parent, r) for r, parent in ups]
     alone = dict(zip(hops, _plain_hop_costs(comm, hops, wire, shared=False), strict=True))
@@ -126,7 +129,7 @@ def test_the_tuners_tree_time_is_the_plain_walks_to_the_last_bit(preset, nodes):
     for protocol in nccl.protocols(comm.world.topology.spec).values():
         for nbytes in (4096, 3 * MiB + 8, 25 * MiB, 2**30):
             share = nbytes / (2 * channels)
-            assert nccl._tree_time(comm, lambda: links, share, protocol.wire, "nccl_tree") == \
+            assert tuner._tree_time(comm, lambda: links, share, protocol.wire, "nccl_tree") == \
                 _plain_tree_time(comm, links, share, protocol.wire), (protocol.name, nbytes)
 
 

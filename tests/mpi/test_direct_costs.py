@@ -1,6 +1,6 @@
 """World.direct_costs: the direct path's own timing of a message, in closed form.
 
-Step programs timed as recurrences (mpisim.collectives.fluid_mpi_ring) rely on it, so it is held
+Step programs timed as recurrences (mpisim.collectives.fluid.mpi_ring) rely on it, so it is held
 to the simulated direct path: a lone message of n bytes, its receive posted at a chosen time,
 eager and rendezvous, inside a node and between nodes, with every MPI overhead switched on.
 """

@@ -663,3 +663,32 @@ def test_a_weighted_flow_takes_its_weights_share_of_a_link():
     net.post(2, 1, 10, lambda name: done.setdefault(name, env.now), "light")
     net.sim.run()
     assert done == {"heavy": pytest.approx(2.5, rel=REL), "light": pytest.approx(1.0, rel=REL)}
+
+
+# -- what a model declares it can answer ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["analytic", "fairshare"])
+def test_path_costs_are_the_routes_and_a_lone_transfer_takes_them(name):
+    """path_costs(0, 1): the links' latencies summed, the slowest effective rate, three hops;
+    a transfer alone takes latency + n / bottleneck on either model."""
+    net = make_model(name, Simulation(), path_topology())
+    costs = net.path_costs(0, 1)
+    assert costs.latency == pytest.approx(0.6e-6 + 0.3e-6 + 0.6e-6, rel=REL)
+    assert costs.bottleneck == pytest.approx(12.5e9 * 0.8, rel=REL)
+    assert (costs.hops, net.path_costs(1, 0).hops) == (3, 1)
+    assert costs.seconds_per_byte == pytest.approx(1 / costs.bottleneck, rel=REL)
+    [t] = run_transfers(net, [(0.0, 0, 1, 10**8)])
+    assert t == pytest.approx(costs.latency + 10**8 / costs.bottleneck, rel=1e-9)
+
+
+def test_capabilities_are_declared_not_guessed_from_the_class():
+    topo = path_topology()
+    fair, analytic = make_model("fairshare", Simulation(), topo), make_model("analytic", Simulation(), topo)
+    assert (fair.capabilities.max_min_sharing, fair.capabilities.post_all, fair.capabilities.weighted) == (True,) * 3
+    assert (analytic.capabilities.max_min_sharing, analytic.capabilities.post_all,
+            analytic.capabilities.weighted) == (False,) * 3
+    # Ports hold a rank's transfers back: no longer max-min fair sharing, whatever the model inside.
+    ported = make_model("fairshare", Simulation(), topo, ports=1)
+    assert not ported.capabilities.max_min_sharing and not ported.capabilities.weighted
+    assert ported.path_costs(0, 1) == fair.path_costs(0, 1)

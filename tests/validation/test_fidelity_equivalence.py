@@ -121,8 +121,8 @@ def test_a_users_own_messages_keep_the_message_path(world_factory):
     assert [(m.tag, m.protocol) for m in world.tracer.messages] == [(5, "rendezvous")]
 
 
-# --- double_binary_tree: one flow per tree edge (mpisim.collectives.fluid_tree), the program as a fluid
-# (mpisim.collectives.fluid_pipeline) once its trees have several segments.
+# --- double_binary_tree: one flow per tree edge (mpisim.collectives.fluid.tree), the program as a fluid
+# (mpisim.collectives.fluid.pipeline) once its trees have several segments.
 
 DBT = "double_binary_tree"
 
@@ -158,7 +158,7 @@ def test_double_binary_tree_flows_carry_the_segments_bytes_and_count_its_message
     The message path's links carry the same data plus the rendezvous headers (RTS there, CTS
     and FIN back); the flows carry the data only.
     """
-    from mpisim.collectives import fluid_tree
+    from mpisim.collectives.fluid import tree as fluid_tree
     from mpisim.network.topology import build_topology
 
     detailed, fast = _dbt("message", nbytes), _dbt("collective", nbytes)
@@ -202,7 +202,7 @@ def test_double_binary_tree_keeps_the_mpi_overheads():
                          ids=["rendezvous-overhead", "analytic", "one-port"])
 def test_double_binary_tree_keeps_the_messages_where_the_fluid_does_not_hold(extra):
     """A pair's socket, links served in turn, a port per rank: the fluid models none of them."""
-    from mpisim.collectives import fluid_tree
+    from mpisim.collectives.fluid import tree as fluid_tree
 
     fluid_tree._PLANS.clear()
     fast = _dbt("collective", 2**23, **extra)

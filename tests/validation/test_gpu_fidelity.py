@@ -78,7 +78,7 @@ def test_fidelity_names_one_of_two_values():
         load({**_ring(1, 1024), "fidelity": "packet"})
 
 
-# --- Trees: nccl_tree, and nvls's rail trees across nodes (mpisim.collectives.fluid_tree).
+# --- Trees: nccl_tree, and nvls's rail trees across nodes (mpisim.collectives.fluid.tree).
 
 
 def _tree(algorithm: str, nodes: int, nbytes: int, model: str = "fairshare", payload: str = "size"):

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from mpisim.collectives import nccl
-from mpisim.collectives.allreduce import DBT_SEGMENT, double_binary_tree
+from mpisim.collectives.trees import DBT_SEGMENT, double_binary_tree
 from mpisim.mpi.payload import SizePayload
 from mpisim.scenario import load
 from mpisim.scenario.run import new_world_factory
@@ -111,7 +111,7 @@ def test_every_nic_carries_the_algorithms_cross_node_bytes(algorithm, nodes, mod
 @pytest.mark.parametrize("model", ["fairshare", "analytic"])
 @pytest.mark.parametrize(("algorithm", "nodes"), [(a, n) for a in ("nccl_tree", "nvls") for n in (2, 4, 16)])
 def test_at_collective_fidelity_trees_put_the_same_bytes_on_every_nic(algorithm, nodes, model):
-    """The trees as one flow per edge (mpisim.collectives.fluid_tree) carry the algorithm's bytes too."""
+    """The trees as one flow per edge (mpisim.collectives.fluid.tree) carry the algorithm's bytes too."""
     nbytes = 16 * MiB * Q
     world = _world(nodes, model, "collective")
     elapsed, wire = _run(world, algorithm, nbytes)
@@ -212,7 +212,7 @@ def test_alltoall_leaves_every_node_through_the_destinations_rail(nodes, model):
 def _chain_wire_bytes(share_count: int, protocol) -> int:
     """Wire bytes of one channel's share of a broadcast, sent in the protocol's steps (as nccl_bcast cuts it)."""
     from mpisim.collectives.bcast import segments
-    from mpisim.collectives.nccl_bcast import STEP_BYTES
+    from mpisim.collectives.nccl.bcast import STEP_BYTES
 
     pieces = segments(SizePayload(share_count, np.float32), STEP_BYTES[protocol.name])
     return sum(protocol.wire.wire_bytes(piece.nbytes, "inter") for piece in pieces)
@@ -268,7 +268,7 @@ def test_ring_allgather_and_reduce_scatter_use_every_nic(collective, nodes):
 @pytest.mark.parametrize("model", ["fairshare", "analytic"])
 def test_send_to_another_node_takes_the_receivers_rail(model):
     """ncclSend from GPU 0 of node 0 to GPU 3 of node 1: over NVLink to GPU 3 of node 0, then rail 3 (PXN)."""
-    from mpisim.collectives import nccl_p2p
+    from mpisim.collectives.nccl import p2p as nccl_p2p
 
     nbytes = 32 * MiB
     world = _world(2, model)
@@ -304,7 +304,7 @@ def test_alltoall_meets_its_closed_form_on_the_analytic_network():
     another GPU reach the NIC a hop later than the NIC's own GPU's, so the NIC starts on the
     first ones earlier and the call ends up to that hop before the closed form.
     """
-    from mpisim.collectives import nccl_p2p
+    from mpisim.collectives.nccl import p2p as nccl_p2p
 
     for nodes, blocks, link in ((1, Q - 1, "rank0->node0.nvswitch"), (2, Q, "node0.nic7->")):
         world = _world(nodes, "analytic")
@@ -327,7 +327,7 @@ def test_alltoall_meets_its_closed_form_on_the_analytic_network():
 @pytest.mark.parametrize("model", ["fairshare", "analytic"])
 def test_broadcast_on_one_node_equals_its_closed_form(model):
     """One channel of p hops alike: base + (p-1)(h + α) + ((p-2)s + n)β/e, for each protocol the tuner may pick."""
-    from mpisim.collectives import nccl_bcast
+    from mpisim.collectives.nccl import bcast as nccl_bcast
 
     for nbytes in (64 * 1024, 8 * MiB, 64 * MiB):
         world = _world(1, model)
@@ -354,7 +354,7 @@ def test_ll_across_nodes_goes_at_nccls_capped_pace_and_the_nics_carry_only_its_b
     NICs carry LL's two bytes per byte of data and nothing else, and no pace link shows in the
     link statistics.
     """
-    monkeypatch.setattr(nccl, "PROTOCOLS", ("LL",))
+    monkeypatch.setattr(nccl.tuner, "PROTOCOLS", ("LL",))  # the tuner tries these
     nbytes = 64 * MiB if algorithm == "nccl_ring" else 16 * MiB * Q
     world = _world(nodes, model, fidelity)
     elapsed, wire = _run(world, algorithm, nbytes)
@@ -382,7 +382,7 @@ def test_ll_across_nodes_goes_at_nccls_capped_pace_and_the_nics_carry_only_its_b
 @pytest.mark.parametrize("nodes", [2, 4])
 def test_ll_broadcast_across_nodes_goes_at_nccls_capped_pace(nodes, model, monkeypatch):
     """NCCL caps LL's bus bandwidth on every ring, broadcast's too: its busbw (n / time) is the cap."""
-    monkeypatch.setattr(nccl, "PROTOCOLS", ("LL",))
+    monkeypatch.setattr(nccl.tuner, "PROTOCOLS", ("LL",))  # the tuner tries these
     nbytes = 64 * MiB
     world = _world(nodes, model)
     elapsed = _run_collective(world, "bcast", "nccl_ring", nbytes // 4)

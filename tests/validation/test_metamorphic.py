@@ -126,7 +126,6 @@ def _time(algo: registry.Algorithm, family: str, nodes: int, per_node: int, coun
         raw["mpi"] = mpi
     new_world, _ = new_world_factory(load(raw))
     world = new_world()
-    p = world.size
 
     def program(comm):
         yield from comm.world.synchronize(comm.world_rank)
@@ -137,10 +136,8 @@ def _time(algo: registry.Algorithm, family: str, nodes: int, per_node: int, coun
     procs = world.launch(program)
     world.run()
     elapsed = max(proc.value for proc in procs)
-    protocol = None
-    if algo.name in nccl.GPU_ALGORITHMS and p > 1:
-        nbytes = count * 4 * (p if algo.collective == "allgather" else 1)
-        protocol = nccl.call_shape(world.comm_world(0).coll, algo.name, nbytes, algo.collective)["protocol"]
+    # The protocol the call ran with, as dispatch wrote it on the call's record (None for MPI's algorithms).
+    protocol = world.tracer.collectives[0].protocol if world.tracer.collectives else None
     if fidelity != "message":
         on_messages = _time(algo, family, nodes, per_node, count, model, topology, mpi)
         return Run(elapsed, on_messages.regime, on_messages.one_transfer)

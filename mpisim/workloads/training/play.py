@@ -314,8 +314,9 @@ class _Rank:
             grad = gradients(plan, k, comm.rank) if plan.data else None
             buf: Payload = DataPayload(grad) if grad is not None else SizePayload(bucket.count, plan.wire_dtype)
             if comm.rank == 0:
-                self.shared.ran.add(dispatch.resolve(comm, "allreduce", plan.sync, buf.nbytes, SUM,
-                                                     itemsize=buf.dtype.itemsize).name)
+                # The call as dispatch resolves it, once per bucket shape (the same object the call runs).
+                self.shared.ran.add(dispatch.prepare(comm, "allreduce", plan.sync, buf.nbytes, SUM, 0,
+                                                     buf.dtype.itemsize).algorithm.name)
             out = yield from comm.allreduce(buf, op=SUM, algorithm=plan.sync)
             if plan.data:
                 self.shared.results.append(check_average(plan, k, p, out.array / p))
@@ -327,8 +328,8 @@ class _Rank:
             else:
                 buf = SizePayload(nbytes, np.uint8)
             if comm.rank == 0:
-                self.shared.ran.add(dispatch.resolve(comm, "allgather", None, buf.nbytes * p, SUM,
-                                                     itemsize=buf.dtype.itemsize).name + " allgather")
+                self.shared.ran.add(dispatch.prepare(comm, "allgather", None, buf.nbytes, SUM, 0,
+                                                     buf.dtype.itemsize).algorithm.name + " allgather")
             out = yield from comm.allgather(buf)
             if plan.data:
                 dense = unpack_sum(out.array, p, keep, bucket.count, plan.wire_dtype)

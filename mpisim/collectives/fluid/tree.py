@@ -31,7 +31,7 @@ handshake once the receive is posted, overheads, copies), with the same one flow
 the links' bytes. With one segment per tree the replay is the program. With several, the
 streams that share a NIC fall into and out of phase under fair sharing, which no count fixed in
 advance captures, so the program runs as a fluid until its period shows
-(:mod:`~mpisim.collectives.fluid_pipeline`) and that is its latency bound; its flows bound it
+(:mod:`~mpisim.collectives.fluid.pipeline`) and that is its latency bound; its flows bound it
 only where other traffic slows them more. Against the message path (mpisim.validation.fidelity's
 grid: full, star, fat tree, rail with 8 and 64 ranks, 4 x dgx-h100; 1 KiB to 1 GiB) every case
 comes out within 0.2 %. These trees have a plan of their own (:func:`_mpi_plan`): one flow
@@ -52,7 +52,7 @@ would have, and every link carries the same bytes. The edges' costs are worked o
 per tree layout (a training run's buckets of every size and protocol share them), and the
 trees that are copies of each other on other ranks are replayed once per call shape. MPI's
 trees post one flow per edge instead: their messages of one pair do not share a connection,
-and their program's sharing is the fluid's (:mod:`~mpisim.collectives.fluid_pipeline`).
+and their program's sharing is the fluid's (:mod:`~mpisim.collectives.fluid.pipeline`).
 
 **Where it is the message path, and where not** (tests/validation/test_gpu_fidelity.py;
 dgx-h100 nodes, fluid against message; the two network models agree on the message path to
@@ -82,7 +82,7 @@ row of a tree on that many nodes sides with the message path: H4 (5 nodes of 8 H
 each, NCCL_ALGO=Tree, 1 GiB) measured 150 GB/s of bus bandwidth, against 153 GB/s on the
 message path and 180 GB/s here (reports/validation.md runs the message path). For trees of
 many segments on four or more nodes, time the call at ``fidelity: message`` where it matters;
-running the tree program itself as a fluid, as MPI's trees do (:mod:`~mpisim.collectives.fluid_pipeline`),
+running the tree program itself as a fluid, as MPI's trees do (:mod:`~mpisim.collectives.fluid.pipeline`),
 is the way to close the gap.
 """
 
@@ -94,16 +94,18 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from itertools import pairwise
 
-from mpisim.collectives.allreduce import DBT_SEGMENT, NCCL_STEPS
 from mpisim.collectives.bcast import segments
 from mpisim.collectives.calls import join_call, world_table
-from mpisim.collectives.fluid_pipeline import PipelineEdge, pipeline_time
+from mpisim.collectives.fluid.pipeline import PipelineEdge, pipeline_time
+from mpisim.collectives.registry import FluidTwin
+from mpisim.collectives.trees import DBT_SEGMENT, NCCL_STEPS, double_binary_tree
 from mpisim.engine.events import Call
 from mpisim.engine.records import SpanRecord
 from mpisim.engine.sim import Proc
 from mpisim.mpi.comm import Comm
 from mpisim.mpi.cost import MessageCost
-from mpisim.mpi.payload import Payload
+from mpisim.mpi.ops import Op
+from mpisim.mpi.payload import Payload, SizePayload
 from mpisim.mpi.wire import Wire
 from mpisim.network.links import Route
 
@@ -373,7 +375,7 @@ def _plan(comm: Comm, trees: list[Tree]) -> _Plan:
     skeleton = _skeleton(comm, trees)
     shapes, group = skeleton.shapes, comm.group
     gamma = comm.world.config.reduce_cost
-    merge = getattr(type(comm.world.network), "weighted_post", False)
+    merge = comm.world.network.capabilities.weighted
     wires: dict[tuple[int, str], tuple[tuple[int, ...], int]] = {}  # a tree's segments' wire bytes, and their sum
     flows: list[tuple[int, int, int, int]] = []
     index: dict[tuple[int, int, int], int] = {}
@@ -546,9 +548,8 @@ def _start(comm: Comm, call: _Call, plan: _Plan) -> None:
         for event in call.events:
             event.succeed()
         return
-    post_all = getattr(world.network, "post_all", None)
-    if post_all is not None and not plan.routes:  # the loop below, with only the last arrival told (mpisim.network.fairshare)
-        post_all([(src, dst, nbytes * weight, weight) for src, dst, nbytes, weight in flows], all_arrived)
+    if world.network.capabilities.post_all and not plan.routes:  # the loop below, with only the last arrival told
+        world.network.post_all([(src, dst, nbytes * weight, weight) for src, dst, nbytes, weight in flows], all_arrived)
         return
     post, routes = world._post, plan.routes
     for i, (src, dst, nbytes, weight) in enumerate(flows):
@@ -718,3 +719,30 @@ def _shifted(moved: list[float], period: float) -> bool:
 def _hist_shifted(hist: list[dict[int, float]], ranks: list[int], period: float) -> bool:
     """True if each segment in *hist* arrived *period* after the one before, at every rank of *ranks*."""
     return all(_shifted([b[r] - a[r] for r in ranks], period) for a, b in pairwise(hist))
+
+
+# ---------------------------------------------------------------------------------------- MPI's twin
+
+
+def _dbt_applies(comm: Comm, buf: Payload) -> bool:
+    """True if a ``double_binary_tree`` call may run as flows: size-only data, MPI's own messages,
+    a network whose links are shared max-min fairly, as the flows share them, and no rendezvous
+    overhead (the algorithm's docstring says why each)."""
+    world = comm.world
+    return (comm.wire is None and buf.__class__ is SizePayload and world.network.capabilities.max_min_sharing
+            and not world.config.rendezvous_overhead)
+
+
+def _double_binary_tree(comm: Comm, buf: Payload, op: Op) -> Proc[Payload]:
+    """The two trees, each over half of the vector, as one flow per edge (credit window 1: MPI's)."""
+
+    def build() -> list[Tree]:
+        links = [double_binary_tree(comm.size, r) for r in range(comm.size)]
+        return [Tree.over([tree[t] for tree in links], None, half, 0, window=1) for t, half in enumerate(buf.split(2))]
+
+    yield from fluid_trees(comm, build, ("double_binary_tree", buf.count, buf.dtype.str))
+    return buf
+
+
+#: The twin of ``double_binary_tree`` allreduce (registered with it).
+DOUBLE_BINARY_TREE = FluidTwin(_double_binary_tree, _dbt_applies)

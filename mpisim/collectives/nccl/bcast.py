@@ -4,7 +4,7 @@ NCCL broadcasts on its rings (``src/device/broadcast.h``, ``runRing``): in every
 root's share of the buffer flows along that channel's ring, starting at the root and ending
 at the rank before it, in steps of one buffer slot; each rank copies a step into its output
 and passes it to the next rank as soon as it has it, so all hops of the chain are busy at
-once. Across nodes there is one channel per NIC (:func:`~mpisim.collectives.nccl.ring_orders`:
+once. Across nodes there is one channel per NIC (:func:`~mpisim.collectives.topology.ring_orders`:
 channel c leaves every node through NIC c), so every NIC carries one channel's share.
 
 The step is a connection's buffer slot, NCCL's buffer divided by ``NCCL_STEPS`` (8), counting
@@ -25,9 +25,9 @@ the root is the only one the chain does not use.
 
 from __future__ import annotations
 
-from mpisim.collectives import nccl
 from mpisim.collectives.bcast import segments
-from mpisim.collectives.nccl import Protocol
+from mpisim.collectives.nccl import topology, tuner
+from mpisim.collectives.nccl.protocols import Protocol
 from mpisim.collectives.registry import algorithm
 from mpisim.engine.sim import Proc
 from mpisim.mpi.comm import Comm
@@ -38,9 +38,9 @@ STEP_BYTES = {"LL": 32 * 1024, "LL128": 576_000, "Simple": 512 * 1024}
 
 
 def chain_orders(comm: Comm, root: int) -> list[list[int]]:
-    """Return each channel's chain: its ring (:func:`~mpisim.collectives.nccl.ring_orders`) started at *root*."""
+    """Return each channel's chain: its ring (:func:`~mpisim.collectives.topology.ring_orders`) started at *root*."""
     chains = []
-    for ring in nccl.ring_orders(comm):
+    for ring in topology.ring_orders(comm):
         i = ring.index(root)
         chains.append(ring[i:] + ring[:i])
     return chains
@@ -84,12 +84,10 @@ def predict_bcast(comm: Comm, protocol: Protocol, nbytes: int, root: int = 0) ->
     return protocol.base + first + (share - step) * slowest
 
 
-def bcast_shape(comm: Comm, nbytes: int) -> dict[str, object]:
-    """Protocol, channels and step (the payload of one message) of an ``nccl_ring`` broadcast of *nbytes*."""
-    choice = nccl.tune(comm, "nccl_ring", nbytes, "bcast")
-    channels = len(nccl.ring_orders(comm))
-    return {"protocol": choice.protocol.name, "channels": channels,
-            "chunk_bytes": min(STEP_BYTES[choice.protocol.name], nbytes // channels)}
+def bcast_shape(comm: Comm, protocol: Protocol, nbytes: int) -> tuple[int, int]:
+    """Channels and step (the payload of one message) of an ``nccl_ring`` broadcast of *nbytes* with *protocol*."""
+    channels = len(topology.ring_orders(comm))
+    return channels, min(STEP_BYTES[protocol.name], nbytes // channels)
 
 
 def _chain_bcast_on(comm: Comm, part: Payload, chain: list[int], step: int, tag: int) -> Proc[Payload]:
@@ -107,8 +105,9 @@ def _chain_bcast_on(comm: Comm, part: Payload, chain: list[int], step: int, tag:
     return type(part).concat(pieces)
 
 
-@algorithm("bcast", "nccl_ring", reference="NCCL src/device/broadcast.h (runRing), src/graph/tuning.cc")
-def nccl_ring_bcast(comm: Comm, buf: Payload, root: int) -> Proc[Payload]:
+@algorithm("bcast", "nccl_ring", reference="NCCL src/device/broadcast.h (runRing), src/graph/tuning.cc",
+           plan=tuner.planner("nccl_ring", "bcast"))
+def nccl_ring_bcast(comm: Comm, buf: Payload, root: int, choice: tuner.Choice) -> Proc[Payload]:
     """NCCL ring broadcast: a pipelined chain from the root round every channel's ring, with the tuner's protocol.
 
     The buffer is split between the channels (one per NIC across nodes); in each channel the
@@ -121,11 +120,10 @@ def nccl_ring_bcast(comm: Comm, buf: Payload, root: int) -> Proc[Payload]:
     p = comm.size
     if p == 1:
         return buf
-    choice = nccl.tune(comm, "nccl_ring", buf.nbytes, "bcast")
-    yield from nccl.launch(comm, choice)
+    yield from tuner.launch(comm, choice)
     wired = comm.with_wire(choice.protocol.wire)
     chains = chain_orders(comm, root)
-    step = STEP_BYTES[choice.protocol.name]
+    step = STEP_BYTES[choice.protocol.name]  # a buffer slot (choice.chunk_bytes: at most a channel's share)
     parts = buf.split(len(chains))
     if comm.rank == root:
         # Step k of every channel before step k+1 of any: the channels run side by side (one
@@ -142,5 +140,5 @@ def nccl_ring_bcast(comm: Comm, buf: Payload, root: int) -> Proc[Payload]:
     return type(buf).concat([proc.value for proc in procs])
 
 
-nccl.register_predictor("bcast", "nccl_ring", lambda comm, protocol, nbytes: predict_bcast(comm, protocol, nbytes))
-nccl.register_shape("bcast", "nccl_ring", bcast_shape)
+tuner.register_predictor("bcast", "nccl_ring", lambda comm, protocol, nbytes: predict_bcast(comm, protocol, nbytes))
+tuner.register_shape("bcast", "nccl_ring", bcast_shape)

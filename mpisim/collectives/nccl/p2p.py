@@ -54,12 +54,11 @@ the fair-share model's at once; the last block finishes at the same time.
 from __future__ import annotations
 
 import dataclasses
-import weakref
 from typing import Any
 
-from mpisim.collectives import nccl
-from mpisim.collectives.calls import world_table
-from mpisim.collectives.nccl import Choice, Protocol
+from mpisim.collectives.nccl import topology, tuner
+from mpisim.collectives.nccl.protocols import Protocol, protocols
+from mpisim.collectives.nccl.tuner import Choice
 from mpisim.collectives.registry import algorithm
 from mpisim.engine.sim import Proc
 from mpisim.mpi.comm import Comm
@@ -71,7 +70,7 @@ P2P_LL_THRESHOLD = 16 * 1024
 
 def p2p_protocol(comm: Comm, nbytes: int) -> Protocol:
     """Return the protocol of an NCCL point-to-point message of *nbytes*: LL up to 16 KiB, else Simple, with PXN."""
-    table = nccl.protocols(comm.world.topology.spec)
+    table = protocols(comm.world.topology.spec)
     protocol = table["LL" if nbytes <= P2P_LL_THRESHOLD else "Simple"]
     return Protocol(protocol.name, protocol.base, dataclasses.replace(protocol.wire, pxn=True))
 
@@ -115,7 +114,7 @@ def _peer_costs(comm: Comm, protocol: Protocol, block: float) -> list[float]:
     p = comm.size
     hops = [(comm.group[r], comm.group[(r + k) % p]) for r in range(p) for k in range(1, p)]
     routes = [topology.pxn_route(a, b) for a, b in hops]
-    load = nccl.link_loads(routes)
+    load = tuner.link_loads(routes)
     costs = []
     for (a, b), route in zip(hops, routes, strict=True):
         if not route.links:
@@ -135,30 +134,21 @@ def predict_alltoall(comm: Comm, protocol: Protocol, nbytes: int) -> float:
     return protocol.base + max(_peer_costs(comm, protocol, nbytes / p))
 
 
-#: Protocol choices per world, keyed by (communicator context, bytes per rank).
-_CHOICES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
 def choose(comm: Comm, nbytes: int) -> Choice:
-    """Return the protocol of an ``nccl_p2p`` alltoall of *nbytes* per rank, and its predicted time."""
-    cache = world_table(_CHOICES, comm.world)
-    key = (comm.context, nbytes)
-    choice = cache.get(key)
-    if choice is None:
-        protocol = p2p_protocol(comm, nbytes // comm.size)
-        choice = cache[key] = Choice("nccl_p2p", protocol, predict_alltoall(comm, protocol, nbytes))
-    return choice
+    """Return the choice of an ``nccl_p2p`` alltoall of *nbytes* per rank: protocol, predicted time, channels, block.
 
-
-def alltoall_shape(comm: Comm, nbytes: int) -> dict[str, object]:
-    """Protocol, channels (the NICs the blocks spread over: one rail per destination local rank) and block size."""
-    return {"protocol": choose(comm, nbytes).protocol.name, "channels": nccl.channel_count(comm),
-            "chunk_bytes": nbytes // comm.size}
+    Channels are the NICs the blocks spread over (one rail per destination local rank); the
+    chunk is one peer's block.
+    """
+    protocol = p2p_protocol(comm, nbytes // comm.size)
+    return Choice("nccl_p2p", protocol, predict_alltoall(comm, protocol, nbytes), topology.channel_count(comm),
+                  nbytes // comm.size)
 
 
 @algorithm("alltoall", "nccl_p2p",
-           reference="NCCL src/enqueue.cc (grouped p2p), src/graph/paths.cc + search.cc (PXN); nccl-tests alltoall.cu")
-def nccl_p2p_alltoall(comm: Comm, buf: Payload) -> Proc[Payload]:
+           reference="NCCL src/enqueue.cc (grouped p2p), src/graph/paths.cc + search.cc (PXN); nccl-tests alltoall.cu",
+           plan=choose)
+def nccl_p2p_alltoall(comm: Comm, buf: Payload, choice: Choice) -> Proc[Payload]:
     """NCCL alltoall: grouped send/recv to every peer at once; across nodes through the destination's rail (PXN).
 
     One launch, then rank r sends block r+k to rank r+k and receives from rank r-k for every
@@ -173,8 +163,7 @@ def nccl_p2p_alltoall(comm: Comm, buf: Payload) -> Proc[Payload]:
     p, r = comm.size, comm.rank
     if p == 1:
         return buf
-    choice = choose(comm, buf.nbytes)
-    yield from nccl.launch(comm, choice)
+    yield from tuner.launch(comm, choice)
     wired = comm.with_wire(choice.protocol.wire)
     blocks = buf.split(p)
     sources = [(r - k) % p for k in range(1, p)]
@@ -186,5 +175,3 @@ def nccl_p2p_alltoall(comm: Comm, buf: Payload) -> Proc[Payload]:
         received[source] = block
     return type(buf).concat(received)
 
-
-nccl.register_shape("alltoall", "nccl_p2p", alltoall_shape)

@@ -49,12 +49,16 @@ from dataclasses import dataclass
 import numpy as np
 
 from mpisim.collectives.calls import join_call, world_table
+from mpisim.collectives.costmodel import ceil_lg
+from mpisim.collectives.registry import FluidTwin
 from mpisim.engine.events import Call
 from mpisim.engine.sim import Proc
 from mpisim.mpi.comm import Comm
-from mpisim.mpi.payload import Payload, SizePayload
+from mpisim.mpi.ops import Op
+from mpisim.mpi.payload import Payload, SizePayload, split_offsets
 
-__all__ = ["RingPhase", "ceil_blocks", "even_blocks", "fluid", "fluid_mpi_ring", "listed_blocks", "replay"]
+__all__ = ["BARRIER", "RING_ALLGATHER", "RING_ALLREDUCE", "RING_REDUCE_SCATTER", "RingPhase", "ceil_blocks",
+           "even_blocks", "fluid", "fluid_mpi_ring", "listed_blocks", "replay", "size_only"]
 
 
 @dataclass(frozen=True)
@@ -71,13 +75,19 @@ class RingPhase:
     distance: int = 1
 
 
-def fluid(comm: Comm, buf: Payload | None = None) -> bool:
-    """True if a ring call on *comm* runs at collective fidelity: the world asks for it, the data
-    (if any) is size-only and the messages are MPI's (not a GPU library's).
+def size_only(comm: Comm, buf: Payload | None = None) -> bool:
+    """True if a ring call on *comm* may be timed as a step program: the data (if any) is
+    size-only and the messages are MPI's (not a GPU library's).
 
     Real data always takes the message path, so results stay bit-identical to it.
     """
-    return comm.world.fidelity == "collective" and comm.wire is None and (buf is None or isinstance(buf, SizePayload))
+    return comm.wire is None and (buf is None or isinstance(buf, SizePayload))
+
+
+def fluid(comm: Comm, buf: Payload | None = None) -> bool:
+    """True if a ring inside an algorithm runs at collective fidelity: the world asks for it and
+    :func:`size_only` holds (hierarchical allreduce's rings on its node and rail communicators)."""
+    return comm.world.fidelity == "collective" and size_only(comm, buf)
 
 
 def ceil_blocks(buf: Payload, parts: int) -> np.ndarray:
@@ -309,3 +319,40 @@ def replay(start: np.ndarray, blocks: np.ndarray, phases: Sequence[RingPhase], h
                     k = phase.steps
             previous_move = move
     return s
+
+
+# ---------------------------------------------------------------------------------------- the twins
+
+
+def _ring_allreduce(comm: Comm, buf: Payload, op: Op) -> Proc[Payload]:
+    """MPICH's ring allreduce (ceil-cut blocks): p-1 reducing steps, then p-1 plain ones."""
+    p = comm.size
+    yield from fluid_mpi_ring(comm, lambda: ceil_blocks(buf, p), (RingPhase(p - 1, 1, True), RingPhase(p - 1, 0, False)))
+    return buf
+
+
+def _ring_allgather(comm: Comm, buf: Payload) -> Proc[Payload]:
+    """The ring allgather: p-1 plain steps of one rank's buffer each."""
+    p = comm.size
+    yield from fluid_mpi_ring(comm, lambda: np.full(p, buf.nbytes, dtype=np.int64), (RingPhase(p - 1, 0, False),))
+    return buf.like(buf.count * p)
+
+
+def _ring_reduce_scatter(comm: Comm, buf: Payload, op: Op) -> Proc[Payload]:
+    """The ring reduce-scatter (np.array_split blocks): p-1 reducing steps."""
+    p, r = comm.size, comm.rank
+    yield from fluid_mpi_ring(comm, lambda: even_blocks(buf, p), (RingPhase(p - 1, 1, True),))
+    return buf.slice(*split_offsets(buf.count, p)[r:r + 2])
+
+
+def _dissemination_barrier(comm: Comm) -> Proc[None]:
+    """The dissemination barrier: ceil(lg p) rounds of zero-byte messages to the rank 2^k to the right."""
+    rounds = [RingPhase(1, 0, False, distance=1 << k) for k in range(ceil_lg(comm.size))]
+    yield from fluid_mpi_ring(comm, None, rounds)
+
+
+#: The twins of MPI's ring algorithms and the dissemination barrier (registered with them).
+RING_ALLREDUCE = FluidTwin(_ring_allreduce, size_only)
+RING_ALLGATHER = FluidTwin(_ring_allgather, size_only)
+RING_REDUCE_SCATTER = FluidTwin(_ring_reduce_scatter, size_only)
+BARRIER = FluidTwin(_dissemination_barrier, size_only)

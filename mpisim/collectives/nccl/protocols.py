@@ -1,0 +1,238 @@
+"""NCCL's protocols (LL, LL128, Simple, NVLS) on a cluster, and as a ring or tree of a communicator runs them.
+
+A protocol has a base latency per call (the kernel launch and set-up), and per message a
+latency per hop and a share of each link's bandwidth, by link type (NVLink, PCIe, network):
+NCCL's own tables below (``src/graph/tuning.cc``, ../shared COSTS.md section 3), unless the
+topology gives its own (``base_latency``, ``protocols.<P>`` of each fabric). The message costs
+are a :class:`~mpisim.mpi.wire.Wire`, which the algorithms' messages ride.
+
+Across nodes NCCL's model adds two terms to a ring (:func:`ring_protocol`) and caps LL's pace
+(:func:`ll_pace`); the functions that apply them take the communicator's layout from
+:mod:`~mpisim.collectives.nccl.topology`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from mpisim.collectives.nccl.topology import channel_count, node_members, nvls_groups
+from mpisim.mpi.comm import Comm
+from mpisim.mpi.wire import Wire
+
+if TYPE_CHECKING:
+    from mpisim.network.topology import FabricSpec, TopologySpec
+
+US = 1e-6
+
+#: Protocols of the ring and tree algorithms, in NCCL's order (ties go to the first).
+PROTOCOLS = ("LL", "LL128", "Simple")
+
+#: NCCL's base latency per call and protocol (tuning.cc ``baseLat``, Ring row; NVLS has none).
+NCCL_BASE_LATENCY = {"LL": 6.6 * US, "LL128": 14.0 * US, "Simple": 8.4 * US, "NVLS": 0.0}
+#: NCCL's latency per hop (tuning.cc ``hwLat``, Ring columns) by link type; NVLS by its own column.
+NCCL_HOP_LATENCY = {
+    "nvlink": {"LL": 0.6 * US, "LL128": 1.9 * US, "Simple": 3.4 * US, "NVLS": 25.0 * US},
+    "pcie": {"LL": 1.0 * US, "LL128": 2.5 * US, "Simple": 5.7 * US, "NVLS": 0.0},
+    "net": {"LL": 2.7 * US, "LL128": 4.0 * US, "Simple": 14.0 * US, "NVLS": 18.0 * US},
+}
+#: NCCL's bandwidth share per protocol: LL busBw x 0.5, LL128 x 0.92 ("120.0/128.0"), Simple
+#: all of it; NVLS: ``nvlsEfficiency`` of Hopper (0.85).
+NCCL_EFFICIENCY = {"LL": 0.5, "LL128": 0.92, "Simple": 1.0, "NVLS": 0.85}
+#: Which row of NCCL_HOP_LATENCY an intra-node fabric kind uses (GPUs on shared memory go
+#: through PCIe and host memory).
+LINK_TYPE = {"nvswitch": "nvlink", "pcie": "pcie", "shm": "pcie"}
+#: NCCL's network post overhead by host CPU (tuning.cc ``getNetOverhead``: 2 us on AMD x86
+#: hosts, 1 us on Intel x86 and non-x86 ones; a topology without ``host_cpu`` takes the 1 us).
+#: A ring across nodes is paced by its network steps, each posted by the CPU proxy thread, so
+#: no step of it -- NVLink ones included -- goes faster than one post ("Inter-node rings still
+#: have to launch nsteps * net overhead", ``intraLat = max(intraLat, netOverhead)``).
+NCCL_NET_OVERHEAD = {"amd": 2.0 * US, "other": 1.0 * US}
+#: Posts per step by protocol: Simple's step is a send, a receive and the GPUDirect flush of
+#: what was received (tuning.cc ``if (p == NCCL_PROTO_SIMPLE) netOverhead *= 3``).
+NCCL_NET_OVERHEAD_POSTS = {"LL": 1, "LL128": 1, "Simple": 3}
+#: NCCL's cap on LL's bus bandwidth across nodes, in bytes/s, by host CPU and node count
+#: (tuning.cc ``llMaxBws``: Intel and non-x86 hosts 39.0 GB/s on 2 nodes, 20.4 GB/s from 3 on;
+#: AMD x86 hosts 22.5 and 19.0; a topology without ``host_cpu`` takes the first row). Across
+#: nodes LL's buffers are turned round by the CPU proxy thread, and LL goes no faster than that,
+#: however fast the NICs: a pace, not bytes on a link (Wire.pace_inter).
+NCCL_LL_MAX_BUSBW = {"amd": {2: 22.5e9, 3: 19.0e9}, "other": {2: 39.0e9, 3: 20.4e9}}
+#: Collectives whose rings NCCL charges the network overhead on every step (tuning.cc: all but
+#: Broadcast and Reduce, which pipeline one way and take one hop's latency).
+RING_COLLECTIVES = ("allreduce", "allgather", "reduce_scatter")
+
+
+# ---------------------------------------------------------------------------------------- protocols
+
+
+def _host(spec: TopologySpec) -> str:
+    """The row of NCCL's host-keyed tables for *spec*: ``amd`` or ``other`` (Intel, Arm, not given)."""
+    return "amd" if spec.host_cpu == "amd" else "other"
+
+
+def net_overhead(spec: TopologySpec) -> float:
+    """NCCL's network post overhead (s) on the hosts of *spec* (NCCL_NET_OVERHEAD)."""
+    return NCCL_NET_OVERHEAD[_host(spec)]
+
+
+def ll_max_busbw(spec: TopologySpec, nodes: int) -> float:
+    """NCCL's cap on LL's bus bandwidth (bytes/s) across *nodes* > 1 nodes of *spec* (NCCL_LL_MAX_BUSBW)."""
+    return NCCL_LL_MAX_BUSBW[_host(spec)][min(nodes, 3)]
+
+
+@dataclass(frozen=True)
+class Protocol:
+    """One protocol on this cluster: its per-call base latency and its per-message wire costs."""
+
+    name: str
+    base: float
+    wire: Wire
+
+
+def _fabric_costs(fabric: FabricSpec | None, link_type: str, name: str) -> tuple[float, float]:
+    """Return (latency added per message, bandwidth share) of protocol *name* on *fabric*.
+
+    Unlisted protocols take NCCL's values. NCCL's ``hwLat`` is a hop's whole latency, and the
+    path already carries the fabric's own latency, so the protocol adds only the rest (NVLS:
+    NCCL's latency is for the whole call, which here is two messages in sequence).
+    """
+    given = fabric.protocol(name) if fabric is not None else None
+    if given is not None:
+        return given.latency, given.efficiency
+    path = fabric.latency if fabric is not None else 0.0
+    hop = NCCL_HOP_LATENCY[link_type][name]
+    added = max(0.0, hop / 2 - path) if name == "NVLS" else max(0.0, hop - path)
+    return added, NCCL_EFFICIENCY[name]
+
+
+@functools.lru_cache(maxsize=256)
+def protocols(spec: TopologySpec) -> dict[str, Protocol]:
+    """Return every protocol's costs on the cluster *spec*: the topology's values, else NCCL's defaults."""
+    base = dict(spec.base_latency)
+    intra_type = LINK_TYPE.get(spec.intra.kind, "pcie") if spec.intra is not None else "pcie"
+    out = {}
+    for name in (*PROTOCOLS, "NVLS"):
+        lat_intra, eff_intra = _fabric_costs(spec.intra, intra_type, name)
+        lat_inter, eff_inter = _fabric_costs(spec.inter, "net", name)
+        out[name] = Protocol(name, base.get(name, NCCL_BASE_LATENCY[name]),
+                             Wire(name, lat_intra, lat_inter, eff_intra, eff_inter))
+    return out
+
+
+def ll128_enabled(spec: TopologySpec) -> bool:
+    """True if NCCL enables LL128 on this cluster by default: GPUs joined by NVLink.
+
+    tuning.cc enables LL128 only where the ring's intra-node path is NVLink (``typeIntra <=
+    PATH_NVB``) and the NIC hangs off the GPU's PCIe switch (``typeInter <= PATH_PXB``, or
+    ``PATH_PXN`` on Hopper): "Other cases are not tested and may cause silent data
+    corruption", since LL128 relies on 128-byte stores arriving whole, which NVLink
+    guarantees and PCIe does not. mpisim's NICs sit by their GPUs (rail-optimized), so the
+    fabric inside a node decides: an ``nvswitch`` node has LL128; a ``pcie`` or ``shm`` one
+    only if its fabric lists LL128 (as ``NCCL_PROTO=LL128`` forces it).
+    """
+    intra = spec.intra
+    if intra is None:
+        return True  # one rank per node: no intra-node path to rule LL128 out
+    return intra.kind == "nvswitch" or intra.protocol("LL128") is not None
+
+
+def nvls_wire(comm: Comm) -> Protocol:
+    """Return the protocol of the ``nvls`` algorithm's messages inside a node (see the module docstring)."""
+    table = protocols(comm.world.topology.spec)
+    groups = nvls_groups(comm)
+    if groups is None:
+        return table["Simple"]
+    nvls, q = table["NVLS"], len(groups[0])
+    # The direct exchange puts 2n(q-1)/q bytes through each port; the switch makes it n(q+1)/q.
+    gain = 2 * (q - 1) / (q + 1)
+    wire = Wire("NVLS", nvls.wire.latency_intra, nvls.wire.latency_inter,
+                nvls.wire.efficiency_intra * gain, table["Simple"].wire.efficiency_inter)
+    return Protocol("NVLS", nvls.base, wire)
+
+
+
+def ring_protocol(comm: Comm, protocol: Protocol, collective: str = "allreduce") -> Protocol:
+    """Return *protocol* as a ring of *comm* runs it: NCCL's costs of a ring across nodes added.
+
+    On one node the protocol is unchanged. Across nodes NCCL's model (tuning.cc
+    ``ncclTopoTuneModel``, ring branch) has two terms more, and so do this ring's messages (the
+    wire), so the tuner and the simulation agree:
+
+    * for the rings of RING_COLLECTIVES, every step costs at least the network post overhead
+      (:func:`net_overhead`, three posts for Simple), so an intra-node hop's latency, the path's
+      own included, is raised to it;
+    * for every ring, broadcast's too, LL's bus bandwidth is at most NCCL_LL_MAX_BUSBW
+      (``busBw = min(llMaxBw, busBw * .5)``): the proxy's pace. The ring rank that leaves a
+      node in a channel is paced at the cap / channels (:func:`ll_pace`, ``Wire.pace_inter``),
+      and the ring, which moves at its slowest hop, reaches exactly NCCL's capped bus
+      bandwidth. The NICs still carry LL's own bytes only (two per byte of data).
+    """
+    spec = comm.world.topology.spec
+    m = len(node_members(comm))
+    if m == 1 or spec.inter is None:
+        return protocol
+    wire = protocol.wire
+    path = spec.intra.latency if spec.intra is not None else 0.0
+    latency_intra = wire.latency_intra
+    if collective in RING_COLLECTIVES:
+        latency_intra = max(latency_intra, net_overhead(spec) * NCCL_NET_OVERHEAD_POSTS[protocol.name] - path)
+    pace = min(wire.pace_inter, ll_pace(comm)) if protocol.name == "LL" else wire.pace_inter
+    if latency_intra == wire.latency_intra and pace == wire.pace_inter:
+        return protocol
+    return Protocol(protocol.name, protocol.base, dataclasses.replace(wire, latency_intra=latency_intra, pace_inter=pace))
+
+
+def ll_pace(comm: Comm) -> float:
+    """Bytes of payload per second each of *comm*'s GPUs may send with LL across nodes (``inf`` on one node).
+
+    NCCL caps LL's bus bandwidth across nodes (tuning.cc ``llMaxBws``, for rings and trees
+    alike; by the hosts' CPU, :func:`ll_max_busbw`). A collective's bus bandwidth is the sum of
+    its channels', and in channel c only local rank c of each node sends across (through NIC
+    c), so each of those ranks is paced at the cap / channels: a ring, which moves at its
+    slowest hop, then reaches exactly the capped bus bandwidth, and a tree's heads, sending to
+    parents and children at once, share their pace among those edges.
+    """
+    m = len(node_members(comm))
+    spec = comm.world.topology.spec
+    if m == 1 or spec.inter is None:
+        return math.inf
+    return ll_max_busbw(spec, m) / channel_count(comm)
+
+
+#: A call on LL across nodes whose bus bandwidth is at least this share of NCCL's cap runs at the pace.
+PACED = 0.8
+
+
+def ll_pace_note(comm: Comm, label: str, protocol: str, busbw: float) -> str | None:
+    """Say that the call *label* ran at LL's pace across nodes, if it did (bus bandwidth *busbw*, bytes/s).
+
+    Its NICs are then far below their rate, so link figures alone would blame latency or
+    waiting; the note names the cap instead (a run's ``notes``).
+    """
+    nodes = len(node_members(comm))
+    spec = comm.world.topology.spec
+    if protocol != "LL" or nodes == 1 or spec.inter is None:
+        return None
+    cap = ll_max_busbw(spec, nodes)
+    if busbw < PACED * cap:
+        return None
+    return (f"{label} runs at LL's pace across nodes: {busbw / 1e9:.4g} GB/s of bus bandwidth, {busbw / cap:.0%} of "
+            f"the {cap / 1e9:.4g} GB/s NCCL allows LL across {nodes} nodes (llMaxBws: the proxy thread turns LL's "
+            "buffers round no faster), its NICs far below their rate; LL128 and Simple have no such cap")
+
+
+def tree_protocol(comm: Comm, protocol: Protocol) -> Protocol:
+    """Return *protocol* as ``nccl_tree`` runs it on *comm*: LL across nodes paced as NCCL caps it (:func:`ll_pace`).
+
+    NCCL's tuner also divides a tree's LL bandwidth by 3.8 (``busBw * 1.0 / 3.8``), an
+    empirical factor with no mechanism named for a simulation to charge; it is left out.
+    """
+    if protocol.name != "LL":
+        return protocol
+    pace = min(protocol.wire.pace_inter, ll_pace(comm))
+    if pace == protocol.wire.pace_inter:
+        return protocol
+    return Protocol(protocol.name, protocol.base, dataclasses.replace(protocol.wire, pace_inter=pace))
