@@ -278,17 +278,19 @@ class Either(Spec):
 
 
 class Custom(Spec):
-    """A rule too particular for the kinds above: *read(value, path)* and its JSON Schema *rule*."""
+    """A rule too particular for the kinds above: *read(value, path)* and its JSON Schema *rule*
+    (or a function returning it, for rules made from registries filled at import time)."""
 
-    def __init__(self, read: Callable[[Any, str], Any], rule: Mapping[str, Any] | None = None, **kw: Any) -> None:
+    def __init__(self, read: Callable[[Any, str], Any],
+                 rule: Mapping[str, Any] | Callable[[], Mapping[str, Any]] | None = None, **kw: Any) -> None:
         super().__init__(**kw)
-        self._read, self.rule = read, dict(rule or {})
+        self._read, self.rule = read, rule
 
     def read(self, value: Any, path: str = "") -> Any:
         return self._read(value, path)
 
     def schema(self) -> dict[str, Any]:
-        return dict(self.rule)
+        return dict((self.rule() if callable(self.rule) else self.rule) or {})
 
 
 class Block(Spec):
