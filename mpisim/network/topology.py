@@ -55,8 +55,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from mpisim.engine.schema import Block, Custom, Flag, MapOf, Spec, Text, Unit, Whole
-from mpisim.engine.schema import located  # noqa: F401  (re-exported: network modules place errors with it)
+from mpisim.engine.schema import (
+    Block,
+    Custom,
+    Flag,
+    MapOf,
+    Spec,
+    Text,
+    Unit,
+    Whole,
+    located,  # noqa: F401  (re-exported: network modules place errors with it)
+)
 from mpisim.engine.units import (
     format_bandwidth,
     parse_bandwidth,

@@ -54,7 +54,7 @@ from mpisim.mpi.comm import Comm
 from mpisim.mpi.payload import make_payload
 from mpisim.mpi.world import World
 from mpisim.workloads.base import RunContext, WorkloadOutput, register_workload
-from mpisim.workloads.collective import check_keys, parse_positive_int, parse_sizes
+from mpisim.workloads.fields import check_keys, parse_positive_int, parse_sizes
 
 KIND = "p2p"
 TESTS = ("latency", "bandwidth", "bibw", "mbw_mr")

@@ -78,7 +78,7 @@ from mpisim.errors import ConfigError, MPIError, ProgramError
 from mpisim.mpi.comm import Comm
 from mpisim.mpi.usercomm import UserComm
 from mpisim.workloads.base import RunContext, WorkloadOutput, register_workload
-from mpisim.workloads.collective import check_keys
+from mpisim.workloads.fields import check_keys
 
 KIND = "program"
 RESERVED = ("ranks", "time_s", "messages", "bytes")

@@ -90,14 +90,8 @@ from mpisim.mpi.ops import SUM
 from mpisim.mpi.payload import DataPayload, Payload, SizePayload
 from mpisim.workloads.base import RunContext, WorkloadOutput, register_workload
 from mpisim.workloads.buckets import Bucket, ddp_buckets
-from mpisim.workloads.collective import (
-    check_fields,
-    check_keys,
-    check_requirements,
-    parse_dtype,
-    parse_positive_int,
-    parse_with,
-)
+from mpisim.workloads.collective import check_requirements
+from mpisim.workloads.fields import check_fields, check_keys, parse_dtype, parse_positive_int, parse_with
 from mpisim.workloads.llm import config as hybrid_config
 from mpisim.workloads.llm import workload as hybrid_workload
 

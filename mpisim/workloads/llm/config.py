@@ -31,7 +31,7 @@ from mpisim.collectives import registry
 from mpisim.engine.units import parse_flops, parse_percent, parse_size, parse_time
 from mpisim.errors import ConfigError
 from mpisim.mpi.dtypes import is_floating
-from mpisim.workloads.collective import check_keys, parse_dtype, parse_positive_int, parse_with
+from mpisim.workloads.fields import check_keys, parse_dtype, parse_positive_int, parse_with
 from mpisim.workloads.llm.layout import DIMENSIONS, Layout
 from mpisim.workloads.llm.model import TransformerModel, dump_model, parse_model
 from mpisim.workloads.llm.schedule import SCHEDULES
