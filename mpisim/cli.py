@@ -643,8 +643,30 @@ def exec_summary(result: Any) -> str:
     return "\n".join(lines) + "\n"
 
 
+class SchemaCommand(Command):
+    """Print the JSON Schema (draft 2020-12) of scenario files, for editors and CI.
+
+    Made from the reader that validates scenarios (mpisim.scenario.schema). Save it and name it
+    on a scenario's first line, for the YAML language server:
+
+        mpisim schema > scenario.schema.json
+        # yaml-language-server: $schema=scenario.schema.json
+    """
+
+    name = "schema"
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        pass
+
+    def run(self, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+        from mpisim.scenario.schema import render  # as every command: the library loads when asked for
+
+        out.write(render())
+        return EXIT_OK
+
+
 COMMANDS: tuple[type[Command], ...] = (RunCommand, CheckCommand, ListCommand, ReportCommand, ExplainCommand,
-                                       CalibrateCommand, ExecCommand)
+                                       CalibrateCommand, ExecCommand, SchemaCommand)
 
 
 # --- output -------------------------------------------------------------------------------------

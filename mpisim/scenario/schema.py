@@ -42,7 +42,6 @@ from mpisim.workloads.base import get_workload, workloads
 
 __all__ = ["SCENARIO", "json_schema", "parse_workload", "render"]
 
-SCHEMA_ID = "https://mpisim.dev/schema/scenario.schema.json"
 WORKLOAD_EXAMPLE = "{kind: collective, collective: allreduce, sizes: [1 MiB]}"
 
 
@@ -150,10 +149,9 @@ def json_schema() -> dict[str, Any]:
     """The JSON Schema (draft 2020-12) of scenario files, made from :data:`SCENARIO`."""
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
-        "$id": SCHEMA_ID,
         "title": "mpisim scenario",
         "description": f"A scenario file of mpisim {__version__}: a cluster, a network model and a workload "
-                       "(see DESIGN.md, 'Scenario format'). Sizes, times and rates are strings with units.",
+                       "(see the README's scenario format). Sizes, times and rates are strings with units.",
         **SCENARIO.json(),
     }
 
