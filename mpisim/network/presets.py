@@ -31,7 +31,7 @@ from typing import Any
 
 import yaml
 
-from mpisim.engine.schema import Text
+from mpisim.engine.reader import Text
 from mpisim.errors import ConfigError
 from mpisim.network.topology import TopologySpec, build_topology, located
 

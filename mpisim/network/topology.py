@@ -55,7 +55,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from mpisim.engine.schema import (
+from mpisim.engine.reader import (
     Block,
     Custom,
     Flag,
@@ -411,7 +411,7 @@ def _at_least_one(value: object, path: str) -> None:
 
 
 # --------------------------------------------------------------------------------------------
-# The YAML form, declared once (mpisim.engine.schema): read here, published as JSON Schema
+# The YAML form, declared once (mpisim.engine.reader): read here, published as JSON Schema
 
 
 def _string(what: str, choices: tuple[str, ...] = ()) -> Spec:

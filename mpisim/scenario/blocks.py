@@ -1,4 +1,4 @@
-"""The scenario's own blocks, each declared once as a :class:`~mpisim.engine.schema.Spec` and read through it.
+"""The scenario's own blocks, each declared once as a :class:`~mpisim.engine.reader.Spec` and read through it.
 
 ``mpi``, ``network``, ``algorithms``, ``report``, ``trace``, ``limits``, ``sweep`` and the
 top-level scalars live here; ``topology`` is declared by :mod:`mpisim.network.topology`, each
@@ -20,7 +20,7 @@ from typing import Any
 
 from mpisim.collectives import registry
 from mpisim.engine.limits import Limits
-from mpisim.engine.schema import Block, Choice, Custom, Flag, Spec, Text, Unit, Whole, located, short
+from mpisim.engine.reader import Block, Choice, Custom, Flag, Spec, Text, Unit, Whole, located, short
 from mpisim.engine.units import (
     parse_bandwidth,
     parse_count,

@@ -45,7 +45,7 @@ from collections.abc import Callable, Mapping, Sequence
 from decimal import ROUND_HALF_EVEN, Decimal
 from typing import Any
 
-from mpisim.engine.schema import Block, Custom, Spec
+from mpisim.engine.reader import Block, Custom, Spec
 from mpisim.engine.units import (
     format_size,
     parse_bandwidth,
@@ -309,7 +309,7 @@ def _parse_where(raw: Any, check_key: KeyCheck | None = None) -> dict[str, Any]:
     return where
 
 
-# --- the block's shape, declared once (mpisim.engine.schema) -------------------------------------
+# --- the block's shape, declared once (mpisim.engine.reader) -------------------------------------
 # Values are read in the metric's unit (parse_value), so each field is described here and read by
 # parse_expectation above; the blocks check the keys and publish the shape as JSON Schema.
 

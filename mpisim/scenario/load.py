@@ -1,7 +1,7 @@
 """Scenario loading: YAML -> raw dict -> validated, resolved :class:`~mpisim.scenario.model.Scenario`.
 
 Input is read through one schema (:mod:`mpisim.scenario.schema`): every block of the file is
-declared once with the reader of :mod:`mpisim.engine.schema`, next to the concept it configures,
+declared once with the reader of :mod:`mpisim.engine.reader`, next to the concept it configures,
 and every problem becomes one :class:`~mpisim.errors.ConfigError` whose ``str()`` is the line
 the CLI prints::
 
@@ -30,7 +30,7 @@ from typing import Any
 import mpisim.collectives
 import mpisim.workloads  # noqa: F401  (importing registers the workload kinds)
 from mpisim.collectives import registry
-from mpisim.engine.schema import check_keys, located
+from mpisim.engine.reader import check_keys, located
 from mpisim.engine.units import si_numbers
 from mpisim.errors import ConfigError
 from mpisim.mpi.ops import get_op

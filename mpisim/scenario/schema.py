@@ -1,6 +1,6 @@
 """The scenario file's one schema: every block's reader, assembled, and the JSON Schema made from it.
 
-Each block is declared once with :mod:`mpisim.engine.schema` where its concept lives:
+Each block is declared once with :mod:`mpisim.engine.reader` where its concept lives:
 
 =================  ==============================================
 ``topology``       :data:`mpisim.network.topology.TOPOLOGY` (fabrics, protocols) and presets
@@ -31,7 +31,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from mpisim import __version__
-from mpisim.engine.schema import Block, Custom, Spec, located, short
+from mpisim.engine.reader import Block, Custom, Spec, located, short
 from mpisim.errors import ConfigError
 from mpisim.network.presets import preset_names
 from mpisim.network.topology import TOPOLOGY

@@ -7,7 +7,7 @@ A workload (``collective``, ``p2p``, ``training``, ``program``) is registered by
   (``sizes[2]``); units are parsed here, once;
 * ``dump(params) -> dict``: the resolved form (SI numbers) that ``mpisim check`` prints and
   ``results.json`` embeds, loadable again by ``parse``;
-* ``schema``: the block's :class:`~mpisim.engine.schema.Spec` (a Block), which ``parse`` reads through
+* ``schema``: the block's :class:`~mpisim.engine.reader.Spec` (a Block), which ``parse`` reads through
   and ``mpisim schema`` publishes (None for a kind that declares no shape);
 * ``run(params, ctx) -> WorkloadOutput``: play the workload. ``ctx.new_world()`` returns a
   fresh :class:`~mpisim.mpi.world.World` (new simulation, same topology and settings) for
@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from mpisim.engine.schema import Spec
+from mpisim.engine.reader import Spec
 from mpisim.mpi.world import World
 
 

@@ -77,7 +77,7 @@ import numpy as np
 import mpisim.collectives  # noqa: F401  (registers the algorithms that names are checked against)
 from mpisim.collectives import dispatch, memory, nccl, registry
 from mpisim.collectives.select import network_parameters
-from mpisim.engine.schema import Choice, Custom
+from mpisim.engine.reader import Choice, Custom
 from mpisim.engine.sim import Proc
 from mpisim.engine.units import format_size
 from mpisim.errors import ConfigError, MPIError

@@ -1,6 +1,6 @@
 """The fields every workload kind reads the same way: its block, sizes, counts, dtypes.
 
-A workload kind declares its ``workload:`` block as a :class:`~mpisim.engine.schema.Block`
+A workload kind declares its ``workload:`` block as a :class:`~mpisim.engine.reader.Block`
 (:func:`workload_block`) and reads it through that block, so the kind's keys are checked, and
 published in ``mpisim schema``, from one declaration. The field kinds shared by several
 workloads live here, each a spec (for the block) and a function (for the reading code):
@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from mpisim.engine.schema import Block, Choice, Custom, Spec, Unit
+from mpisim.engine.reader import Block, Choice, Custom, Spec, Unit
 from mpisim.engine.units import format_size, parse_count, parse_size
 from mpisim.errors import ConfigError
 from mpisim.mpi.dtypes import DTYPES

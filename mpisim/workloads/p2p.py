@@ -47,7 +47,7 @@ from typing import Any
 
 import numpy as np
 
-from mpisim.engine.schema import Custom
+from mpisim.engine.reader import Custom
 from mpisim.engine.sim import Proc
 from mpisim.engine.units import format_size
 from mpisim.errors import ConfigError

@@ -73,7 +73,7 @@ from typing import Any
 
 import numpy as np
 
-from mpisim.engine.schema import Choice, Custom, Flag
+from mpisim.engine.reader import Choice, Custom, Flag
 from mpisim.engine.sim import Proc
 from mpisim.errors import ConfigError, MPIError, ProgramError
 from mpisim.mpi.comm import Comm

@@ -80,8 +80,8 @@ import numpy as np
 import mpisim.collectives  # noqa: F401  (registers the algorithms that ``sync`` is checked against)
 from mpisim.collectives import dispatch, memory, registry
 from mpisim.collectives.calls import world_table
+from mpisim.engine.reader import Block, Choice, Custom, Either, Unit
 from mpisim.engine.records import SpanRecord
-from mpisim.engine.schema import Block, Choice, Custom, Either, Unit
 from mpisim.engine.sim import Proc
 from mpisim.engine.units import parse_flops, parse_size, parse_time
 from mpisim.errors import ConfigError

@@ -20,7 +20,7 @@ import pytest
 
 import tests.scenario.fake_workloads  # noqa: F401  (registers fake_pingpong, which test cases use)
 from mpisim.cli import main
-from mpisim.engine.schema import Block, Choice, ListOf, Unit, Whole, join
+from mpisim.engine.reader import Block, Choice, ListOf, Unit, Whole, join
 from mpisim.engine.units import parse_size, parse_whole
 from mpisim.errors import ConfigError
 from mpisim.scenario.load import dump, load_dict, load_file

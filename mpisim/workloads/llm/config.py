@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mpisim.collectives import registry
-from mpisim.engine.schema import Block, Choice, Custom, Flag, Unit
+from mpisim.engine.reader import Block, Choice, Custom, Flag, Unit
 from mpisim.engine.units import parse_flops, parse_percent, parse_size, parse_time
 from mpisim.errors import ConfigError
 from mpisim.mpi.dtypes import is_floating
@@ -121,7 +121,7 @@ class HybridParams:
         return per_replica
 
 
-# --- the block, declared once (mpisim.engine.schema) ----------------------------------------------
+# --- the block, declared once (mpisim.engine.reader) ----------------------------------------------
 
 
 def _as_given(value: Any, path: str) -> Any:
