@@ -30,7 +30,7 @@ from typing import Any
 import mpisim.collectives
 import mpisim.workloads  # noqa: F401  (importing registers the workload kinds)
 from mpisim.collectives import registry
-from mpisim.engine.reader import check_keys, located
+from mpisim.engine.reader import located
 from mpisim.engine.units import si_numbers
 from mpisim.errors import ConfigError
 from mpisim.mpi.ops import get_op
@@ -38,7 +38,6 @@ from mpisim.network.presets import resolve_topology
 from mpisim.network.topology import TopologySpec
 from mpisim.scenario import blocks
 from mpisim.scenario import expect as expect_mod
-from mpisim.scenario.blocks import default_selector
 from mpisim.scenario.dump import dump
 from mpisim.scenario.model import (
     DEFAULT_FIDELITY,
@@ -56,7 +55,7 @@ from mpisim.scenario.yamlio import read_file, read_scenario_file, read_yaml
 from mpisim.workloads.base import get_workload
 
 __all__ = [
-    "apply_overrides", "check_keys", "default_selector", "dump", "load", "load_dict", "load_file", "loads", "parse_set",
+    "apply_overrides", "dump", "load", "load_dict", "load_file", "loads", "parse_set",
     "point_raw", "read_scenario_file", "read_yaml", "replaced_sweep_axes",
 ]
 
