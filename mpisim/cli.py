@@ -64,6 +64,7 @@ from mpisim.report.terminal import (
 
 # run_scenario is looked up on its module at each call, so that a test can replace it there.
 from mpisim.scenario import run as scenario_run
+from mpisim.scenario import schema as scenario_schema
 from mpisim.scenario.baseline import still_failing, update_expect
 from mpisim.scenario.command_line import (
     apply_rank_count,
@@ -504,8 +505,28 @@ class ExecCommand(Command):
         return EXIT_OK
 
 
+class SchemaCommand(Command):
+    """Print the JSON Schema (draft 2020-12) of scenario files, for editors and CI.
+
+    Made from the reader that validates scenarios (mpisim.scenario.schema). Save it and name it
+    on a scenario's first line, for the YAML language server:
+
+        mpisim schema > scenario.schema.json
+        # yaml-language-server: $schema=scenario.schema.json
+    """
+
+    name = "schema"
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        pass
+
+    def run(self, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+        out.write(scenario_schema.render())
+        return EXIT_OK
+
+
 COMMANDS: tuple[type[Command], ...] = (RunCommand, CheckCommand, ListCommand, ReportCommand, ExplainCommand,
-                                       CalibrateCommand, ExecCommand)
+                                       CalibrateCommand, ExecCommand, SchemaCommand)
 
 
 

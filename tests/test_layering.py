@@ -6,7 +6,7 @@ The order, every arrow downward::
         -> mpi -> report -> network -> engine -> errors
 
 Every module under ``mpisim/`` belongs to exactly one layer: a sub-package at any depth belongs to its
-top-level package (``workloads/llm/`` is ``workloads``), a top-level module to the layer named in
+top-level package (``workloads/training/`` is ``workloads``), a top-level module to the layer named in
 ``TOP_LEVEL``. A module that no layer claims fails the test, so a new package or file cannot slip by
 unchecked. The layer check walks every ``import``, lazy ones inside functions included; the cycle check
 counts only the imports that run when the module is first imported (module level, ``if TYPE_CHECKING``
@@ -64,7 +64,7 @@ KNOWN_CYCLES: dict[str, str] = {}
 
 
 def module_name(path: Path) -> str:
-    """``mpisim/workloads/llm/plan.py`` -> ``mpisim.workloads.llm.plan``; a package is its ``__init__``."""
+    """``mpisim/workloads/training/plan.py`` -> ``mpisim.workloads.training.plan``; a package is its ``__init__``."""
     parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
     if parts[-1] == "__init__":
         parts.pop()
@@ -232,6 +232,6 @@ def test_the_cycle_check_finds_a_cycle():
 
 
 def test_the_walk_covers_subpackages_and_top_level_modules():
-    assert layer_of("mpisim.workloads.llm.schedule") == "workloads"
+    assert layer_of("mpisim.workloads.training.schedule") == "workloads"
     assert layer_of("mpisim.pytest_plugin") == "testing"
-    assert any(name.startswith("mpisim.workloads.llm.") for name in MODULES)
+    assert any(name.startswith("mpisim.workloads.training.") for name in MODULES)

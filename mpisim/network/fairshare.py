@@ -93,6 +93,7 @@ from mpisim.engine.events import Call
 from mpisim.engine.records import LinkRecord
 from mpisim.engine.sim import call_in_turn
 from mpisim.network.analytic import LinkStats
+from mpisim.network.base import Capabilities, PathCosts, register_model, route_costs
 from mpisim.network.flows import (
     GROUP,
     Arrivals,
@@ -104,7 +105,6 @@ from mpisim.network.flows import (
     member_seq,
 )
 from mpisim.network.maxmin import FillMemo, MaxMin
-from mpisim.network.base import Capabilities, PathCosts, register_model, route_costs
 
 if TYPE_CHECKING:
     from mpisim.engine.sim import Proc, Simulation

@@ -31,8 +31,11 @@ from typing import Any
 
 import yaml
 
+from mpisim.engine.reader import Text
 from mpisim.errors import ConfigError
 from mpisim.network.topology import TopologySpec, build_topology, located
+
+_PRESET_NAME = Text("expected a preset name, got {value!r}")
 
 _PACKAGE_DIR = Path(__file__).resolve().parent.parent
 
@@ -132,9 +135,7 @@ def resolve_topology(raw: str | Mapping[str, Any]) -> tuple[TopologySpec, dict[s
         name, merged = raw, load_preset(raw)
     elif isinstance(raw, Mapping):
         if "preset" in raw:
-            name = raw["preset"]
-            if not isinstance(name, str):
-                raise ConfigError(f"expected a preset name, got {name!r}", "preset")
+            name = _PRESET_NAME.read(raw["preset"], "preset")
             try:
                 base = load_preset(name)
             except ConfigError as err:

@@ -51,10 +51,21 @@ Protocols not given here take the GPU collective library's defaults
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from mpisim.engine.reader import (
+    Block,
+    Custom,
+    Flag,
+    MapOf,
+    Spec,
+    Text,
+    Unit,
+    Whole,
+    located,  # noqa: F401  (re-exported: network modules place errors with it)
+)
 from mpisim.engine.units import (
     format_bandwidth,
     parse_bandwidth,
@@ -92,13 +103,6 @@ def too_slow(bandwidth: float, field: str) -> str:
 GPU_PROTOCOLS = ("LL", "LL128", "Simple", "NVLS")
 
 _FABRIC_KEYS = ("kind", "bandwidth", "latency", "efficiency", "protocols")
-_INTER_ONLY_KEYS = ("nics", "oversubscription", "leaf_size", "hop_latency", "host_bandwidth")
-_INTRA_ONLY_KEYS = ("in_switch_reduction",)
-_PROTOCOL_KEYS = ("latency", "efficiency")
-_TOPOLOGY_KEYS = (
-    "name", "description", "nodes", "ranks_per_node", "device", "placement", "base_latency", "intra", "inter",
-    "device_flops", "device_memory", "device_memory_bandwidth", "host_cpu",
-)
 #: Number formats a device's peak may be given for (``device_flops: {bf16: 989 TFLOPS}``).
 FLOP_FORMATS = ("fp64", "fp32", "tf32", "fp16", "bf16", "fp8", "fp4")
 
@@ -180,36 +184,7 @@ class FabricSpec:
 
         Raises ConfigError for unknown or missing keys and values that do not parse.
         """
-        allowed = _FABRIC_KEYS + (_INTER_ONLY_KEYS if inter else _INTRA_ONLY_KEYS)
-        raw = _mapping(raw, "", "a fabric mapping such as {kind: star, bandwidth: 100 Gbps, latency: 1 us}")
-        _check_keys(raw, allowed, "")
-        kind = _required(raw, "kind", "")
-        if not isinstance(kind, str):
-            raise ConfigError(f"expected a fabric kind name, got {kind!r}", "kind")
-        fields: dict[str, Any] = {
-            "kind": kind,
-            "bandwidth": _parse(parse_bandwidth, _required(raw, "bandwidth", ""), "bandwidth"),
-            "latency": _parse(parse_time, _required(raw, "latency", ""), "latency"),
-        }
-        if "efficiency" in raw:
-            fields["efficiency"] = _parse(_parse_fraction, raw["efficiency"], "efficiency")
-        if "nics" in raw:
-            fields["nics"] = _parse(parse_whole, raw["nics"], "nics")
-        if "oversubscription" in raw:
-            fields["oversubscription"] = _parse(_parse_ratio, raw["oversubscription"], "oversubscription")
-        if "leaf_size" in raw:
-            fields["leaf_size"] = _parse(parse_whole, raw["leaf_size"], "leaf_size")
-        if "hop_latency" in raw:
-            fields["hop_latency"] = _parse(parse_time, raw["hop_latency"], "hop_latency")
-        if raw.get("host_bandwidth") is not None:
-            fields["host_bandwidth"] = _parse(parse_bandwidth, raw["host_bandwidth"], "host_bandwidth")
-        if raw.get("protocols") is not None:
-            fields["protocols"] = _parse_protocols(raw["protocols"])
-        if "in_switch_reduction" in raw:
-            if not isinstance(raw["in_switch_reduction"], bool):
-                raise ConfigError(f"expected true or false, got {raw['in_switch_reduction']!r}", "in_switch_reduction")
-            fields["in_switch_reduction"] = raw["in_switch_reduction"]
-        return cls(**fields)
+        return cls(**(INTER_FABRIC if inter else INTRA_FABRIC).read(raw, ""))
 
     def to_dict(self, *, inter: bool) -> dict[str, Any]:
         """Return the fabric as a mapping of SI numbers that :meth:`from_dict` reads back."""
@@ -276,33 +251,8 @@ class TopologySpec:
         Raises ConfigError for unknown keys (listing the allowed ones), missing keys and values
         that do not parse, and TopologyError for a cluster that cannot exist.
         """
-        raw = _mapping(raw, "", "a topology mapping (nodes, ranks_per_node, intra, inter, ...)")
-        _check_keys(raw, _TOPOLOGY_KEYS, "")
-        fields: dict[str, Any] = {
-            "name": _string(raw.get("name", name), "name"),
-            "nodes": _parse(parse_whole, _required(raw, "nodes", ""), "nodes"),
-        }
-        if "ranks_per_node" in raw:
-            fields["ranks_per_node"] = _parse(parse_whole, raw["ranks_per_node"], "ranks_per_node")
-        for key in ("placement", "device", "description", "host_cpu"):
-            if raw.get(key) is not None:
-                fields[key] = _string(raw[key], key)
-        if raw.get("base_latency") is not None:
-            fields["base_latency"] = _parse_base_latency(raw["base_latency"])
-        if raw.get("device_flops") is not None:
-            fields["device_flops"] = _parse_device_flops(raw["device_flops"])
-        if raw.get("device_memory") is not None:
-            fields["device_memory"] = _parse(parse_size, raw["device_memory"], "device_memory")
-        if raw.get("device_memory_bandwidth") is not None:
-            fields["device_memory_bandwidth"] = _parse(parse_bandwidth, raw["device_memory_bandwidth"],
-                                                       "device_memory_bandwidth")
-        for key in ("intra", "inter"):
-            if raw.get(key) is not None:
-                try:
-                    fields[key] = FabricSpec.from_dict(raw[key], inter=key == "inter")
-                except ConfigError as err:
-                    raise located(err, key) from None
-        spec = cls(**fields)
+        fields = TOPOLOGY.read(raw, "")
+        spec = cls(**{"name": name, **fields})
         validate(spec)
         return spec
 
@@ -461,84 +411,91 @@ def _at_least_one(value: object, path: str) -> None:
 
 
 # --------------------------------------------------------------------------------------------
-# Parsing helpers (paths are relative to the mapping being parsed)
+# The YAML form, declared once (mpisim.engine.reader): read here, published as JSON Schema
 
 
-def _mapping(raw: Any, path: str, expected: str) -> Mapping[str, Any]:
-    if not isinstance(raw, Mapping):
-        raise ConfigError(f"expected {expected}, got {raw!r}", path)
-    return raw
+def _string(what: str, choices: tuple[str, ...] = ()) -> Spec:
+    """A string field; *choices*, checked by :func:`validate`, are offered to editors."""
+    return Custom(Text().read, {"enum": list(choices)} if choices else {"type": "string"}, description=what)
 
 
-def _check_keys(raw: Mapping[str, Any], allowed: tuple[str, ...], path: str) -> None:
-    for key in raw:
-        if key not in allowed:
-            where = f"{path}.{key}" if path else str(key)
-            raise ConfigError(f"unknown key {key!r}; allowed keys: {', '.join(allowed)}", where)
-
-
-def _required(raw: Mapping[str, Any], key: str, path: str) -> Any:
-    if key not in raw or raw[key] is None:
-        raise ConfigError("this key is required", f"{path}.{key}" if path else key)
-    return raw[key]
-
-
-def _string(value: Any, path: str) -> str:
+def _fabric_kind(value: Any, path: str) -> str:
     if not isinstance(value, str):
-        raise ConfigError(f"expected a string, got {value!r}", path)
+        raise ConfigError(f"expected a fabric kind name, got {value!r}", path)
     return value
 
 
-def _parse(parse: Callable[[Any], Any], value: Any, path: str) -> Any:
-    try:
-        return parse(value)
-    except ConfigError as err:
-        raise located(err, path) from None
+_PROTOCOL = Block({
+    "latency": Unit(parse_time, "0.6 us", required="this key is required",
+                    description="Added to every message of the protocol on this fabric."),
+    "efficiency": Unit(lambda value: _parse_fraction(value), "0.5", required="this key is required",
+                       description="Share of the fabric's achievable bandwidth the protocol reaches, (0, 1]."),
+}, expected="{latency: 0.6 us, efficiency: 0.5}", show=repr, suggest=False)
 
 
-def located(err: ConfigError, prefix: str) -> ConfigError:
-    """Return *err* with *prefix* prepended to its path, keeping its class (UnitError stays one)."""
-    moved = err.at(prefix)
-    return type(err)(moved.message, moved.path, moved.file)
-
-
-def _parse_protocols(raw: Any) -> tuple[ProtocolSpec, ...]:
+def _read_protocols(raw: Any, path: str) -> tuple[ProtocolSpec, ...]:
     """Read ``{LL: {latency: 0.6 us, efficiency: 0.5}, ...}`` into ProtocolSpecs sorted by name."""
-    raw = _mapping(raw, "protocols", "a mapping such as {LL: {latency: 0.6 us, efficiency: 0.5}}")
-    out = []
-    for name, entry in raw.items():
-        at = f"protocols.{name}"
-        if name not in GPU_PROTOCOLS:
-            raise ConfigError(f"unknown protocol {name!r}; known: {', '.join(GPU_PROTOCOLS)}", at)
-        entry = _mapping(entry, at, "{latency: 0.6 us, efficiency: 0.5}")
-        _check_keys(entry, _PROTOCOL_KEYS, at)
-        latency = _parse(parse_time, _required(entry, "latency", at), f"{at}.latency")
-        efficiency = _parse(_parse_fraction, _required(entry, "efficiency", at), f"{at}.efficiency")
-        out.append(ProtocolSpec(name, latency, efficiency))
-    return tuple(sorted(out, key=lambda p: p.name))
+    pairs = MapOf(GPU_PROTOCOLS, _PROTOCOL, what="protocol",
+                  example="{LL: {latency: 0.6 us, efficiency: 0.5}}").read(raw, path)
+    return tuple(ProtocolSpec(name, entry["latency"], entry["efficiency"]) for name, entry in pairs)
 
 
-def _parse_named(raw: Any, key: str, names: tuple[str, ...], what: str, parse: Callable[[Any], float],
-                 example: str) -> tuple[tuple[str, float], ...]:
-    """Read a mapping of known *names* to values (``{LL: 6.6 us}``) into (name, value) pairs sorted by name."""
-    raw = _mapping(raw, key, f"a mapping such as {example}")
-    out = []
-    for name, value in raw.items():
-        if name not in names:
-            raise ConfigError(f"unknown {what} {name!r}; known: {', '.join(names)}", f"{key}.{name}")
-        out.append((name, _parse(parse, value, f"{key}.{name}")))
-    return tuple(sorted(out))
+def _fabric(kinds: Mapping[str, object], extra: Mapping[str, Spec]) -> Block:
+    """The fields of one fabric: the common ones, then *extra* (inter-node or intra-node only)."""
+    fields: dict[str, Spec] = {
+        "kind": Custom(_fabric_kind, {"enum": sorted(kinds)}, required="this key is required",
+                       description="How the fabric is laid out (see mpisim.network.builders)."),
+        "bandwidth": Unit(parse_bandwidth, "100 Gbps", required="this key is required",
+                          description="Nominal bytes/s per port."),
+        "latency": Unit(parse_time, "1 us", required="this key is required",
+                        description="One-way latency between two endpoints on the shortest path."),
+        "efficiency": Unit(lambda value: _parse_fraction(value), "0.94",
+                           description="Achievable fraction of the nominal bandwidth, (0, 1]; 94% also reads."),
+    }
+    for key, spec in extra.items():
+        fields[key] = spec
+    fields["protocols"] = Custom(_read_protocols, MapOf(GPU_PROTOCOLS, _PROTOCOL, what="protocol", example="").json(),
+                                 description="GPU collective protocols on this fabric: {LL: {latency, efficiency}}.")
+    order = [*_FABRIC_KEYS, *(key for key in fields if key not in _FABRIC_KEYS)]
+    return Block({key: fields[key] for key in order if key in fields},
+                 expected="a fabric mapping such as {kind: star, bandwidth: 100 Gbps, latency: 1 us}",
+                 show=repr, suggest=False)
 
 
-def _parse_base_latency(raw: Any) -> tuple[tuple[str, float], ...]:
-    """Read ``{LL: 6.6 us, Simple: 8.4 us}`` into (name, seconds) pairs sorted by name."""
-    return _parse_named(raw, "base_latency", GPU_PROTOCOLS, "protocol", parse_time, "{LL: 6.6 us, Simple: 8.4 us}")
+INTER_FABRIC = _fabric(INTER_FABRICS, {
+    "nics": Whole(parse_whole, description="NICs per node; local rank j uses NIC j % nics."),
+    "oversubscription": Unit(lambda value: _parse_ratio(value), "2:1",
+                             description="fat_tree and rail: a leaf's downlink over uplink capacity (>= 1)."),
+    "leaf_size": Whole(parse_whole, description="fat_tree and rail: nodes per leaf switch (0: automatic)."),
+    "hop_latency": Unit(parse_time, "0.3 us", description="fat_tree and rail: extra latency per leaf-spine link."),
+    "host_bandwidth": Unit(parse_bandwidth, "25 Gbps",
+                           description="Bytes/s the host's network stack moves through one NIC, both ways together."),
+})
+INTRA_FABRIC = _fabric(INTRA_FABRICS, {
+    "in_switch_reduction": Flag(description="nvswitch only: the switch reduces and multicasts (NVLS)."),
+})
 
-
-def _parse_device_flops(raw: Any) -> tuple[tuple[str, float], ...]:
-    """Read ``{bf16: 989 TFLOPS, fp8: 1979 TFLOPS}`` into (format, FLOP/s) pairs sorted by format."""
-    return _parse_named(raw, "device_flops", FLOP_FORMATS, "number format", parse_flops,
-                        "{bf16: 989 TFLOPS, fp8: 1979 TFLOPS}")
+TOPOLOGY = Block({
+    "name": _string("The cluster's name."),
+    "description": _string("What the cluster is."),
+    "nodes": Whole(parse_whole, required="this key is required", description="Machines in the cluster."),
+    "ranks_per_node": Whole(parse_whole, description="Ranks (cores or GPUs) on each node."),
+    "device": _string("What a rank is.", DEVICES),
+    "placement": _string("block (fill node 0 first) or round_robin (deal ranks like cards).", PLACEMENTS),
+    "base_latency": MapOf(GPU_PROTOCOLS, Unit(parse_time, "6.6 us"), what="protocol",
+                          example="{LL: 6.6 us, Simple: 8.4 us}",
+                          description="GPU collectives: fixed cost of one call per protocol."),
+    "intra": Custom(lambda raw, path: FabricSpec(**INTRA_FABRIC.read(raw, path)), INTRA_FABRIC.json(),
+                    description="The fabric inside a node (needed when ranks_per_node > 1)."),
+    "inter": Custom(lambda raw, path: FabricSpec(**INTER_FABRIC.read(raw, path)), INTER_FABRIC.json(),
+                    description="The fabric between nodes (needed when nodes > 1)."),
+    "device_flops": MapOf(FLOP_FORMATS, Unit(parse_flops, "989 TFLOPS"), what="number format",
+                          example="{bf16: 989 TFLOPS, fp8: 1979 TFLOPS}",
+                          description="Peak dense FLOP/s of one device per number format."),
+    "device_memory": Unit(parse_size, "80 GB", integer=True, description="Memory of one device."),
+    "device_memory_bandwidth": Unit(parse_bandwidth, "3.35 TB/s", description="Bandwidth of that memory."),
+    "host_cpu": _string("The nodes' host CPU (GPU libraries tune some costs by it).", HOST_CPUS),
+}, expected="a topology mapping (nodes, ranks_per_node, intra, inter, ...)", show=repr, suggest=False)
 
 
 def _parse_fraction(value: Any) -> float:

@@ -1,8 +1,12 @@
 """The scenario layer: YAML in, validated and resolved Scenario out, and the runner that plays it.
 
 * :mod:`~mpisim.scenario.model` -- the frozen dataclasses and every default;
-* :mod:`~mpisim.scenario.load` -- YAML -> raw dict -> :class:`Scenario`, ``--set`` overrides,
-  :func:`dump` of the resolved form;
+* :mod:`~mpisim.scenario.schema` -- the one schema every block is read through, and the JSON
+  Schema made from it (``mpisim schema``); the scenario's own blocks are in
+  :mod:`~mpisim.scenario.blocks`;
+* :mod:`~mpisim.scenario.load` -- YAML (:mod:`~mpisim.scenario.yamlio`) -> raw dict ->
+  :class:`Scenario`, ``--set`` overrides (:mod:`~mpisim.scenario.overrides`), :func:`dump` of
+  the resolved form (:mod:`~mpisim.scenario.dump`);
 * :mod:`~mpisim.scenario.expect` -- the ``expect:`` block;
 * :mod:`~mpisim.scenario.run` -- :func:`run_scenario`;
 * :mod:`~mpisim.scenario.sweep` -- grids of points, in parallel and resumable.

@@ -45,6 +45,7 @@ from collections.abc import Callable, Mapping, Sequence
 from decimal import ROUND_HALF_EVEN, Decimal
 from typing import Any
 
+from mpisim.engine.reader import Block, Custom, Spec
 from mpisim.engine.units import (
     format_size,
     parse_bandwidth,
@@ -63,8 +64,6 @@ from mpisim.scenario.model import Expectation
 
 CHECKS = ("approx", "max", "min", "equals")
 GATES = ("max_increase", "max_decrease")
-_METRIC_KEYS = ("metric", "where", *CHECKS, "rel", "abs", "baseline", *GATES)
-_VERIFIED_KEYS = ("verified", "where")
 #: Two numbers in a ``where`` are the same value if they agree to this relative tolerance.
 _WHERE_REL = 1e-9
 
@@ -171,11 +170,11 @@ def parse_expectation(entry: Any, check_key: KeyCheck | None = None) -> Expectat
             f"or {{verified: true}}, got {entry!r}"
         )
     if "verified" in entry:
-        _check_keys(entry, _VERIFIED_KEYS)
+        VERIFIED.mapping(entry)
         if entry["verified"] is not True:
             raise ConfigError(f"only 'verified: true' can be expected, got {entry['verified']!r}", "verified")
         return Expectation("verified", "verified", True, _parse_where(entry.get("where"), check_key))
-    _check_keys(entry, _METRIC_KEYS)
+    METRIC.mapping(entry)
     metric = entry.get("metric")
     if metric is None:
         raise ConfigError("this key is required (the row key to check, e.g. time_s)", "metric")
@@ -292,10 +291,42 @@ def _parse_where(raw: Any, check_key: KeyCheck | None = None) -> dict[str, Any]:
     return where
 
 
-def _check_keys(entry: Mapping[str, Any], allowed: Sequence[str]) -> None:
-    for key in entry:
-        if key not in allowed:
-            raise ConfigError(f"unknown key {key!r}; allowed keys: {', '.join(allowed)}", str(key))
+# --- the block's shape, declared once (mpisim.engine.reader) -------------------------------------
+# Values are read in the metric's unit (parse_value), so each field is described here and read by
+# parse_expectation above; the blocks check the keys and publish the shape as JSON Schema.
+
+_QUANTITY: dict[str, Any] = {"type": ["string", "number", "boolean"]}
+_TOLERANCE: dict[str, Any] = {"type": ["string", "number"], "examples": ["2%", 0.02]}
+
+
+def _field(rule: Mapping[str, Any], what: str, required: str | None = None) -> Spec:
+    return Custom(lambda value, path: value, rule, description=what, required=required)
+
+
+_WHERE = _field({"type": "object", "examples": [{"bytes": "1 MiB"}]}, "Which rows: row keys and their values.")
+VERIFIED = Block({
+    "verified": _field({"const": True}, "Every selected row was verified against numpy."),
+    "where": _WHERE,
+}, suggest=False)
+METRIC = Block({
+    "metric": _field({"type": "string"}, "The row key to check, e.g. time_s.",
+                     "this key is required (the row key to check, e.g. time_s)"),
+    "where": _WHERE,
+    "approx": _field(_QUANTITY, "Equal within rel or abs."),
+    "max": _field(_QUANTITY, "At most this."),
+    "min": _field(_QUANTITY, "At least this."),
+    "equals": _field(_QUANTITY, "Exactly this."),
+    "rel": _field(_TOLERANCE, "Relative tolerance of approx: 1% or 0.01."),
+    "abs": _field(_QUANTITY, "Absolute tolerance of approx, in the metric's unit."),
+    "baseline": _field(_QUANTITY, "The value a gate (max_increase, max_decrease) is measured from."),
+    "max_increase": _field(_TOLERANCE, "Fail when the metric grows by more than this over baseline."),
+    "max_decrease": _field(_TOLERANCE, "Fail when the metric falls by more than this under baseline."),
+}, suggest=False, then=[{"oneOf": [{"required": [key]} for key in (*CHECKS, "baseline")]}])
+
+#: The ``expect:`` block: a list of checks, each {verified: true} or {metric, <one check>, ...}.
+EXPECT = Custom(lambda value, path: parse_expectations(value), {
+    "type": "array", "items": {"anyOf": [VERIFIED.json() | {"required": ["verified"]}, METRIC.json()]},
+}, description="Checks of the results; a failure makes the run exit 1.")
 
 
 # --- evaluation ---------------------------------------------------------------------------------

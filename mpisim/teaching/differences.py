@@ -8,8 +8,7 @@ port, the folds at p not a power of two, a formula that is an estimate).
 
 from __future__ import annotations
 
-from mpisim.collectives.costmodel import ceil_lg, floor_lg
-from mpisim.collectives.costmodel import pof2_at_most
+from mpisim.collectives.costmodel import ceil_lg, floor_lg, pof2_at_most
 from mpisim.report.tables import fmt_time
 from mpisim.teaching.explain import DEFAULT_NETWORK_MODEL, Explanation
 

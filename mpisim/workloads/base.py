@@ -7,6 +7,8 @@ A workload (``collective``, ``p2p``, ``training``, ``program``) is registered by
   (``sizes[2]``); units are parsed here, once;
 * ``dump(params) -> dict``: the resolved form (SI numbers) that ``mpisim check`` prints and
   ``results.json`` embeds, loadable again by ``parse``;
+* ``schema``: the block's :class:`~mpisim.engine.reader.Spec` (a Block), which ``parse`` reads through
+  and ``mpisim schema`` publishes (None for a kind that declares no shape);
 * ``run(params, ctx) -> WorkloadOutput``: play the workload. ``ctx.new_world()`` returns a
   fresh :class:`~mpisim.mpi.world.World` (new simulation, same topology and settings) for
   each independent measurement point, so points never disturb one another.
@@ -22,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from mpisim.engine.reader import Spec
 from mpisim.mpi.world import World
 
 
@@ -65,6 +68,8 @@ class Workload:
     #: Given parsed params, every value some row keys can take (``{"algorithm": ("ring",)}``),
     #: so ``mpisim check`` can refuse ``where: {algorithm: rign}``; keys left out can hold anything.
     where_values: Callable[[Any], Mapping[str, Sequence[Any]]] | None = None
+    #: The shape of its ``workload:`` block (``kind`` aside), read by ``parse`` and published as JSON Schema.
+    schema: Spec | None = None
 
 
 _WORKLOADS: dict[str, Workload] = {}
@@ -72,12 +77,13 @@ _WORKLOADS: dict[str, Workload] = {}
 
 def register_workload(kind: str, summary: str, *, parse: Callable, dump: Callable, run: Callable,
                       columns: tuple[str, ...] | None = None,
-                      where_values: Callable[[Any], Mapping[str, Sequence[Any]]] | None = None) -> Workload:
-    """Register a workload kind (*columns*: its row keys, None if open-ended; *where_values*: see
-    :class:`Workload`). Raises ValueError on a duplicate kind."""
+                      where_values: Callable[[Any], Mapping[str, Sequence[Any]]] | None = None,
+                      schema: Spec | None = None) -> Workload:
+    """Register a workload kind (*columns*: its row keys, None if open-ended; *where_values*,
+    *schema*: see :class:`Workload`). Raises ValueError on a duplicate kind."""
     if kind in _WORKLOADS:
         raise ValueError(f"duplicate workload kind {kind!r}")
-    workload = Workload(kind, summary, parse, dump, run, columns, where_values)
+    workload = Workload(kind, summary, parse, dump, run, columns, where_values, schema)
     _WORKLOADS[kind] = workload
     return workload
 

@@ -68,7 +68,7 @@ YAML::
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -77,16 +77,18 @@ import numpy as np
 import mpisim.collectives  # noqa: F401  (registers the algorithms that names are checked against)
 from mpisim.collectives import dispatch, memory, nccl, registry
 from mpisim.collectives.select import network_parameters
+from mpisim.engine.reader import Choice, Custom
 from mpisim.engine.sim import Proc
-from mpisim.engine.units import format_size, parse_count, parse_size
+from mpisim.engine.units import format_size
 from mpisim.errors import ConfigError, MPIError
 from mpisim.mpi.comm import Comm
-from mpisim.mpi.dtypes import DTYPES, exact_integer_limit
+from mpisim.mpi.dtypes import exact_integer_limit
 from mpisim.mpi.ops import OPS, get_op
 from mpisim.mpi.payload import DataPayload, Payload, SizePayload, split_offsets
 from mpisim.mpi.world import World
 from mpisim.workloads import verify
 from mpisim.workloads.base import RunContext, WorkloadOutput, register_workload
+from mpisim.workloads.fields import DTYPE, SIZES, check_keys, count, parse_sizes, read, workload_block
 
 KIND = "collective"
 
@@ -101,113 +103,6 @@ REDUCING = frozenset({"reduce", "allreduce", "reduce_scatter"})
 MAX_KEPT_MESSAGES = 200_000
 
 
-_KEYS = ("kind", "collective", "algorithm", "sizes", "dtype", "op", "root", "iterations", "values")
-_RANGE_KEYS = ("min", "max", "factor")
-
-
-# ---------------------------------------------------------------------------------------------
-# Field parsers shared by the workloads (p2p and training use them too)
-
-
-def check_keys(raw: Any, allowed: Sequence[str], kind: str) -> Mapping[str, Any]:
-    """Return *raw* without its null values if it is a mapping with only *allowed* keys.
-
-    A null value means "the default", as everywhere in a scenario (so ``--set
-    workload.layers=null`` removes a key). Raises ConfigError naming the first unknown key and
-    listing the allowed ones; a ``kind`` key, if present, must equal *kind*.
-    """
-    if not isinstance(raw, Mapping):
-        raise ConfigError(f"expected a mapping of {kind} workload settings, got {raw!r}")
-    for key in raw:
-        if key not in allowed:
-            raise ConfigError(f"unknown key {key!r}; allowed keys: {', '.join(allowed)}", str(key))
-    if "kind" in raw and raw["kind"] != kind:
-        raise ConfigError(f"expected kind {kind!r}, got {raw['kind']!r}", "kind")
-    return {key: value for key, value in raw.items() if value is not None}
-
-
-def check_fields(raw: Mapping[str, Any], allowed: Sequence[str], required: Sequence[str], path: str) -> None:
-    """Check a nested mapping at *path*: only *allowed* keys, and every *required* one present.
-
-    Raises ConfigError at ``path.key`` naming the unknown key (listing the allowed ones) or the
-    missing one.
-    """
-    for key in raw:
-        if key not in allowed:
-            raise ConfigError(f"unknown key {key!r}; allowed keys: {', '.join(allowed)}", f"{path}.{key}")
-    for key in required:
-        if key not in raw:
-            raise ConfigError("this key is required", f"{path}.{key}")
-
-
-def parse_with(parse: Any, value: Any, path: str) -> Any:
-    """Call ``parse(value)``; a ConfigError (UnitError included) gets *path* prepended."""
-    try:
-        return parse(value)
-    except ConfigError as err:
-        raise err.at(path) from None
-
-
-def parse_positive_int(value: Any, path: str, minimum: int = 1) -> int:
-    """Return a whole number >= *minimum* (``"1K"`` style counts allowed)."""
-    number = parse_with(parse_count, value, path)
-    if number < minimum:
-        raise ConfigError(f"must be at least {minimum}, got {value!r}", path)
-    return number
-
-
-def parse_dtype(value: Any, path: str = "dtype") -> np.dtype:
-    """Return the numpy dtype named *value* (float32, fp16, bf16, float8_e4m3, int8, ...).
-
-    Raises ConfigError for unknown names, listing the known ones.
-    """
-    if not isinstance(value, str):
-        raise ConfigError(f"expected a dtype name, got {value!r}", path)
-    name = value.strip().lower()
-    if name not in DTYPES:
-        known = ", ".join(sorted({dtype.name for dtype in DTYPES.values()}))
-        raise ConfigError(f"unknown dtype {value!r}; known: {known}", path)
-    return DTYPES[name]
-
-
-def parse_sizes(raw: Any, path: str = "sizes", itemsize: int = 1) -> tuple[int, ...]:
-    """Return message sizes in bytes from a list, a single size, or ``{min, max, factor}``.
-
-    The range form follows nccl-tests' ``-b/-e/-f``: ``min, min*factor, ...`` up to and including
-    ``max``. Every size must be a whole number of *itemsize*-byte elements. Raises ConfigError
-    with the path of the offending entry (``sizes[1]``, ``sizes.max``).
-    """
-    if isinstance(raw, Mapping):
-        check_fields(raw, _RANGE_KEYS, ("min", "max"), path)
-        low = parse_with(parse_size, raw["min"], f"{path}.min")
-        high = parse_with(parse_size, raw["max"], f"{path}.max")
-        factor = parse_positive_int(raw.get("factor", 2), f"{path}.factor", minimum=2)
-        if high < low:
-            raise ConfigError(f"max ({format_size(high)}) is below min ({format_size(low)})", f"{path}.max")
-        if low == 0:
-            raise ConfigError("min must be above 0 B for a geometric range (list 0 B separately)", f"{path}.min")
-        _check_whole(low, itemsize, f"{path}.min")
-        sizes, size = [], low
-        while size <= high:
-            sizes.append(size)
-            size *= factor
-        return tuple(sizes)
-    items = raw if isinstance(raw, list) else [raw]
-    if not items:
-        raise ConfigError("expected at least one size", path)
-    sizes = []
-    for i, item in enumerate(items):
-        where = f"{path}[{i}]" if isinstance(raw, list) else path
-        size = parse_with(parse_size, item, where)
-        _check_whole(size, itemsize, where)
-        sizes.append(size)
-    return tuple(sizes)
-
-
-def _check_whole(size: int, itemsize: int, path: str) -> None:
-    if size % itemsize:
-        raise ConfigError(
-            f"{format_size(size)} is not a whole number of {itemsize}-byte elements", path)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -229,20 +124,37 @@ class CollectiveParams:
     values: str = "integers"  # what the inputs hold: integers | random (see mpisim.workloads.verify)
 
 
+def _algorithm_rule() -> dict[str, Any]:
+    names = sorted({algo.name for algo in registry.available()} | {"auto"})
+    return {"anyOf": [{"enum": names}, {"type": "array", "items": {"enum": names}, "minItems": 1}]}
+
+
+#: The ``workload: {kind: collective, ...}`` block.
+SCHEMA = workload_block(KIND, {
+    "collective": Choice(registry.COLLECTIVES, "unknown collective {value!r}; known: {choices}",
+                         required=f"this key is required (one of: {', '.join(registry.COLLECTIVES)})",
+                         description="Which MPI collective to time."),
+    "algorithm": Custom(lambda value, path: value, _algorithm_rule,
+                        description="An algorithm name, auto, or a list of names to compare."),
+    "sizes": SIZES,
+    "dtype": DTYPE,
+    "op": Choice(OPS, "unknown op {value!r}; known: {choices}", fold_case=True, description="Reduction operator."),
+    "root": count(0, "Root rank of rooted collectives."),
+    "iterations": count(1, "Timed repetitions of each point."),
+    "values": Choice(verify.VALUES, "expected one of {choices}, got {value!r}", description="What the inputs hold."),
+})
+
+
 def parse(raw: Any) -> CollectiveParams:
     """Validate a ``workload:`` mapping of kind ``collective``.
 
     Raises ConfigError with a path relative to the workload block.
     """
-    raw = check_keys(raw, _KEYS, KIND)
-    if "collective" not in raw:
-        raise ConfigError(f"this key is required (one of: {', '.join(registry.COLLECTIVES)})", "collective")
-    collective = raw["collective"]
-    if collective not in registry.COLLECTIVES:
-        raise ConfigError(f"unknown collective {collective!r}; known: {', '.join(registry.COLLECTIVES)}", "collective")
+    raw = check_keys(raw, SCHEMA, KIND)
+    collective = read(SCHEMA, raw, "collective")
     given = raw.get("algorithm")
     algorithms, listed = _parse_algorithms(given, collective) if given is not None else ((), False)
-    dtype = parse_dtype(raw.get("dtype", "float32"))
+    dtype = read(SCHEMA, raw, "dtype", "float32")
     if collective == "barrier":
         if raw.get("sizes") is not None and any(parse_sizes(raw["sizes"], "sizes")):
             raise ConfigError("a barrier moves no data: leave sizes out", "sizes")
@@ -251,15 +163,11 @@ def parse(raw: Any) -> CollectiveParams:
         if "sizes" not in raw:
             raise ConfigError("this key is required, e.g. [1 KiB, 1 MiB] or {min: 8 B, max: 1 GiB, factor: 2}", "sizes")
         sizes = parse_sizes(raw["sizes"], "sizes", dtype.itemsize)
-    op = raw.get("op", "sum")
-    if not isinstance(op, str) or op.lower() not in OPS:
-        raise ConfigError(f"unknown op {op!r}; known: {', '.join(OPS)}", "op")
-    root = parse_positive_int(raw.get("root", 0), "root", minimum=0)
-    iterations = parse_positive_int(raw.get("iterations", 1), "iterations")
-    values = raw.get("values", "integers")
-    if values not in verify.VALUES:
-        raise ConfigError(f"expected one of {', '.join(verify.VALUES)}, got {values!r}", "values")
-    return CollectiveParams(collective, algorithms, sizes, dtype.name, op.lower(), root, iterations, listed, values)
+    op = read(SCHEMA, raw, "op", "sum")
+    root = read(SCHEMA, raw, "root", 0)
+    iterations = read(SCHEMA, raw, "iterations", 1)
+    values = read(SCHEMA, raw, "values", "integers")
+    return CollectiveParams(collective, algorithms, sizes, dtype.name, op, root, iterations, listed, values)
 
 
 def _parse_algorithms(raw: Any, collective: str) -> tuple[tuple[str, ...], bool]:
@@ -659,7 +567,7 @@ def where_values(params: CollectiveParams) -> dict[str, tuple[str, ...]]:
 
 WORKLOAD = register_workload(
     KIND, "nccl-tests-style sweep of one collective over sizes and algorithms",
-    parse=parse, dump=dump, run=run, where_values=where_values,
+    parse=parse, dump=dump, run=run, where_values=where_values, schema=SCHEMA,
     columns=("collective", "algorithm", "requested", "ranks", "bytes", "count", "dtype", "time_s", "algbw_GBps",
              "busbw_GBps", "verified", "model_time_s", "model_exact", "protocol", "channels", "chunk_bytes",
              *verify.COLUMNS),

@@ -47,6 +47,7 @@ from typing import Any
 
 import numpy as np
 
+from mpisim.engine.reader import Custom
 from mpisim.engine.sim import Proc
 from mpisim.engine.units import format_size
 from mpisim.errors import ConfigError
@@ -54,14 +55,35 @@ from mpisim.mpi.comm import Comm
 from mpisim.mpi.payload import make_payload
 from mpisim.mpi.world import World
 from mpisim.workloads.base import RunContext, WorkloadOutput, register_workload
-from mpisim.workloads.collective import check_keys, parse_positive_int, parse_sizes
+from mpisim.workloads.fields import (
+    SIZES,
+    check_keys,
+    count,
+    parse_positive_int,
+    parse_sizes,
+    read,
+    workload_block,
+)
 
 KIND = "p2p"
 TESTS = ("latency", "bandwidth", "bibw", "mbw_mr")
 DATA_TAG, ACK_TAG = 1, 2
 ACK_BYTES = 4  # OSU's osu_bw acknowledges a window with a 4-byte message
 
-_KEYS = ("kind", "test", "sizes", "pair", "window", "iterations", "warmup", "pairs")
+_TEST_RULE = {"enum": list(TESTS)}
+#: The ``workload: {kind: p2p, ...}`` block.
+SCHEMA = workload_block(KIND, {
+    "test": Custom(lambda value, path: value, {"anyOf": [_TEST_RULE, {"type": "array", "items": _TEST_RULE, "minItems": 1}]},
+                   description="OSU test: latency, bandwidth, bibw or mbw_mr, or a list of them."),
+    "sizes": SIZES,
+    "pair": Custom(lambda value, path: value, {"type": "array", "items": {"type": ["integer", "string"]},
+                                               "minItems": 2, "maxItems": 2},
+                   description="The two ranks, e.g. [0, 1]."),
+    "window": count(1, "Messages in flight per bandwidth window."),
+    "iterations": count(1, "Timed repetitions."),
+    "warmup": count(0, "Untimed repetitions first."),
+    "pairs": count(1, "mbw_mr: ranks i and i + pairs talk, for i < pairs."),
+})
 
 
 @dataclass(frozen=True)
@@ -80,7 +102,7 @@ class P2PParams:
 
 def parse(raw: Any) -> P2PParams:
     """Validate a ``workload:`` mapping of kind ``p2p``. Raises ConfigError with a relative path."""
-    raw = check_keys(raw, _KEYS, KIND)
+    raw = check_keys(raw, SCHEMA, KIND)
     test = raw.get("test", "latency")
     listed = isinstance(test, list)
     tests = test if listed else [test]
@@ -98,10 +120,10 @@ def parse(raw: Any) -> P2PParams:
     pair = (parse_positive_int(pair_raw[0], "pair[0]", 0), parse_positive_int(pair_raw[1], "pair[1]", 0))
     if pair[0] == pair[1]:
         raise ConfigError(f"the two ranks must differ, got {pair_raw!r}", "pair")
-    window = parse_positive_int(raw.get("window", 64), "window")
-    iterations = parse_positive_int(raw.get("iterations", 1), "iterations")
-    warmup = parse_positive_int(raw.get("warmup", 1), "warmup", minimum=0)
-    pairs = parse_positive_int(raw.get("pairs", 1), "pairs")
+    window = read(SCHEMA, raw, "window", 64)
+    iterations = read(SCHEMA, raw, "iterations", 1)
+    warmup = read(SCHEMA, raw, "warmup", 1)
+    pairs = read(SCHEMA, raw, "pairs", 1)
     return P2PParams(tuple(tests), sizes, pair, window, iterations, warmup, listed, pairs)
 
 
@@ -241,7 +263,7 @@ def run(params: P2PParams, ctx: RunContext) -> WorkloadOutput:
 
 WORKLOAD = register_workload(
     KIND, "OSU point-to-point micro-benchmarks between two ranks: latency, bandwidth, bibw",
-    parse=parse, dump=dump, run=run,
+    parse=parse, dump=dump, run=run, schema=SCHEMA,
     columns=("test", "bytes", "protocol", "latency_s", "bandwidth_Bps"),
     where_values=lambda params: {"test": params.tests},
 )

@@ -73,18 +73,46 @@ from typing import Any
 
 import numpy as np
 
+from mpisim.engine.reader import Choice, Custom, Flag
 from mpisim.engine.sim import Proc
 from mpisim.errors import ConfigError, MPIError, ProgramError
 from mpisim.mpi.comm import Comm
 from mpisim.mpi.usercomm import UserComm
 from mpisim.workloads.base import RunContext, WorkloadOutput, register_workload
-from mpisim.workloads.collective import check_keys
+from mpisim.workloads.fields import check_keys, read, workload_block
 
 KIND = "program"
 RESERVED = ("ranks", "time_s", "messages", "bytes")
 
-_KEYS = ("kind", "program", "args", "api", "compute", "speed", "tag_output")
 APIS = ("generator", "mpi4py")
+
+
+def _compute_modes() -> tuple[str, ...]:
+    # Imported when asked: compat.ranks brings the per-rank import machinery, which only mpi4py programs need.
+    from mpisim.compat.ranks import COMPUTE_MODES
+
+    return COMPUTE_MODES
+
+
+def _as_given(value: Any, path: str) -> Any:
+    return value  # read by parse below, where the api decides what the field means
+
+
+#: The ``workload: {kind: program, ...}`` block.
+SCHEMA = workload_block(KIND, {
+    "program": Custom(_as_given, {"type": "string", "pattern": r"\.py(:[A-Za-z_][A-Za-z0-9_]*)?\s*$"},
+                      required="this key is required, e.g. programs/halo.py:main",
+                      description="FILE.py:FUNCTION (generator api) or FILE.py (mpi4py api), relative to the scenario."),
+    "args": Custom(_as_given, {"type": ["object", "array"]},
+                   description="generator: a mapping passed to the function; mpi4py: the command-line arguments."),
+    "api": Choice(APIS, "expected one of {choices}, got {value!r}",
+                  description="generator: main(comm) with yield from; mpi4py: an unchanged mpi4py program."),
+    "compute": Custom(_as_given, lambda: {"enum": list(_compute_modes())},
+                      description="mpi4py: how the program's own compute time counts."),
+    "speed": Custom(_as_given, {"type": "number", "exclusiveMinimum": 0},
+                    description="mpi4py, compute: measured: the simulated machine's time per second of this one's."),
+    "tag_output": Flag(description="mpi4py: prefix each line a rank prints with its rank."),
+})
 
 
 @dataclass(frozen=True)
@@ -109,12 +137,9 @@ def parse(raw: Any) -> ProgramParams:
 
     The file itself is looked up at run time, against the scenario's directory.
     """
-    raw = check_keys(raw, _KEYS, KIND)
-    if "program" not in raw:
-        raise ConfigError("this key is required, e.g. programs/halo.py:main", "program")
-    api = raw.get("api", "generator")
-    if api not in APIS:
-        raise ConfigError(f"expected one of {', '.join(APIS)}, got {api!r}", "api")
+    raw = check_keys(raw, SCHEMA, KIND)
+    read(SCHEMA, raw, "program")
+    api = read(SCHEMA, raw, "api", "generator")
     if api == "mpi4py":
         return _parse_mpi4py(raw)
     for key in ("compute", "speed", "tag_output"):
@@ -137,8 +162,7 @@ def parse(raw: Any) -> ProgramParams:
 
 
 def _parse_mpi4py(raw: Mapping[str, Any]) -> ProgramParams:
-    from mpisim.compat.ranks import COMPUTE_MODES
-
+    COMPUTE_MODES = _compute_modes()
     spec = raw["program"]
     if not isinstance(spec, str) or not spec.strip().endswith(".py"):
         raise ConfigError(f"expected the program's file FILE.py, got {spec!r}", "program")
@@ -154,9 +178,7 @@ def _parse_mpi4py(raw: Mapping[str, Any]) -> ProgramParams:
                           f"got {speed!r}", "speed")
     if "speed" in raw and compute != "measured":
         raise ConfigError("speed scales measured compute; it needs compute: measured", "speed")
-    tag = raw.get("tag_output", False)
-    if not isinstance(tag, bool):
-        raise ConfigError(f"expected true or false, got {tag!r}", "tag_output")
+    tag = read(SCHEMA, raw, "tag_output", False)
     return ProgramParams(spec.strip(), "", [str(a) for a in args], "mpi4py", compute, float(speed), tag)
 
 
@@ -333,5 +355,5 @@ def run(params: ProgramParams, ctx: RunContext) -> WorkloadOutput:
 
 WORKLOAD = register_workload(
     KIND, "a user's Python generator run on every rank against the Comm API",
-    parse=parse, dump=dump, run=run,
+    parse=parse, dump=dump, run=run, schema=SCHEMA,
 )

@@ -28,12 +28,21 @@ from dataclasses import dataclass
 from typing import Any
 
 from mpisim.collectives import registry
+from mpisim.engine.reader import Block, Choice, Custom, Flag, Unit
 from mpisim.engine.units import parse_flops, parse_percent, parse_size, parse_time
 from mpisim.errors import ConfigError
 from mpisim.mpi.dtypes import is_floating
-from mpisim.workloads.collective import check_keys, parse_dtype, parse_positive_int, parse_with
+from mpisim.workloads.fields import (
+    DTYPE,
+    check_keys,
+    count,
+    parse_dtype,
+    parse_positive_int,
+    parse_with,
+    workload_block,
+)
 from mpisim.workloads.training.layout import DIMENSIONS, Layout
-from mpisim.workloads.training.model import TransformerModel, dump_model, parse_model
+from mpisim.workloads.training.model import PRESETS, TransformerModel, dump_model, parse_model
 from mpisim.workloads.training.schedule import SCHEDULES
 
 __all__ = ["KEYS", "HybridParams", "dump", "parse"]
@@ -112,32 +121,92 @@ class HybridParams:
         return per_replica
 
 
+# --- the block, declared once (mpisim.engine.reader) ----------------------------------------------
+
+
+def _as_given(value: Any, path: str) -> Any:
+    return value  # read by parse below, which needs the other fields (the model, the schedule) to do so
+
+
+def _choice(allowed: tuple[str, ...], what: str) -> Choice:
+    return Choice(allowed, "expected one of {choices}, got {value!r}", description=what)
+
+
+_PARALLEL = Block({
+    **{key: count(1, what) for key, what in (("tp", "Tensor-parallel ranks."), ("pp", "Pipeline stages."),
+                                             ("dp", "Data-parallel replicas (default: the ranks left over)."),
+                                             ("ep", "Expert-parallel ranks (mixture of experts)."))},
+    "etp": Custom(_as_given, {"const": 1}, description="1: whole experts (leave out to split experts over tp)."),
+    "order": Custom(_as_given, {"type": "array", "items": {"enum": list(DIMENSIONS)}},
+                    description="The dimensions, innermost first, e.g. [tp, pp, dp]."),
+}, expected="{tp: 8, pp: 8, dp: 24}", show=repr, suggest=False)
+_BATCH = Block({"global": count(1, "Sequences per iteration."), "micro": count(1, "Sequences per micro-batch.")},
+               expected="{global: 1536, micro: 1}", show=repr, suggest=False)
+_OVERLAP = Block({"dp": Flag(description="Overlap the gradient sync with the backward pass."),
+                  "tp": Flag(description="Not modelled: must be false.")},
+                 expected="{dp: true}", show=repr, suggest=False)
+_COMPUTE = Block({
+    "efficiency": Custom(_as_given, {"type": ["number", "string"]}, description="Achieved fraction of peak: 0.5 or 50%."),
+    "peak": Unit(parse_flops, "989 TFLOPS", description="Device peak (default: the topology's device_flops)."),
+    "layer_forward": Unit(parse_time, "1.2 ms", description="Measured forward time of one layer and micro-batch."),
+    "layer_backward": Unit(parse_time, "2.4 ms", description="Measured backward time (default 2 x forward)."),
+}, expected="{efficiency: 0.5} (optionally with peak: 989 TFLOPS) or {layer_forward: 1.2 ms}", show=repr, suggest=False)
+_MODEL_RULE = {"anyOf": [{"enum": sorted(PRESETS)}, {"type": "object", "properties": {
+    "preset": {"enum": sorted(PRESETS)}, "params": {"type": ["string", "integer"], "examples": ["300M"]}}}]}
+
+#: The hybrid-parallel ``workload: {kind: training, model: ...}`` block.
+SCHEMA = workload_block("training", {
+    "model": Custom(_as_given, _MODEL_RULE, required="this key is required",
+                    description="A preset name, {preset, <overrides>}, a shape, or {params: 300M}."),
+    "parallel": _PARALLEL,
+    "batch": _BATCH,
+    "schedule": _choice(SCHEDULES, "Pipeline schedule."),
+    "chunks": count(1, "Model chunks per stage (schedule: interleaved)."),
+    "zero": Custom(_as_given, {"enum": [0, 1, 2, 3]}, description="ZeRO stage."),
+    "recompute": _choice(RECOMPUTE, "Activation recomputation."),
+    "sequence_parallel": Flag(description="Megatron sequence parallelism."),
+    "attention": _choice(ATTENTION, "flash: fused; standard: scores materialised."),
+    "dtype": DTYPE,
+    "compute": Custom(_as_given, {"anyOf": [Unit(parse_time, "300 ms").json(), _COMPUTE.json()]},
+                      description="{efficiency: 0.5}, measured layer times, or (params: models) a time."),
+    "backward_share": Custom(_as_given, {"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 1},
+                             description="params: models: the backward's share of compute."),
+    "overlap": _OVERLAP,
+    "sync": Custom(_as_given, {"type": "string"}, description="The gradient allreduce algorithm, or auto."),
+    "bucket_cap": Unit(parse_size, "25 MiB", integer=True, description="Gradient bucket size."),
+    "memory_check": _choice(MEMORY_CHECKS, "error: refuse a layout that does not fit; mark: say so in the row."),
+    "fold": _choice(FOLDS, "auto: simulate one replica where replicas are alike."),
+    "iterations": count(1, "Iterations to run."),
+})
+assert tuple(SCHEMA.fields) == KEYS
+
+
+def _read(key: str, value: Any, path: str | None = None) -> Any:
+    """Read *value* through the block's spec for *key* (at *path*, by default the key)."""
+    return SCHEMA.fields[key].read(value, path or key)
+
+
 def parse(raw: Any) -> HybridParams:
     """Validate a ``workload:`` mapping of kind ``training`` with ``model:``. Raises ConfigError with a relative path."""
-    raw = check_keys(raw, KEYS, "training")
+    raw = check_keys(raw, SCHEMA, "training")
     model = parse_model(raw["model"])
     fields: dict[str, Any] = {"model": model}
     fields.update(_parse_parallel(raw.get("parallel", {})))
-    batch = raw.get("batch", {})
-    if not isinstance(batch, dict):
-        raise ConfigError(f"expected {{global: 1536, micro: 1}}, got {batch!r}", "batch")
-    for key in batch:
-        if key not in ("global", "micro"):
-            raise ConfigError(f"unknown key {key!r}; allowed keys: global, micro", f"batch.{key}")
+    batch = _BATCH.mapping(raw.get("batch", {}), "batch")
     if "global" in batch:
         fields["global_batch"] = parse_positive_int(batch["global"], "batch.global")
     fields["micro"] = parse_positive_int(batch.get("micro", 1), "batch.micro")
-    fields["schedule"] = _choice(raw.get("schedule", "1f1b"), SCHEDULES, "schedule")
-    fields["chunks"] = parse_positive_int(raw.get("chunks", 2 if fields["schedule"] == "interleaved" else 1), "chunks")
+    fields["schedule"] = _read("schedule", raw.get("schedule", "1f1b"))
+    fields["chunks"] = _read("chunks", raw.get("chunks", 2 if fields["schedule"] == "interleaved" else 1))
     if fields["chunks"] > 1 and fields["schedule"] != "interleaved":
         raise ConfigError("model chunks need schedule: interleaved", "chunks")
     zero = raw.get("zero", 0)
     if isinstance(zero, bool) or zero not in (0, 1, 2, 3):
         raise ConfigError(f"expected 0, 1, 2 or 3, got {zero!r}", "zero")
     fields["zero"] = zero
-    fields["recompute"] = _choice(raw.get("recompute", "none"), RECOMPUTE, "recompute")
-    fields["sequence_parallel"] = _bool(raw.get("sequence_parallel", False), "sequence_parallel")
-    fields["attention"] = _choice(raw.get("attention", "flash"), ATTENTION, "attention")
+    fields["recompute"] = _read("recompute", raw.get("recompute", "none"))
+    fields["sequence_parallel"] = _read("sequence_parallel", raw.get("sequence_parallel", False))
+    fields["attention"] = _read("attention", raw.get("attention", "flash"))
     dtype = parse_dtype(_DTYPE_ALIASES.get(raw.get("dtype"), raw.get("dtype", "bfloat16")))
     if not is_floating(dtype):
         raise ConfigError(f"training computes in a floating-point format; got {dtype.name}", "dtype")
@@ -151,17 +220,13 @@ def parse(raw: Any) -> HybridParams:
             raise ConfigError("backward is 2 x forward from the model's FLOPs; backward_share is for "
                               "model: {params: ...}", "backward_share")
         fields["backward_share"] = float(share)
-    overlap = raw.get("overlap", {})
-    if not isinstance(overlap, dict):
-        raise ConfigError(f"expected {{dp: true}}, got {overlap!r}", "overlap")
+    overlap = _OVERLAP.mapping(raw.get("overlap", {}), "overlap")
     for key, value in overlap.items():
-        if key not in ("dp", "tp"):
-            raise ConfigError(f"unknown key {key!r}; allowed keys: dp, tp", f"overlap.{key}")
-        if _bool(value, f"overlap.{key}") and key == "tp":
+        if _OVERLAP.fields[key].read(value, f"overlap.{key}") and key == "tp":
             raise ConfigError("overlapping tensor-parallel communication with compute is not modelled: each "
                               "layer waits for its allreduces (Megatron-LM's default); use overlap: {tp: false}",
                               "overlap.tp")
-    fields["overlap_dp"] = _bool(overlap.get("dp", True), "overlap.dp")
+    fields["overlap_dp"] = _OVERLAP.fields["dp"].read(overlap.get("dp", True), "overlap.dp")
     sync = raw.get("sync")
     if sync is not None:
         if not isinstance(sync, str):
@@ -175,19 +240,17 @@ def parse(raw: Any) -> HybridParams:
     fields["bucket_cap"] = parse_with(parse_size, raw.get("bucket_cap", "25 MiB"), "bucket_cap")
     if fields["bucket_cap"] < 1:
         raise ConfigError("must be at least 1 B", "bucket_cap")
-    fields["memory_check"] = _choice(raw.get("memory_check", "error"), MEMORY_CHECKS, "memory_check")
-    fields["fold"] = _choice(raw.get("fold", "auto"), FOLDS, "fold")
-    fields["iterations"] = parse_positive_int(raw.get("iterations", 1), "iterations")
+    fields["memory_check"] = _read("memory_check", raw.get("memory_check", "error"))
+    fields["fold"] = _read("fold", raw.get("fold", "auto"))
+    fields["iterations"] = _read("iterations", raw.get("iterations", 1))
     params = HybridParams(**fields)
     _check_shape(params)
     return params
 
 
 def _parse_parallel(raw: Any) -> dict[str, Any]:
-    if not isinstance(raw, dict):
-        raise ConfigError(f"expected {{tp: 8, pp: 8, dp: 24}}, got {raw!r}", "parallel")
     out: dict[str, Any] = {}
-    for key, value in raw.items():
+    for key, value in _PARALLEL.mapping(raw, "parallel").items():
         if key in ("tp", "pp", "dp", "ep"):
             out[key] = parse_positive_int(value, f"parallel.{key}")
         elif key == "etp":
@@ -200,8 +263,6 @@ def _parse_parallel(raw: Any) -> dict[str, Any]:
                 raise ConfigError(f"expected the dimensions innermost first, e.g. [tp, pp, dp], got {value!r}",
                                   "parallel.order")
             out["order"] = tuple(value)
-        else:
-            raise ConfigError(f"unknown key {key!r}; allowed keys: tp, pp, dp, ep, etp, order", f"parallel.{key}")
     return out
 
 
@@ -214,13 +275,7 @@ def _parse_compute(raw: Any, model: TransformerModel) -> dict[str, Any]:
     if raw is None:
         raise ConfigError("this key is required: {efficiency: 0.5} (the achieved fraction of the device's peak "
                           "FLOP/s)", "compute")
-    if not isinstance(raw, dict):
-        raise ConfigError(f"expected {{efficiency: 0.5}} (optionally with peak: 989 TFLOPS) or "
-                          f"{{layer_forward: 1.2 ms}}, got {raw!r}", "compute")
-    for key in raw:
-        if key not in ("efficiency", "peak", "layer_forward", "layer_backward"):
-            raise ConfigError(f"unknown key {key!r}; allowed keys: efficiency, peak, layer_forward, layer_backward",
-                              f"compute.{key}")
+    raw = _COMPUTE.mapping(raw, "compute")
     out: dict[str, Any] = {}
     if "peak" in raw:
         out["peak"] = parse_with(parse_flops, raw["peak"], "compute.peak")
@@ -268,18 +323,6 @@ def _check_shape(params: HybridParams) -> None:
         raise ConfigError("ZeRO-3 shards every layer over the data-parallel group and is not combined with "
                           "pipeline parallelism (as in DeepSpeed and Megatron-LM); use zero: 1 or 2 with pp > 1",
                           "zero")
-
-
-def _choice(value: Any, allowed: tuple[str, ...], path: str) -> str:
-    if value not in allowed:
-        raise ConfigError(f"expected one of {', '.join(allowed)}, got {value!r}", path)
-    return value
-
-
-def _bool(value: Any, path: str) -> bool:
-    if not isinstance(value, bool):
-        raise ConfigError(f"expected true or false, got {value!r}", path)
-    return value
 
 
 def dump(params: HybridParams) -> dict[str, Any]:

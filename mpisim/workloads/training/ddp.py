@@ -81,15 +81,19 @@ import numpy as np
 
 import mpisim.collectives  # noqa: F401  (registers the algorithms that ``sync`` is checked against)
 from mpisim.collectives import memory, registry
+from mpisim.engine.reader import Block, Choice, Custom, Either, Unit
 from mpisim.engine.units import parse_flops, parse_size, parse_time
 from mpisim.errors import ConfigError
 from mpisim.mpi.dtypes import is_floating
-from mpisim.workloads.collective import (
-    check_fields,
+from mpisim.workloads.fields import (
+    DTYPE,
     check_keys,
+    count,
     parse_dtype,
     parse_positive_int,
     parse_with,
+    read,
+    workload_block,
 )
 from mpisim.workloads.training import config as hybrid_config
 from mpisim.workloads.training.buckets import Bucket, ddp_buckets
@@ -101,10 +105,6 @@ INDEX_DTYPE = np.dtype(np.int32)  # top-k indices travel as int32
 #: Relative difference between iteration and compute time below which no communication is exposed.
 ROUNDING = 1e-12
 
-_KEYS = ("kind", "model", "params", "layers", "dtype", "compute", "backward_share", "bucket_cap", "first_bucket",
-         "sync", "compression", "iterations")
-_COMPUTE_KEYS = ("flops", "device_flops", "utilization")
-_COMPRESSION_KEYS = ("cast", "topk")
 _CASTS = {"fp16": "float16", "float16": "float16", "bf16": "float16", "bfloat16": "float16"}
 
 
@@ -131,6 +131,44 @@ class TrainingParams:
     iterations: int = 1
 
 
+def _as_given(value: Any, path: str) -> Any:
+    return value  # read by parse below, which needs the dtype or the other keys to do so
+
+
+_SHARE_RULE = {"type": ["number", "string"], "examples": [0.5, "2/3"]}
+_COMPUTE = Block({
+    "flops": Unit(parse_flops, "1.8 PFLOP", required="this key is required", description="FLOPs of one iteration."),
+    "device_flops": Unit(parse_flops, "312 TFLOPS", required="this key is required", description="Device peak."),
+    "utilization": Custom(_as_given, _SHARE_RULE, description="Achieved fraction of the peak, (0, 1]."),
+}, suggest=False)
+_COMPRESSION = Block({
+    "cast": Choice(("fp16", "bf16"), "expected fp16 or bf16, got {value!r}", description="Send gradients in 16 bits."),
+    "topk": Custom(_as_given, _SHARE_RULE, description="Send this fraction of the gradients (top-k)."),
+}, expected="{cast: fp16} or {topk: 0.01}", show=repr, suggest=False)
+
+#: The data-parallel ``workload: {kind: training, params: 300M, ...}`` block.
+SCHEMA = workload_block(KIND, {
+    "model": Custom(_as_given, {}, description="With a model: the hybrid-parallel LLM iteration."),
+    "params": Custom(_as_given, {"type": ["string", "integer"], "examples": ["300M"]},
+                     description="Parameter count (or give layers)."),
+    "layers": Custom(_as_given, {"type": "array", "items": {"type": ["string", "integer"]}, "minItems": 1},
+                     description="Parameter count of each layer, first to last."),
+    "dtype": DTYPE,
+    "compute": Custom(_as_given, {"anyOf": [Unit(parse_time, "300 ms").json(), _COMPUTE.json()]},
+                      required="this key is required: a time per iteration (300 ms) or "
+                               "{flops, device_flops, utilization}",
+                      description="Compute time of one iteration, or {flops, device_flops, utilization}."),
+    "backward_share": Custom(_as_given, _SHARE_RULE, description="The backward pass's share of compute."),
+    "bucket_cap": Unit(parse_size, "25 MiB", integer=True, description="DDP bucket size."),
+    "first_bucket": Unit(parse_size, "1 MiB", integer=True, description="Size of the first bucket."),
+    "sync": Custom(_as_given, {"type": "string"}, description="An allreduce algorithm, auto or parameter_server."),
+    "compression": _COMPRESSION,
+    "iterations": count(1, "Iterations to run."),
+})
+#: Data-parallel training, or the hybrid-parallel form when a model is given.
+TRAINING = Either(SCHEMA, hybrid_config.SCHEMA)
+
+
 def parse(raw: Any) -> TrainingParams | hybrid_config.HybridParams:
     """Validate a ``workload:`` mapping of kind ``training``. Raises ConfigError with a relative path.
 
@@ -138,7 +176,7 @@ def parse(raw: Any) -> TrainingParams | hybrid_config.HybridParams:
     """
     if isinstance(raw, dict) and raw.get("model") is not None:
         return hybrid_config.parse(raw)
-    raw = check_keys(raw, _KEYS, KIND)
+    raw = check_keys(raw, SCHEMA, KIND)
     if ("params" in raw) == ("layers" in raw):
         raise ConfigError("give either params (a count such as 300M) or layers (a list of counts)", "params")
     if "layers" in raw:
@@ -151,13 +189,10 @@ def parse(raw: Any) -> TrainingParams | hybrid_config.HybridParams:
     dtype = parse_dtype(raw.get("dtype", "float32"))
     if not is_floating(dtype):
         raise ConfigError(f"gradients are floating point; got {dtype.name}", "dtype")
-    if "compute" not in raw:
-        raise ConfigError("this key is required: a time per iteration (300 ms) or "
-                          "{flops, device_flops, utilization}", "compute")
-    compute_s, compute_spec = _parse_compute(raw["compute"])
+    compute_s, compute_spec = _parse_compute(read(SCHEMA, raw, "compute"))
     share = _parse_share(raw.get("backward_share", DEFAULT_BACKWARD_SHARE))
-    bucket_cap = parse_with(parse_size, raw.get("bucket_cap", "25 MiB"), "bucket_cap")
-    first_bucket = parse_with(parse_size, raw.get("first_bucket", "1 MiB"), "first_bucket")
+    bucket_cap = read(SCHEMA, raw, "bucket_cap", "25 MiB")
+    first_bucket = read(SCHEMA, raw, "first_bucket", "1 MiB")
     for key, value in (("bucket_cap", bucket_cap), ("first_bucket", first_bucket)):
         if value < dtype.itemsize:
             raise ConfigError(f"must hold at least one {dtype.name} element, got {value} B", key)
@@ -170,7 +205,7 @@ def parse(raw: Any) -> TrainingParams | hybrid_config.HybridParams:
         except ConfigError as err:
             raise err.at("sync") from None
     cast, topk = _parse_compression(raw.get("compression"))
-    iterations = parse_positive_int(raw.get("iterations", 1), "iterations")
+    iterations = read(SCHEMA, raw, "iterations", 1)
     return TrainingParams(layers, params, dtype.name, compute_s, compute_spec, share, bucket_cap, first_bucket,
                           sync, cast, topk, iterations)
 
@@ -178,9 +213,8 @@ def parse(raw: Any) -> TrainingParams | hybrid_config.HybridParams:
 def _parse_compute(raw: Any) -> tuple[float, dict[str, float] | None]:
     if not isinstance(raw, dict):
         return parse_with(parse_time, raw, "compute"), None
-    check_fields(raw, _COMPUTE_KEYS, ("flops", "device_flops"), "compute")
-    flops = parse_with(parse_flops, raw["flops"], "compute.flops")
-    device = parse_with(parse_flops, raw["device_flops"], "compute.device_flops")
+    fields = _COMPUTE.read(raw, "compute")
+    flops, device = fields["flops"], fields["device_flops"]
     utilization = _parse_share(raw.get("utilization", 1.0), "compute.utilization")
     spec = {"flops": flops, "device_flops": device, "utilization": utilization}
     return flops / (device * utilization), spec
@@ -202,14 +236,9 @@ def _parse_share(value: Any, path: str = "backward_share") -> float:
 def _parse_compression(raw: Any) -> tuple[str | None, float | None]:
     if raw is None:
         return None, None
-    if not isinstance(raw, dict) or not raw:
+    if not raw:
         raise ConfigError(f"expected {{cast: fp16}} or {{topk: 0.01}}, got {raw!r}", "compression")
-    for key in raw:
-        if key not in _COMPRESSION_KEYS:
-            raise ConfigError(f"unknown key {key!r}; allowed keys: {', '.join(_COMPRESSION_KEYS)}", f"compression.{key}")
-    cast = raw.get("cast")
-    if cast is not None and cast not in ("fp16", "bf16"):
-        raise ConfigError(f"expected fp16 or bf16, got {cast!r}", "compression.cast")
+    cast = _COMPRESSION.read(raw, "compression").get("cast")
     topk = None
     if "topk" in raw:
         topk = _parse_share(raw["topk"], "compression.topk")

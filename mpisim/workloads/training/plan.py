@@ -47,7 +47,7 @@ from mpisim.mpi.comm import Comm
 from mpisim.mpi.payload import SizePayload
 from mpisim.mpi.world import World
 from mpisim.network.topology import TopologySpec
-from mpisim.workloads.collective import parse_dtype
+from mpisim.workloads.fields import parse_dtype
 from mpisim.workloads.training.buckets import ddp_buckets
 from mpisim.workloads.training.config import PEAK_FORMAT, HybridParams
 from mpisim.workloads.training.ddp import DDPPlan, TrainingParams, as_hybrid, make_plan

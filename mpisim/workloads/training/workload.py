@@ -25,6 +25,7 @@ from mpisim.workloads.training.config import HybridParams
 from mpisim.workloads.training.ddp import (
     KIND,
     ROUNDING,
+    TRAINING,
     TrainingParams,
     dump,
     memory_estimate,
@@ -154,6 +155,6 @@ def run_data_parallel(params: TrainingParams, ctx: RunContext) -> WorkloadOutput
 WORKLOAD = register_workload(
     KIND, "training iteration: data-parallel DDP buckets, or with model: an LLM over tensor x pipeline x data "
           "parallelism (ZeRO 0-3, MoE expert parallelism)",
-    parse=parse, dump=dump, run=run,
+    parse=parse, dump=dump, run=run, schema=TRAINING,
     columns=tuple(dict.fromkeys((*DDP_COLUMNS, *COLUMNS))),
 )
