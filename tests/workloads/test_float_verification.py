@@ -21,7 +21,7 @@ from mpisim.mpi import SUM
 from mpisim.mpi.order import Expressions, OrderPayload
 from mpisim.network.topology import FabricSpec
 from mpisim.scenario import load_dict, run_scenario
-from mpisim.workloads import collective, verify
+from mpisim.workloads import collective, fields, verify
 from tests.collectives.helpers import run_collective
 from tests.workloads import context
 
@@ -43,7 +43,7 @@ def run_random(algo: registry.Algorithm | str, p: int, dtype: str, *, count: int
                ranks_per_node: int = 1, algorithm: str | None = None, **extra):
     collective_name = algo.collective if isinstance(algo, registry.Algorithm) else algo
     name = algo.name if isinstance(algo, registry.Algorithm) else algorithm
-    itemsize = collective.parse_dtype(dtype).itemsize
+    itemsize = fields.parse_dtype(dtype).itemsize
     raw = {"collective": collective_name, "sizes": [f"{count * itemsize} B"], "dtype": dtype, "op": op,
            "values": "random", "root": p - 1, **extra}
     if name:
@@ -159,7 +159,7 @@ def test_evaluation_rounds_after_every_step_as_the_data_path_does():
     a, b = np.zeros(1, np.int32), np.ones(1, np.int32)
     first = table.combine(SUM, a, b)
     tree = table.combine(SUM, first, np.full(1, 2, np.int32))
-    inputs = [np.array([v], dtype=collective.parse_dtype("bfloat16")) for v in (1.0, 2.0**-8, 2.0**-8)]
+    inputs = [np.array([v], dtype=fields.parse_dtype("bfloat16")) for v in (1.0, 2.0**-8, 2.0**-8)]
     value, = table.evaluate([(tree, np.zeros(1, np.int64))], inputs)
     assert float(value[0]) == 1.0  # each 2^-8 is half an ulp of 1: ties to even, twice
     wide = sum(float(x[0]) for x in inputs)
@@ -177,14 +177,14 @@ def test_a_zero_filled_buffer_is_the_constant_zero():
 
 def test_order_payloads_keep_the_nominal_size():
     """Names are int32, but nbytes is the real run's, so protocol choices and times are the same."""
-    payload = OrderPayload.leaf(Expressions(2), 0, 10, collective.parse_dtype("float64"))
+    payload = OrderPayload.leaf(Expressions(2), 0, 10, fields.parse_dtype("float64"))
     assert payload.nbytes == 80 and payload.split(3)[0].nbytes == 32
 
 
 def test_the_bound_uses_the_double_rounding_of_narrow_types():
     assert verify.unit_roundoff(np.dtype(np.float64)) == 2.0**-53
     assert verify.unit_roundoff(np.dtype(np.float32)) == 2.0**-24
-    assert verify.unit_roundoff(collective.parse_dtype("bfloat16")) == pytest.approx(2.0**-8 + 2.0**-24)
+    assert verify.unit_roundoff(fields.parse_dtype("bfloat16")) == pytest.approx(2.0**-8 + 2.0**-24)
     assert verify.gamma(3, 2.0**-24) == pytest.approx(3 * 2.0**-24)
     assert verify.gamma(16, 2.0**-4) is None  # fp8 e4m3 on 17 ranks: no bound
 
