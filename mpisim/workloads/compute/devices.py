@@ -83,6 +83,7 @@ class Device:
     mamf: dict[str, tuple[float, tuple[int, int, int]]]
     attention: tuple[float, float]
     attention_kernel: str
+    sustained: float = 1.0  # sustained / burst matmul rate under a training's continuous load (MSMF / MAMF)
     epilogue_overlap: bool = False  # persistent warp-specialised kernels (Hopper on) write one tile while computing the next
     tiles: tuple[tuple[int, int], ...] = CUBLAS_TILES
     hbm_efficiency: float = HBM_EFFICIENCY
@@ -143,6 +144,18 @@ GIB = 2**30
 #   FA3 on H200 at 8k tokens (Bekman, ML Engineering, training/performance "Flash attention"),
 #   so its fractions of a 2250 peak are 1.88 x 989 / 2250 = 0.826 x Hopper's.
 FA2_A100 = (0.73, 0.63)
+
+# Sustained against burst rates. A matmul benchmark's short bursts run at the boost clock; a
+# training run keeps the GPU at its power limit, where the clock settles lower. mamf-finder's
+# MSMF ("maximum sustainable matmul FLOPS", measured after a thermal soak at the power limit,
+# "the one to use for training") against MAMF: H200 755 vs 834 TFLOPS; B200 1429 under its 1000 W
+# limit with the clock at ~1450 MHz instead of 1965 (Bekman, ML Engineering, "Counting FLOPs"
+# narration and compute/accelerator/benchmarks README), against its 1745 MAMF. H100 SXM shares
+# H200's die, clocks and 700 W, so takes its ratio; GB200 takes B200's (ASSUMED: its 1200 W
+# leaves more headroom, so this errs slow). MI300X "hits its 750 W cap within one BF16 kernel":
+# its MAMF is already the sustained rate. A100: no sustained measurement published; none applied.
+HOPPER_SUSTAINED = 755 / 834
+BLACKWELL_SUSTAINED = 1429 / 1745
 FA3_H100 = (0.59, 0.51)
 FA4_B200 = (round(0.59 * 0.826, 3), round(0.51 * 0.826, 3))
 
@@ -164,7 +177,7 @@ DEVICES: dict[str, Device] = {
         Device("h100-sxm", {"bf16": 989 * TERA, "fp16": 989 * TERA, "fp8": 1979 * TERA, "tf32": 494 * TERA},
                3.35e12, 80 * GIB, 132, 50e6, 1830e6, 700,
                {"bf16": (794.5 * TERA, (2048, 2048, 13312)), "fp8": (1402.6 * TERA, (1024, 9216, 14336))},
-               FA3_H100, "flash3", True),
+               FA3_H100, "flash3", HOPPER_SUSTAINED, True),
         # H100 PCIe datasheet: 756 TFLOPS BF16 dense, 1,513 FP8, 378 TF32; 80 GB HBM2e at 2.0 TB/s;
         # 350 W; 114 SMs, 50 MB L2, 1755 MHz boost. ASSUMED: no MAMF row, so the SXM part's fractions
         # of the peak (0.803 BF16, 0.709 FP8) at the SXM shapes.
@@ -172,14 +185,14 @@ DEVICES: dict[str, Device] = {
                2.0e12, 80 * GIB, 114, 50e6, 1755e6, 350,
                {"bf16": (756 * 794.5 / 989 * TERA, (2048, 2048, 13312)),
                 "fp8": (1513 * 1402.6 / 1979 * TERA, (1024, 9216, 14336))},
-               FA3_H100, "flash3", True, notes="GEMM and attention fractions assumed from H100 SXM"),
+               FA3_H100, "flash3", HOPPER_SUSTAINED, True, notes="GEMM and attention fractions assumed from H100 SXM"),
         # H200 datasheet: H100's compute (989 BF16, 1,979 FP8) with 141 GB HBM3e at 4.8 TB/s; up to
         # 700 W; 132 SMs, 50 MB L2. MAMF: BF16 "H200 is the same" as H100 SXM (794.5); FP8 1453.4 at
         # 1280x4096x12032 (torch 2.7.1+cu128).
         Device("h200-sxm", {"bf16": 989 * TERA, "fp16": 989 * TERA, "fp8": 1979 * TERA, "tf32": 494 * TERA},
                4.8e12, 141e9, 132, 50e6, 1830e6, 700,
                {"bf16": (794.5 * TERA, (2048, 2048, 13312)), "fp8": (1453.4 * TERA, (1280, 4096, 12032))},
-               FA3_H100, "flash3", True),
+               FA3_H100, "flash3", HOPPER_SUSTAINED, True),
         # DGX B200 datasheet: 72 PFLOPS FP8 training for 8 GPUs: 4.5 PF FP8, 2.25 PF BF16 dense per GPU,
         # 1.125 PF TF32; 180 GB HBM3e at 8 TB/s per GPU; 1000 W maximum TGP (DGX B200 power capping
         # guide). 148 SMs and 1965 MHz are what the device reports (nvidia-smi, Bekman's clock
@@ -188,14 +201,14 @@ DEVICES: dict[str, Device] = {
         Device("b200", {"bf16": 2250 * TERA, "fp16": 2250 * TERA, "fp8": 4500 * TERA, "tf32": 1125 * TERA},
                8e12, 180e9, 148, 126e6, 1965e6, 1000,
                {"bf16": (1745.0 * TERA, (1792, 16128, 3072)), "fp8": (3432.5 * TERA, (15360, 4096, 3072))},
-               FA4_B200, "flash4", True),
+               FA4_B200, "flash4", BLACKWELL_SUSTAINED, True),
         # GB200 NVL72 specifications: 180 PF dense BF16 and 360 PF FP8 for 72 GPUs (2.5 / 5 PF each),
         # 186 GB HBM3e at 8 TB/s per GPU; 1200 W per GPU. 148 SMs and 2062 MHz as the device reports
         # (Bekman's clock table). MAMF: BF16 1822.0 at 4096x9728x2048, FP8 3615.6 at 19456x5120x1536.
         Device("gb200", {"bf16": 2500 * TERA, "fp16": 2500 * TERA, "fp8": 5000 * TERA, "tf32": 1250 * TERA},
                8e12, 186e9, 148, 126e6, 2062e6, 1200,
                {"bf16": (1822.0 * TERA, (4096, 9728, 2048)), "fp8": (3615.6 * TERA, (19456, 5120, 1536))},
-               FA4_B200, "flash4", True),
+               FA4_B200, "flash4", BLACKWELL_SUSTAINED, True),
         # AMD Instinct MI300X specifications: 1307.4 TFLOPS BF16 dense, 2614.9 FP8, 653.7 TF32; 192 GB
         # HBM3 at 5.3 TB/s; 750 W; 304 compute units at 2100 MHz peak engine clock; 256 MB Infinity
         # Cache. MAMF: BF16 668.4 at 10240x15360x8192 (ROCm 6.3, TunableOp on). ASSUMED: attention

@@ -46,7 +46,6 @@ __all__ = ["achievable_rate", "gemm_flops", "gemm_time", "itemsize"]
 ITEMSIZE = {"fp8": 1, "bf16": 2, "fp16": 2, "tf32": 4}
 OPERAND_INTENSITY = 43.0  # FLOPs per loaded byte an SM needs from its tile (A100: 2048 / (5120 / 108))
 SPLITS = (1, 2, 4, 8, 16)
-MIN_SPLIT_K = 256  # split-K never cuts k below one pipeline's worth of k-blocks
 
 
 def itemsize(dtype: str) -> int:
@@ -72,7 +71,7 @@ def _time_at(m: int, n: int, k: int, in_b: int, out_b: int, batch: int, rate: fl
         tiles = math.ceil(m / tm) * math.ceil(n / tn) * batch
         efficiency = _tile_efficiency(tm, tn)
         for split in SPLITS:
-            if split > 1 and (k // split < MIN_SPLIT_K or tiles >= dev.sms):
+            if split > 1 and tiles >= dev.sms:  # cuBLAS splits k only when the tiles cannot fill the SMs
                 break
             waves = math.ceil(tiles * split / dev.sms)
             kk = math.ceil(k / split)
@@ -117,17 +116,19 @@ def achievable_rate(dev: Device, dtype: str) -> float:
 
 
 def gemm_time(m: int, n: int, k: int, dtype: str, dev: Device, *, batch: int = 1, out_itemsize: int = 2,
-              launch: bool = True) -> float:
+              launch: bool = True, sustained: bool = False) -> float:
     """Seconds for *batch* GEMMs ``[m, k] x [k, n]`` in *dtype* on *dev* (output in BF16 by default).
 
     The slowest of: the tiles' waves at the achievable rate, streaming the operands through HBM,
     and (with *launch*, for a GEMM run on its own) the kernel's launch. In a stream of kernels
     the launches overlap the work; :mod:`~.layer` charges them once for the whole stream.
+    *sustained* runs the tensor cores at the device's sustained rate (a long training run at the
+    power limit, :data:`~.devices.Device.sustained`) instead of a benchmark's burst.
     """
     if min(m, n, k, batch) < 1:
         return 0.0
     key = canonical_dtype(dtype)
     in_b = ITEMSIZE[key]
-    rate = achievable_rate(dev, key)
+    rate = achievable_rate(dev, key) * (dev.sustained if sustained else 1.0)
     return max(_time_at(m, n, k, in_b, out_itemsize, batch, rate, dev),
                _memory_time(m, n, k, in_b, out_itemsize, batch, dev), dev.launch_s if launch else 0.0)
