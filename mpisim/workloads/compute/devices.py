@@ -86,6 +86,7 @@ class Device:
     sustained: float = 1.0  # sustained / burst matmul rate under a training's continuous load (MSMF / MAMF)
     epilogue_overlap: bool = False  # persistent warp-specialised kernels (Hopper on) write one tile while computing the next
     tiles: tuple[tuple[int, int], ...] = CUBLAS_TILES
+    measured_on: str = ""  # the device a shared MAMF row was measured on: its tensor rate is this one's too
     hbm_efficiency: float = HBM_EFFICIENCY
     launch_s: float = LAUNCH_S
     notes: str = ""
@@ -166,7 +167,7 @@ DEVICES: dict[str, Device] = {
         # 40 MB L2, 1410 MHz boost. MAMF: 271.2 TFLOPS at 1024x10240x5120 (torch 2.6.0+cu126).
         Device("a100-sxm4-40gb", {"bf16": 312 * TERA, "fp16": 312 * TERA, "tf32": 156 * TERA},
                1555e9, 40 * GIB, 108, 40e6, 1410e6, 400,
-               {"bf16": (271.2 * TERA, (1024, 10240, 5120))}, FA2_A100, "flash2"),
+               {"bf16": (271.2 * TERA, (1024, 10240, 5120))}, FA2_A100, "flash2", measured_on="a100-sxm4-80gb"),
         Device("a100-sxm4-80gb", {"bf16": 312 * TERA, "fp16": 312 * TERA, "tf32": 156 * TERA},
                2039e9, 80 * GIB, 108, 40e6, 1410e6, 400,
                {"bf16": (271.2 * TERA, (1024, 10240, 5120))}, FA2_A100, "flash2"),
@@ -192,7 +193,7 @@ DEVICES: dict[str, Device] = {
         Device("h200-sxm", {"bf16": 989 * TERA, "fp16": 989 * TERA, "fp8": 1979 * TERA, "tf32": 494 * TERA},
                4.8e12, 141e9, 132, 50e6, 1830e6, 700,
                {"bf16": (794.5 * TERA, (2048, 2048, 13312)), "fp8": (1453.4 * TERA, (1280, 4096, 12032))},
-               FA3_H100, "flash3", HOPPER_SUSTAINED, True),
+               FA3_H100, "flash3", HOPPER_SUSTAINED, True, measured_on="h100-sxm"),
         # DGX B200 datasheet: 72 PFLOPS FP8 training for 8 GPUs: 4.5 PF FP8, 2.25 PF BF16 dense per GPU,
         # 1.125 PF TF32; 180 GB HBM3e at 8 TB/s per GPU; 1000 W maximum TGP (DGX B200 power capping
         # guide). 148 SMs and 1965 MHz are what the device reports (nvidia-smi, Bekman's clock
