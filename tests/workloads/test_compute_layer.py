@@ -9,9 +9,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mpisim.errors import ConfigError
-from mpisim.workloads.compute import LayerShape, device, estimate_step, layer_time
+from mpisim.workloads.compute import LayerShape, device, estimate_step, job_times, layer_time
 from mpisim.workloads.compute.kernels import causal_fraction
-from mpisim.workloads.llm.model import PRESETS
+
+try:  # the training package (restructure), or the module it replaces
+    from mpisim.workloads.training.model import PRESETS
+except ImportError:
+    from mpisim.workloads.llm.model import PRESETS
 
 H100, A100 = device("h100-sxm"), device("a100-sxm4-80gb")
 
@@ -119,3 +123,23 @@ def test_the_step_adds_micro_batches_bubble_and_optimizer():
     assert one.bubble_s == pytest.approx(3 * one.stage_s, rel=1e-12)
     assert many.step_s == pytest.approx(16 * many.stage_s + 1.5 * many.stage_s + many.optimizer_s, rel=1e-12)
     assert many.layers_per_stage == 20
+
+
+def test_job_times_are_what_the_engine_charges():
+    """The engine's per-layer times: the backward includes recomputation; FP8 is Transformer Engine's."""
+    model = PRESETS["llama3-70b"]
+    times = job_times(model, H100, micro_batch=1, dtype="bfloat16", tp=8, recompute="full")
+    assert times.backward_layer_s == pytest.approx(times.layer.backward_s + times.forward_layer_s, rel=1e-12)
+    assert times.logits_backward_s > times.logits_forward_s > 0
+    fp8 = job_times(model, H100, micro_batch=1, dtype="float8_e4m3", tp=8)
+    assert fp8.layer.forward[1].name.endswith("FP8 cast of input")
+    assert fp8.forward_layer_s < times.forward_layer_s
+
+
+def test_module_examples_run():
+    import doctest
+
+    from mpisim.workloads.compute import devices, gemm
+
+    for module in (devices, gemm):
+        assert doctest.testmod(module).failed == 0

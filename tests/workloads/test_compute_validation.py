@@ -24,7 +24,11 @@ from statistics import median
 import pytest
 
 from mpisim.workloads.compute import device, estimate_step
-from mpisim.workloads.llm.model import PRESETS, TransformerModel
+
+try:  # the training package (restructure), or the module it replaces
+    from mpisim.workloads.training.model import PRESETS, TransformerModel
+except ImportError:
+    from mpisim.workloads.llm.model import PRESETS, TransformerModel
 
 MPT = "mosaicml/llm-foundry scripts/train/benchmarking/README.md (commit 061f2c7)"
 NEMO = "NVIDIA-NeMo/Megatron-Bridge docs/performance-summary-archive.md, 25.11 container, FP8 current scaling"

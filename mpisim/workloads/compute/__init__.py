@@ -10,9 +10,9 @@ against (:mod:`.estimate`).
 """
 
 from mpisim.workloads.compute.devices import DEVICES, Device, device
-from mpisim.workloads.compute.estimate import StepEstimate, estimate_step
+from mpisim.workloads.compute.estimate import JobTimes, StepEstimate, estimate_step, job_times
 from mpisim.workloads.compute.gemm import gemm_time
 from mpisim.workloads.compute.layer import LayerShape, LayerTime, layer_time
 
-__all__ = ["DEVICES", "Device", "LayerShape", "LayerTime", "StepEstimate", "device", "estimate_step",
-           "gemm_time", "layer_time"]
+__all__ = ["DEVICES", "Device", "JobTimes", "LayerShape", "LayerTime", "StepEstimate", "device", "estimate_step",
+           "gemm_time", "job_times", "layer_time"]

@@ -19,11 +19,11 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from mpisim.workloads.compute.devices import Device
+from mpisim.workloads.compute.devices import Device, canonical_dtype
 from mpisim.workloads.compute.kernels import Kernel, elementwise, gemm
-from mpisim.workloads.compute.layer import LayerShape, LayerTime, _projections, layer_time, stream_time
+from mpisim.workloads.compute.layer import LayerShape, LayerTime, layer_time, stream_time, weight_gemms
 
-__all__ = ["ADAM_BYTES_PER_PARAM", "StepEstimate", "estimate_step", "output_layer"]
+__all__ = ["ADAM_BYTES_PER_PARAM", "JobTimes", "StepEstimate", "estimate_step", "job_times", "output_layer"]
 
 ADAM_BYTES_PER_PARAM = 30
 
@@ -80,7 +80,7 @@ def estimate_step(model: Any, dev: Device, *, micro_batch: int, micro_batches: i
     output_s = stream_time(passes, dev.launch_s)
     stage_s = layers * layer.total_s + output_s
     bubble_s = (pp - 1) / chunks * stage_s
-    layer_params = sum(n * k for _, _, n, k in _projections(shape))
+    layer_params = sum(n * k for _, _, n, k in weight_gemms(shape))
     if shape.experts > 1:
         local = max(1, shape.experts // shape.ep)
         layer_params += local * shape.hidden * shape.mlp_width * (3 if shape.gated_mlp else 2)
@@ -88,3 +88,33 @@ def estimate_step(model: Any, dev: Device, *, micro_batch: int, micro_batches: i
     optimizer_s = ADAM_BYTES_PER_PARAM * params / zero_shards / dev.hbm_rate
     step_s = micro_batches * stage_s + bubble_s + optimizer_s
     return StepEstimate(layer, layers, micro_batches, stage_s, output_s, bubble_s, optimizer_s, step_s, params)
+
+
+@dataclass(frozen=True)
+class JobTimes:
+    """What the training engine charges per layer and micro-batch, from the compute model.
+
+    ``backward_layer_s`` includes the recomputation, as the engine's ``Job.backward_layer_s`` does.
+    """
+
+    forward_layer_s: float
+    backward_layer_s: float
+    recompute_layer_s: float
+    logits_forward_s: float
+    logits_backward_s: float
+    layer: LayerTime
+
+
+def job_times(model: Any, dev: Device, *, micro_batch: int, dtype: str = "bf16", **layout: Any) -> JobTimes:
+    """Per-layer and output-layer times of one micro-batch on one GPU, for the training engine.
+
+    *dtype* is the training's (``bfloat16``, ``float8_e4m3``, ...): FP8 means Transformer Engine's
+    FP8 GEMMs with BF16 elsewhere. *layout* holds tp, cp, sequence_parallel, recompute, attention,
+    dropout, ep (see :class:`LayerShape`).
+    """
+    fp8 = canonical_dtype(dtype) == "fp8"
+    shape = LayerShape.from_model(model, micro_batch, dtype="bf16" if fp8 else dtype, fp8=fp8, **layout)
+    layer = layer_time(shape, dev)
+    out_fwd, out_bwd = output_layer(shape, model.vocab, dev)
+    return JobTimes(layer.forward_s, layer.backward_s + layer.recompute_s, layer.recompute_s,
+                    stream_time(out_fwd, dev.launch_s), stream_time(out_bwd, dev.launch_s), layer)

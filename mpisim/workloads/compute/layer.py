@@ -185,7 +185,7 @@ def stream_time(kernels: tuple[Kernel, ...] | list[Kernel], launch_s: float) -> 
     return max(sum(k.seconds for k in kernels), len(kernels) * launch_s)
 
 
-def _projections(shape: LayerShape) -> list[tuple[str, int, int, int]]:
+def weight_gemms(shape: LayerShape) -> list[tuple[str, int, int, int]]:
     """The layer's weight GEMMs as (name, m, n, k) on this GPU; MoE experts separately."""
     h, t, f = shape.hidden, shape.tp, shape.mlp_width
     T = shape.tokens
@@ -221,7 +221,7 @@ def _forward(shape: LayerShape, dev: Device) -> list[Kernel]:
         kernels.append(gemm(name, m, n, k, gemm_dtype, dev, batch))
 
     residual = (6 + (3 if shape.dropout else 0)) * Tn * h  # a + b -> c, and dropout's read, write, mask
-    projections = _projections(shape)
+    projections = weight_gemms(shape)
     kernels.append(elementwise("norm 1", 2 * act * Tn * h, dev))
     project(*projections[0])
     if shape.rope:
@@ -266,7 +266,7 @@ def _attention(shape: LayerShape, dev: Device, *, backward: bool) -> list[Kernel
 
 def _backward(shape: LayerShape, forward: list[Kernel], dev: Device) -> list[Kernel]:
     gemm_dtype = "fp8" if shape.fp8 else shape.dtype
-    shapes = {name: (m, n, k, 1) for name, m, n, k in _projections(shape)}
+    shapes = {name: (m, n, k, 1) for name, m, n, k in weight_gemms(shape)}
     if shape.experts > 1:
         local, m = _experts(shape)
         f = shape.mlp_width
