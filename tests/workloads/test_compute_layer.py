@@ -133,6 +133,7 @@ def test_job_times_are_what_the_engine_charges():
     assert times.logits_backward_s > times.logits_forward_s > 0
     fp8 = job_times(model, H100, micro_batch=1, dtype="float8_e4m3", tp=8)
     assert fp8.layer.forward[1].name.endswith("FP8 cast of input")
+    assert fp8.first_micro_batch_layer_s > 0 == times.first_micro_batch_layer_s
     assert fp8.forward_layer_s < times.forward_layer_s
 
 
@@ -143,3 +144,9 @@ def test_module_examples_run():
 
     for module in (devices, gemm):
         assert doctest.testmod(module).failed == 0
+
+
+def test_standard_attention_is_the_unfused_kernels():
+    shape = LayerShape(hidden=2304, heads=24, seq=2048, micro_batch=4, attention="standard")
+    assert shape.attention == "unfused"
+    assert any(k.name == "softmax" for k in layer_time(shape, A100).forward)

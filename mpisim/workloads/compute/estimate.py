@@ -21,7 +21,14 @@ from typing import Any
 
 from mpisim.workloads.compute.devices import Device, canonical_dtype
 from mpisim.workloads.compute.kernels import Kernel, elementwise, gemm
-from mpisim.workloads.compute.layer import LayerShape, LayerTime, layer_time, stream_time, weight_gemms
+from mpisim.workloads.compute.layer import (
+    LayerShape,
+    LayerTime,
+    fp8_weight_cast_time,
+    layer_time,
+    stream_time,
+    weight_gemms,
+)
 
 __all__ = ["ADAM_BYTES_PER_PARAM", "JobTimes", "StepEstimate", "estimate_step", "job_times", "output_layer"]
 
@@ -38,7 +45,7 @@ class StepEstimate:
     stage_s: float  # one micro-batch's forward + backward through the slowest stage
     output_s: float  # the output layer and loss per micro-batch (in stage_s)
     bubble_s: float
-    optimizer_s: float
+    optimizer_s: float  # the optimizer step, and FP8 weight casts (once per step)
     step_s: float
     params_per_gpu: float
 
@@ -86,6 +93,7 @@ def estimate_step(model: Any, dev: Device, *, micro_batch: int, micro_batches: i
         layer_params += local * shape.hidden * shape.mlp_width * (3 if shape.gated_mlp else 2)
     params = layers * layer_params + model.vocab * shape.hidden / shape.tp
     optimizer_s = ADAM_BYTES_PER_PARAM * params / zero_shards / dev.hbm_rate
+    optimizer_s += layers * fp8_weight_cast_time(shape, dev)  # once per step, like the optimizer
     step_s = micro_batches * stage_s + bubble_s + optimizer_s
     return StepEstimate(layer, layers, micro_batches, stage_s, output_s, bubble_s, optimizer_s, step_s, params)
 
@@ -94,7 +102,8 @@ def estimate_step(model: Any, dev: Device, *, micro_batch: int, micro_batches: i
 class JobTimes:
     """What the training engine charges per layer and micro-batch, from the compute model.
 
-    ``backward_layer_s`` includes the recomputation, as the engine's ``Job.backward_layer_s`` does.
+    ``backward_layer_s`` includes the recomputation, as the engine's ``Job.backward_layer_s`` does;
+    ``first_micro_batch_layer_s`` is what the first micro-batch of a step adds per layer (FP8 weight casts).
     """
 
     forward_layer_s: float
@@ -102,6 +111,7 @@ class JobTimes:
     recompute_layer_s: float
     logits_forward_s: float
     logits_backward_s: float
+    first_micro_batch_layer_s: float
     layer: LayerTime
 
 
@@ -117,4 +127,5 @@ def job_times(model: Any, dev: Device, *, micro_batch: int, dtype: str = "bf16",
     layer = layer_time(shape, dev)
     out_fwd, out_bwd = output_layer(shape, model.vocab, dev)
     return JobTimes(layer.forward_s, layer.backward_s + layer.recompute_s, layer.recompute_s,
-                    stream_time(out_fwd, dev.launch_s), stream_time(out_bwd, dev.launch_s), layer)
+                    stream_time(out_fwd, dev.launch_s), stream_time(out_bwd, dev.launch_s),
+                    fp8_weight_cast_time(shape, dev), layer)

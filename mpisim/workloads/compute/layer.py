@@ -32,8 +32,10 @@ attention, whose backward recomputes the scores anyway).
 **FP8** (NVIDIA Transformer Engine): the four projections' GEMMs run in FP8 (E4M3 forward,
 E5M2 gradients) at the FP8 rate; everything else stays BF16. Each FP8 GEMM pays casts: its
 activation input is read in BF16 and written in FP8 with a transposed FP8 copy for the weight
-gradient (4 bytes per element), its weight likewise, its output gradient in the backward, and a
-small amax/scale update kernel per GEMM and pass (delayed scaling).
+gradient (4 bytes per element), its output gradient likewise in the backward, and a small
+amax/scale update kernel per GEMM and pass (delayed scaling). The weights are cast once per
+step, with the first micro-batch (Megatron tells Transformer Engine which micro-batch is the
+first, and later ones reuse the FP8 weights): :func:`fp8_weight_cast_time`.
 
 **Launches.** Kernels are issued asynchronously: a stream takes the sum of its kernels' times
 or the CPU's time to launch them (one launch every ``launch_s``), whichever is longer.
@@ -60,10 +62,10 @@ from mpisim.workloads.compute.kernels import (
     unfused_attention,
 )
 
-__all__ = ["LayerShape", "LayerTime", "layer_time", "stream_time"]
+__all__ = ["LayerShape", "LayerTime", "fp8_weight_cast_time", "layer_time", "stream_time", "weight_gemms"]
 
 RECOMPUTE = ("none", "selective", "full")
-ATTENTION = ("flash", "unfused")
+ATTENTION = ("flash", "unfused", "standard")  # standard: the training workload's name for unfused
 
 
 @dataclass(frozen=True)
@@ -97,6 +99,8 @@ class LayerShape:
             raise ConfigError(f"expected one of {', '.join(RECOMPUTE)}, got {self.recompute!r}", "recompute")
         if self.attention not in ATTENTION:
             raise ConfigError(f"expected one of {', '.join(ATTENTION)}, got {self.attention!r}", "attention")
+        if self.attention == "standard":
+            object.__setattr__(self, "attention", "unfused")
         for name in ("hidden", "heads", "seq", "micro_batch", "tp", "cp", "experts", "top_k", "ep"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"expected a whole number >= 1, got {getattr(self, name)!r}", name)
@@ -216,7 +220,6 @@ def _forward(shape: LayerShape, dev: Device) -> list[Kernel]:
     def project(name: str, m: int, n: int, k: int, batch: int = 1) -> None:
         if shape.fp8:
             kernels.append(elementwise(f"{name}: FP8 cast of input", batch * m * k * 4, dev))
-            kernels.append(elementwise(f"{name}: FP8 cast of weight", batch * k * n * 4, dev))
             kernels.append(elementwise(f"{name}: amax/scale update", 0.0, dev))
         kernels.append(gemm(name, m, n, k, gemm_dtype, dev, batch))
 
@@ -291,6 +294,17 @@ def _backward(shape: LayerShape, forward: list[Kernel], dev: Device) -> list[Ker
         elif "FP8 cast" not in k.name and "amax" not in k.name:  # the backward's casts go with their GEMMs
             kernels.append(elementwise(f"{k.name} backward", BACKWARD_BYTES * k.bytes, dev))
     return kernels
+
+
+def fp8_weight_cast_time(shape: LayerShape, dev: Device) -> float:
+    """Casting one layer's weights to FP8 (and a transposed copy): once per step, 0 without FP8."""
+    if not shape.fp8:
+        return 0.0
+    weights = sum(n * k for _, _, n, k in weight_gemms(shape))
+    if shape.experts > 1:
+        local, _ = _experts(shape)
+        weights += local * shape.hidden * shape.mlp_width * (3 if shape.gated_mlp else 2)
+    return 4 * weights / dev.hbm_rate
 
 
 def layer_time(shape: LayerShape, dev: Device) -> LayerTime:
