@@ -128,3 +128,17 @@ FASTER = [("a100-sxm4-40gb", "a100-sxm4-80gb"), ("a100-sxm4-80gb", "h100-pcie"),
 def test_a_faster_device_is_never_slower(m, n, k, pair):
     slow, fast = (device(p) for p in pair)
     assert gemm_time(m, n, k, "bf16", fast, sustained=True) <= gemm_time(m, n, k, "bf16", slow, sustained=True)
+
+
+# FlashAttention-3 forward on H100, head dim 128, 16 heads, batch x sequence = 16k tokens
+# (pytorch/benchmark PR #2391, flash_v3 column): TFLOP/s by sequence length.
+FA3_H100 = {512: 430.32, 1024: 517.099, 2048: 565.544, 4096: 590.233, 8192: 614.234, 16384: 620.73}
+
+
+@pytest.mark.parametrize(("seq", "measured"), FA3_H100.items())
+def test_flash_attention_rate_follows_the_measured_sequence_curve(seq, measured):
+    from mpisim.workloads.compute.kernels import flash_attention
+
+    dev = device("h100-sxm")
+    kernel = flash_attention(16384 // seq * 16, seq, seq, 128, dev, sustained=False)
+    assert kernel.flops / kernel.seconds / 1e12 == pytest.approx(measured, rel=0.015)

@@ -69,7 +69,7 @@ class Device:
 
     ``peaks`` are dense tensor-core FLOP/s per dtype; ``mamf`` maps a dtype to the best measured
     matmul rate and the (m, n, k) where it was measured; ``attention`` is the fraction of the
-    BF16 peak fused attention reaches (forward, backward).
+    BF16 peak fused attention reaches on long sequences (forward, backward).
     """
 
     name: str
@@ -133,18 +133,23 @@ def canonical_dtype(dtype: str) -> str:
 
 GIB = 2**30
 
-# Fused-attention fractions of the BF16 peak, per kernel generation:
+# Fused attention's rate grows with the key length s it loops over: each query block pays a
+# fixed cost (loading Q, the softmax epilogue, writing O), amortised over s keys, so the rate is
+# f x s / (s + s0). FlashAttention-3 on H100 (head dim 128, batch x sequence = 16k tokens,
+# pytorch/benchmark PR #2391): 430, 517, 565, 590, 614, 621 TFLOP/s at s = 512 ... 16384, which
+# f = 632/989 and s0 = 244 reproduce within 1.5 % at every point (tests). Per kernel generation,
+# the asymptotic fractions of the BF16 peak (forward, backward):
 # - FlashAttention-2 on A100: "up to 73 % of the theoretical maximum FLOPs/s in the forward
-#   pass and up to 63 % in the backward pass" (Dao, "FlashAttention-2", 2023, section 4.1).
-# - FlashAttention-3 on H100: forward 565 TFLOP/s at sequence 2048 and 614 at 8192 (head dim 128,
-#   pytorch/benchmark PR #2391 measurement): 0.59 of 989 at 4k; the paper's best is 740 (75 %).
-#   Backward: FA3's backward is 1.5-1.75x FA2's, FA2 reaching 35 % of H100 (Shah et al. 2024,
-#   abstract and section 4); 0.35 x 1.6 = 0.56, which is the forward's 0.59 x FA2's own
-#   backward/forward ratio on A100 (63/73): 0.51; we take 0.51.
+#   pass and up to 63 % in the backward pass" (Dao, "FlashAttention-2", 2023, section 4.1), at
+#   its longest sequence (16k): 0.73 x (16384 + 244) / 16384 = 0.741 and 0.640.
+# - FlashAttention-3 on H100: forward 632/989 = 0.639 (the fit above). Backward: FA3's is
+#   1.5-1.75x FA2's, which reaches 35 % of H100 (Shah et al. 2024, abstract and section 4), and
+#   FA2's backward/forward ratio on A100 is 63/73: 0.639 x 0.863 = 0.551.
 # - Blackwell (B200, GB200): FlashAttention-4 on B200 runs forward + backward 1.88x faster than
 #   FA3 on H200 at 8k tokens (Bekman, ML Engineering, training/performance "Flash attention"),
 #   so its fractions of a 2250 peak are 1.88 x 989 / 2250 = 0.826 x Hopper's.
-FA2_A100 = (0.73, 0.63)
+ATTENTION_S0 = 244
+FA2_A100 = (0.741, 0.640)
 
 # Sustained against burst rates. A matmul benchmark's short bursts run at the boost clock; a
 # training run keeps the GPU at its power limit, where the clock settles lower. mamf-finder's
@@ -157,8 +162,8 @@ FA2_A100 = (0.73, 0.63)
 # its MAMF is already the sustained rate. A100: no sustained measurement published; none applied.
 HOPPER_SUSTAINED = 755 / 834
 BLACKWELL_SUSTAINED = 1429 / 1745
-FA3_H100 = (0.59, 0.51)
-FA4_B200 = (round(0.59 * 0.826, 3), round(0.51 * 0.826, 3))
+FA3_H100 = (0.639, 0.551)
+FA4_B200 = (round(0.639 * 0.826, 3), round(0.551 * 0.826, 3))
 
 DEVICES: dict[str, Device] = {
     d.name: d for d in (

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from mpisim.workloads.compute.devices import Device
+from mpisim.workloads.compute.devices import ATTENTION_S0, Device
 from mpisim.workloads.compute.gemm import gemm_flops, gemm_time
 
 __all__ = ["BACKWARD_BYTES", "Kernel", "causal_fraction", "elementwise", "flash_attention", "gemm",
@@ -65,23 +65,30 @@ def causal_fraction(s: int) -> float:
 
 
 def flash_attention(batch_heads: int, s_q: int, s_kv: int, head_dim: int, dev: Device, *,
-                    share: float = 1.0, backward: bool = False, itemsize: int = 2) -> Kernel:
+                    share: float = 1.0, backward: bool = False, itemsize: int = 2, sustained: bool = True,
+                    keys_per_call: int = 0) -> Kernel:
     """Fused attention of *batch_heads* (micro-batch x heads on this GPU) s_q queries over s_kv keys.
 
     *share* is the part of the s_q x s_kv score blocks computed (:func:`causal_fraction` for a
-    causal mask). The time is the larger of the FLOPs at the device's measured attention rate and
+    causal mask). The rate is the device's attention fraction of its peak times
+    ``s / (s + s0)`` (:data:`~.devices.ATTENTION_S0`) for the *keys_per_call* s one kernel call
+    loops over (default s_kv; ring attention calls it once per key chunk), at the sustained
+    clock unless *sustained* is off (a benchmark's burst). The time is the larger of the FLOPs at that rate and
     the HBM traffic (Q, K, V and O read or written once; the backward also reads dO and writes dQ,
     dK, dV).
     """
     flops = 4.0 * batch_heads * s_q * s_kv * head_dim * share
     forward, back = dev.attention
+    keys = keys_per_call or s_kv
+    saturation = keys / (keys + ATTENTION_S0)  # each query block's fixed cost, over the keys it loops over
+    clock = dev.sustained if sustained else 1.0
     if backward:
         flops *= FLASH_BACKWARD_FLOPS
         nbytes = batch_heads * head_dim * itemsize * (4 * s_q + 4 * s_kv)
-        seconds = flops / (back * dev.sustained * dev.peak("bf16"))
+        seconds = flops / (back * saturation * clock * dev.peak("bf16"))
     else:
         nbytes = batch_heads * head_dim * itemsize * (2 * s_q + 2 * s_kv)
-        seconds = flops / (forward * dev.sustained * dev.peak("bf16"))
+        seconds = flops / (forward * saturation * clock * dev.peak("bf16"))
     return Kernel("attention backward" if backward else "attention", "attention",
                   max(seconds, nbytes / dev.hbm_rate), flops, nbytes)
 

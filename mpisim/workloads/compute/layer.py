@@ -261,10 +261,11 @@ def _attention(shape: LayerShape, dev: Device, *, backward: bool) -> list[Kernel
         return unfused_attention(bh, shape.seq, shape.head_dim, dev, dropout=shape.dropout,
                                  backward=backward, dtype=shape.dtype)
     # Context parallelism (ring attention, load-balanced causal chunks): each GPU's s/cp queries
-    # meet all s keys over cp steps and do 1/cp of the whole causal work.
+    # meet all s keys over cp steps, one chunk of s/cp keys per kernel call, and do 1/cp of the
+    # whole causal work.
     share = causal_fraction(shape.seq) if shape.causal else 1.0
     return [flash_attention(bh, shape.seq // shape.cp, shape.seq, shape.head_dim, dev, share=share,
-                            backward=backward)]
+                            backward=backward, keys_per_call=shape.seq // shape.cp)]
 
 
 def _backward(shape: LayerShape, forward: list[Kernel], dev: Device) -> list[Kernel]:
