@@ -7,7 +7,8 @@ causal mask, which skips the blocks above the diagonal), and its backward recomp
 scores: 2.5 x the forward's FLOPs (five products instead of two). It runs at its own measured
 fraction of the peak (:data:`~.devices.Device.attention`, measured in benchmark bursts, so
 scaled like GEMMs by the device's sustained clock): softmax's exponentials and the online
-rescaling keep it below a GEMM's rate.
+rescaling keep it below a GEMM's rate, and each query block's fixed cost makes short key
+ranges slower, ``s / (s + s0)`` of the long-sequence rate.
 
 **Unfused attention** (Megatron-LM before flash attention, BLOOM): the scores ``Q K^T`` are a
 batched GEMM per head written to HBM, a fused scale-mask-softmax kernel reads and writes them,
