@@ -37,17 +37,25 @@ def test_calibration_reproduces_the_measured_best_matmul(name, dtype):
 # Held out of the calibration: the same benchmark's earlier table, at other shapes and on other
 # software (S. Bekman, ML Engineering, compute/accelerator/README.md, first MAMF table, CUDA 12.1
 # and 12.5): A100 SXM 267.9 TFLOPS at 6912x16384x2048, H100 SXM 792.1 at 6144x17920x2816, GH200
-# (H200's 141 GB HBM3e part) 821.0 at 11264x19712x1536.
+# (H200's 141 GB HBM3e part) 821.0 at 11264x19712x1536; from the current table, B300 ("same as
+# B200, newer torch/cuda": B200's tensor cores and clocks) 1769.0 BF16 at 12288x18432x1024 and
+# 3353.3 FP8 at 3072x6144x7168; and the FP8 rows of H100 and H200 (one die) at each other's shape:
+# H200 1453.4 at 1280x4096x12032, H100 1402.6 at 1024x9216x14336.
 HELD_OUT = [
-    ("a100-sxm4-80gb", (6912, 16384, 2048), 267.9),
-    ("h100-sxm", (6144, 17920, 2816), 792.1),
-    ("h200-sxm", (11264, 19712, 1536), 821.0),
+    ("a100-sxm4-80gb", "bf16", (6912, 16384, 2048), 267.9),
+    ("h100-sxm", "bf16", (6144, 17920, 2816), 792.1),
+    ("h200-sxm", "bf16", (11264, 19712, 1536), 821.0),
+    ("b200", "bf16", (12288, 18432, 1024), 1769.0),
+    ("b200", "fp8", (3072, 6144, 7168), 3353.3),
+    ("h100-sxm", "fp8", (1280, 4096, 12032), 1453.4),
+    ("h200-sxm", "fp8", (1024, 9216, 14336), 1402.6),
 ]
 
 
-@pytest.mark.parametrize(("name", "shape", "measured"), HELD_OUT, ids=[r[0] for r in HELD_OUT])
-def test_held_out_matmul_benchmarks_within_5_percent(name, shape, measured):
-    assert tflops(*shape, "bf16", name) == pytest.approx(measured, rel=0.05)
+@pytest.mark.parametrize(("name", "dtype", "shape", "measured"), HELD_OUT,
+                         ids=[f"{r[0]}-{r[1]}-{'x'.join(map(str, r[2]))}" for r in HELD_OUT])
+def test_held_out_matmul_benchmarks_within_5_percent(name, dtype, shape, measured):
+    assert tflops(*shape, dtype, name) == pytest.approx(measured, rel=0.05)
 
 
 def test_a_thin_gemm_streams_its_weights_at_hbm_speed():
