@@ -140,9 +140,10 @@ def test_job_times_are_what_the_engine_charges():
 def test_module_examples_run():
     import doctest
 
+    import mpisim.workloads.compute as package
     from mpisim.workloads.compute import devices, gemm
 
-    for module in (devices, gemm):
+    for module in (package, devices, gemm):
         assert doctest.testmod(module).failed == 0
 
 

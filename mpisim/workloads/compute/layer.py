@@ -180,7 +180,7 @@ class LayerTime:
         out: dict[str, float] = {}
         for k in self.forward + self.recompute + self.backward:
             out[k.kind] = out.get(k.kind, 0.0) + k.seconds
-        out["launch"] = self.total_s - sum(out.values())
+        out["launch"] = max(0.0, self.total_s - sum(out.values()))  # streams waiting for the CPU's launches
         return out
 
 
