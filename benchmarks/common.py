@@ -167,7 +167,7 @@ def quiet_world(topology: Any, model: str = "fairshare", mpi: Any = None, *, mes
     from mpisim.engine.sim import Simulation
     from mpisim.engine.trace import Tracer
     from mpisim.mpi import MpiConfig, World
-    from mpisim.network.base import make_model
+    from mpisim.network.models import make_model
 
     sim = Simulation(seed=0, tracer=Tracer(messages=messages, spans=False, links=False))
     return World(sim, topology, make_model(model, sim, topology), mpi or MpiConfig())

@@ -44,6 +44,14 @@ import pytest
 
 from mpisim.report.records import RunResult
 
+
+def _scenario() -> Any:
+    """``mpisim.scenario``, imported on first use: pytest loads this plugin in every session of an
+    environment where mpisim is installed (about 0.6 s of imports), and most sessions never ask for it."""
+    import mpisim.scenario
+
+    return mpisim.scenario
+
 __all__ = ["mpisim_run", "property_name", "timing_properties"]
 
 _UPDATES = pytest.StashKey[list]()
@@ -65,8 +73,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def property_name(scenario: str, row: Mapping[str, Any], key: str, index: int) -> str:
     """``mpisim.<scenario>[<identifying keys of row>].<key>``; the row's index when nothing identifies it."""
-    from mpisim.scenario.expect import describe_where
-
+    describe_where = _scenario().expect.describe_where
     ident = {k: row[k] for k in row if "." in k}  # swept keys first: they are what varies
     ident.update({k: row[k] for k in _IDENTITY_KEYS if k in row and row[k] is not None})
     label = describe_where(ident).replace(", ", ",") if ident else f"row {index}"
@@ -75,8 +82,7 @@ def property_name(scenario: str, row: Mapping[str, Any], key: str, index: int) -
 
 def timing_properties(result: RunResult) -> list[tuple[str, float]]:
     """(name, seconds) for every modelled time in *result*'s rows, in row order."""
-    from mpisim.scenario.expect import value_kind
-
+    value_kind = _scenario().expect.value_kind
     name = str(result.scenario.get("name", "scenario"))
     out = []
     for i, row in enumerate(result.rows):
@@ -96,9 +102,8 @@ def mpisim_run(request: pytest.FixtureRequest) -> Callable[..., RunResult]:
     update = request.config.getoption("--mpisim-update")
 
     def run(source: str | os.PathLike[str] | Mapping[str, Any], /, **overrides: Any) -> RunResult:
-        from mpisim.scenario.load import load_dict, load_file
-        from mpisim.scenario.run import run_scenario
-
+        scenario = _scenario()
+        load_dict, load_file, run_scenario = scenario.load_dict, scenario.load_file, scenario.run_scenario
         pairs = [(key.replace("__", "."), value) for key, value in overrides.items()]
         if isinstance(source, Mapping):
             result = run_scenario(load_dict(source, overrides=pairs), jobs=1)
@@ -116,10 +121,9 @@ def mpisim_run(request: pytest.FixtureRequest) -> Callable[..., RunResult]:
 
 def _update(config: pytest.Config, path: Path, result: RunResult) -> RunResult:
     """Rewrite *path*'s expectations from *result*; return *result* checked against the new file."""
-    from mpisim.scenario.baseline import explain_failed_gates, update_expect
-    from mpisim.scenario.expect import evaluate_all
-    from mpisim.scenario.load import load_file
-
+    scenario = _scenario()
+    explain_failed_gates, update_expect = scenario.baseline.explain_failed_gates, scenario.baseline.update_expect
+    evaluate_all, load_file = scenario.expect.evaluate_all, scenario.load_file
     done = update_expect(path, result)
     if done.changed or done.baseline_written or done.skipped:
         config.stash[_UPDATES].append(done)

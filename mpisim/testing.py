@@ -29,6 +29,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from mpisim.report.records import RunResult
+from mpisim.scenario.load import load_file
+from mpisim.scenario.run import run_scenario
 
 __all__ = ["assert_close", "assert_expectations", "assert_tree_close", "assert_verified", "run_scenario_file"]
 
@@ -45,9 +47,6 @@ def run_scenario_file(path: str | os.PathLike[str], *, jobs: int = 1, **override
     Sweep points run in this process unless *jobs* says otherwise. Raises ConfigError for an
     invalid scenario and MPIError when the simulated program fails unexpectedly.
     """
-    from mpisim.scenario.load import load_file
-    from mpisim.scenario.run import run_scenario
-
     pairs = [(key.replace("__", "."), value) for key, value in overrides.items()]
     return run_scenario(load_file(path, pairs), jobs=jobs)
 

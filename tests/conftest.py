@@ -10,7 +10,7 @@ import pytest
 import mpisim.collectives  # noqa: F401  (installs the collective runner on Comm)
 from mpisim.engine.sim import Simulation
 from mpisim.mpi import MpiConfig, World
-from mpisim.network.base import make_model
+from mpisim.network.models import make_model
 from mpisim.network.topology import FabricSpec, TopologySpec, build_topology
 
 

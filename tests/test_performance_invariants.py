@@ -33,7 +33,7 @@ from mpisim.engine.sim import Simulation
 from mpisim.engine.trace import Tracer
 from mpisim.mpi import ANY_SOURCE, ANY_TAG, SUM, MpiConfig, SizePayload, World
 from mpisim.mpi.payload import DataPayload
-from mpisim.network.base import make_model
+from mpisim.network.models import make_model
 from mpisim.network.topology import FabricSpec, TopologySpec, build_topology
 
 # -------------------------------------------------------------------------------------------

@@ -58,6 +58,7 @@ from mpisim.calibrate.model import (
     unit_text,
     with_values,
 )
+from mpisim.engine.units import format_size
 from mpisim.errors import ConfigError
 
 #: Relative step of the sensitivity check (5 %).
@@ -136,8 +137,6 @@ class FitResult:
 
 def point_name(series: Series, point: Point) -> str:
     """``osu_latency.txt:7 (latency 1 MiB)``: the file's name (not its folder), line, test, size."""
-    from mpisim.engine.units import format_size
-
     return f"{Path(series.file).name}:{point.line} ({series.test} {format_size(point.nbytes)})"
 
 

@@ -18,6 +18,9 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from matplotlib.ticker import FuncFormatter
 
 from mpisim.calibrate.fit import FitResult, FittedParam, PointFit
 from mpisim.calibrate.measurements import Series
@@ -192,9 +195,6 @@ def report_markdown(result: FitResult, files: Sequence[str], figure: str | None)
 
 def residual_figure(result: FitResult) -> Any:
     """Relative error against message size, one marker per series, base (hollow) and fitted (filled)."""
-    from matplotlib.figure import Figure
-    from matplotlib.ticker import FuncFormatter
-
     fig = Figure(figsize=(7.5, 4.2))
     ax = fig.add_subplot()
     clip = 30.0  # percent: a base preset 100 % off would squash the fitted points into a line
@@ -232,8 +232,6 @@ def residual_figure(result: FitResult) -> Any:
 def write_report(result: FitResult, files: Sequence[str], directory: Path) -> Path:
     """Write report.md and residuals.png to *directory*; return the report's path."""
     directory.mkdir(parents=True, exist_ok=True)
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-
     fig = residual_figure(result)
     FigureCanvasAgg(fig)
     fig.savefig(directory / "residuals.png", dpi=110, metadata={"Software": None})

@@ -29,6 +29,11 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+try:
+    import resource  # POSIX only: the address-space limit is read where the platform has one
+except ImportError:  # pragma: no cover
+    resource = None
+
 from mpisim.errors import ConfigError
 
 #: Algorithms that work on blocks of n/p; any other is taken to hold whole vectors.
@@ -143,15 +148,15 @@ def _cgroup_available() -> int | None:
 
 def _address_space_available() -> int | None:
     """RLIMIT_AS less this process's virtual size (None without a limit)."""
+    if resource is None:
+        return None
     try:
-        import resource
-
         limit = resource.getrlimit(resource.RLIMIT_AS)[0]
         if limit == resource.RLIM_INFINITY:
             return None
         with open("/proc/self/statm") as f:
             virtual = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
-    except (ImportError, OSError, ValueError, IndexError):
+    except (OSError, ValueError, IndexError):
         return None
     return limit - virtual
 

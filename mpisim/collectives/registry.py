@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from mpisim.errors import UnknownAlgorithm
+from mpisim.network.presets import presets_with_in_switch_reduction
 
 if TYPE_CHECKING:
     from mpisim.network.topology import TopologySpec
@@ -131,8 +132,6 @@ class Algorithm:
         """
         if self.runs_on(topology):
             return ""
-        from mpisim.network.presets import presets_with_in_switch_reduction  # read only to say where it runs
-
         which = f"{topology.name!r}" if topology.name != "inline" else "this topology"
         kind = f"intra: {topology.intra.kind}" if topology.intra is not None else "no intra-node fabric"
         presets = ", ".join(presets_with_in_switch_reduction()) or "none"

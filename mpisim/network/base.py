@@ -92,45 +92,16 @@ def route_costs(topology: Topology, src: int, dst: int) -> PathCosts:
 
 NetworkFactory = Callable[["Simulation", "Topology"], NetworkModel]
 
-_MODELS: dict[str, NetworkFactory] = {}
+MODELS: dict[str, NetworkFactory] = {}
 
 
 def register_model(name: str) -> Callable[[NetworkFactory], NetworkFactory]:
     """Register a network model class (or factory) under *name*."""
 
     def decorate(factory: NetworkFactory) -> NetworkFactory:
-        if name in _MODELS:
+        if name in MODELS:
             raise ValueError(f"duplicate network model {name!r}")
-        _MODELS[name] = factory
+        MODELS[name] = factory
         return factory
 
     return decorate
-
-
-def model_names() -> list[str]:
-    """Return the registered network model names, sorted."""
-    _load_builtin_models()
-    return sorted(_MODELS)
-
-
-def make_model(name: str, sim: Simulation, topology: Topology, ports: int | None = None) -> NetworkModel:
-    """Instantiate the network model registered as *name*, limited to *ports* messages per rank if given.
-
-    Raises ``KeyError`` naming the known models if *name* is not registered.
-    """
-    _load_builtin_models()
-    try:
-        factory = _MODELS[name]
-    except KeyError:
-        raise KeyError(f"unknown network model {name!r}; known: {', '.join(sorted(_MODELS))}") from None
-    model = factory(sim, topology)
-    if ports is None:
-        return model
-    from mpisim.network.ports import PortLimitedNetwork
-
-    return PortLimitedNetwork(model, ports)
-
-
-def _load_builtin_models() -> None:
-    # Importing the modules registers them; done lazily to keep import order simple.
-    from mpisim.network import analytic, fairshare  # noqa: F401

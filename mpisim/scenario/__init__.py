@@ -12,6 +12,7 @@
 * :mod:`~mpisim.scenario.sweep` -- grids of points, in parallel and resumable.
 """
 
+from mpisim.scenario import baseline, expect  # noqa: F401  (what the pytest plugin reaches through the package)
 from mpisim.scenario.load import apply_overrides, dump, load, load_dict, load_file, loads, parse_set
 from mpisim.scenario.model import Expectation, Scenario
 from mpisim.scenario.run import run_point, run_scenario

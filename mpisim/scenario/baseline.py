@@ -49,8 +49,9 @@ import yaml
 from mpisim.engine.units import parse_bandwidth, parse_size, parse_time
 from mpisim.errors import ConfigError
 from mpisim.report.records import RunResult, jsonable
-from mpisim.scenario.expect import GATES, parse_value, passes, value_kind
+from mpisim.scenario.expect import GATES, evaluate_all, parse_value, passes, value_kind
 from mpisim.scenario.fingerprint import algorithm_digests, input_changes
+from mpisim.scenario.load import load_file, loads
 from mpisim.scenario.model import Expectation
 
 __all__ = ["BASELINE_SUFFIX", "ExpectUpdate", "baseline_document", "baseline_path", "explain_failed_gates",
@@ -309,8 +310,7 @@ def update_expect(path: str | os.PathLike[str], result: RunResult) -> ExpectUpda
     Files are written atomically, and only when their content changes. Raises ConfigError if
     the rewritten file would not load (it always should) or cannot be written.
     """
-    from mpisim.scenario.load import loads
-    from mpisim.scenario.run import write_atomic
+    from mpisim.scenario.run import write_atomic  # run.py imports this module: the writer is reached lazily
 
     path = Path(path)
     text = path.read_text(encoding="utf-8")
@@ -374,7 +374,4 @@ def _write(write_atomic: Any, path: Path, text: str) -> None:
 
 def still_failing(path: str | os.PathLike[str], rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Check the (updated) file's expectations against *rows* again; return those that fail."""
-    from mpisim.scenario.expect import evaluate_all
-    from mpisim.scenario.load import load_file
-
     return [exp for exp in evaluate_all(load_file(path).expect, rows) if not exp["passed"]]

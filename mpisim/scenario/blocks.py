@@ -31,7 +31,7 @@ from mpisim.engine.units import (
 )
 from mpisim.errors import ConfigError
 from mpisim.mpi.config import MpiConfig
-from mpisim.network.base import model_names
+from mpisim.network.models import model_names
 from mpisim.network.topology import TopologySpec, too_slow
 from mpisim.report.plot_names import PLOT_NAMES
 from mpisim.scenario.model import (

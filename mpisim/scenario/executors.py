@@ -18,6 +18,7 @@ Dask is an optional dependency (``pip install 'mpisim[dask]'``): it is imported 
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -96,8 +97,6 @@ def _start_local_cluster(distributed: Any) -> Any:
 
 def _run_with_modules(run_task: Callable[[Any], Any], modules: Sequence[str], task: Any) -> Any:
     """Dask worker entry point: import the plugin modules (workload kinds), then run the task."""
-    import importlib
-
     for module in modules:
         importlib.import_module(module)
     return run_task(task)

@@ -30,6 +30,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from mpisim import __version__
+from mpisim.collectives import registry  # importing the package registers every algorithm
 from mpisim.engine.units import pretty_bandwidth, pretty_size, pretty_time
 from mpisim.network import presets as preset_files
 
@@ -58,8 +60,6 @@ def source_digest() -> str:
 @cache
 def algorithm_digests() -> dict[str, str]:
     """``{"allreduce/ring": digest}`` for every registered algorithm: its requirements and code."""
-    from mpisim.collectives import registry  # importing the package registers every algorithm
-
     out = {}
     for algo in registry.available():
         try:
@@ -83,8 +83,6 @@ def _presets_read(scenario: Mapping[str, Any]) -> list[str]:
 def fingerprint(scenario: Mapping[str, Any]) -> dict[str, Any]:
     """Return the fingerprint of everything besides *scenario* (a resolved, dumped scenario) that
     its numbers depend on (see the module docstring)."""
-    from mpisim import __version__  # the package root
-
     directory = preset_files.preset_dir()  # read through the module: the directory the loader reads
     presets = {name: _digest((directory / f"{name}.yaml").read_bytes())  # type: ignore[operator]
                for name in _presets_read(scenario)}

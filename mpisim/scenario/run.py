@@ -35,12 +35,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from mpisim import __version__
 from mpisim.engine.limits import Budget
 from mpisim.engine.sim import Simulation
 from mpisim.engine.trace import Tracer
 from mpisim.errors import ConfigError, MPIError
 from mpisim.mpi.world import World
-from mpisim.network.base import make_model
+from mpisim.network.models import make_model
 from mpisim.network.topology import build_topology
 from mpisim.report.records import RunResult, WorldRecords, jsonable
 from mpisim.scenario import tracing
@@ -257,8 +258,6 @@ def _failure_expectation(expected: str, points: list[PointResult]) -> dict[str, 
 
 def assemble(scenario: Scenario, points: list[PointResult], wall_time: float = 0.0) -> RunResult:
     """Combine point results (in grid order) into one RunResult and check the expectations."""
-    from mpisim import __version__  # the package root; imported here to keep layers one-way
-
     rows = [row for p in points for row in p.rows]
     expectations = evaluate_all(scenario.expect, rows)
     if scenario.expect_failure:

@@ -33,6 +33,7 @@ every pass and collective would be a hundred megabytes).
 
 from __future__ import annotations
 
+import subprocess
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -158,8 +159,6 @@ def calibration_command(out: Path) -> list[str]:
 
 def write_calibration(out: Path) -> Path:
     """Run the calibration example's command (a subprocess: calibrate sits beside this layer)."""
-    import subprocess
-
     (out / CALIBRATION).mkdir(parents=True, exist_ok=True)
     subprocess.run(calibration_command(out), check=True, stdout=subprocess.DEVNULL)
     return out / CALIBRATION

@@ -58,7 +58,7 @@ from mpisim.engine.sim import Simulation
 from mpisim.engine.trace import Tracer
 from mpisim.errors import ConfigError
 from mpisim.mpi.payload import Payload
-from mpisim.network.base import make_model
+from mpisim.network.models import make_model
 from mpisim.network.presets import resolve_topology
 from mpisim.network.topology import build_topology
 from mpisim.scenario.load import load_dict

@@ -28,6 +28,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from matplotlib.figure import Figure
+
 from mpisim.scenario import load, run_scenario
 from mpisim.scenario.run import write_atomic
 
@@ -113,12 +115,8 @@ def table(document: Mapping[str, Any]) -> list[str]:
 
 def plot(document: Mapping[str, Any], path: Path) -> None:
     """Draw both sweeps of every series, time relative to the series' own middle point."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, (ax_bw, ax_size) = plt.subplots(1, 2, figsize=(11, 4.2), layout="constrained")
+    fig = Figure(figsize=(11, 4.2), layout="constrained")
+    ax_bw, ax_size = fig.subplots(1, 2)
     for s in document["series"]:
         bw = s["time_by_bandwidth_s"]
         mid = bw[len(bw) // 2]
@@ -138,7 +136,6 @@ def plot(document: Mapping[str, Any], path: Path) -> None:
     ax_size.legend(fontsize=8)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110, metadata={"Software": None})
-    plt.close(fig)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -24,7 +24,7 @@ from mpisim.collectives.trees import double_binary_tree
 from mpisim.engine.sim import Simulation
 from mpisim.errors import MPIError
 from mpisim.mpi import UNDEFINED, MpiConfig, SizePayload, World
-from mpisim.network.base import make_model
+from mpisim.network.models import make_model
 from mpisim.network.topology import FabricSpec, TopologySpec, build_topology
 from tests.collectives.helpers import AFFINE, as_array, elapsed, reference, run_collective
 from tests.conftest import make_world, run_program

@@ -10,7 +10,7 @@ from mpisim.collectives.fluid import tree as fluid_tree
 from mpisim.collectives.trees import binary_tree, double_binary_tree
 from mpisim.engine.sim import Simulation
 from mpisim.mpi import MpiConfig, World
-from mpisim.network.base import make_model
+from mpisim.network.models import make_model
 from mpisim.network.topology import FabricSpec, TopologySpec, build_topology
 
 SEGMENT = 64 * 1024

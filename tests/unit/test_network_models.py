@@ -22,9 +22,9 @@ from mpisim.engine.sim import Simulation
 from mpisim.engine.trace import Tracer
 from mpisim.network import fairshare
 from mpisim.network.analytic import PACKET_BYTES, AnalyticNetwork
-from mpisim.network.base import make_model, model_names
 from mpisim.network.fairshare import FairShareNetwork
 from mpisim.network.links import Link, Route
+from mpisim.network.models import make_model, model_names
 
 REL = 1e-12
 
