@@ -33,6 +33,7 @@ every pass and collective would be a hundred megabytes).
 
 from __future__ import annotations
 
+import argparse
 import subprocess
 import sys
 from collections.abc import Callable, Sequence
@@ -200,9 +201,11 @@ def write_index(out: Path) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Regenerate every example report into ``argv[0]`` (default ``reports``)."""
-    args = list(sys.argv[1:] if argv is None else argv)
-    out = Path(args[0] if args else "reports")
+    """Regenerate every example report into the directory given (default ``reports``)."""
+    parser = argparse.ArgumentParser(prog="python -m mpisim.teaching.examples",
+                                     description="Regenerate every example report (the committed reports/).")
+    parser.add_argument("out", nargs="?", default="reports", help="directory to write into (default: reports)")
+    out = Path(parser.parse_args(argv).out)
     out.mkdir(parents=True, exist_ok=True)
     for example in EXAMPLES:
         print(f"{example.name}: {write_example(example, out)}", flush=True)
