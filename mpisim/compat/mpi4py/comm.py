@@ -1,0 +1,266 @@
+"""``MPI.Comm``: a communicator, as mpi4py has it, over the calling rank's simulated communicator.
+
+``MPI.COMM_WORLD`` is one object shared by the program's module code on every rank; each call
+resolves it to the calling rank's communicator (:attr:`Comm._c`). Communicators made by
+``Split``, ``Dup`` or ``Create_cart`` belong to the rank that made them.
+
+The calls are grouped as mpi4py groups them: identity and new communicators here,
+point-to-point in :mod:`~mpisim.compat.mpi4py.p2p`, collectives in
+:mod:`~mpisim.compat.mpi4py.collective`, the Cartesian grid in
+:mod:`~mpisim.compat.mpi4py.topology`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from mpisim.compat.mpi4py.collective import Collectives
+from mpisim.compat.mpi4py.environment import alive, here
+from mpisim.compat.mpi4py.group import Group
+from mpisim.compat.mpi4py.p2p import PointToPoint
+from mpisim.compat.mpi4py.topology import CartGrid
+from mpisim.compat.ranks import RankContext, require
+from mpisim.compat.unsupported import Strict, unsupported
+from mpisim.errors import InvalidArgumentError, InvalidCommunicatorError, MPIError
+from mpisim.mpi.constants import COMM_TYPE_SHARED, CONGRUENT, IDENT, UNDEFINED, UNEQUAL
+from mpisim.mpi.constants import attribute as _attribute
+
+
+class Comm(PointToPoint, Collectives, metaclass=Strict):
+    """A communicator: mpi4py's ``Comm`` over the calling rank's simulated communicator.
+
+    ``MPI.COMM_WORLD`` and ``MPI.COMM_SELF`` resolve to the calling rank's handle on each
+    call; communicators made by ``Split``, ``Dup`` or ``Create_cart`` belong to the rank that
+    made them. ``Intracomm(comm)`` (and a subclass of it) wraps the same communicator.
+    """
+
+    def __init__(self, comm: Any = None) -> None:
+        if isinstance(comm, Comm):
+            self._fixed, self._which = comm._fixed, comm._which
+            if isinstance(comm, Cartcomm) and isinstance(self, Cartcomm):
+                self._dims, self._periods = comm._dims, comm._periods
+        else:
+            self._fixed, self._which = comm, None
+
+    # ---- which simulated communicator
+
+    @property
+    def _c(self) -> Any:
+        fixed = self._fixed
+        if fixed is not None:
+            return fixed
+        ctx = require("MPI.Comm")
+        if self._which == "world":
+            return ctx.comm
+        if self._which == "self":
+            mine = ctx.cache.get("self")
+            if mine is None:
+                mine = ctx.cache["self"] = ctx.comm.sub([ctx.comm.rank], label="COMM_SELF")
+            return mine
+        raise InvalidCommunicatorError(f"rank {ctx.rank}: invalid communicator (MPI.COMM_NULL)")
+
+    def _on(self, ctx: RankContext) -> Any:
+        """:attr:`_c` for a caller that already holds its rank's context (the hot paths)."""
+        fixed = self._fixed
+        if fixed is not None:
+            return fixed
+        return ctx.comm if self._which == "world" else self._c
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Comm):
+            return NotImplemented
+        if (self._fixed is None and self._which is None) or (other._fixed is None and other._which is None):
+            return (self._fixed is None and self._which is None) and (other._fixed is None and other._which is None)
+        a, b = self._c, other._c
+        return a.context == b.context and a.group == b.group
+
+    def __hash__(self) -> int:
+        return hash(self._which) if self._fixed is None else hash((self._fixed.context, self._fixed.group))
+
+    def __bool__(self) -> bool:
+        return not (self._fixed is None and self._which is None)
+
+    def __repr__(self) -> str:
+        return f"<mpi4py.MPI.{type(self).__name__} {self._which or ''}>"
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") or name in ("_fixed", "_which", "_dims", "_periods"):
+            raise AttributeError(name)
+        raise unsupported(f"Comm.{name}")
+
+    # ---- identity
+
+    def Get_rank(self) -> int:
+        """This rank's number in the communicator."""
+        alive("Comm.Get_rank")
+        return self._c.rank
+
+    def Get_size(self) -> int:
+        """Number of ranks in the communicator."""
+        alive("Comm.Get_size")
+        return self._c.size
+
+    @property
+    def rank(self) -> int:
+        alive("Comm.rank")
+        return self._c.rank
+
+    @property
+    def size(self) -> int:
+        alive("Comm.size")
+        return self._c.size
+
+    def Get_name(self) -> str:
+        """``MPI_COMM_WORLD``, ``MPI_COMM_SELF`` or the name given with ``Set_name``."""
+        ctx = here("Comm.Get_name")
+        names = ctx.cache.setdefault("names", {})
+        return names.get(id(self._c), {"world": "MPI_COMM_WORLD", "self": "MPI_COMM_SELF"}.get(self._which or "", ""))
+
+    def Set_name(self, name: str) -> None:
+        here("Comm.Set_name").cache.setdefault("names", {})[id(self._c)] = str(name)
+
+    @property
+    def name(self) -> str:
+        return self.Get_name()
+
+    def Is_inter(self) -> bool:
+        return False
+
+    def Is_intra(self) -> bool:
+        return True
+
+    is_inter, is_intra = False, True
+    #: True for a communicator with a topology (:class:`Cartcomm`).
+    is_topo = False
+
+    def Get_topology(self) -> int:
+        """The communicator's topology: ``MPI.UNDEFINED`` (none), ``MPI.CART`` for a :class:`Cartcomm`."""
+        alive("Comm.Get_topology")
+        return UNDEFINED
+
+    @property
+    def topology(self) -> int:
+        return self.Get_topology()
+
+    def Get_attr(self, keyval: int) -> Any:
+        """The communicator attributes MPI predefines (``TAG_UB``, ``IO``, ``WTIME_IS_GLOBAL``, ``APPNUM``, ...)."""
+        alive("Comm.Get_attr")
+        return _attribute(keyval)
+
+    def Compare(self, other: Comm) -> int:
+        """``IDENT`` for the same communicator, ``CONGRUENT`` for the same group, else ``UNEQUAL``."""
+        a, b = self._c, other._c
+        if a.context == b.context and a.group == b.group:
+            return IDENT
+        return CONGRUENT if a.group == b.group else UNEQUAL
+
+    # ---- new communicators
+
+    def Dup(self, info: Any = None) -> Intracomm:
+        """A copy with its own matching context (``MPI_Comm_dup``)."""
+        return Intracomm(here("Comm.Dup").block(self._c.dup()))
+
+    Clone = Dup
+
+    def Split(self, color: int = 0, key: int = 0) -> Intracomm:
+        """Partition by *color*, ordered by *key* (``MPI_Comm_split``); ``COMM_NULL`` for ``UNDEFINED``."""
+        ctx = here("Comm.Split")
+        new = ctx.block(self._c.split(int(color), int(key)))
+        return Intracomm(new) if new is not None else COMM_NULL
+
+    def Split_type(self, split_type: int, key: int = 0, info: Any = None) -> Intracomm:
+        """``COMM_TYPE_SHARED``: the ranks on this rank's simulated node."""
+        if split_type == UNDEFINED:
+            return self.Split(UNDEFINED, key)
+        if split_type != COMM_TYPE_SHARED:
+            raise unsupported(f"Comm.Split_type({split_type})")
+        c = self._c
+        return self.Split(c.node_of(c.rank), key)
+
+    def Get_group(self) -> Group:
+        """This communicator's group of processes (``MPI_Comm_group``)."""
+        return Group(tuple(self._c.group))
+
+    @property
+    def group(self) -> Group:
+        return self.Get_group()
+
+    def Create(self, group: Group) -> Intracomm:
+        """A communicator of *group*'s members, in the group's order (``MPI_Comm_create``).
+
+        Collective over this communicator: every member calls it with the same group; those
+        outside it get ``COMM_NULL``. It is a split: colour 0 inside the group, keyed by the
+        position in it.
+        """
+        mine = self._c.group[self._c.rank]
+        if any(member not in self._c.group for member in group._members):
+            raise MPIError(f"rank {here('Comm.Create').rank}: Comm.Create: the group is not a subset of the "
+                           "communicator's group")
+        if mine not in group._members:
+            return self.Split(UNDEFINED, 0)
+        return self.Split(0, group._members.index(mine))
+
+    def Create_group(self, group: Group, tag: int = 0) -> Intracomm:
+        """A communicator of *group*'s members, called by them only (``MPI_Comm_create_group``)."""
+        return Intracomm(here("Comm.Create_group").block(self._c.create_group(group._members, int(tag))))
+
+    def Free(self) -> None:
+        """Release the communicator; it becomes ``COMM_NULL``."""
+        if self._which is not None:
+            raise InvalidCommunicatorError(f"rank {here('Comm.Free').rank}: MPI.{self.Get_name()[4:]} cannot be freed")
+        self._fixed = None
+
+    def Create_cart(self, dims: Sequence[int], periods: Sequence[bool] | bool | None = None,
+                    reorder: bool = False) -> Cartcomm:
+        """A Cartesian grid over the first ``prod(dims)`` ranks (``MPI_Cart_create``; ranks keep their order).
+
+        *periods* is one flag per dimension or one for all (``periods=True``), as in mpi4py.
+        """
+        ctx = here("Comm.Create_cart")
+        dims = [int(d) for d in dims]
+        if periods is None or isinstance(periods, bool | int | np.integer):
+            periods = [bool(periods)] * len(dims)
+        periods = [int(bool(p)) for p in periods]  # MPI's logicals: mpi4py shows them as 0 and 1
+        if len(periods) != len(dims):
+            raise InvalidArgumentError(f"rank {ctx.rank}: Create_cart: {len(dims)} dims but {len(periods)} periods")
+        c = self._c
+        n = int(np.prod(dims)) if dims else 1
+        if n > c.size:
+            raise InvalidArgumentError(f"rank {ctx.rank}: Create_cart: the grid {dims} needs {n} ranks, "
+                                       f"the communicator has {c.size}")
+        count = ctx.cache["carts"] = ctx.cache.get("carts", 0) + 1
+        # MPICH builds the grid with MPI_Comm_split; the members agree on it without messages here.
+        new = c.sub(list(range(n)), label=f"cart{count}:{c.context}")
+        if new is None:
+            return COMM_NULL  # type: ignore[return-value]
+        cart = Cartcomm(new)
+        cart._dims, cart._periods = dims, periods
+        return cart
+
+    def Abort(self, errorcode: int = 0) -> None:
+        """End every rank now; ``mpisim exec`` exits with *errorcode* (``MPI_Abort``)."""
+        ctx = here("Comm.Abort")
+        ctx.abort(int(errorcode), "")
+
+
+class Intracomm(Comm):
+    """An intra-communicator (every communicator mpisim makes is one); programs may subclass it."""
+
+
+
+class Cartcomm(CartGrid, Intracomm):
+    """A communicator with a Cartesian grid (:class:`~mpisim.compat.mpi4py.topology.CartGrid`): ``Shift``, ``Get_coords``, ..."""
+
+
+def _special(which: str | None) -> Intracomm:
+    comm = Intracomm()
+    comm._which = which
+    return comm
+
+
+COMM_WORLD = _special("world")
+COMM_SELF = _special("self")
+COMM_NULL = Intracomm()

@@ -1,0 +1,188 @@
+"""``MPI.Request``: a nonblocking operation in progress, and the calls that complete one or many.
+
+A request wraps the simulated MPI's request (:class:`mpisim.mpi.request.Request`, a SimPy
+event); ``Wait`` blocks the rank's greenlet in simulated time until it triggers, ``Test`` never
+waits (it lets simulated time pass only as a polling loop's calls would). The lowercase forms
+return the received object; a completed request becomes ``MPI.REQUEST_NULL``, as in mpi4py.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from mpisim.compat.mpi4py.environment import here
+from mpisim.compat.mpi4py.status import Status, copy_status
+from mpisim.compat.unsupported import Strict, unsupported
+from mpisim.mpi.constants import UNDEFINED
+
+
+class Request(metaclass=Strict):
+    """A non-blocking operation: ``Wait, Test``, the class methods ``Waitall, Waitany, Testall``.
+
+    The lowercase forms (``wait, test, waitall``) return the received object. A completed
+    request becomes ``MPI.REQUEST_NULL``, as in mpi4py.
+    """
+
+    def __init__(self, request: Any = None, *, decode: Callable[[Any], Any] | None = None,
+                 after: Callable[[], None] | None = None) -> None:
+        if isinstance(request, Request):
+            request, decode, after = request._sim, request._decode, request._after
+        self._sim, self._decode, self._after = request, decode, after
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Request) and other._sim is self._sim
+
+    def __hash__(self) -> int:
+        return id(self._sim)
+
+    def __bool__(self) -> bool:
+        return self._sim is not None
+
+    def _done(self, value: Any) -> Any:
+        self._sim = None
+        if self._after is not None:
+            self._after()
+        return self._decode(value) if self._decode is not None else value
+
+    def Wait(self, status: Status | None = None) -> bool:
+        """Wait for the operation to complete (``MPI_Wait``)."""
+        self.wait(status)
+        return True
+
+    def wait(self, status: Status | None = None) -> Any:
+        """Wait and return the received object (``None`` for a send)."""
+        ctx = here("Request.Wait")
+        if self._sim is None:
+            return None
+        sim = self._sim
+        value = ctx.block(ctx.comm.wait(sim))
+        copy_status(status, sim.status)
+        return self._done(value)
+
+    def Test(self, status: Status | None = None) -> bool:
+        """True if the operation has completed (``MPI_Test``); never waits."""
+        return self.test(status)[0]
+
+    def test(self, status: Status | None = None) -> tuple[bool, Any]:
+        """``(flag, object)``: the received object once complete."""
+        ctx = here("Request.Test")
+        ctx.enter()
+        if self._sim is None:
+            return True, None
+        sim = self._sim
+        done, value = sim.test()
+        if not done:
+            ctx.poll()
+            return False, None
+        copy_status(status, sim.status)
+        return True, self._done(value)
+
+    def Get_status(self, status: Status | None = None) -> bool:
+        """True if complete, without completing it."""
+        return self._sim is None or self._sim.triggered
+
+    def Free(self) -> None:
+        """Forget the request (the operation still completes)."""
+        self._sim = None
+
+    def Cancel(self) -> None:
+        raise unsupported("Request.Cancel")
+
+    # ---- many requests at once
+
+    @staticmethod
+    def _wait_many(requests: Sequence[Request], statuses: list[Status] | None) -> list[Any]:
+        ctx = here("Request.Waitall")
+        live = [r._sim for r in requests if r is not None and r._sim is not None]
+        if live:
+            ctx.block(ctx.comm.waitall(live))
+        values = []
+        for i, req in enumerate(requests):
+            if req is None or req._sim is None:
+                values.append(None)
+                continue
+            sim = req._sim
+            if statuses is not None and i < len(statuses):
+                copy_status(statuses[i], sim.status)
+            values.append(req._done(sim.outcome()))
+        return values
+
+    @classmethod
+    def Waitall(cls, requests: Sequence[Request], statuses: list[Status] | None = None) -> bool:
+        """Wait for every request (``MPI_Waitall``)."""
+        cls._wait_many(requests, statuses)
+        return True
+
+    @classmethod
+    def waitall(cls, requests: Sequence[Request], statuses: list[Status] | None = None) -> list[Any]:
+        """Wait for every request; return the received objects in order."""
+        return cls._wait_many(requests, statuses)
+
+    @classmethod
+    def Waitany(cls, requests: Sequence[Request], status: Status | None = None) -> int:
+        """Wait for one request to complete; return its index (``MPI.UNDEFINED`` if none is active)."""
+        return cls.waitany(requests, status)[0]
+
+    @classmethod
+    def waitany(cls, requests: Sequence[Request], status: Status | None = None) -> tuple[int, Any]:
+        """``(index, object)`` of the first request to complete."""
+        ctx = here("Request.Waitany")
+        active = [(i, r) for i, r in enumerate(requests) if r is not None and r._sim is not None]
+        if not active:
+            return UNDEFINED, None
+        index, _ = ctx.block(ctx.comm.waitany([r._sim for _, r in active]))
+        i, req = active[index]
+        sim = req._sim
+        copy_status(status, sim.status)
+        return i, req._done(sim.outcome())
+
+    @classmethod
+    def Waitsome(cls, requests: Sequence[Request], statuses: list[Status] | None = None) -> list[int] | None:
+        """Wait for at least one; return the indices of all that have completed."""
+        first = cls.Waitany(requests)
+        if first == UNDEFINED:
+            return None
+        done = [first]
+        for i, req in enumerate(requests):
+            if req is not None and req._sim is not None and req._sim.triggered:
+                req._done(req._sim.outcome())
+                done.append(i)
+        return sorted(done)
+
+    @classmethod
+    def Testall(cls, requests: Sequence[Request], statuses: list[Status] | None = None) -> bool:
+        """True (and all completed) if every request has completed; never waits."""
+        return cls.testall(requests, statuses)[0]
+
+    @classmethod
+    def testall(cls, requests: Sequence[Request], statuses: list[Status] | None = None) -> tuple[bool, list[Any] | None]:
+        ctx = here("Request.Testall")
+        ctx.enter()
+        if all(r is None or r._sim is None or r._sim.triggered for r in requests):
+            return True, cls._wait_many(requests, statuses)
+        ctx.poll()
+        return False, None
+
+    @classmethod
+    def Testany(cls, requests: Sequence[Request], status: Status | None = None) -> tuple[int, bool]:
+        """``(index, flag)``: a completed request's index, if any."""
+        ctx = here("Request.Testany")
+        ctx.enter()
+        for i, req in enumerate(requests):
+            if req is not None and req._sim is not None and req._sim.triggered:
+                copy_status(status, req._sim.status)
+                req._done(req._sim.outcome())
+                return i, True
+        idle = not any(r is not None and r._sim is not None for r in requests)
+        if not idle:
+            ctx.poll()
+        return UNDEFINED, idle
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        raise unsupported(f"Request.{name}")
+
+
+REQUEST_NULL = Request()
