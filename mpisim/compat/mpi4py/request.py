@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from mpisim.compat.mpi4py.environment import here
+from mpisim.compat.mpi4py.nbc import CollectiveRequest
 from mpisim.compat.mpi4py.status import Status, copy_status
 from mpisim.compat.unsupported import Strict, unsupported
 from mpisim.mpi.constants import UNDEFINED
@@ -56,7 +57,7 @@ class Request(metaclass=Strict):
         if self._sim is None:
             return None
         sim = self._sim
-        value = ctx.block(ctx.comm.wait(sim))
+        value = ctx.block(_wait(ctx, sim))
         copy_status(status, sim.status)
         return self._done(value)
 
@@ -95,8 +96,12 @@ class Request(metaclass=Strict):
     def _wait_many(requests: Sequence[Request], statuses: list[Status] | None) -> list[Any]:
         ctx = here("Request.Waitall")
         live = [r._sim for r in requests if r is not None and r._sim is not None]
-        if live:
-            ctx.block(ctx.comm.waitall(live))
+        messages = [sim for sim in live if not isinstance(sim, CollectiveRequest)]
+        if messages:
+            ctx.block(ctx.comm.waitall(messages))
+        for sim in live:
+            if isinstance(sim, CollectiveRequest) and not sim.triggered:
+                ctx.block(_wait(ctx, sim))
         values = []
         for i, req in enumerate(requests):
             if req is None or req._sim is None:
@@ -186,3 +191,21 @@ class Request(metaclass=Strict):
 
 
 REQUEST_NULL = Request()
+
+
+def _wait(ctx: Any, sim: Any) -> Any:
+    """Wait for one simulated request (a generator for ``ctx.block``).
+
+    A nonblocking collective's request waits for no one message in particular: the rank is
+    recorded as waiting in the collective's name, not for a peer, for the deadlock report.
+    """
+    if isinstance(sim, CollectiveRequest):
+        if sim.triggered:
+            return _done_already(sim)
+        return ctx.comm.world.block(ctx.rank, sim, f"wait({sim.describe()})", (), "wait")
+    return ctx.comm.wait(sim)
+
+
+def _done_already(sim: Any) -> Any:
+    return sim.outcome()
+    yield  # a generator: ctx.block runs it
