@@ -115,35 +115,67 @@ def _pair(value: str) -> np.dtype:
     return np.dtype([("value", value), ("index", "i4")], align=True)
 
 
-#: MPI's named datatypes, by mpi4py's attribute name.
-DATATYPES: dict[str, Datatype] = {
-    name: Datatype(f"MPI_{name}", dtype) for name, dtype in {
-        "BYTE": np.uint8, "PACKED": np.uint8, "CHAR": np.int8, "SIGNED_CHAR": np.int8,
-        "UNSIGNED_CHAR": np.uint8, "WCHAR": np.uint32, "SHORT": np.int16, "UNSIGNED_SHORT": np.uint16,
-        "INT": np.int32, "UNSIGNED": np.uint32, "UNSIGNED_INT": np.uint32, "LONG": np.int64,
-        "UNSIGNED_LONG": np.uint64, "LONG_LONG": np.int64, "UNSIGNED_LONG_LONG": np.uint64,
-        "FLOAT": np.float32, "DOUBLE": np.float64, "LONG_DOUBLE": np.longdouble, "BOOL": np.bool_,
-        "C_BOOL": np.bool_, "INT8_T": np.int8, "INT16_T": np.int16, "INT32_T": np.int32,
-        "INT64_T": np.int64, "UINT8_T": np.uint8, "UINT16_T": np.uint16, "UINT32_T": np.uint32,
-        "UINT64_T": np.uint64, "C_FLOAT_COMPLEX": np.complex64, "C_DOUBLE_COMPLEX": np.complex128,
-        "COMPLEX": np.complex64, "DOUBLE_COMPLEX": np.complex128, "C_COMPLEX": np.complex64,
-        "AINT": np.int64, "OFFSET": np.int64, "COUNT": np.int64,
-        "TWOINT": _pair("i4"), "SHORT_INT": _pair("i2"), "LONG_INT": _pair("i8"),
-        "FLOAT_INT": _pair("f4"), "DOUBLE_INT": _pair("f8"), "LONG_DOUBLE_INT": _pair("g"),
-    }.items()
+#: MPI's named datatypes, by mpi4py's attribute name: (MPICH's name for it, its numpy type). Aliases
+#: (``SIGNED_INT`` and ``INT``, ``F_FLOAT`` and ``REAL``) carry the one name MPICH gives both.
+_NAMED: dict[str, tuple[str, Any]] = {
+    "BYTE": ("MPI_BYTE", np.uint8), "PACKED": ("MPI_PACKED", np.uint8), "CHAR": ("MPI_CHAR", np.int8),
+    "CHARACTER": ("MPI_CHARACTER", np.int8), "SIGNED_CHAR": ("MPI_SIGNED_CHAR", np.int8),
+    "UNSIGNED_CHAR": ("MPI_UNSIGNED_CHAR", np.uint8), "WCHAR": ("MPI_WCHAR", np.uint32),
+    "SHORT": ("MPI_SHORT", np.int16), "SIGNED_SHORT": ("MPI_SHORT", np.int16),
+    "UNSIGNED_SHORT": ("MPI_UNSIGNED_SHORT", np.uint16), "INT": ("MPI_INT", np.int32),
+    "SIGNED_INT": ("MPI_INT", np.int32), "UNSIGNED": ("MPI_UNSIGNED", np.uint32),
+    "UNSIGNED_INT": ("MPI_UNSIGNED", np.uint32), "LONG": ("MPI_LONG", np.int64), "SIGNED_LONG": ("MPI_LONG", np.int64),
+    "UNSIGNED_LONG": ("MPI_UNSIGNED_LONG", np.uint64), "LONG_LONG": ("MPI_LONG_LONG_INT", np.int64),
+    "SIGNED_LONG_LONG": ("MPI_LONG_LONG_INT", np.int64), "UNSIGNED_LONG_LONG": ("MPI_UNSIGNED_LONG_LONG", np.uint64),
+    "FLOAT": ("MPI_FLOAT", np.float32), "DOUBLE": ("MPI_DOUBLE", np.float64),
+    "LONG_DOUBLE": ("MPI_LONG_DOUBLE", np.longdouble), "FLOAT16_T": ("MPIX_C_FLOAT16", np.float16),
+    "FLOAT32_T": ("MPI_FLOAT", np.float32), "FLOAT64_T": ("MPI_DOUBLE", np.float64),
+    "BOOL": ("MPI_C_BOOL", np.bool_), "C_BOOL": ("MPI_C_BOOL", np.bool_), "CXX_BOOL": ("MPI_CXX_BOOL", np.bool_),
+    "INT8_T": ("MPI_INT8_T", np.int8), "INT16_T": ("MPI_INT16_T", np.int16), "INT32_T": ("MPI_INT32_T", np.int32),
+    "INT64_T": ("MPI_INT64_T", np.int64), "SINT8_T": ("MPI_INT8_T", np.int8), "SINT16_T": ("MPI_INT16_T", np.int16),
+    "SINT32_T": ("MPI_INT32_T", np.int32), "SINT64_T": ("MPI_INT64_T", np.int64),
+    "UINT8_T": ("MPI_UINT8_T", np.uint8), "UINT16_T": ("MPI_UINT16_T", np.uint16),
+    "UINT32_T": ("MPI_UINT32_T", np.uint32), "UINT64_T": ("MPI_UINT64_T", np.uint64),
+    "C_COMPLEX": ("MPI_C_COMPLEX", np.complex64), "C_FLOAT_COMPLEX": ("MPI_C_COMPLEX", np.complex64),
+    "C_DOUBLE_COMPLEX": ("MPI_C_DOUBLE_COMPLEX", np.complex128),
+    "C_LONG_DOUBLE_COMPLEX": ("MPI_C_LONG_DOUBLE_COMPLEX", np.clongdouble),
+    "CXX_FLOAT_COMPLEX": ("MPI_CXX_FLOAT_COMPLEX", np.complex64),
+    "CXX_DOUBLE_COMPLEX": ("MPI_CXX_DOUBLE_COMPLEX", np.complex128),
+    "CXX_LONG_DOUBLE_COMPLEX": ("MPI_CXX_LONG_DOUBLE_COMPLEX", np.clongdouble),
+    "COMPLEX": ("MPI_COMPLEX", np.complex64), "DOUBLE_COMPLEX": ("MPI_DOUBLE_COMPLEX", np.complex128),
+    "AINT": ("MPI_AINT", np.int64), "OFFSET": ("MPI_OFFSET", np.int64), "COUNT": ("MPI_COUNT", np.int64),
+    # Fortran's types, as a C program sees them (MPICH built with gfortran)
+    "INTEGER": ("MPI_INTEGER", np.int32), "F_INT": ("MPI_INTEGER", np.int32), "INTEGER1": ("MPI_INTEGER1", np.int8),
+    "INTEGER2": ("MPI_INTEGER2", np.int16), "INTEGER4": ("MPI_INTEGER4", np.int32),
+    "INTEGER8": ("MPI_INTEGER8", np.int64), "REAL": ("MPI_REAL", np.float32), "F_FLOAT": ("MPI_REAL", np.float32),
+    "REAL4": ("MPI_REAL4", np.float32), "REAL8": ("MPI_REAL8", np.float64),
+    "DOUBLE_PRECISION": ("MPI_DOUBLE_PRECISION", np.float64), "F_DOUBLE": ("MPI_DOUBLE_PRECISION", np.float64),
+    "F_COMPLEX": ("MPI_COMPLEX", np.complex64), "F_FLOAT_COMPLEX": ("MPI_COMPLEX", np.complex64),
+    "F_DOUBLE_COMPLEX": ("MPI_DOUBLE_COMPLEX", np.complex128), "COMPLEX8": ("MPI_COMPLEX8", np.complex64),
+    "COMPLEX16": ("MPI_COMPLEX16", np.complex128), "LOGICAL": ("MPI_LOGICAL", np.int32),
+    "F_BOOL": ("MPI_LOGICAL", np.int32),
+    # MAXLOC/MINLOC's pairs
+    "TWOINT": ("MPI_2INT", _pair("i4")), "SHORT_INT": ("MPI_SHORT_INT", _pair("i2")),
+    "LONG_INT": ("MPI_LONG_INT", _pair("i8")), "FLOAT_INT": ("MPI_FLOAT_INT", _pair("f4")),
+    "DOUBLE_INT": ("MPI_DOUBLE_INT", _pair("f8")), "LONG_DOUBLE_INT": ("MPI_LONG_DOUBLE_INT", _pair("g")),
 }
-DATATYPES["TWOINT"].name = "MPI_2INT"  # MPI's name; mpi4py's attribute is TWOINT
+DATATYPES: dict[str, Datatype] = {attr: Datatype(name, dtype) for attr, (name, dtype) in _NAMED.items()}
 DATATYPES["INT_INT"] = DATATYPES["TWOINT"]
 
-#: ``MPI._typedict``: numpy's one-letter type codes to MPI datatypes (mpi4py has it too).
-TYPEDICT: dict[str, Datatype] = {
-    "?": DATATYPES["C_BOOL"], "c": DATATYPES["CHAR"], "b": DATATYPES["SIGNED_CHAR"],
-    "B": DATATYPES["UNSIGNED_CHAR"], "h": DATATYPES["SHORT"], "H": DATATYPES["UNSIGNED_SHORT"],
-    "i": DATATYPES["INT"], "I": DATATYPES["UNSIGNED"], "l": DATATYPES["LONG"], "L": DATATYPES["UNSIGNED_LONG"],
-    "q": DATATYPES["LONG_LONG"], "Q": DATATYPES["UNSIGNED_LONG_LONG"], "f": DATATYPES["FLOAT"],
-    "d": DATATYPES["DOUBLE"], "g": DATATYPES["LONG_DOUBLE"], "F": DATATYPES["C_FLOAT_COMPLEX"],
-    "D": DATATYPES["C_DOUBLE_COMPLEX"],
-}
+#: ``MPI._typedict``: numpy's type codes to MPI datatypes, mpi4py's 57 keys (one-letter codes,
+#: sized codes such as ``'f8'``, ``'i4'``, ``'c16'``, and the string and time codes).
+TYPEDICT: dict[str, Datatype] = {code: DATATYPES[attr] for code, attr in {
+    "?": "C_BOOL", "b": "SIGNED_CHAR", "h": "SHORT", "i": "INT", "l": "LONG", "q": "LONG_LONG",
+    "B": "UNSIGNED_CHAR", "H": "UNSIGNED_SHORT", "I": "UNSIGNED", "L": "UNSIGNED_LONG", "Q": "UNSIGNED_LONG_LONG",
+    "e": "FLOAT16_T", "f": "FLOAT", "d": "DOUBLE", "g": "LONG_DOUBLE", "Zf": "C_COMPLEX", "Zd": "C_DOUBLE_COMPLEX",
+    "F": "C_COMPLEX", "D": "C_DOUBLE_COMPLEX", "Zg": "C_LONG_DOUBLE_COMPLEX", "G": "C_LONG_DOUBLE_COMPLEX",
+    "i1": "INT8_T", "i2": "INT16_T", "i4": "INT32_T", "i8": "INT64_T", "f4": "FLOAT", "f8": "DOUBLE",
+    "f16": "LONG_DOUBLE", "c8": "C_COMPLEX", "c16": "C_DOUBLE_COMPLEX", "c32": "C_LONG_DOUBLE_COMPLEX",
+    "b1": "C_BOOL", "u1": "UINT8_T", "u2": "UINT16_T", "u4": "UINT32_T", "u8": "UINT64_T", "f2": "FLOAT16_T",
+    "n": "COUNT", "N": "UNSIGNED_LONG", "p": "AINT", "P": "UNSIGNED_LONG", "c": "CHAR", "a": "CHAR", "S": "CHAR",
+    "S1": "CHAR", "s": "CHAR", "1s": "CHAR", "U": "WCHAR", "U1": "WCHAR", "u": "UINT16_T", "1u": "UINT16_T",
+    "w": "WCHAR", "1w": "WCHAR", "M": "INT64_T", "M8": "INT64_T", "m": "INT64_T", "m8": "INT64_T",
+}.items()}
 
 
 def datatype_of(dtype: np.dtype) -> Datatype:
@@ -226,11 +258,14 @@ def _datatype(value: Any) -> Datatype | None:
     return None
 
 
-def parse(spec: Any, *, vector: bool = False) -> Spec:
+def parse(spec: Any, *, vector: bool = False, blocks: int = 1) -> Spec:
     """Resolve a buffer specification to a :class:`Spec` (see the module docstring).
 
     With *vector* (the v-collectives), the list form is ``[buf, counts, displs, datatype]``,
     ``[buf, (counts, displs), datatype]``, ``[buf, counts, datatype]`` or ``[buf, counts]``.
+    With *blocks* (the buffer of a gather's root, a scatter's root, an allgather or alltoall:
+    one block per rank), a count is the count of each block, as in mpi4py and MPI
+    (``Gather(IN_PLACE, [buf, n, MPI.BYTE])`` receives n bytes from each rank).
     """
     if not isinstance(spec, list | tuple):
         array = _memory(spec)
@@ -276,6 +311,8 @@ def parse(spec: Any, *, vector: bool = False) -> Spec:
         raise BufferSpecError(f"expected [buf, count, datatype], got a list of {len(items)} items")
     if count is None:
         count = array.size - displ
+    else:
+        count = int(count) * blocks
     count, displ = int(count), int(displ)
     if displ + count > array.size:
         raise BufferSpecError(f"count {count} (from element {displ}) is more than the buffer's {array.size} "

@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from tests.compat.mpich_programs import CASES, PROGRAMS, as_text, expected_file, real_mpi_missing, run_mpisim, run_real
+from tests.compat.mpich_programs import (
+    CASES,
+    PROGRAMS,
+    as_text,
+    expected_file,
+    real_mpi_missing,
+    run_mpisim,
+    run_real,
+)
 
 
 @pytest.mark.parametrize(("name", "ranks"), CASES, ids=[f"{n[:-3]}-n{p}" for n, p in CASES])

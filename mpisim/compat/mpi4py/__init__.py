@@ -71,6 +71,7 @@ from mpisim.compat.mpi4py.environment import (  # noqa: F401
     Query_thread,
     Wtick,
     Wtime,
+    get_vendor,
     unfinalized_ranks,
 )
 from mpisim.compat.mpi4py.environment import imported as _imported  # noqa: F401 - the package calls it
@@ -144,4 +145,4 @@ class _Pickle:
 pickle = _Pickle()
 
 __all__ = [name for name in globals() if name[:1].isupper() and not name.startswith("_")]
-__all__ += ["Exception", "ProgramExit", "pickle"]
+__all__ += ["Exception", "ProgramExit", "get_vendor", "pickle"]

@@ -188,25 +188,25 @@ def _Exscan(c: Any, ctx: RankContext, sendbuf: Any, recvbuf: Any, op: Op = SUM) 
 
 def _Gather(c: Any, ctx: RankContext, sendbuf: Any, recvbuf: Any, root: int = 0) -> Proc:
     """Gather equal blocks into root's *recvbuf* in rank order (``MPI_Gather``)."""
-    into = recv_array(recvbuf, "Gather") if c.rank == root else None
+    into = recv_array(recvbuf, "Gather", blocks=c.size) if c.rank == root else None
     yield from c.Gather(send_array(sendbuf, "Gather"), into, root)
 
 
 def _Scatter(c: Any, ctx: RankContext, sendbuf: Any, recvbuf: Any, root: int = 0) -> Proc:
     """Scatter equal blocks of root's *sendbuf*, block r to rank r (``MPI_Scatter``)."""
-    send = elements(sendbuf, "Scatter") if c.rank == root else None
+    send = elements(sendbuf, "Scatter", blocks=c.size) if c.rank == root else None
     into = IN_PLACE if recvbuf is IN_PLACE else recv_array(recvbuf, "Scatter")
     yield from c.Scatter(send, into, root)
 
 
 def _Allgather(c: Any, ctx: RankContext, sendbuf: Any, recvbuf: Any) -> Proc:
     """Gather equal blocks into every rank's *recvbuf* (``MPI_Allgather``)."""
-    yield from c.Allgather(send_array(sendbuf, "Allgather"), recv_array(recvbuf, "Allgather"))
+    yield from c.Allgather(send_array(sendbuf, "Allgather"), recv_array(recvbuf, "Allgather", blocks=c.size))
 
 
 def _Alltoall(c: Any, ctx: RankContext, sendbuf: Any, recvbuf: Any) -> Proc:
     """Block j of *sendbuf* to rank j, block i of *recvbuf* from rank i (``MPI_Alltoall``)."""
-    yield from c.Alltoall(send_array(sendbuf, "Alltoall"), recv_array(recvbuf, "Alltoall"))
+    yield from c.Alltoall(send_array(sendbuf, "Alltoall", blocks=c.size), recv_array(recvbuf, "Alltoall", blocks=c.size))
 
 
 def _Gatherv(c: Any, ctx: RankContext, sendbuf: Any, recvbuf: Any, root: int = 0) -> Proc:

@@ -122,9 +122,7 @@ class Comm(PointToPoint, Collectives, metaclass=Strict):
     def Set_name(self, name: str) -> None:
         here("Comm.Set_name").cache.setdefault("names", {})[id(self._c)] = str(name)
 
-    @property
-    def name(self) -> str:
-        return self.Get_name()
+    name = property(lambda self: self.Get_name(), lambda self, name: self.Set_name(name))
 
     def Is_inter(self) -> bool:
         return False

@@ -137,6 +137,15 @@ def Get_library_version() -> str:
     return f"mpisim {__version__} (simulated MPI, mpi4py API)"
 
 
+def get_vendor() -> tuple[str, tuple[int, int, int]]:
+    """The MPI library's name and version (mpi4py's ``MPI.get_vendor()``): MPICH 5.0.2, whose semantics mpisim follows.
+
+    Programs (and mpi4py's own tests) branch on it to work around a library's known limits;
+    mpisim's answers are MPICH's, so MPICH's branches are the right ones.
+    """
+    return "MPICH", (5, 0, 2)
+
+
 def Get_error_class(errorcode: int) -> int:
     """The error class of an error code (``MPI_Error_class``): mpisim's codes are their classes."""
     return error_class_of(int(errorcode))

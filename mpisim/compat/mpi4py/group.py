@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from mpisim.compat.mpi4py.environment import here
 from mpisim.errors import MPIError
@@ -59,11 +60,11 @@ class Group:
 
     def Range_incl(self, ranges: Sequence[tuple[int, int, int]]) -> Group:
         """The ranks of each ``(first, last, stride)`` range, last included (``MPI_Group_range_incl``)."""
-        return self.Incl([r for first, last, stride in ranges for r in range(first, last + (1 if stride > 0 else -1), stride)])
+        return self.Incl(_ranges(ranges))
 
     def Range_excl(self, ranges: Sequence[tuple[int, int, int]]) -> Group:
         """This group without the ranks of each ``(first, last, stride)`` range (``MPI_Group_range_excl``)."""
-        return self.Excl([r for first, last, stride in ranges for r in range(first, last + (1 if stride > 0 else -1), stride)])
+        return self.Excl(_ranges(ranges))
 
     def Translate_ranks(self, ranks: Sequence[int] | None = None, group: Group | None = None) -> list[int]:
         """The ranks in *group* of this group's *ranks* (``UNDEFINED`` where absent; ``MPI_Group_translate_ranks``)."""
@@ -96,6 +97,16 @@ class Group:
 
     def Free(self) -> None:
         """Release the group (nothing to release here)."""
+
+
+def _ranges(ranges: Sequence[Sequence[Any]]) -> list[int]:
+    """The ranks of ``(first, last, stride)`` triples, last included; numbers are taken as C ints, as mpi4py does
+    (``(size - 1) / 1`` is rank ``size - 1``)."""
+    ranks = []
+    for first, last, stride in ranges:
+        first, last, stride = int(first), int(last), int(stride)
+        ranks.extend(range(first, last + (1 if stride > 0 else -1), stride))
+    return ranks
 
 
 GROUP_EMPTY = Group()

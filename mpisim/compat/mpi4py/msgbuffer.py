@@ -39,12 +39,15 @@ def buffer_spec(buf: Any, call: str, **kw: Any) -> _buffers.Spec:
         raise refused(err, call) from None
 
 
-def elements(buf: Any, call: str) -> np.ndarray:
-    """The elements of a (non-vector) buffer spec; a contiguous numpy array is taken as it is."""
+def elements(buf: Any, call: str, blocks: int = 1) -> np.ndarray:
+    """The elements of a (non-vector) buffer spec; a contiguous numpy array is taken as it is.
+
+    *blocks*: a count in the spec counts each of that many blocks (:func:`mpisim.compat.buffers.parse`).
+    """
     # NOTE: the common case first, without building a Spec: this runs for every Send.
     if buf.__class__ is np.ndarray and buf.flags.c_contiguous:
         return buf if buf.ndim == 1 else buf.reshape(-1)
-    return buffer_spec(buf, call).array
+    return buffer_spec(buf, call, blocks=blocks).array
 
 
 def as_bytes(buf: Any, call: str) -> np.ndarray:
@@ -53,7 +56,8 @@ def as_bytes(buf: Any, call: str) -> np.ndarray:
 
 
 def recv_array(buf: Any, call: str, **kw: Any) -> np.ndarray:
-    if buf.__class__ is np.ndarray and buf.flags.c_contiguous and buf.flags.writeable and not kw:
+    """The writable elements a receive fills (*kw*: ``vector``, ``blocks``, as :func:`mpisim.compat.buffers.parse`)."""
+    if buf.__class__ is np.ndarray and buf.flags.c_contiguous and buf.flags.writeable and not kw.get("vector"):
         return buf if buf.ndim == 1 else buf.reshape(-1)
     spec = buffer_spec(buf, call, **kw)
     try:
@@ -62,6 +66,6 @@ def recv_array(buf: Any, call: str, **kw: Any) -> np.ndarray:
         raise refused(err, call) from None
 
 
-def send_array(buf: Any, call: str) -> Any:
+def send_array(buf: Any, call: str, blocks: int = 1) -> Any:
     """A send buffer specification as a numpy view, or ``IN_PLACE`` as it is."""
-    return buf if buf is IN_PLACE else elements(buf, call)
+    return buf if buf is IN_PLACE else elements(buf, call, blocks)
