@@ -27,6 +27,8 @@ CASES = [
     ("nbc_overlap.py", 4),
     ("nbc_all.py", 3),
     ("nbc_all.py", 4),
+    ("datatypes.py", 3),
+    ("datatypes.py", 4),
 ]
 
 

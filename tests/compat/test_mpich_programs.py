@@ -22,7 +22,7 @@ def test_mpisim_exec_prints_what_mpich_printed(name, ranks):
     assert as_text(simulated) == expected_file(name, ranks).read_text()
 
 
-@pytest.mark.parametrize(("name", "ranks"), CASES[:3], ids=[f"{n[:-3]}-n{p}" for n, p in CASES[:3]])
+@pytest.mark.parametrize(("name", "ranks"), CASES, ids=[f"{n[:-3]}-n{p}" for n, p in CASES])
 def test_the_stored_output_is_what_mpich_prints_today(name, ranks):
     missing = real_mpi_missing()
     if missing:

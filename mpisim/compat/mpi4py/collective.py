@@ -22,7 +22,15 @@ import numpy as np
 from mpisim.compat import collectives as _coll
 from mpisim.compat.mpi4py import nbc
 from mpisim.compat.mpi4py.environment import here
-from mpisim.compat.mpi4py.msgbuffer import IN_PLACE, buffer_spec, elements, recv_array, send_array
+from mpisim.compat.mpi4py.msgbuffer import (
+    IN_PLACE,
+    buffer_spec,
+    elements,
+    nothing,
+    receiving,
+    recv_array,
+    send_array,
+)
 from mpisim.compat.mpi4py.op import SUM, Op, as_op
 from mpisim.compat.mpi4py.request import Request
 from mpisim.compat.ranks import RankContext
@@ -118,19 +126,23 @@ def _exscan(c: Any, ctx: RankContext, sendobj: Any, op: Op = SUM) -> Proc:
 
 def _Bcast(c: Any, ctx: RankContext, buf: Any, root: int = 0) -> Proc:
     """Broadcast root's buffer into every rank's (``MPI_Bcast``)."""
-    yield from c.Bcast(recv_array(buf, "Bcast"), root)
+    into, finish = receiving(buf, "Bcast")
+    yield from c.Bcast(into, root)
+    finish()
 
 
 def _Reduce(c: Any, ctx: RankContext, sendbuf: Any, recvbuf: Any, op: Op = SUM, root: int = 0) -> Proc:
     """Reduce every rank's buffer into root's *recvbuf* (``MPI_Reduce``; ``IN_PLACE`` at root)."""
-    into = recv_array(recvbuf, "Reduce") if c.rank == root else None
+    into, finish = receiving(recvbuf, "Reduce") if c.rank == root else (None, nothing)
     yield from c.Reduce(send_array(sendbuf, "Reduce"), into, as_op(op).sim("Reduce"), root)
+    finish()
 
 
 def _Allreduce(c: Any, ctx: RankContext, sendbuf: Any, recvbuf: Any, op: Op = SUM) -> Proc:
     """Reduce every rank's buffer into every rank's *recvbuf* (``MPI_Allreduce``; ``IN_PLACE``)."""
-    yield from c.Allreduce(send_array(sendbuf, "Allreduce"), recv_array(recvbuf, "Allreduce"),
-                           as_op(op).sim("Allreduce"))
+    into, finish = receiving(recvbuf, "Allreduce")
+    yield from c.Allreduce(send_array(sendbuf, "Allreduce"), into, as_op(op).sim("Allreduce"))
+    finish()
 
 
 def _Reduce_scatter_block(c: Any, ctx: RankContext, sendbuf: Any, recvbuf: Any, op: Op = SUM) -> Proc:
@@ -188,25 +200,31 @@ def _Exscan(c: Any, ctx: RankContext, sendbuf: Any, recvbuf: Any, op: Op = SUM) 
 
 def _Gather(c: Any, ctx: RankContext, sendbuf: Any, recvbuf: Any, root: int = 0) -> Proc:
     """Gather equal blocks into root's *recvbuf* in rank order (``MPI_Gather``)."""
-    into = recv_array(recvbuf, "Gather", blocks=c.size) if c.rank == root else None
+    into, finish = receiving(recvbuf, "Gather", blocks=c.size) if c.rank == root else (None, nothing)
     yield from c.Gather(send_array(sendbuf, "Gather"), into, root)
+    finish()
 
 
 def _Scatter(c: Any, ctx: RankContext, sendbuf: Any, recvbuf: Any, root: int = 0) -> Proc:
     """Scatter equal blocks of root's *sendbuf*, block r to rank r (``MPI_Scatter``)."""
     send = elements(sendbuf, "Scatter", blocks=c.size) if c.rank == root else None
-    into = IN_PLACE if recvbuf is IN_PLACE else recv_array(recvbuf, "Scatter")
+    into, finish = (IN_PLACE, nothing) if recvbuf is IN_PLACE else receiving(recvbuf, "Scatter")
     yield from c.Scatter(send, into, root)
+    finish()
 
 
 def _Allgather(c: Any, ctx: RankContext, sendbuf: Any, recvbuf: Any) -> Proc:
     """Gather equal blocks into every rank's *recvbuf* (``MPI_Allgather``)."""
-    yield from c.Allgather(send_array(sendbuf, "Allgather"), recv_array(recvbuf, "Allgather", blocks=c.size))
+    into, finish = receiving(recvbuf, "Allgather", blocks=c.size)
+    yield from c.Allgather(send_array(sendbuf, "Allgather"), into)
+    finish()
 
 
 def _Alltoall(c: Any, ctx: RankContext, sendbuf: Any, recvbuf: Any) -> Proc:
     """Block j of *sendbuf* to rank j, block i of *recvbuf* from rank i (``MPI_Alltoall``)."""
-    yield from c.Alltoall(send_array(sendbuf, "Alltoall", blocks=c.size), recv_array(recvbuf, "Alltoall", blocks=c.size))
+    into, finish = receiving(recvbuf, "Alltoall", blocks=c.size)
+    yield from c.Alltoall(send_array(sendbuf, "Alltoall", blocks=c.size), into)
+    finish()
 
 
 def _Gatherv(c: Any, ctx: RankContext, sendbuf: Any, recvbuf: Any, root: int = 0) -> Proc:
@@ -218,6 +236,8 @@ def _Gatherv(c: Any, ctx: RankContext, sendbuf: Any, recvbuf: Any, root: int = 0
     nbytes = send.nbytes if send is not None else 0
     yield from _coll.collective(c, "gatherv", f"gatherv(root={root})", nbytes, _coll.gatherv(
         c, send, recv.array if recv else None, recv.counts if recv else None, recv.displs if recv else None, root))
+    if recv is not None:
+        recv.finish()
 
 
 def _Scatterv(c: Any, ctx: RankContext, sendbuf: Any, recvbuf: Any, root: int = 0) -> Proc:
@@ -225,10 +245,11 @@ def _Scatterv(c: Any, ctx: RankContext, sendbuf: Any, recvbuf: Any, root: int = 
     send = buffer_spec(sendbuf, "Scatterv", vector=True) if c.rank == root else None
     if send is not None and send.counts is None:
         raise TypeError(f"rank {ctx.rank}: Scatterv: the root's sendbuf needs counts: [buf, counts, displs, type]")
-    into = None if recvbuf is IN_PLACE else recv_array(recvbuf, "Scatterv")
+    into, finish = (None, nothing) if recvbuf is IN_PLACE else receiving(recvbuf, "Scatterv")
     nbytes = into.nbytes if into is not None else 0
     yield from _coll.collective(c, "scatterv", f"scatterv(root={root})", nbytes, _coll.scatterv(
         c, send.array if send else None, send.counts if send else None, send.displs if send else None, into, root))
+    finish()
 
 
 def _Allgatherv(c: Any, ctx: RankContext, sendbuf: Any, recvbuf: Any) -> Proc:
@@ -239,6 +260,7 @@ def _Allgatherv(c: Any, ctx: RankContext, sendbuf: Any, recvbuf: Any) -> Proc:
     send = None if sendbuf is IN_PLACE else elements(sendbuf, "Allgatherv")
     yield from _coll.collective(c, "allgatherv", "allgatherv()", recv.array.nbytes,
                                 _coll.allgatherv(c, send, recv.array, recv.counts, recv.displs))
+    recv.finish()
 
 
 def _Alltoallv(c: Any, ctx: RankContext, sendbuf: Any, recvbuf: Any) -> Proc:
@@ -250,6 +272,7 @@ def _Alltoallv(c: Any, ctx: RankContext, sendbuf: Any, recvbuf: Any) -> Proc:
     source = send.array.copy() if sendbuf is IN_PLACE else send.array
     yield from _coll.collective(c, "alltoallv", "alltoallv()", source.nbytes, _coll.alltoallv(
         c, source, send.counts, send.displs, recv.array, recv.counts, recv.displs))
+    recv.finish()
 
 
 class Collectives:

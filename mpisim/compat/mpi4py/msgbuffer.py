@@ -8,6 +8,7 @@ ValueError or TypeError), naming the rank and the call.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -64,6 +65,23 @@ def recv_array(buf: Any, call: str, **kw: Any) -> np.ndarray:
         return _buffers.writable(spec, call)
     except _buffers.BufferSpecError as err:
         raise refused(err, call) from None
+
+
+def receiving(buf: Any, call: str, **kw: Any) -> tuple[np.ndarray, Callable[[], None]]:
+    """:func:`recv_array` and what to run once the data is in: a derived type's bytes go back where its type map says."""
+    if buf.__class__ is np.ndarray:
+        return recv_array(buf, call, **kw), nothing
+    spec = buffer_spec(buf, call, **kw)
+    if spec.scattered is None:
+        return recv_array(buf, call, **kw), nothing
+    if not spec.scattered[0].flags.writeable:
+        raise refused(_buffers.BufferSpecError("Object is not writable.", BufferError), call)
+    return spec.array, spec.finish
+
+
+def nothing() -> None:
+    """What a receive into a buffer read in place does once the data is in: nothing."""
+    return None
 
 
 def send_array(buf: Any, call: str, blocks: int = 1) -> Any:

@@ -15,7 +15,7 @@ import numpy as np
 
 from mpisim.compat import collectives as _coll
 from mpisim.compat.mpi4py.environment import here
-from mpisim.compat.mpi4py.msgbuffer import as_bytes, recv_array, unpickled
+from mpisim.compat.mpi4py.msgbuffer import as_bytes, nothing, receiving, unpickled
 from mpisim.compat.mpi4py.request import Request
 from mpisim.compat.mpi4py.status import Status
 from mpisim.mpi.constants import ANY_SOURCE, ANY_TAG, PROC_NULL
@@ -120,26 +120,33 @@ class PointToPoint:
     def Recv(self, buf: Any, source: int = ANY_SOURCE, tag: int = ANY_TAG, status: Status | None = None) -> None:
         """Receive into the program's buffer (``MPI_Recv``)."""
         ctx = here("Comm.Recv")
-        ctx.block(self._on(ctx).recv(DataPayload(recv_array(buf, "Recv").view(np.uint8), writable=True), source, tag, status))
+        into, finish = receiving(buf, "Recv")
+        ctx.block(self._on(ctx).recv(DataPayload(into.view(np.uint8), writable=True), source, tag, status))
+        finish()
 
     def Irecv(self, buf: Any, source: int = ANY_SOURCE, tag: int = ANY_TAG) -> Request:
         """Start receiving into the program's buffer (``MPI_Irecv``)."""
         ctx = here("Comm.Irecv")
         ctx.enter()
-        return Request(self._on(ctx).irecv(DataPayload(recv_array(buf, "Irecv").view(np.uint8), writable=True), source, tag,
-                                           Status()))
+        into, finish = receiving(buf, "Irecv")
+        return Request(self._on(ctx).irecv(DataPayload(into.view(np.uint8), writable=True), source, tag,
+                                           Status()), after=None if finish is nothing else finish)
 
     def Sendrecv(self, sendbuf: Any, dest: int, sendtag: int = 0, recvbuf: Any = None, source: int = ANY_SOURCE,
                  recvtag: int = ANY_TAG, status: Status | None = None) -> None:
         """Send a buffer and receive into another at once (``MPI_Sendrecv``)."""
         ctx = here("Comm.Sendrecv")
+        into, finish = receiving(recvbuf, "Sendrecv")
         ctx.block(self._c.sendrecv(as_bytes(sendbuf, "Sendrecv"), dest, sendtag,
-                                   DataPayload(recv_array(recvbuf, "Sendrecv").view(np.uint8), writable=True), source, recvtag, status))
+                                   DataPayload(into.view(np.uint8), writable=True), source, recvtag, status))
+        finish()
 
     def Sendrecv_replace(self, buf: Any, dest: int, sendtag: int = 0, source: int = ANY_SOURCE,
                          recvtag: int = ANY_TAG, status: Status | None = None) -> None:
         """Send a buffer and receive into the same buffer (``MPI_Sendrecv_replace``)."""
         ctx = here("Comm.Sendrecv_replace")
-        array = recv_array(buf, "Sendrecv_replace").view(np.uint8)
+        into, finish = receiving(buf, "Sendrecv_replace")
+        array = into.view(np.uint8)
         ctx.block(self._c.sendrecv(array.copy(), dest, sendtag, DataPayload(array, writable=True), source, recvtag,
                                    status))
+        finish()
