@@ -29,6 +29,7 @@ CASES = [
     ("nbc_all.py", 4),
     ("datatypes.py", 3),
     ("datatypes.py", 4),
+    ("persistent_bsend.py", 3),
 ]
 
 

@@ -156,3 +156,36 @@ def test_a_deadlock_that_no_eager_limit_explains_gets_no_eager_hint(tmp_path):
         """, 2)
     assert code != 0 and "deadlock" in err
     assert "eager limit" not in err
+
+
+def test_a_buffered_send_larger_than_the_attached_buffer_is_mpichs_error(tmp_path):
+    code, _, err = run(tmp_path, """\
+        import numpy as np
+        from mpi4py import MPI
+        comm = MPI.COMM_WORLD
+        MPI.Attach_buffer(bytearray(1000))
+        if comm.rank == 0:
+            comm.Bsend(np.zeros(1000, dtype="B"), dest=1)
+        """, 2)
+    assert code != 0
+    assert "Insufficient space in Bsend buffer; requested 1000; total buffer size is 1000" in err
+
+
+def test_a_buffered_send_returns_before_its_rendezvous_receive_is_posted(tmp_path):
+    out = ok(tmp_path, """\
+        import numpy as np
+        import mpisim
+        from mpi4py import MPI
+        comm = MPI.COMM_WORLD
+        n = 1 << 20
+        MPI.Attach_buffer(bytearray(n + MPI.BSEND_OVERHEAD))
+        if comm.rank == 0:
+            t0 = MPI.Wtime()
+            comm.Bsend(np.zeros(n, dtype="B"), dest=1)
+            print(MPI.Wtime() - t0)
+            MPI.Detach_buffer()
+        else:
+            mpisim.compute(0.01)  # the receive comes 10 ms later
+            comm.Recv(np.zeros(n, dtype="B"), source=0)
+        """, 2)
+    assert float(out) < 1e-6

@@ -53,6 +53,7 @@ import numpy as np
 
 from mpisim.compat import collectives as _coll
 from mpisim.compat.mpi4py import datatype as _datatype
+from mpisim.compat.mpi4py.bsend import Attach_buffer, Detach_buffer  # noqa: F401
 from mpisim.compat.mpi4py.comm import COMM_NULL, COMM_SELF, COMM_WORLD, Cartcomm, Comm, Intracomm  # noqa: F401
 from mpisim.compat.mpi4py.datatype import DATATYPE_NULL, Datatype, _typedict  # noqa: F401
 from mpisim.compat.mpi4py.environment import (  # noqa: F401
@@ -95,6 +96,7 @@ from mpisim.compat.mpi4py.op import (  # noqa: F401
     SUM,
     Op,
 )
+from mpisim.compat.mpi4py.persistent import Prequest  # noqa: F401
 from mpisim.compat.mpi4py.request import REQUEST_NULL, Request  # noqa: F401
 from mpisim.compat.mpi4py.status import Status  # noqa: F401
 from mpisim.compat.mpi4py.topology import Compute_dims  # noqa: F401

@@ -21,6 +21,7 @@ from mpisim.compat.mpi4py.collective import Collectives
 from mpisim.compat.mpi4py.environment import alive, here
 from mpisim.compat.mpi4py.group import Group
 from mpisim.compat.mpi4py.p2p import PointToPoint
+from mpisim.compat.mpi4py.persistent import Persistent
 from mpisim.compat.mpi4py.topology import CartGrid
 from mpisim.compat.ranks import RankContext, require
 from mpisim.compat.unsupported import Strict, unsupported
@@ -29,7 +30,7 @@ from mpisim.mpi.constants import COMM_TYPE_SHARED, CONGRUENT, IDENT, UNDEFINED, 
 from mpisim.mpi.constants import attribute as _attribute
 
 
-class Comm(PointToPoint, Collectives, metaclass=Strict):
+class Comm(PointToPoint, Persistent, Collectives, metaclass=Strict):
     """A communicator: mpi4py's ``Comm`` over the calling rank's simulated communicator.
 
     ``MPI.COMM_WORLD`` and ``MPI.COMM_SELF`` resolve to the calling rank's handle on each

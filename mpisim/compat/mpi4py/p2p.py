@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from mpisim.compat import collectives as _coll
+from mpisim.compat.mpi4py import bsend as _bsend
 from mpisim.compat.mpi4py.environment import here
 from mpisim.compat.mpi4py.msgbuffer import as_bytes, nothing, receiving, unpickled
 from mpisim.compat.mpi4py.request import Request
@@ -39,7 +40,19 @@ class PointToPoint:
         """Synchronous send: returns once the receive has matched."""
         here("Comm.ssend").block(self._c.ssend(_coll.dumps(obj), dest, tag))
 
-    bsend = rsend = send
+    rsend = send
+
+    def bsend(self, obj: Any, dest: int, tag: int = 0) -> None:
+        """Buffered send of an object's pickle (``MPI_Bsend``)."""
+        ctx = here("Comm.bsend")
+        ctx.enter()
+        _bsend.send(ctx, self._on(ctx), _coll.dumps(obj), dest, tag, "bsend")
+
+    def ibsend(self, obj: Any, dest: int, tag: int = 0) -> Request:
+        ctx = here("Comm.ibsend")
+        ctx.enter()
+        _bsend.send(ctx, self._on(ctx), _coll.dumps(obj), dest, tag, "ibsend")
+        return Request()
 
     def isend(self, obj: Any, dest: int, tag: int = 0) -> Request:
         """Start sending an object; returns a Request."""
@@ -52,7 +65,7 @@ class PointToPoint:
         ctx.enter()
         return Request(self._c.issend(_coll.dumps(obj), dest, tag))
 
-    ibsend = irsend = isend
+    irsend = isend
 
     def recv(self, buf: Any = None, source: int = ANY_SOURCE, tag: int = ANY_TAG, status: Status | None = None) -> Any:
         """Receive and return an object."""
@@ -98,7 +111,20 @@ class PointToPoint:
         ctx = here("Comm.Send")
         ctx.block(self._on(ctx).send(as_bytes(buf, "Send"), dest, tag))
 
-    Bsend = Rsend = Send
+    Rsend = Send
+
+    def Bsend(self, buf: Any, dest: int, tag: int = 0) -> None:
+        """Buffered send: copy into the attached buffer and return at once (``MPI_Bsend``; :mod:`.bsend`)."""
+        ctx = here("Comm.Bsend")
+        ctx.enter()
+        _bsend.send(ctx, self._on(ctx), as_bytes(buf, "Bsend"), dest, tag, "Bsend")
+
+    def Ibsend(self, buf: Any, dest: int, tag: int = 0) -> Request:
+        """Nonblocking buffered send: complete as soon as the message is in the attached buffer (``MPI_Ibsend``)."""
+        ctx = here("Comm.Ibsend")
+        ctx.enter()
+        _bsend.send(ctx, self._on(ctx), as_bytes(buf, "Ibsend"), dest, tag, "Ibsend")
+        return Request()
 
     def Ssend(self, buf: Any, dest: int, tag: int = 0) -> None:
         """Synchronous send of a buffer (``MPI_Ssend``)."""
@@ -110,7 +136,7 @@ class PointToPoint:
         ctx.enter()
         return Request(self._on(ctx).isend(as_bytes(buf, "Isend"), dest, tag))
 
-    Ibsend = Irsend = Isend
+    Irsend = Isend
 
     def Issend(self, buf: Any, dest: int, tag: int = 0) -> Request:
         ctx = here("Comm.Issend")
