@@ -30,6 +30,8 @@ CASES = [
     ("datatypes.py", 3),
     ("datatypes.py", 4),
     ("persistent_bsend.py", 3),
+    ("neighbors.py", 2),
+    ("neighbors.py", 4),
 ]
 
 

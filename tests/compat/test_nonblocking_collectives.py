@@ -89,3 +89,17 @@ def test_test_polls_until_done_and_waitall_mixes_messages_and_collectives(tmp_pa
         MPI.Request.Waitall(reqs)
         assert got[0] == (r - 1) % p and out[0] == p, (got, out)
         """, 3)
+
+
+def test_a_nonblocking_neighbourhood_exchange_reaches_the_neighbours_only(tmp_path):
+    # a 1-D open chain of 4: the end ranks have one neighbour, PROC_NULL blocks stay as they were
+    out = ok(tmp_path, """\
+        import numpy as np
+        from mpi4py import MPI
+        cart = MPI.COMM_WORLD.Create_cart([4], periods=[False])
+        got = np.full(2, -1, dtype="i")
+        cart.Ineighbor_alltoall(np.array([cart.rank, cart.rank], dtype="i"), got).Wait()
+        print(cart.rank, got.tolist())
+        """, 4, "--tag-output")
+    lines = sorted(out.splitlines())
+    assert lines == ["[0] 0 [-1, 1]", "[1] 1 [0, 2]", "[2] 2 [1, 3]", "[3] 3 [2, -1]"]

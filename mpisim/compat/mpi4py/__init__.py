@@ -54,7 +54,17 @@ import numpy as np
 from mpisim.compat import collectives as _coll
 from mpisim.compat.mpi4py import datatype as _datatype
 from mpisim.compat.mpi4py.bsend import Attach_buffer, Detach_buffer  # noqa: F401
-from mpisim.compat.mpi4py.comm import COMM_NULL, COMM_SELF, COMM_WORLD, Cartcomm, Comm, Intracomm  # noqa: F401
+from mpisim.compat.mpi4py.comm import (  # noqa: F401
+    COMM_NULL,
+    COMM_SELF,
+    COMM_WORLD,
+    Cartcomm,
+    Comm,
+    Distgraphcomm,
+    Graphcomm,
+    Intracomm,
+    Topocomm,
+)
 from mpisim.compat.mpi4py.datatype import DATATYPE_NULL, Datatype, _typedict  # noqa: F401
 from mpisim.compat.mpi4py.environment import (  # noqa: F401
     Finalize,

@@ -20,9 +20,10 @@ import numpy as np
 from mpisim.compat.mpi4py.collective import Collectives
 from mpisim.compat.mpi4py.environment import alive, here
 from mpisim.compat.mpi4py.group import Group
+from mpisim.compat.mpi4py.neighbors import NeighborCollectives
 from mpisim.compat.mpi4py.p2p import PointToPoint
 from mpisim.compat.mpi4py.persistent import Persistent
-from mpisim.compat.mpi4py.topology import CartGrid
+from mpisim.compat.mpi4py.topology import CartGrid, DistGraphTopology, GraphTopology, graph_index_edges
 from mpisim.compat.ranks import RankContext, require
 from mpisim.compat.unsupported import Strict, unsupported
 from mpisim.errors import InvalidArgumentError, InvalidCommunicatorError, MPIError
@@ -41,8 +42,9 @@ class Comm(PointToPoint, Persistent, Collectives, metaclass=Strict):
     def __init__(self, comm: Any = None) -> None:
         if isinstance(comm, Comm):
             self._fixed, self._which = comm._fixed, comm._which
-            if isinstance(comm, Cartcomm) and isinstance(self, Cartcomm):
-                self._dims, self._periods = comm._dims, comm._periods
+            for name in _TOPOLOGY:  # a topology's data, when both are of that topology
+                if name in comm.__dict__ and isinstance(self, type(comm)):
+                    self.__dict__[name] = comm.__dict__[name]
         else:
             self._fixed, self._which = comm, None
 
@@ -88,7 +90,7 @@ class Comm(PointToPoint, Persistent, Collectives, metaclass=Strict):
         return f"<mpi4py.MPI.{type(self).__name__} {self._which or ''}>"
 
     def __getattr__(self, name: str) -> Any:
-        if name.startswith("__") or name in ("_fixed", "_which", "_dims", "_periods"):
+        if name.startswith("__") or name in ("_fixed", "_which", *_TOPOLOGY):
             raise AttributeError(name)
         raise unsupported(f"Comm.{name}")
 
@@ -239,6 +241,33 @@ class Comm(PointToPoint, Persistent, Collectives, metaclass=Strict):
         cart._dims, cart._periods = dims, periods
         return cart
 
+    def Create_graph(self, index: Sequence[int], edges: Sequence[int], reorder: bool = False) -> Graphcomm:
+        """A graph over the first ``len(index)`` ranks: rank r's neighbours are ``edges[index[r-1]:index[r]]`` (``MPI_Graph_create``)."""
+        ctx = here("Comm.Create_graph")
+        c = self._c
+        index, edges = graph_index_edges(index, edges, c.size, ctx.rank)
+        new = self._topology_comm(ctx, c, len(index), "graph")
+        if new is None:
+            return COMM_NULL  # type: ignore[return-value]
+        graph = Graphcomm(new)
+        graph._index, graph._edges = index, edges
+        return graph
+
+    def Create_dist_graph_adjacent(self, sources: Sequence[int], destinations: Sequence[int], sourceweights: Any = None,
+                                   destweights: Any = None, info: Any = None, reorder: bool = False) -> Distgraphcomm:
+        """A graph where each rank names its own in- and out-neighbours (``MPI_Dist_graph_create_adjacent``; weights kept by no one)."""
+        ctx = here("Comm.Create_dist_graph_adjacent")
+        c = self._c
+        graph = Distgraphcomm(self._topology_comm(ctx, c, c.size, "distgraph"))
+        graph._sources, graph._dests = [int(r) for r in sources], [int(r) for r in destinations]
+        return graph
+
+    @staticmethod
+    def _topology_comm(ctx: RankContext, c: Any, n: int, kind: str) -> Any:
+        # MPICH builds it with MPI_Comm_split; the members agree on it without messages here.
+        count = ctx.cache[kind] = ctx.cache.get(kind, 0) + 1
+        return c.sub(list(range(n)), label=f"{kind}{count}:{c.context}")
+
     def Abort(self, errorcode: int = 0) -> None:
         """End every rank now; ``mpisim exec`` exits with *errorcode* (``MPI_Abort``)."""
         ctx = here("Comm.Abort")
@@ -250,8 +279,26 @@ class Intracomm(Comm):
 
 
 
-class Cartcomm(CartGrid, Intracomm):
+class Topocomm(NeighborCollectives, Intracomm):
+    """A communicator with a process topology: its neighbours and the neighbourhood collectives."""
+
+    is_topo = True
+
+
+class Cartcomm(CartGrid, Topocomm):
     """A communicator with a Cartesian grid (:class:`~mpisim.compat.mpi4py.topology.CartGrid`): ``Shift``, ``Get_coords``, ..."""
+
+
+class Graphcomm(GraphTopology, Topocomm):
+    """A communicator with an MPI-1 graph (:class:`~mpisim.compat.mpi4py.topology.GraphTopology`)."""
+
+
+class Distgraphcomm(DistGraphTopology, Topocomm):
+    """A communicator with a distributed graph (:class:`~mpisim.compat.mpi4py.topology.DistGraphTopology`)."""
+
+
+#: The attributes a topology keeps on its communicator object.
+_TOPOLOGY = ("_dims", "_periods", "_index", "_edges", "_sources", "_dests")
 
 
 def _special(which: str | None) -> Intracomm:

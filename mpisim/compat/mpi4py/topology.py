@@ -1,9 +1,12 @@
-"""Process topologies: a Cartesian grid over a communicator (``Cartcomm``) and ``MPI.Compute_dims``.
+"""Process topologies: a Cartesian grid (``Cartcomm``), graphs (``Graphcomm``, ``Distgraphcomm``) and ``MPI.Compute_dims``.
 
 :class:`CartGrid` holds what a :class:`~mpisim.compat.mpi4py.comm.Cartcomm` adds to a
 communicator: its dimensions and periods, a rank's coordinates (row-major, the last dimension
-fastest, as MPI numbers them) and ``Shift``. A grid is a numbering: it sends nothing, and the
-ranks keep their order (``reorder`` changes nothing here, as in MPICH by default).
+fastest, as MPI numbers them) and ``Shift``; :class:`GraphTopology` and
+:class:`DistGraphTopology` what a graph adds. A topology is a numbering: it sends nothing, the
+ranks keep their order (``reorder`` changes nothing here, as in MPICH by default), and each
+says who a rank's neighbours are (``neighbors()``: in- and out-neighbours), which the
+neighbourhood collectives (:mod:`~mpisim.compat.mpi4py.neighbors`) exchange with.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ import numpy as np
 
 from mpisim.compat.mpi4py.environment import alive, here
 from mpisim.errors import InvalidArgumentError, MPIError
-from mpisim.mpi.constants import CART, ERR_DIMS, PROC_NULL
+from mpisim.mpi.constants import CART, DIST_GRAPH, ERR_DIMS, GRAPH, PROC_NULL
 
 
 class CartGrid:
@@ -95,6 +98,98 @@ class CartGrid:
             return self.Get_cart_rank(coords)
 
         return neighbour(-disp), neighbour(disp)
+
+    def neighbors(self) -> tuple[list[int], list[int]]:
+        """In- and out-neighbours: for each dimension, one step back, then one step forward (MPI's order)."""
+        ranks = [r for d in range(len(self._dims)) for r in self.Shift(d, 1)]
+        return ranks, list(ranks)
+
+    @property
+    def indegree(self) -> int:
+        return 2 * len(self._dims)
+
+    outdegree = indegree
+
+
+class GraphTopology:
+    """What a ``Graphcomm`` adds: MPI-1's graph, every rank's edges listed everywhere (``index``, ``edges``)."""
+
+    _index: list[int]
+    _edges: list[int]
+    is_topo = True
+    Get_rank: Any  # the communicator's (Comm)
+
+    def Get_topology(self) -> int:
+        """``MPI.GRAPH``."""
+        alive("Graphcomm.Get_topology")
+        return GRAPH
+
+    def Get_dims(self) -> tuple[int, int]:
+        """``(nnodes, nedges)``."""
+        return len(self._index), len(self._edges)
+
+    dims = property(Get_dims)
+    nnodes = property(lambda self: len(self._index))
+    nedges = property(lambda self: len(self._edges))
+
+    def Get_topo(self) -> tuple[list[int], list[int]]:
+        """``(index, edges)``: rank r's neighbours are ``edges[index[r-1]:index[r]]``."""
+        return list(self._index), list(self._edges)
+
+    topo = property(Get_topo)
+    index = property(lambda self: list(self._index))
+    edges = property(lambda self: list(self._edges))
+
+    def Get_neighbors_count(self, rank: int) -> int:
+        return len(self.Get_neighbors(rank))
+
+    def Get_neighbors(self, rank: int) -> list[int]:
+        """Rank *rank*'s neighbours, in the order given."""
+        start = self._index[rank - 1] if rank > 0 else 0
+        return list(self._edges[start:self._index[rank]])
+
+    def neighbors(self) -> tuple[list[int], list[int]]:
+        mine = self.Get_neighbors(self.Get_rank())
+        return mine, list(mine)
+
+    indegree = outdegree = property(lambda self: len(self.neighbors()[0]))
+
+
+class DistGraphTopology:
+    """What a ``Distgraphcomm`` adds: each rank knows only its own sources and destinations."""
+
+    _sources: list[int]
+    _dests: list[int]
+    is_topo = True
+
+    def Get_topology(self) -> int:
+        """``MPI.DIST_GRAPH``."""
+        alive("Distgraphcomm.Get_topology")
+        return DIST_GRAPH
+
+    def Get_dist_neighbors_count(self) -> tuple[int, int, bool]:
+        """``(indegree, outdegree, weighted)``."""
+        return len(self._sources), len(self._dests), False
+
+    def Get_dist_neighbors(self) -> tuple[list[int], list[int], None]:
+        """``(sources, destinations, weights)``; unweighted, as mpisim runs them."""
+        return list(self._sources), list(self._dests), None
+
+    def neighbors(self) -> tuple[list[int], list[int]]:
+        return list(self._sources), list(self._dests)
+
+    indegree = property(lambda self: len(self._sources))
+    outdegree = property(lambda self: len(self._dests))
+
+
+def graph_index_edges(index: Sequence[int], edges: Sequence[int], size: int, rank: int) -> tuple[list[int], list[int]]:
+    """``Create_graph``'s arguments, checked as MPICH checks them."""
+    index, edges = [int(i) for i in index], [int(e) for e in edges]
+    if len(index) > size or any(b < a for a, b in zip([0, *index], index, strict=False)) or \
+            (index and index[-1] != len(edges)) or any(not 0 <= e < len(index) for e in edges):
+        raise InvalidArgumentError(f"rank {rank}: Create_graph: index {index} and edges {edges} are not a graph "
+                                   f"of at most {size} nodes")
+    return index, edges
 
 
 def Compute_dims(nnodes: int, dims: int | Sequence[int]) -> list[int]:
