@@ -314,6 +314,8 @@ class Spec:
 
 def _memory(obj: Any) -> np.ndarray:
     """*obj*'s memory as a one-dimensional numpy array of its own element type (a view)."""
+    if obj is None:  # mpi4py's empty message: no memory, zero bytes (MPI.BOTTOM with no count)
+        return np.zeros(0, np.uint8)
     if isinstance(obj, np.ndarray):
         if not (obj.flags.c_contiguous or obj.flags.f_contiguous):
             raise BufferSpecError("dlpack: buffer is not contiguous (MPI needs one block of memory; "
@@ -386,15 +388,17 @@ def parse(spec: Any, *, vector: bool = False, blocks: int = 1) -> Spec:
     if vector:
         counts: Any = None
         displs: Any = None
-        if len(rest) == 1 and isinstance(rest[0], tuple) and len(rest[0]) == 2 and not np.isscalar(rest[0][0]):
+        if len(rest) == 1 and isinstance(rest[0], tuple) and len(rest[0]) == 2:
             counts, displs = rest[0]
         elif len(rest) >= 1:
             counts = rest[0]
             displs = rest[1] if len(rest) > 1 else None
         if counts is None:
             return Spec(array, datatype)
-        if np.isscalar(counts):
-            raise BufferSpecError("a v-call needs a count per rank, got a single count")
+        if np.isscalar(counts):  # one count for every rank, as mpi4py reads it
+            if blocks == 1 and int(counts):
+                raise BufferSpecError("a v-call needs a count per rank, got a single count")
+            counts = [int(counts)] * blocks
         counts = [int(c) for c in counts]
         if displs is None:
             displs = list(np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(int)) if counts else []

@@ -67,7 +67,13 @@ from mpisim.compat.mpi4py.comm import (  # noqa: F401
 )
 from mpisim.compat.mpi4py.datatype import DATATYPE_NULL, Datatype, _typedict  # noqa: F401
 from mpisim.compat.mpi4py.environment import (  # noqa: F401
+    ERRHANDLER_NULL,
+    ERRORS_ABORT,
+    ERRORS_ARE_FATAL,
+    ERRORS_RETURN,
+    Errhandler,
     Finalize,
+    Get_abi_version,
     Get_error_class,
     Get_error_string,
     Get_library_version,
@@ -86,7 +92,7 @@ from mpisim.compat.mpi4py.environment import (  # noqa: F401
     unfinalized_ranks,
 )
 from mpisim.compat.mpi4py.environment import imported as _imported  # noqa: F401 - the package calls it
-from mpisim.compat.mpi4py.group import GROUP_EMPTY, Group  # noqa: F401
+from mpisim.compat.mpi4py.group import GROUP_EMPTY, GROUP_NULL, Group  # noqa: F401
 from mpisim.compat.mpi4py.msgbuffer import BOTTOM, IN_PLACE  # noqa: F401
 from mpisim.compat.mpi4py.op import (  # noqa: F401
     BAND,

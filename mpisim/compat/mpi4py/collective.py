@@ -229,7 +229,7 @@ def _Alltoall(c: Any, ctx: RankContext, sendbuf: Any, recvbuf: Any) -> Proc:
 
 def _Gatherv(c: Any, ctx: RankContext, sendbuf: Any, recvbuf: Any, root: int = 0) -> Proc:
     """Gather blocks of per-rank counts into root's ``[buf, counts, displs, type]`` (``MPI_Gatherv``)."""
-    recv = buffer_spec(recvbuf, "Gatherv", vector=True) if c.rank == root else None
+    recv = buffer_spec(recvbuf, "Gatherv", vector=True, blocks=c.size) if c.rank == root else None
     if recv is not None and recv.counts is None:
         raise TypeError(f"rank {ctx.rank}: Gatherv: the root's recvbuf needs counts: [buf, counts, displs, type]")
     send = None if sendbuf is IN_PLACE else elements(sendbuf, "Gatherv")
@@ -242,7 +242,7 @@ def _Gatherv(c: Any, ctx: RankContext, sendbuf: Any, recvbuf: Any, root: int = 0
 
 def _Scatterv(c: Any, ctx: RankContext, sendbuf: Any, recvbuf: Any, root: int = 0) -> Proc:
     """Scatter blocks of per-rank counts from root's ``[buf, counts, displs, type]`` (``MPI_Scatterv``)."""
-    send = buffer_spec(sendbuf, "Scatterv", vector=True) if c.rank == root else None
+    send = buffer_spec(sendbuf, "Scatterv", vector=True, blocks=c.size) if c.rank == root else None
     if send is not None and send.counts is None:
         raise TypeError(f"rank {ctx.rank}: Scatterv: the root's sendbuf needs counts: [buf, counts, displs, type]")
     into, finish = (None, nothing) if recvbuf is IN_PLACE else receiving(recvbuf, "Scatterv")
@@ -254,7 +254,7 @@ def _Scatterv(c: Any, ctx: RankContext, sendbuf: Any, recvbuf: Any, root: int = 
 
 def _Allgatherv(c: Any, ctx: RankContext, sendbuf: Any, recvbuf: Any) -> Proc:
     """Gather blocks of per-rank counts into every rank's ``[buf, counts, displs, type]`` (``MPI_Allgatherv``)."""
-    recv = buffer_spec(recvbuf, "Allgatherv", vector=True)
+    recv = buffer_spec(recvbuf, "Allgatherv", vector=True, blocks=c.size)
     if recv.counts is None:
         raise TypeError(f"rank {ctx.rank}: Allgatherv: recvbuf needs counts: [buf, counts, displs, type]")
     send = None if sendbuf is IN_PLACE else elements(sendbuf, "Allgatherv")
@@ -265,8 +265,8 @@ def _Allgatherv(c: Any, ctx: RankContext, sendbuf: Any, recvbuf: Any) -> Proc:
 
 def _Alltoallv(c: Any, ctx: RankContext, sendbuf: Any, recvbuf: Any) -> Proc:
     """Per-pair counts: ``[buf, counts, displs, type]`` on both sides (``MPI_Alltoallv``)."""
-    recv = buffer_spec(recvbuf, "Alltoallv", vector=True)
-    send = recv if sendbuf is IN_PLACE else buffer_spec(sendbuf, "Alltoallv", vector=True)
+    recv = buffer_spec(recvbuf, "Alltoallv", vector=True, blocks=c.size)
+    send = recv if sendbuf is IN_PLACE else buffer_spec(sendbuf, "Alltoallv", vector=True, blocks=c.size)
     if recv.counts is None or send.counts is None:
         raise TypeError(f"rank {ctx.rank}: Alltoallv: buffers need counts: [buf, counts, displs, type]")
     source = send.array.copy() if sendbuf is IN_PLACE else send.array

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from mpisim.compat.mpi4py.collective import Collectives
-from mpisim.compat.mpi4py.environment import alive, here
+from mpisim.compat.mpi4py.environment import ERRORS_RETURN, Errhandler, alive, here
 from mpisim.compat.mpi4py.group import Group
 from mpisim.compat.mpi4py.neighbors import NeighborCollectives
 from mpisim.compat.mpi4py.p2p import PointToPoint
@@ -145,6 +145,18 @@ class Comm(PointToPoint, Persistent, Collectives, metaclass=Strict):
     @property
     def topology(self) -> int:
         return self.Get_topology()
+
+    def Get_errhandler(self) -> Errhandler:
+        """The communicator's error handler (``ERRORS_RETURN`` unless set: errors raise ``MPI.Exception``)."""
+        return here("Comm.Get_errhandler").cache.get("errhandlers", {}).get(self._key(), ERRORS_RETURN)
+
+    def Set_errhandler(self, errhandler: Errhandler) -> None:
+        """Remember *errhandler* (:class:`~mpisim.compat.mpi4py.environment.Errhandler`: errors raise either way)."""
+        here("Comm.Set_errhandler").cache.setdefault("errhandlers", {})[self._key()] = errhandler
+
+    def _key(self) -> Any:
+        c = self._c
+        return c.context, tuple(c.group)
 
     def Get_attr(self, keyval: int) -> Any:
         """The communicator attributes MPI predefines (``TAG_UB``, ``IO``, ``WTIME_IS_GLOBAL``, ``APPNUM``, ...)."""

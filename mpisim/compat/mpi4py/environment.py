@@ -131,10 +131,49 @@ def Get_version() -> tuple[int, int]:
     return VERSION, SUBVERSION
 
 
+def Get_abi_version() -> tuple[int, int]:
+    """The MPI ABI version: ``(-1, -1)``, no standard ABI, as MPICH 5.0.2 built without it answers."""
+    return -1, -1
+
+
 def Get_library_version() -> str:
     from mpisim import __version__
 
     return f"mpisim {__version__} (simulated MPI, mpi4py API)"
+
+
+class Errhandler:
+    """An error handler (``MPI.ERRORS_RETURN``, ``ERRORS_ARE_FATAL``, ``ERRORS_ABORT``): what an MPI error does.
+
+    Under ``mpisim exec`` every MPI error raises ``MPI.Exception`` in the calling rank, which is
+    what mpi4py's default (``ERRORS_RETURN``, errors as exceptions) does; an uncaught one ends the
+    run with the rank's traceback. A program may still read and set handlers, as mpi4py's own
+    tests do; setting one does not change what an error does.
+    """
+
+    def __init__(self, name: str = "MPI_ERRHANDLER_NULL") -> None:
+        self.name = name
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Errhandler) and other.name == self.name
+
+    def __hash__(self) -> int:
+        return hash(self.name)
+
+    def __bool__(self) -> bool:
+        return self.name != "MPI_ERRHANDLER_NULL"
+
+    def __repr__(self) -> str:
+        return f"<mpi4py.MPI.Errhandler {self.name}>"
+
+    def Free(self) -> None:
+        """Nothing to free."""
+
+
+ERRHANDLER_NULL = Errhandler()
+ERRORS_RETURN = Errhandler("MPI_ERRORS_RETURN")
+ERRORS_ARE_FATAL = Errhandler("MPI_ERRORS_ARE_FATAL")
+ERRORS_ABORT = Errhandler("MPI_ERRORS_ABORT")
 
 
 def get_vendor() -> tuple[str, tuple[int, int, int]]:

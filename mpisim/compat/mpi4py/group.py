@@ -7,7 +7,7 @@ from typing import Any
 
 from mpisim.compat.mpi4py.environment import here
 from mpisim.errors import MPIError
-from mpisim.mpi.constants import IDENT, SIMILAR, UNDEFINED, UNEQUAL
+from mpisim.mpi.constants import IDENT, PROC_NULL, SIMILAR, UNDEFINED, UNEQUAL
 
 
 class Group:
@@ -18,8 +18,26 @@ class Group:
     its position there (``UNDEFINED`` outside it).
     """
 
-    def __init__(self, members: Sequence[int] = ()) -> None:
-        self._members = tuple(int(m) for m in members)
+    def __init__(self, members: Sequence[int] | Group | None = None) -> None:
+        if isinstance(members, Group):  # MPI.Group(group): the same group, a new handle
+            members = members._members
+        # None: MPI.Group() is MPI.GROUP_NULL, no group at all (GROUP_EMPTY is a group of none)
+        self._members = None if members is None else tuple(int(m) for m in members)
+
+    def __bool__(self) -> bool:
+        return self._members is not None
+
+    def __reduce__(self) -> Any:
+        """Only the predefined groups pickle (as mpi4py: a group is a handle of one process's MPI)."""
+        if self is GROUP_NULL or self is GROUP_EMPTY:  # predefined: itself again
+            return "GROUP_NULL" if self is GROUP_NULL else "GROUP_EMPTY"
+        if self._members is not None:
+            raise ValueError("cannot serialize 'mpi4py.MPI.Group' instance")
+        return Group, ()
+
+    def Dup(self) -> Group:
+        """A copy of the group (``MPI_Group_dup``)."""
+        return Group(self)
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Group) and other._members == self._members
@@ -68,10 +86,14 @@ class Group:
 
     def Translate_ranks(self, ranks: Sequence[int] | None = None, group: Group | None = None) -> list[int]:
         """The ranks in *group* of this group's *ranks* (``UNDEFINED`` where absent; ``MPI_Group_translate_ranks``)."""
-        ranks = list(range(len(self._members))) if ranks is None else self._check(ranks, "Translate_ranks")
+        if ranks is None:
+            ranks = list(range(len(self._members)))
+        else:  # PROC_NULL translates to itself
+            ranks = [r if r == PROC_NULL else self._check([r], "Translate_ranks")[0] for r in map(int, ranks)]
         if group is None:
-            return [self._members[r] for r in ranks]
-        return [group._members.index(self._members[r]) if self._members[r] in group._members else UNDEFINED
+            return [PROC_NULL if r == PROC_NULL else self._members[r] for r in ranks]
+        return [PROC_NULL if r == PROC_NULL else
+                group._members.index(self._members[r]) if self._members[r] in group._members else UNDEFINED
                 for r in ranks]
 
     def Compare(self, other: Group) -> int:
@@ -109,4 +131,5 @@ def _ranges(ranges: Sequence[Sequence[Any]]) -> list[int]:
     return ranks
 
 
-GROUP_EMPTY = Group()
+GROUP_EMPTY = Group(())
+GROUP_NULL = Group()

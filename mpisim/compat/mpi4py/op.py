@@ -22,8 +22,38 @@ from mpisim.mpi import ops as _ops
 class Op(metaclass=Strict):
     """A reduction operation: numpy's element-wise function for buffers, Python's for objects."""
 
-    def __init__(self, name: str, sim: _ops.Op | None, py: Callable[[Any, Any], Any], commute: bool = True) -> None:
+    def __init__(self, name: Any = None, sim: _ops.Op | None = None, py: Callable[[Any, Any], Any] | None = None,
+                 commute: bool = True) -> None:
+        if name is None or isinstance(name, Op):  # MPI.Op(): OP_NULL; MPI.Op(op): the same op, a new handle
+            other = name if isinstance(name, Op) else None
+            name, sim, py, commute = (other.name, other._sim, other._py, other.commute) if other else \
+                ("MPI_OP_NULL", None, None, True)
+            self._function = other._function if other else None
+        else:
+            self._function = None
         self.name, self._sim, self._py, self.commute = name, sim, py, commute
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Op) and other.name == self.name and other._sim is self._sim
+
+    def __hash__(self) -> int:
+        return hash(self.name)
+
+    def __bool__(self) -> bool:
+        return self.name != "MPI_OP_NULL"
+
+    @property
+    def is_predefined(self) -> bool:
+        """True for MPI's own ops (``MPI.SUM``, ..., ``MPI.OP_NULL``), False for ``Op.Create``'s."""
+        return self._function is None
+
+    def __reduce__(self) -> Any:
+        """Pickled by name (a predefined op is itself again) or by its function (a user op, made anew)."""
+        if self._function is not None:
+            return Op.Create, self._function
+        if self is _predefined(self.name):
+            return self.name.removeprefix("MPI_")  # the module's own constant, MPI.MAX
+        return Op, (_predefined(self.name),)
 
     @classmethod
     def Create(cls, function: Callable[..., Any], commute: bool = False) -> Op:
@@ -43,8 +73,10 @@ class Op(metaclass=Strict):
             result = function(x, y, None)
             return y if result is None else result
 
-        return cls("user", _ops.Op(f"user:{getattr(function, '__name__', 'op')}", on_arrays, bool(commute)),
-                   on_objects, bool(commute))
+        op = cls("user", _ops.Op(f"user:{getattr(function, '__name__', 'op')}", on_arrays, bool(commute)),
+                 on_objects, bool(commute))
+        op._function = (function, bool(commute))
+        return op
 
     def Is_commutative(self) -> bool:
         """True if the op may be applied in any order."""
@@ -58,6 +90,8 @@ class Op(metaclass=Strict):
         """Nothing to free."""
 
     def __call__(self, x: Any, y: Any) -> Any:
+        if self._py is None:
+            raise ValueError("cannot call user-defined operation")
         return self._py(x, y)
 
     def sim(self, call: str) -> _ops.Op:
@@ -115,7 +149,7 @@ MAXLOC = Op("MPI_MAXLOC", _ops.Op("maxloc", _loc(np.greater)), _pyloc(operator.g
 MINLOC = Op("MPI_MINLOC", _ops.Op("minloc", _loc(np.less)), _pyloc(operator.lt))
 REPLACE = Op("MPI_REPLACE", _ops.Op("replace", lambda a, b: np.array(a, copy=True), False), lambda x, y: y, False)
 NO_OP = Op("MPI_NO_OP", _ops.Op("no_op", lambda a, b: np.array(b, copy=True), False), lambda x, y: x, False)
-OP_NULL = Op("MPI_OP_NULL", None, lambda x, y: unsupported("OP_NULL"), True)
+OP_NULL = Op()
 
 
 def as_op(op: Any) -> Op:
@@ -124,3 +158,9 @@ def as_op(op: Any) -> Op:
     if callable(op):  # mpi4py accepts a plain function for lowercase reductions
         return Op("python", None, op, True)
     raise TypeError(f"expected an MPI.Op, got {op!r}")
+
+
+def _predefined(name: str) -> Op:
+    """The predefined op of MPI name *name* (unpickling one)."""
+    return {op.name: op for op in (SUM, PROD, MAX, MIN, LAND, LOR, LXOR, BAND, BOR, BXOR, MAXLOC, MINLOC, REPLACE,
+                                   NO_OP, OP_NULL)}[name]

@@ -15,7 +15,7 @@ from mpisim.compat.mpi4py.environment import here
 from mpisim.compat.mpi4py.nbc import CollectiveRequest
 from mpisim.compat.mpi4py.status import Status, copy_status
 from mpisim.compat.unsupported import Strict, unsupported
-from mpisim.mpi.constants import UNDEFINED
+from mpisim.mpi.constants import ANY_SOURCE, ANY_TAG, SUCCESS, UNDEFINED
 
 
 class Request(metaclass=Strict):
@@ -55,6 +55,7 @@ class Request(metaclass=Strict):
         """Wait and return the received object (``None`` for a send)."""
         ctx = here("Request.Wait")
         if self._sim is None:
+            _empty(status)
             return None
         sim = self._sim
         value = ctx.block(_wait(ctx, sim))
@@ -70,6 +71,7 @@ class Request(metaclass=Strict):
         ctx = here("Request.Test")
         ctx.enter()
         if self._sim is None:
+            _empty(status)
             return True, None
         sim = self._sim
         done, value = sim.test()
@@ -80,8 +82,54 @@ class Request(metaclass=Strict):
         return True, self._done(value)
 
     def Get_status(self, status: Status | None = None) -> bool:
-        """True if complete, without completing it."""
-        return self._sim is None or self._sim.triggered
+        """True if complete, without completing it (``MPI_Request_get_status``; *status* filled once complete)."""
+        if self._sim is None:
+            _empty(status)
+            return True
+        if self._sim.triggered:
+            copy_status(status, self._sim.status)
+            return True
+        return False
+
+    get_status = Get_status
+
+    @classmethod
+    def Get_status_all(cls, requests: Sequence[Request], statuses: list[Status] | None = None) -> bool:
+        """True if every request is complete, completing none (``MPI_Request_get_status_all``)."""
+        _fill(statuses, len(requests))
+        flags = [r.Get_status(statuses[i] if statuses and i < len(statuses) else None) for i, r in enumerate(requests)]
+        return all(flags)
+
+    get_status_all = Get_status_all
+
+    @classmethod
+    def Get_status_any(cls, requests: Sequence[Request], status: Status | None = None) -> tuple[int, bool]:
+        """``(index, True)`` of a complete active request, without completing it; ``(UNDEFINED, True)`` if none is active."""
+        active = [(i, r) for i, r in enumerate(requests) if r]
+        for i, r in active:
+            if r._sim.triggered:
+                copy_status(status, r._sim.status)
+                return i, True
+        if not active:
+            _empty(status)
+        return UNDEFINED, not active
+
+    get_status_any = Get_status_any
+
+    @classmethod
+    def Get_status_some(cls, requests: Sequence[Request], statuses: list[Status] | None = None) -> list[int] | None:
+        """The indices of the complete active requests, without completing them; None if none is active."""
+        _fill(statuses, len(requests))
+        active = [(i, r) for i, r in enumerate(requests) if r]
+        if not active:
+            return None
+        done = [i for i, r in active if r._sim.triggered]
+        for k, i in enumerate(done):
+            if statuses is not None and k < len(statuses):
+                copy_status(statuses[k], requests[i]._sim.status)
+        return done
+
+    get_status_some = Get_status_some
 
     def Free(self) -> None:
         """Forget the request (the operation still completes)."""
@@ -95,6 +143,7 @@ class Request(metaclass=Strict):
     @staticmethod
     def _wait_many(requests: Sequence[Request], statuses: list[Status] | None) -> list[Any]:
         ctx = here("Request.Waitall")
+        _fill(statuses, len(requests))
         live = [r._sim for r in requests if r is not None and r._sim is not None]
         messages = [sim for sim in live if not isinstance(sim, CollectiveRequest)]
         if messages:
@@ -105,6 +154,8 @@ class Request(metaclass=Strict):
         values = []
         for i, req in enumerate(requests):
             if req is None or req._sim is None:
+                if statuses is not None and i < len(statuses):
+                    _empty(statuses[i])
                 values.append(None)
                 continue
             sim = req._sim
@@ -144,16 +195,45 @@ class Request(metaclass=Strict):
 
     @classmethod
     def Waitsome(cls, requests: Sequence[Request], statuses: list[Status] | None = None) -> list[int] | None:
-        """Wait for at least one; return the indices of all that have completed."""
-        first = cls.Waitany(requests)
-        if first == UNDEFINED:
-            return None
-        done = [first]
+        """Wait for at least one; return the indices of all that have completed (None if none is active)."""
+        return cls.waitsome(requests, statuses)[0]
+
+    @classmethod
+    def waitsome(cls, requests: Sequence[Request], statuses: list[Status] | None = None) -> tuple[list[int] | None, list[Any] | None]:
+        """``(indices, objects)`` of the requests complete once at least one is."""
+        if not any(r for r in requests):
+            return None, None
+        _fill(statuses, len(requests))
+        first, value = cls.waitany(requests, statuses[0] if statuses else None)
+        return cls._some(requests, statuses, [first], [value])
+
+    @classmethod
+    def Testsome(cls, requests: Sequence[Request], statuses: list[Status] | None = None) -> list[int] | None:
+        """The indices of the requests complete now, completed ([] if none; None if none is active); never waits."""
+        return cls.testsome(requests, statuses)[0]
+
+    @classmethod
+    def testsome(cls, requests: Sequence[Request], statuses: list[Status] | None = None) -> tuple[list[int] | None, list[Any] | None]:
+        ctx = here("Request.Testsome")
+        ctx.enter()
+        if not any(r for r in requests):
+            return None, None
+        indices, values = cls._some(requests, statuses, [], [])
+        if not indices:
+            ctx.poll()
+        return indices, values
+
+    @staticmethod
+    def _some(requests: Sequence[Request], statuses: list[Status] | None, indices: list[int],
+              values: list[Any]) -> tuple[list[int], list[Any]]:
+        _fill(statuses, len(requests))
         for i, req in enumerate(requests):
-            if req is not None and req._sim is not None and req._sim.triggered:
-                req._done(req._sim.outcome())
-                done.append(i)
-        return sorted(done)
+            if req and req._sim.triggered:
+                if statuses is not None and len(indices) < len(statuses):
+                    copy_status(statuses[len(indices)], req._sim.status)
+                indices.append(i)
+                values.append(req._done(req._sim.outcome()))
+        return indices, values
 
     @classmethod
     def Testall(cls, requests: Sequence[Request], statuses: list[Status] | None = None) -> bool:
@@ -184,6 +264,20 @@ class Request(metaclass=Strict):
             ctx.poll()
         return UNDEFINED, idle
 
+    @classmethod
+    def testany(cls, requests: Sequence[Request], status: Status | None = None) -> tuple[int, bool, Any]:
+        """``(index, flag, object)``: :meth:`Testany` with the received object."""
+        ctx = here("Request.Testany")
+        ctx.enter()
+        for i, req in enumerate(requests):
+            if req and req._sim.triggered:
+                copy_status(status, req._sim.status)
+                return i, True, req._done(req._sim.outcome())
+        idle = not any(r for r in requests)
+        if not idle:
+            ctx.poll()
+        return UNDEFINED, idle, None
+
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__"):
             raise AttributeError(name)
@@ -204,6 +298,19 @@ def _wait(ctx: Any, sim: Any) -> Any:
             return _done_already(sim)
         return ctx.comm.world.block(ctx.rank, sim, f"wait({sim.describe()})", (), "wait")
     return ctx.comm.wait(sim)
+
+
+def _fill(statuses: list[Status] | None, n: int) -> None:
+    """A list of statuses shorter than the requests gets one per request, as mpi4py extends it."""
+    if isinstance(statuses, list):
+        statuses.extend(Status() for _ in range(n - len(statuses)))
+
+
+def _empty(status: Status | None) -> None:
+    """The status of a null or inactive request: MPI's empty status (any source, any tag, nothing received)."""
+    if status is not None:
+        status.source, status.tag, status.count, status.nbytes = ANY_SOURCE, ANY_TAG, 0, 0
+        status.error = SUCCESS
 
 
 def _done_already(sim: Any) -> Any:
