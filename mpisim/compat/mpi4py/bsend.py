@@ -59,3 +59,14 @@ def send(ctx: RankContext, comm: Any, data: np.ndarray, dest: int, tag: int, cal
     request = comm.isend(data.copy(), dest, tag)
     state["pending"].append((request, data.nbytes))
     return request
+
+
+def Alloc_mem(size: int, info: Any = None) -> bytearray:
+    """Memory for the program (``MPI_Alloc_mem``): plain memory here, as MPI's is to a program (buffers, windows)."""
+    here("Alloc_mem")
+    return bytearray(int(size))
+
+
+def Free_mem(mem: Any) -> None:
+    """Give back memory from :func:`Alloc_mem` (nothing to do)."""
+    here("Free_mem")

@@ -89,6 +89,8 @@ class Request(metaclass=Strict):
         if self._sim.triggered:
             copy_status(status, self._sim.status)
             return True
+        ctx = here("Request.Get_status")
+        ctx.poll()  # a loop on it waits for the simulation to progress, as one on Test does
         return False
 
     get_status = Get_status
@@ -136,7 +138,22 @@ class Request(metaclass=Strict):
         self._sim = None
 
     def Cancel(self) -> None:
-        raise unsupported("Request.Cancel")
+        """Cancel a receive no message has matched yet (``MPI_Cancel``); a send goes on (MPI lets a cancel fail).
+
+        A cancelled receive completes at once; its status says ``Is_cancelled()``.
+        """
+        ctx = here("Request.Cancel")
+        sim = self._sim
+        if sim is None or sim.triggered or getattr(sim, "kind", "") != "recv":
+            return
+        posted = ctx.comm.world.mailboxes[ctx.rank].posted
+        if sim in posted:
+            posted.remove(sim)
+            sim.status = Status()
+            sim.status.Set_cancelled(True)
+            sim.succeed(None)
+
+    cancel = Cancel
 
     # ---- many requests at once
 
@@ -203,8 +220,11 @@ class Request(metaclass=Strict):
         """``(indices, objects)`` of the requests complete once at least one is."""
         if not any(r for r in requests):
             return None, None
-        _fill(statuses, len(requests))
-        first, value = cls.waitany(requests, statuses[0] if statuses else None)
+        first_status = Status()
+        first, value = cls.waitany(requests, first_status)
+        if isinstance(statuses, list) and not statuses:
+            statuses.append(Status())
+        copy_status(statuses[0] if statuses else None, first_status)
         return cls._some(requests, statuses, [first], [value])
 
     @classmethod
@@ -226,9 +246,10 @@ class Request(metaclass=Strict):
     @staticmethod
     def _some(requests: Sequence[Request], statuses: list[Status] | None, indices: list[int],
               values: list[Any]) -> tuple[list[int], list[Any]]:
-        _fill(statuses, len(requests))
         for i, req in enumerate(requests):
             if req and req._sim.triggered:
+                if isinstance(statuses, list) and len(statuses) <= len(indices):
+                    statuses.append(Status())  # one status per completed request, as mpi4py fills the list
                 if statuses is not None and len(indices) < len(statuses):
                     copy_status(statuses[len(indices)], req._sim.status)
                 indices.append(i)

@@ -85,4 +85,5 @@ class Status(_SimStatus, metaclass=Strict):
 def copy_status(into: Status | None, source: Any) -> None:
     if into is not None and source is not None:
         into.source, into.tag, into.count, into.nbytes = source.source, source.tag, source.count, source.nbytes
+        into._cancelled = getattr(source, "_cancelled", False)
 
