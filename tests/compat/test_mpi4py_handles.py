@@ -69,3 +69,24 @@ def test_zero_size_messages_with_none_as_the_buffer(tmp_path):
         comm.Gatherv(null_b, null_v)
         comm.Alltoallv(null_v, null_v)
         """, 3)
+
+
+def test_a_cancelled_receive_matches_nothing_and_says_so(tmp_path):
+    ok(tmp_path, """\
+        from mpi4py import MPI
+        comm = MPI.COMM_SELF
+        req = comm.irecv(source=0, tag=1)
+        req.Cancel()
+        s = MPI.Status()
+        assert req.Get_status(s) and s.Is_cancelled()
+        req.Wait()
+        comm.send("for the next receive", dest=0, tag=1)
+        assert comm.recv(source=0, tag=1) == "for the next receive"
+        req = comm.issend("synchronous", dest=0, tag=2)
+        req.Cancel()  # a send goes on: its receive still gets it
+        assert not req.Get_status()
+        assert comm.recv(source=0, tag=2) == "synchronous"
+        while not req.Get_status():  # each look lets simulated time pass, as Test does
+            pass
+        req.Wait()
+        """, 1)

@@ -152,6 +152,7 @@ class Request(metaclass=Strict):
             sim.status = Status()
             sim.status.Set_cancelled(True)
             sim.succeed(None)
+            self._decode = None  # nothing was received: no object to unpickle
 
     cancel = Cancel
 
