@@ -31,9 +31,9 @@ class Group:
         """Only the predefined groups pickle (as mpi4py: a group is a handle of one process's MPI)."""
         if self is GROUP_NULL or self is GROUP_EMPTY:  # predefined: itself again
             return "GROUP_NULL" if self is GROUP_NULL else "GROUP_EMPTY"
-        if self._members is not None:
+        if self._members:
             raise ValueError("cannot serialize 'mpi4py.MPI.Group' instance")
-        return Group, ()
+        return Group, (None if self._members is None else (),)
 
     def Dup(self) -> Group:
         """A copy of the group (``MPI_Group_dup``)."""
