@@ -28,6 +28,8 @@ class Status(_SimStatus, metaclass=Strict):
         super().__init__()
         self._error, self._cancelled = SUCCESS, False
         if status is not None:
+            if not isinstance(status, Status):
+                raise TypeError(f"expected a Status, got {type(status).__name__}")
             copy_status(self, status)
             self._error, self._cancelled = status._error, status._cancelled
 
