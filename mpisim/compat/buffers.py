@@ -394,7 +394,9 @@ def parse(spec: Any, *, vector: bool = False, blocks: int = 1) -> Spec:
             counts = rest[0]
             displs = rest[1] if len(rest) > 1 else None
         if counts is None:
-            return Spec(array, datatype)
+            if blocks == 1:
+                return Spec(array, datatype)
+            counts = array.size // blocks  # no counts: equal blocks, as mpi4py splits the buffer
         if np.isscalar(counts):  # one count for every rank, as mpi4py reads it
             if blocks == 1 and int(counts):
                 raise BufferSpecError("a v-call needs a count per rank, got a single count")
