@@ -30,52 +30,123 @@ from typing import Any
 
 import numpy as np
 
+from mpisim.compat import typemap as _typemap
 from mpisim.compat.unsupported import Strict, unsupported
 
 
 class Datatype(metaclass=Strict):
-    """A named MPI datatype (``MPI.DOUBLE``): MPI's name over a numpy dtype.
+    """An MPI datatype: a named one (``MPI.DOUBLE``: MPI's name over a numpy dtype) or a derived one.
 
-    The derived-datatype constructors (``Create_vector``, ``Create_struct``, ...) and other
-    names mpisim does not simulate are an UnsupportedCall naming them, on an instance as on the
-    class (``MPI.Datatype.Create_struct``).
+    A derived type (``Create_vector``, ``Create_struct``, ``Create_subarray``, ``Create_resized``,
+    ...) carries its type map (:mod:`mpisim.compat.typemap`): a message of it moves exactly the
+    bytes the map covers, packed, and the network is charged for those. One whose bytes are
+    dense (``Create_contiguous`` of a named type) is also a numpy dtype, read in place as named
+    types are. Names mpisim does not simulate are an UnsupportedCall naming them, on an
+    instance as on the class (``MPI.Datatype.Create_darray``).
     """
 
-    __slots__ = ("dtype", "name")
+    __slots__ = ("dtype", "name", "tmap")
 
-    def __init__(self, name: str, dtype: Any) -> None:
+    def __init__(self, name: str, dtype: Any, tmap: _typemap.TypeMap | None = None) -> None:
         self.name = name
         self.dtype = np.dtype(dtype)
+        self.tmap = tmap  # None: named (or dense), read in place as self.dtype
+
+    @property
+    def _map(self) -> _typemap.TypeMap:
+        return self.tmap if self.tmap is not None else _typemap.named(self.dtype)
 
     # mpi4py's methods, as programs call them
     def Get_size(self) -> int:
         """Bytes of data in one element (``MPI_Type_size``): a pair type's padding is not data (DOUBLE_INT: 12)."""
-        return _data_size(self.dtype)
+        return self.tmap.size if self.tmap is not None else _data_size(self.dtype)
 
-    @property
-    def size(self) -> int:
-        """Bytes of data in one element."""
-        return _data_size(self.dtype)
+    size = property(Get_size)
 
     def Get_extent(self) -> tuple[int, int]:
-        """``(lower bound, extent)``: a named type is contiguous, so ``(0, size)``."""
-        return 0, self.dtype.itemsize
+        """``(lower bound, extent)``: a named type's is ``(0, size)`` (a pair type's includes its padding)."""
+        if self.tmap is None:
+            return 0, self.dtype.itemsize
+        return self.tmap.lb, self.tmap.extent
 
     @property
     def extent(self) -> int:
-        """Extent in bytes: the size, and for a pair type its padding too (DOUBLE_INT: 16)."""
-        return self.dtype.itemsize
+        """Extent in bytes: the stride of consecutive elements (DOUBLE_INT: 16)."""
+        return self.Get_extent()[1]
+
+    @property
+    def lb(self) -> int:
+        return self.Get_extent()[0]
+
+    @property
+    def ub(self) -> int:
+        lb, extent = self.Get_extent()
+        return lb + extent
+
+    def Get_true_extent(self) -> tuple[int, int]:
+        """``(true lb, true extent)``: the span of the bytes the type covers, its bounds aside."""
+        return self._map.true_extent() if self.tmap is not None else (0, self.dtype.itemsize)
+
+    true_lb = property(lambda self: self.Get_true_extent()[0])
+    true_extent = property(lambda self: self.Get_true_extent()[1])
+    true_ub = property(lambda self: sum(self.Get_true_extent()))
 
     def Get_name(self) -> str:
-        """MPI's name for the type, e.g. ``MPI_DOUBLE``."""
+        """MPI's name for the type, e.g. ``MPI_DOUBLE`` ('' for a derived type, as in MPICH)."""
         return self.name
+
+    def Set_name(self, name: str) -> None:
+        self.name = str(name)
+
+    is_named = property(lambda self: self.tmap is None and self.name.startswith("MPI"))
+    is_predefined = is_named
+
+    # ---- derived datatypes (MPI-4 section 5.1; the type maps in mpisim.compat.typemap)
 
     def Create_contiguous(self, count: int) -> Datatype:
         """*count* consecutive elements as one element (``MPI_Type_contiguous``)."""
-        return Datatype(f"{self.name}x{count}", np.dtype((self.dtype, (int(count),))) if count != 1 else self.dtype)
+        return _derived(_typemap.contiguous(int(count), self._map))
+
+    def Create_vector(self, count: int, blocklength: int, stride: int) -> Datatype:
+        """*count* blocks of *blocklength* elements, their starts *stride* elements apart (``MPI_Type_vector``)."""
+        return _derived(_typemap.vector(int(count), int(blocklength), int(stride), self._map))
+
+    def Create_hvector(self, count: int, blocklength: int, stride: int) -> Datatype:
+        """:meth:`Create_vector` with the stride in bytes (``MPI_Type_create_hvector``)."""
+        return _derived(_typemap.hvector(int(count), int(blocklength), int(stride), self._map))
+
+    def Create_indexed(self, blocklengths: Any, displacements: Any) -> Datatype:
+        """Blocks of ``blocklengths[i]`` elements at ``displacements[i]`` elements (``MPI_Type_indexed``)."""
+        return _derived(_typemap.indexed(_ints(blocklengths), _ints(displacements), self._map))
+
+    def Create_hindexed(self, blocklengths: Any, displacements: Any) -> Datatype:
+        """:meth:`Create_indexed` with displacements in bytes (``MPI_Type_create_hindexed``)."""
+        return _derived(_typemap.hindexed(_ints(blocklengths), _ints(displacements), self._map))
+
+    def Create_indexed_block(self, blocklength: int, displacements: Any) -> Datatype:
+        """Blocks of one length at ``displacements[i]`` elements (``MPI_Type_create_indexed_block``)."""
+        displs = _ints(displacements)
+        return _derived(_typemap.indexed([int(blocklength)] * len(displs), displs, self._map))
+
+    def Create_hindexed_block(self, blocklength: int, displacements: Any) -> Datatype:
+        displs = _ints(displacements)
+        return _derived(_typemap.hindexed([int(blocklength)] * len(displs), displs, self._map))
+
+    @classmethod
+    def Create_struct(cls, blocklengths: Any, displacements: Any, datatypes: Any) -> Datatype:
+        """Blocks of ``blocklengths[i]`` elements of ``datatypes[i]`` at ``displacements[i]`` bytes (``MPI_Type_create_struct``)."""
+        return _derived(_typemap.struct(_ints(blocklengths), _ints(displacements), [t._map for t in datatypes]))
+
+    def Create_subarray(self, sizes: Any, subsizes: Any, starts: Any, order: int = _typemap.ORDER_C) -> Datatype:
+        """The box ``starts .. starts + subsizes`` of an array of shape *sizes* (``MPI_Type_create_subarray``)."""
+        return _derived(_typemap.subarray(_ints(sizes), _ints(subsizes), _ints(starts), int(order), self._map))
+
+    def Create_resized(self, lb: int, extent: int) -> Datatype:
+        """The same bytes with lower bound *lb* and extent *extent* (``MPI_Type_create_resized``)."""
+        return _derived(_typemap.resized(int(lb), int(extent), self._map))
 
     def Commit(self) -> Datatype:
-        """Return the type itself: nothing to commit in a simulation."""
+        """Return the type itself: the type map is ready to use as built."""
         return self
 
     def Free(self) -> None:
@@ -83,10 +154,11 @@ class Datatype(metaclass=Strict):
 
     def Dup(self) -> Datatype:
         """Return a copy of the type."""
-        return Datatype(self.name, self.dtype)
+        return Datatype(self.name, self.dtype, self.tmap)
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, Datatype) and other.dtype == self.dtype and other.name == self.name
+        return isinstance(other, Datatype) and other.dtype == self.dtype and other.name == self.name and \
+            other.tmap is self.tmap
 
     def __hash__(self) -> int:
         return hash((self.name, self.dtype))
@@ -98,6 +170,20 @@ class Datatype(metaclass=Strict):
         if name.startswith("_") or name in Datatype.__slots__:
             raise AttributeError(name)
         raise unsupported(f"Datatype.{name}")
+
+
+def _ints(values: Any) -> list[int]:
+    return [int(v) for v in values]
+
+
+def _derived(tmap: _typemap.TypeMap) -> Datatype:
+    """A derived type over *tmap*; dense bytes of one basic type are also a numpy dtype, read in place."""
+    dense = (tmap.basic is not None and tmap.lb == 0 and tmap.extent == tmap.size
+             and np.array_equal(tmap.offsets, np.arange(tmap.size)))
+    if dense:
+        n = tmap.size // tmap.basic.itemsize
+        return Datatype("", np.dtype((tmap.basic, (n,))) if n != 1 else tmap.basic)
+    return Datatype("", np.dtype((np.void, max(tmap.size, 1))), tmap)
 
 
 def _data_size(dtype: np.dtype) -> int:
@@ -115,35 +201,67 @@ def _pair(value: str) -> np.dtype:
     return np.dtype([("value", value), ("index", "i4")], align=True)
 
 
-#: MPI's named datatypes, by mpi4py's attribute name.
-DATATYPES: dict[str, Datatype] = {
-    name: Datatype(f"MPI_{name}", dtype) for name, dtype in {
-        "BYTE": np.uint8, "PACKED": np.uint8, "CHAR": np.int8, "SIGNED_CHAR": np.int8,
-        "UNSIGNED_CHAR": np.uint8, "WCHAR": np.uint32, "SHORT": np.int16, "UNSIGNED_SHORT": np.uint16,
-        "INT": np.int32, "UNSIGNED": np.uint32, "UNSIGNED_INT": np.uint32, "LONG": np.int64,
-        "UNSIGNED_LONG": np.uint64, "LONG_LONG": np.int64, "UNSIGNED_LONG_LONG": np.uint64,
-        "FLOAT": np.float32, "DOUBLE": np.float64, "LONG_DOUBLE": np.longdouble, "BOOL": np.bool_,
-        "C_BOOL": np.bool_, "INT8_T": np.int8, "INT16_T": np.int16, "INT32_T": np.int32,
-        "INT64_T": np.int64, "UINT8_T": np.uint8, "UINT16_T": np.uint16, "UINT32_T": np.uint32,
-        "UINT64_T": np.uint64, "C_FLOAT_COMPLEX": np.complex64, "C_DOUBLE_COMPLEX": np.complex128,
-        "COMPLEX": np.complex64, "DOUBLE_COMPLEX": np.complex128, "C_COMPLEX": np.complex64,
-        "AINT": np.int64, "OFFSET": np.int64, "COUNT": np.int64,
-        "TWOINT": _pair("i4"), "SHORT_INT": _pair("i2"), "LONG_INT": _pair("i8"),
-        "FLOAT_INT": _pair("f4"), "DOUBLE_INT": _pair("f8"), "LONG_DOUBLE_INT": _pair("g"),
-    }.items()
+#: MPI's named datatypes, by mpi4py's attribute name: (MPICH's name for it, its numpy type). Aliases
+#: (``SIGNED_INT`` and ``INT``, ``F_FLOAT`` and ``REAL``) carry the one name MPICH gives both.
+_NAMED: dict[str, tuple[str, Any]] = {
+    "BYTE": ("MPI_BYTE", np.uint8), "PACKED": ("MPI_PACKED", np.uint8), "CHAR": ("MPI_CHAR", np.int8),
+    "CHARACTER": ("MPI_CHARACTER", np.int8), "SIGNED_CHAR": ("MPI_SIGNED_CHAR", np.int8),
+    "UNSIGNED_CHAR": ("MPI_UNSIGNED_CHAR", np.uint8), "WCHAR": ("MPI_WCHAR", np.uint32),
+    "SHORT": ("MPI_SHORT", np.int16), "SIGNED_SHORT": ("MPI_SHORT", np.int16),
+    "UNSIGNED_SHORT": ("MPI_UNSIGNED_SHORT", np.uint16), "INT": ("MPI_INT", np.int32),
+    "SIGNED_INT": ("MPI_INT", np.int32), "UNSIGNED": ("MPI_UNSIGNED", np.uint32),
+    "UNSIGNED_INT": ("MPI_UNSIGNED", np.uint32), "LONG": ("MPI_LONG", np.int64), "SIGNED_LONG": ("MPI_LONG", np.int64),
+    "UNSIGNED_LONG": ("MPI_UNSIGNED_LONG", np.uint64), "LONG_LONG": ("MPI_LONG_LONG_INT", np.int64),
+    "SIGNED_LONG_LONG": ("MPI_LONG_LONG_INT", np.int64), "UNSIGNED_LONG_LONG": ("MPI_UNSIGNED_LONG_LONG", np.uint64),
+    "FLOAT": ("MPI_FLOAT", np.float32), "DOUBLE": ("MPI_DOUBLE", np.float64),
+    "LONG_DOUBLE": ("MPI_LONG_DOUBLE", np.longdouble), "FLOAT16_T": ("MPIX_C_FLOAT16", np.float16),
+    "FLOAT32_T": ("MPI_FLOAT", np.float32), "FLOAT64_T": ("MPI_DOUBLE", np.float64),
+    "BOOL": ("MPI_C_BOOL", np.bool_), "C_BOOL": ("MPI_C_BOOL", np.bool_), "CXX_BOOL": ("MPI_CXX_BOOL", np.bool_),
+    "INT8_T": ("MPI_INT8_T", np.int8), "INT16_T": ("MPI_INT16_T", np.int16), "INT32_T": ("MPI_INT32_T", np.int32),
+    "INT64_T": ("MPI_INT64_T", np.int64), "SINT8_T": ("MPI_INT8_T", np.int8), "SINT16_T": ("MPI_INT16_T", np.int16),
+    "SINT32_T": ("MPI_INT32_T", np.int32), "SINT64_T": ("MPI_INT64_T", np.int64),
+    "UINT8_T": ("MPI_UINT8_T", np.uint8), "UINT16_T": ("MPI_UINT16_T", np.uint16),
+    "UINT32_T": ("MPI_UINT32_T", np.uint32), "UINT64_T": ("MPI_UINT64_T", np.uint64),
+    "C_COMPLEX": ("MPI_C_COMPLEX", np.complex64), "C_FLOAT_COMPLEX": ("MPI_C_COMPLEX", np.complex64),
+    "C_DOUBLE_COMPLEX": ("MPI_C_DOUBLE_COMPLEX", np.complex128),
+    "C_LONG_DOUBLE_COMPLEX": ("MPI_C_LONG_DOUBLE_COMPLEX", np.clongdouble),
+    "CXX_FLOAT_COMPLEX": ("MPI_CXX_FLOAT_COMPLEX", np.complex64),
+    "CXX_DOUBLE_COMPLEX": ("MPI_CXX_DOUBLE_COMPLEX", np.complex128),
+    "CXX_LONG_DOUBLE_COMPLEX": ("MPI_CXX_LONG_DOUBLE_COMPLEX", np.clongdouble),
+    "COMPLEX": ("MPI_COMPLEX", np.complex64), "DOUBLE_COMPLEX": ("MPI_DOUBLE_COMPLEX", np.complex128),
+    "AINT": ("MPI_AINT", np.int64), "OFFSET": ("MPI_OFFSET", np.int64), "COUNT": ("MPI_COUNT", np.int64),
+    # Fortran's types, as a C program sees them (MPICH built with gfortran)
+    "INTEGER": ("MPI_INTEGER", np.int32), "F_INT": ("MPI_INTEGER", np.int32), "INTEGER1": ("MPI_INTEGER1", np.int8),
+    "INTEGER2": ("MPI_INTEGER2", np.int16), "INTEGER4": ("MPI_INTEGER4", np.int32),
+    "INTEGER8": ("MPI_INTEGER8", np.int64), "REAL": ("MPI_REAL", np.float32), "F_FLOAT": ("MPI_REAL", np.float32),
+    "REAL4": ("MPI_REAL4", np.float32), "REAL8": ("MPI_REAL8", np.float64),
+    "DOUBLE_PRECISION": ("MPI_DOUBLE_PRECISION", np.float64), "F_DOUBLE": ("MPI_DOUBLE_PRECISION", np.float64),
+    "F_COMPLEX": ("MPI_COMPLEX", np.complex64), "F_FLOAT_COMPLEX": ("MPI_COMPLEX", np.complex64),
+    "F_DOUBLE_COMPLEX": ("MPI_DOUBLE_COMPLEX", np.complex128), "COMPLEX8": ("MPI_COMPLEX8", np.complex64),
+    "COMPLEX16": ("MPI_COMPLEX16", np.complex128), "LOGICAL": ("MPI_LOGICAL", np.int32),
+    "F_BOOL": ("MPI_LOGICAL", np.int32),
+    # MAXLOC/MINLOC's pairs
+    "TWOINT": ("MPI_2INT", _pair("i4")), "SHORT_INT": ("MPI_SHORT_INT", _pair("i2")),
+    "LONG_INT": ("MPI_LONG_INT", _pair("i8")), "FLOAT_INT": ("MPI_FLOAT_INT", _pair("f4")),
+    "DOUBLE_INT": ("MPI_DOUBLE_INT", _pair("f8")), "LONG_DOUBLE_INT": ("MPI_LONG_DOUBLE_INT", _pair("g")),
 }
-DATATYPES["TWOINT"].name = "MPI_2INT"  # MPI's name; mpi4py's attribute is TWOINT
+DATATYPES: dict[str, Datatype] = {attr: Datatype(name, dtype) for attr, (name, dtype) in _NAMED.items()}
 DATATYPES["INT_INT"] = DATATYPES["TWOINT"]
 
-#: ``MPI._typedict``: numpy's one-letter type codes to MPI datatypes (mpi4py has it too).
-TYPEDICT: dict[str, Datatype] = {
-    "?": DATATYPES["C_BOOL"], "c": DATATYPES["CHAR"], "b": DATATYPES["SIGNED_CHAR"],
-    "B": DATATYPES["UNSIGNED_CHAR"], "h": DATATYPES["SHORT"], "H": DATATYPES["UNSIGNED_SHORT"],
-    "i": DATATYPES["INT"], "I": DATATYPES["UNSIGNED"], "l": DATATYPES["LONG"], "L": DATATYPES["UNSIGNED_LONG"],
-    "q": DATATYPES["LONG_LONG"], "Q": DATATYPES["UNSIGNED_LONG_LONG"], "f": DATATYPES["FLOAT"],
-    "d": DATATYPES["DOUBLE"], "g": DATATYPES["LONG_DOUBLE"], "F": DATATYPES["C_FLOAT_COMPLEX"],
-    "D": DATATYPES["C_DOUBLE_COMPLEX"],
-}
+#: ``MPI._typedict``: numpy's type codes to MPI datatypes, mpi4py's 57 keys (one-letter codes,
+#: sized codes such as ``'f8'``, ``'i4'``, ``'c16'``, and the string and time codes).
+TYPEDICT: dict[str, Datatype] = {code: DATATYPES[attr] for code, attr in {
+    "?": "C_BOOL", "b": "SIGNED_CHAR", "h": "SHORT", "i": "INT", "l": "LONG", "q": "LONG_LONG",
+    "B": "UNSIGNED_CHAR", "H": "UNSIGNED_SHORT", "I": "UNSIGNED", "L": "UNSIGNED_LONG", "Q": "UNSIGNED_LONG_LONG",
+    "e": "FLOAT16_T", "f": "FLOAT", "d": "DOUBLE", "g": "LONG_DOUBLE", "Zf": "C_COMPLEX", "Zd": "C_DOUBLE_COMPLEX",
+    "F": "C_COMPLEX", "D": "C_DOUBLE_COMPLEX", "Zg": "C_LONG_DOUBLE_COMPLEX", "G": "C_LONG_DOUBLE_COMPLEX",
+    "i1": "INT8_T", "i2": "INT16_T", "i4": "INT32_T", "i8": "INT64_T", "f4": "FLOAT", "f8": "DOUBLE",
+    "f16": "LONG_DOUBLE", "c8": "C_COMPLEX", "c16": "C_DOUBLE_COMPLEX", "c32": "C_LONG_DOUBLE_COMPLEX",
+    "b1": "C_BOOL", "u1": "UINT8_T", "u2": "UINT16_T", "u4": "UINT32_T", "u8": "UINT64_T", "f2": "FLOAT16_T",
+    "n": "COUNT", "N": "UNSIGNED_LONG", "p": "AINT", "P": "UNSIGNED_LONG", "c": "CHAR", "a": "CHAR", "S": "CHAR",
+    "S1": "CHAR", "s": "CHAR", "1s": "CHAR", "U": "WCHAR", "U1": "WCHAR", "u": "UINT16_T", "1u": "UINT16_T",
+    "w": "WCHAR", "1w": "WCHAR", "M": "INT64_T", "M8": "INT64_T", "m": "INT64_T", "m8": "INT64_T",
+}.items()}
 
 
 def datatype_of(dtype: np.dtype) -> Datatype:
@@ -177,10 +295,27 @@ class Spec:
     datatype: Datatype
     counts: list[int] | None = None
     displs: list[int] | None = None
+    #: A derived type's elements travel packed: *array* is their packed copy, and a receive's
+    #: bytes go back into the buffer's memory at :meth:`finish`, as ``(memory, [(start, count), ...])``.
+    scattered: tuple[np.ndarray, list[tuple[int, int]]] | None = None
+
+    def finish(self) -> None:
+        """After a receive into a derived type's packed copy: put the bytes where the type map says."""
+        if self.scattered is None:
+            return
+        memory, runs = self.scattered
+        tmap = self.datatype.tmap
+        at = 0
+        per = tmap.size // self.array.itemsize if self.array.itemsize else 0
+        for start, count in runs:
+            _typemap.unpack(memory, tmap, count, self.array[at:at + count * per], start)
+            at += count * per
 
 
 def _memory(obj: Any) -> np.ndarray:
     """*obj*'s memory as a one-dimensional numpy array of its own element type (a view)."""
+    if obj is None:  # mpi4py's empty message: no memory, zero bytes (MPI.BOTTOM with no count)
+        return np.zeros(0, np.uint8)
     if isinstance(obj, np.ndarray):
         if not (obj.flags.c_contiguous or obj.flags.f_contiguous):
             raise BufferSpecError("dlpack: buffer is not contiguous (MPI needs one block of memory; "
@@ -226,11 +361,14 @@ def _datatype(value: Any) -> Datatype | None:
     return None
 
 
-def parse(spec: Any, *, vector: bool = False) -> Spec:
+def parse(spec: Any, *, vector: bool = False, blocks: int = 1) -> Spec:
     """Resolve a buffer specification to a :class:`Spec` (see the module docstring).
 
     With *vector* (the v-collectives), the list form is ``[buf, counts, displs, datatype]``,
     ``[buf, (counts, displs), datatype]``, ``[buf, counts, datatype]`` or ``[buf, counts]``.
+    With *blocks* (the buffer of a gather's root, a scatter's root, an allgather or alltoall:
+    one block per rank), a count is the count of each block, as in mpi4py and MPI
+    (``Gather(IN_PLACE, [buf, n, MPI.BYTE])`` receives n bytes from each rank).
     """
     if not isinstance(spec, list | tuple):
         array = _memory(spec)
@@ -243,20 +381,26 @@ def parse(spec: Any, *, vector: bool = False) -> Spec:
     if rest and _datatype(rest[-1]) is not None:
         datatype = _datatype(rest.pop())
     memory = _memory(obj)
+    if datatype is not None and datatype.tmap is not None:
+        return _packed(memory, datatype, rest, vector, blocks)
     array = _retype(memory, datatype, bool(rest)) if datatype is not None else memory
     datatype = datatype or datatype_of(array.dtype)
     if vector:
         counts: Any = None
         displs: Any = None
-        if len(rest) == 1 and isinstance(rest[0], tuple) and len(rest[0]) == 2 and not np.isscalar(rest[0][0]):
+        if len(rest) == 1 and isinstance(rest[0], tuple) and len(rest[0]) == 2:
             counts, displs = rest[0]
         elif len(rest) >= 1:
             counts = rest[0]
             displs = rest[1] if len(rest) > 1 else None
         if counts is None:
-            return Spec(array, datatype)
-        if np.isscalar(counts):
-            raise BufferSpecError("a v-call needs a count per rank, got a single count")
+            if blocks == 1:
+                return Spec(array, datatype)
+            counts = array.size // blocks  # no counts: equal blocks, as mpi4py splits the buffer
+        if np.isscalar(counts):  # one count for every rank, as mpi4py reads it
+            if blocks == 1 and int(counts):
+                raise BufferSpecError("a v-call needs a count per rank, got a single count")
+            counts = [int(counts)] * blocks
         counts = [int(c) for c in counts]
         if displs is None:
             displs = list(np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(int)) if counts else []
@@ -276,11 +420,59 @@ def parse(spec: Any, *, vector: bool = False) -> Spec:
         raise BufferSpecError(f"expected [buf, count, datatype], got a list of {len(items)} items")
     if count is None:
         count = array.size - displ
+    else:
+        count = int(count) * blocks
     count, displ = int(count), int(displ)
     if displ + count > array.size:
         raise BufferSpecError(f"count {count} (from element {displ}) is more than the buffer's {array.size} "
                               f"elements of {datatype.name}")
     return Spec(array[displ:displ + count], datatype)
+
+
+def _packed(memory: np.ndarray, datatype: Datatype, rest: list[Any], vector: bool, blocks: int) -> Spec:
+    """A buffer of a derived type: its elements' bytes packed (see :class:`Spec`), counts in elements of the type.
+
+    ``[buf, count, type]``: *count* elements from the buffer's start (``(count, displ)``: from
+    element *displ*, one extent each); without a count, as many whole extents as the buffer
+    holds. ``[buf, counts, displs, type]`` (v-calls): block r is ``counts[r]`` elements from
+    element ``displs[r]``; the packed blocks follow each other, so their counts and
+    displacements become the packed array's.
+    """
+    tmap = datatype.tmap
+    unit = tmap.basic.itemsize if tmap.basic is not None else 1
+    per = tmap.size // unit  # packed array elements per element of the type
+    if vector:
+        if len(rest) == 1 and isinstance(rest[0], tuple):
+            counts, displs = rest[0]
+        else:
+            counts, displs = (rest[0] if rest else None), (rest[1] if len(rest) > 1 else None)
+        if counts is None or np.isscalar(counts):
+            raise BufferSpecError("a v-call with a derived datatype needs a count per rank: [buf, counts, displs, type]")
+        counts = [int(c) for c in counts]
+        displs = [int(d) for d in displs] if displs is not None else [sum(counts[:i]) for i in range(len(counts))]
+        runs = list(zip(displs, counts, strict=True))
+    else:
+        count, displ = (rest[0] if rest else None), (rest[1] if len(rest) == 2 else 0)
+        if isinstance(count, tuple):
+            count, displ = count
+        if count is None:
+            count = memory.nbytes // tmap.extent if tmap.extent > 0 else 0
+        else:
+            count = int(count) * blocks
+        runs = [(int(displ), int(count))]
+    for start, count in runs:
+        if _typemap.reach(tmap, start + count) > memory.nbytes:
+            raise BufferSpecError(f"{count} elements of a derived datatype (extent {tmap.extent} B) from element "
+                                  f"{start} reach past the buffer's {memory.nbytes} bytes")
+    parts = [_typemap.pack(memory, tmap, count, start) for start, count in runs]
+    array = np.concatenate(parts) if parts else np.zeros(0, tmap.basic or np.uint8)
+    if tmap.basic is None:
+        array = array.view(np.uint8)
+    spec = Spec(array, datatype, scattered=(memory, runs))
+    if vector:
+        packed_counts = [c * per for _, c in runs]
+        spec.counts, spec.displs = packed_counts, [sum(packed_counts[:i]) for i in range(len(packed_counts))]
+    return spec
 
 
 def writable(spec: Spec, call: str) -> np.ndarray:

@@ -140,7 +140,7 @@ def compute(seconds: float) -> None:
     """
     ctx = current()
     if ctx is not None and ctx.runner.compute == "explicit" and seconds > 0:
-        ctx.block(ctx.comm.compute(float(seconds)))
+        ctx.block(ctx.comm.compute(float(seconds)), mpi=False)
 
 
 class RankContext:
@@ -162,8 +162,11 @@ class RankContext:
         self.environ: dict[str, str] | None = None  # the rank's os.environ (made on first use)
         self.generators: dict[str, Any] = {}  # the rank's random.Random and numpy RandomState
 
-    def block(self, gen: Generator[Any, Any, Any]) -> Any:
-        """Run the simulated MPI call *gen* for this rank and return its value, sleeping while it waits."""
+    def block(self, gen: Generator[Any, Any, Any], *, mpi: bool = True) -> Any:
+        """Run the simulated MPI call *gen* for this rank and return its value, sleeping while it waits.
+
+        Its simulated time counts as time in MPI calls unless *mpi* is False (``mpisim.compute``).
+        """
         if self.runner.measure:
             self._charge_measured()
         try:
@@ -174,7 +177,8 @@ class RankContext:
         try:
             return self.greenlet.parent.switch(("call", gen, event))
         finally:
-            self.mpi_time += self.env.now - t0
+            if mpi:
+                self.mpi_time += self.env.now - t0
             if self.runner.measure:
                 self.resumed = time.perf_counter()
 
@@ -198,6 +202,8 @@ class RankContext:
             self.greenlet.parent.switch(("call", gen, event))
         finally:
             self.mpi_time += self.env.now - t0
+            if self.runner.measure:
+                self.resumed = time.perf_counter()
 
     def _charge_measured(self) -> None:
         elapsed = (time.perf_counter() - self.resumed) * self.runner.speed
@@ -225,6 +231,7 @@ class RankContext:
         module.__spec__ = None
         self.private["__main__"] = module
         sys.modules["__main__"] = module
+        self.resumed = time.perf_counter()  # the rank's own Python starts now, not when the run was set up
         try:
             exec(runner.code, module.__dict__)
         except SystemExit as exc:
@@ -610,6 +617,8 @@ class Runner:
         sys.meta_path.insert(0, finder)
         sys.stdout, sys.stderr, sys.stdin = out, err, _Input(self, sys.stdin)
         os.environ = _RankEnviron(self, saved[5])  # type: ignore[assignment]  # noqa: B003 (a view, not a clearing)
+        real_getpid = os.getpid
+        os.getpid = self._getpid(real_getpid())
         self.world.locate = self.where
         self.world.origin = self.origin
         try:
@@ -631,6 +640,7 @@ class Runner:
             sys.meta_path.remove(finder)
             sys.argv, sys.path[:], sys.stdout, sys.stderr, sys.stdin = saved[0], saved[1], saved[2], saved[3], saved[4]
             os.environ = saved[5]  # noqa: B003
+            os.getpid = real_getpid
             for name in self.private_names:
                 sys.modules.pop(name, None)
             for name, module in saved_modules.items():
@@ -638,6 +648,14 @@ class Runner:
                     sys.modules.pop(name, None)
                 else:
                     sys.modules[name] = module
+
+    def _getpid(self, pid: int) -> Any:
+        """``os.getpid`` while the program runs: each rank is a process of its own under mpiexec, with its own id."""
+        def getpid() -> int:
+            ctx = self.current
+            return pid if ctx is None else pid + 1 + ctx.rank
+
+        return getpid
 
     def _reported(self, failure: MPIError) -> MPIError:
         """*failure* as reported: a rank's exception says where the others were when the run stopped."""

@@ -24,7 +24,7 @@ from mpisim.compat.ranks import UnsupportedCall, current
 from mpisim.errors import MPIError
 
 #: The folder of the ``mpi4py`` package's submodules under ``mpisim exec``: each raises UnsupportedModule.
-SUBMODULES = Path(__file__).with_name("mpi4py_submodules")
+SUBMODULES = Path(__file__).with_name("mpi4py") / "submodules"
 
 
 def _who() -> str:

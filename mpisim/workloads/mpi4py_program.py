@@ -23,7 +23,7 @@ from mpisim.compat import mpi4py as mpi_module
 from mpisim.compat import package as _package
 from mpisim.compat.package import MPI4PY_VERSION  # noqa: F401 - the mpi4py API level the module follows
 from mpisim.compat.ranks import Runner
-from mpisim.errors import ConfigError
+from mpisim.errors import ConfigError, DeadlockError
 from mpisim.workloads.base import RunContext, WorkloadOutput
 
 
@@ -52,7 +52,13 @@ def run_mpi4py(params: Any, ctx: RunContext) -> WorkloadOutput:
     world = ctx.new_world()
     runner = Runner(world, file, list(params.args), mpi_module=mpi_module, package=mpi4py_package(),
                     compute=params.compute, speed=params.speed, tag_output=params.tag_output, seed=ctx.seed)
-    runner.run()
+    try:
+        runner.run()
+    except DeadlockError as err:
+        hint = eager_hint(world)
+        if not hint:
+            raise
+        raise DeadlockError(f"{err}\n  {hint}") from err
     out = WorkloadOutput()
     times = runner.mpi_times()
     out.rows.append({
@@ -75,3 +81,24 @@ def run_mpi4py(params: Any, ctx: RunContext) -> WorkloadOutput:
         out.notes.append("compute: measured charges the wall time of the Python code between MPI calls: "
                          "times vary from run to run (not deterministic)")
     return out
+
+
+def eager_hint(world: Any) -> str:
+    """For a deadlock of blocked rendezvous sends only: the eager limit at which the program would have got past it.
+
+    Head-to-head ``Send`` pairs complete under MPI only while the messages go eagerly: the
+    program is then unsafe (MPI allows any ``Send`` to wait for its receive), and whether it
+    hangs depends on the library's limit. '' when some rank waits for anything else.
+    """
+    blocked = [state for state in world.states if not state.finished and state.waiting_on]
+    sends = [req for state in blocked for req in state.waiting_on if not req.triggered]
+    if not sends or any(req.kind != "send" or req.protocol != "rendezvous" for req in sends):
+        return ""
+    node_of = world.topology.node_of
+    inter = any(node_of(req.comm.world_rank) != node_of(req.comm.group[req.peer]) for req in sends)
+    key = "mpi.eager_limit_inter" if inter else "mpi.eager_limit_intra"
+    need = max(req.nbytes for req in sends)
+    limit = world.config.eager_limit_inter if inter else world.config.eager_limit_intra
+    return (f"every blocked rank waits in a rendezvous send: with an eager limit of at least {need} B ({key} is "
+            f"{limit} B here) these sends would have completed, as they do under an MPI whose limit is that high -- "
+            "the program relies on buffering MPI does not promise (use Sendrecv or Isend)")

@@ -164,8 +164,8 @@ def parse(raw: Any) -> ProgramParams:
 def _parse_mpi4py(raw: Mapping[str, Any]) -> ProgramParams:
     COMPUTE_MODES = _compute_modes()
     spec = raw["program"]
-    if not isinstance(spec, str) or not spec.strip().endswith(".py"):
-        raise ConfigError(f"expected the program's file FILE.py, got {spec!r}", "program")
+    if not isinstance(spec, str) or not spec.strip():  # any name, as mpiexec runs python FILE (read at run time)
+        raise ConfigError(f"expected the program's file, got {spec!r}", "program")
     args = raw.get("args", [])
     if not isinstance(args, list) or not all(isinstance(a, str | int | float) and not isinstance(a, bool) for a in args):
         raise ConfigError(f"expected the program's command-line arguments as a list of strings, got {args!r}", "args")

@@ -10,7 +10,7 @@ import pytest
 
 from tests.compat.test_mpi4py_api import ok, run
 
-#: Elements per rank: eager (below laptop-shm's 4 KiB eager limit) and rendezvous.
+#: Elements per rank: eager (below laptop-shm's 8112 B eager limit, MPICH's) and rendezvous.
 SIZES = [4, 4096]
 
 

@@ -1,0 +1,324 @@
+"""``MPI.Comm``: a communicator, as mpi4py has it, over the calling rank's simulated communicator.
+
+``MPI.COMM_WORLD`` is one object shared by the program's module code on every rank; each call
+resolves it to the calling rank's communicator (:attr:`Comm._c`). Communicators made by
+``Split``, ``Dup`` or ``Create_cart`` belong to the rank that made them.
+
+The calls are grouped as mpi4py groups them: identity and new communicators here,
+point-to-point in :mod:`~mpisim.compat.mpi4py.p2p`, collectives in
+:mod:`~mpisim.compat.mpi4py.collective`, the Cartesian grid in
+:mod:`~mpisim.compat.mpi4py.topology`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from mpisim.compat.mpi4py.collective import Collectives
+from mpisim.compat.mpi4py.environment import ERRORS_RETURN, Errhandler, alive, here
+from mpisim.compat.mpi4py.group import Group
+from mpisim.compat.mpi4py.neighbors import NeighborCollectives
+from mpisim.compat.mpi4py.p2p import PointToPoint
+from mpisim.compat.mpi4py.persistent import Persistent
+from mpisim.compat.mpi4py.topology import CartGrid, DistGraphTopology, GraphTopology, graph_index_edges
+from mpisim.compat.ranks import RankContext, require
+from mpisim.compat.unsupported import Strict, unsupported
+from mpisim.errors import InvalidArgumentError, InvalidCommunicatorError, MPIError
+from mpisim.mpi.constants import COMM_TYPE_SHARED, CONGRUENT, IDENT, UNDEFINED, UNEQUAL
+from mpisim.mpi.constants import attribute as _attribute
+
+
+class Comm(PointToPoint, Persistent, Collectives, metaclass=Strict):
+    """A communicator: mpi4py's ``Comm`` over the calling rank's simulated communicator.
+
+    ``MPI.COMM_WORLD`` and ``MPI.COMM_SELF`` resolve to the calling rank's handle on each
+    call; communicators made by ``Split``, ``Dup`` or ``Create_cart`` belong to the rank that
+    made them. ``Intracomm(comm)`` (and a subclass of it) wraps the same communicator.
+    """
+
+    def __init__(self, comm: Any = None) -> None:
+        if isinstance(comm, Comm):
+            self._fixed, self._which = comm._fixed, comm._which
+            for name in _TOPOLOGY:  # a topology's data, when both are of that topology
+                if name in comm.__dict__ and isinstance(self, type(comm)):
+                    self.__dict__[name] = comm.__dict__[name]
+        else:
+            self._fixed, self._which = comm, None
+
+    # ---- which simulated communicator
+
+    @property
+    def _c(self) -> Any:
+        fixed = self._fixed
+        if fixed is not None:
+            return fixed
+        ctx = require("MPI.Comm")
+        if self._which == "world":
+            return ctx.comm
+        if self._which == "self":
+            mine = ctx.cache.get("self")
+            if mine is None:
+                mine = ctx.cache["self"] = ctx.comm.sub([ctx.comm.rank], label="COMM_SELF")
+            return mine
+        raise InvalidCommunicatorError(f"rank {ctx.rank}: invalid communicator (MPI.COMM_NULL)")
+
+    def _on(self, ctx: RankContext) -> Any:
+        """:attr:`_c` for a caller that already holds its rank's context (the hot paths)."""
+        fixed = self._fixed
+        if fixed is not None:
+            return fixed
+        return ctx.comm if self._which == "world" else self._c
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Comm):
+            return NotImplemented
+        if (self._fixed is None and self._which is None) or (other._fixed is None and other._which is None):
+            return (self._fixed is None and self._which is None) and (other._fixed is None and other._which is None)
+        a, b = self._c, other._c
+        return a.context == b.context and a.group == b.group
+
+    def __hash__(self) -> int:
+        return hash(self._which) if self._fixed is None else hash((self._fixed.context, self._fixed.group))
+
+    def __bool__(self) -> bool:
+        return not (self._fixed is None and self._which is None)
+
+    def __repr__(self) -> str:
+        return f"<mpi4py.MPI.{type(self).__name__} {self._which or ''}>"
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") or name in ("_fixed", "_which", *_TOPOLOGY):
+            raise AttributeError(name)
+        raise unsupported(f"Comm.{name}")
+
+    # ---- identity
+
+    def Get_rank(self) -> int:
+        """This rank's number in the communicator."""
+        alive("Comm.Get_rank")
+        return self._c.rank
+
+    def Get_size(self) -> int:
+        """Number of ranks in the communicator."""
+        alive("Comm.Get_size")
+        return self._c.size
+
+    @property
+    def rank(self) -> int:
+        alive("Comm.rank")
+        return self._c.rank
+
+    @property
+    def size(self) -> int:
+        alive("Comm.size")
+        return self._c.size
+
+    def Get_name(self) -> str:
+        """``MPI_COMM_WORLD``, ``MPI_COMM_SELF`` or the name given with ``Set_name``."""
+        ctx = here("Comm.Get_name")
+        names = ctx.cache.setdefault("names", {})
+        return names.get(id(self._c), {"world": "MPI_COMM_WORLD", "self": "MPI_COMM_SELF"}.get(self._which or "", ""))
+
+    def Set_name(self, name: str) -> None:
+        here("Comm.Set_name").cache.setdefault("names", {})[id(self._c)] = str(name)
+
+    name = property(lambda self: self.Get_name(), lambda self, name: self.Set_name(name))
+
+    def Is_inter(self) -> bool:
+        return False
+
+    def Is_intra(self) -> bool:
+        return True
+
+    is_inter, is_intra = False, True
+    #: True for a communicator with a topology (:class:`Cartcomm`).
+    is_topo = False
+
+    def Get_topology(self) -> int:
+        """The communicator's topology: ``MPI.UNDEFINED`` (none), ``MPI.CART`` for a :class:`Cartcomm`."""
+        alive("Comm.Get_topology")
+        return UNDEFINED
+
+    @property
+    def topology(self) -> int:
+        return self.Get_topology()
+
+    def Get_errhandler(self) -> Errhandler:
+        """The communicator's error handler (``ERRORS_RETURN`` unless set: errors raise ``MPI.Exception``)."""
+        return here("Comm.Get_errhandler").cache.get("errhandlers", {}).get(self._key(), ERRORS_RETURN)
+
+    def Set_errhandler(self, errhandler: Errhandler) -> None:
+        """Remember *errhandler* (:class:`~mpisim.compat.mpi4py.environment.Errhandler`: errors raise either way)."""
+        here("Comm.Set_errhandler").cache.setdefault("errhandlers", {})[self._key()] = errhandler
+
+    def _key(self) -> Any:
+        c = self._c
+        return c.context, tuple(c.group)
+
+    def Get_attr(self, keyval: int) -> Any:
+        """The communicator attributes MPI predefines (``TAG_UB``, ``IO``, ``WTIME_IS_GLOBAL``, ``APPNUM``, ...)."""
+        alive("Comm.Get_attr")
+        return _attribute(keyval)
+
+    def Compare(self, other: Comm) -> int:
+        """``IDENT`` for the same communicator, ``CONGRUENT`` for the same group, else ``UNEQUAL``."""
+        a, b = self._c, other._c
+        if a.context == b.context and a.group == b.group:
+            return IDENT
+        return CONGRUENT if a.group == b.group else UNEQUAL
+
+    # ---- new communicators
+
+    def Dup(self, info: Any = None) -> Intracomm:
+        """A copy with its own matching context (``MPI_Comm_dup``)."""
+        return Intracomm(here("Comm.Dup").block(self._c.dup()))
+
+    Clone = Dup
+
+    def Split(self, color: int = 0, key: int = 0) -> Intracomm:
+        """Partition by *color*, ordered by *key* (``MPI_Comm_split``); ``COMM_NULL`` for ``UNDEFINED``."""
+        ctx = here("Comm.Split")
+        new = ctx.block(self._c.split(int(color), int(key)))
+        return Intracomm(new) if new is not None else COMM_NULL
+
+    def Split_type(self, split_type: int, key: int = 0, info: Any = None) -> Intracomm:
+        """``COMM_TYPE_SHARED``: the ranks on this rank's simulated node."""
+        if split_type == UNDEFINED:
+            return self.Split(UNDEFINED, key)
+        if split_type != COMM_TYPE_SHARED:
+            raise unsupported(f"Comm.Split_type({split_type})")
+        c = self._c
+        return self.Split(c.node_of(c.rank), key)
+
+    def Get_group(self) -> Group:
+        """This communicator's group of processes (``MPI_Comm_group``)."""
+        return Group(tuple(self._c.group))
+
+    @property
+    def group(self) -> Group:
+        return self.Get_group()
+
+    def Create(self, group: Group) -> Intracomm:
+        """A communicator of *group*'s members, in the group's order (``MPI_Comm_create``).
+
+        Collective over this communicator: every member calls it with the same group; those
+        outside it get ``COMM_NULL``. It is a split: colour 0 inside the group, keyed by the
+        position in it.
+        """
+        mine = self._c.group[self._c.rank]
+        if any(member not in self._c.group for member in group._members):
+            raise MPIError(f"rank {here('Comm.Create').rank}: Comm.Create: the group is not a subset of the "
+                           "communicator's group")
+        if mine not in group._members:
+            return self.Split(UNDEFINED, 0)
+        return self.Split(0, group._members.index(mine))
+
+    def Create_group(self, group: Group, tag: int = 0) -> Intracomm:
+        """A communicator of *group*'s members, called by them only (``MPI_Comm_create_group``)."""
+        return Intracomm(here("Comm.Create_group").block(self._c.create_group(group._members, int(tag))))
+
+    def Free(self) -> None:
+        """Release the communicator; it becomes ``COMM_NULL``."""
+        if self._which is not None:
+            raise InvalidCommunicatorError(f"rank {here('Comm.Free').rank}: MPI.{self.Get_name()[4:]} cannot be freed")
+        self._fixed = None
+
+    def Create_cart(self, dims: Sequence[int], periods: Sequence[bool] | bool | None = None,
+                    reorder: bool = False) -> Cartcomm:
+        """A Cartesian grid over the first ``prod(dims)`` ranks (``MPI_Cart_create``; ranks keep their order).
+
+        *periods* is one flag per dimension or one for all (``periods=True``), as in mpi4py.
+        """
+        ctx = here("Comm.Create_cart")
+        dims = [int(d) for d in dims]
+        if periods is None or isinstance(periods, bool | int | np.integer):
+            periods = [bool(periods)] * len(dims)
+        periods = [int(bool(p)) for p in periods]  # MPI's logicals: mpi4py shows them as 0 and 1
+        if len(periods) != len(dims):
+            raise InvalidArgumentError(f"rank {ctx.rank}: Create_cart: {len(dims)} dims but {len(periods)} periods")
+        c = self._c
+        n = int(np.prod(dims)) if dims else 1
+        if n > c.size:
+            raise InvalidArgumentError(f"rank {ctx.rank}: Create_cart: the grid {dims} needs {n} ranks, "
+                                       f"the communicator has {c.size}")
+        count = ctx.cache["carts"] = ctx.cache.get("carts", 0) + 1
+        # MPICH builds the grid with MPI_Comm_split; the members agree on it without messages here.
+        new = c.sub(list(range(n)), label=f"cart{count}:{c.context}")
+        if new is None:
+            return COMM_NULL  # type: ignore[return-value]
+        cart = Cartcomm(new)
+        cart._dims, cart._periods = dims, periods
+        return cart
+
+    def Create_graph(self, index: Sequence[int], edges: Sequence[int], reorder: bool = False) -> Graphcomm:
+        """A graph over the first ``len(index)`` ranks: rank r's neighbours are ``edges[index[r-1]:index[r]]`` (``MPI_Graph_create``)."""
+        ctx = here("Comm.Create_graph")
+        c = self._c
+        index, edges = graph_index_edges(index, edges, c.size, ctx.rank)
+        new = self._topology_comm(ctx, c, len(index), "graph")
+        if new is None:
+            return COMM_NULL  # type: ignore[return-value]
+        graph = Graphcomm(new)
+        graph._index, graph._edges = index, edges
+        return graph
+
+    def Create_dist_graph_adjacent(self, sources: Sequence[int], destinations: Sequence[int], sourceweights: Any = None,
+                                   destweights: Any = None, info: Any = None, reorder: bool = False) -> Distgraphcomm:
+        """A graph where each rank names its own in- and out-neighbours (``MPI_Dist_graph_create_adjacent``; weights kept by no one)."""
+        ctx = here("Comm.Create_dist_graph_adjacent")
+        c = self._c
+        graph = Distgraphcomm(self._topology_comm(ctx, c, c.size, "distgraph"))
+        graph._sources, graph._dests = [int(r) for r in sources], [int(r) for r in destinations]
+        return graph
+
+    @staticmethod
+    def _topology_comm(ctx: RankContext, c: Any, n: int, kind: str) -> Any:
+        # MPICH builds it with MPI_Comm_split; the members agree on it without messages here.
+        count = ctx.cache[kind] = ctx.cache.get(kind, 0) + 1
+        return c.sub(list(range(n)), label=f"{kind}{count}:{c.context}")
+
+    def Abort(self, errorcode: int = 0) -> None:
+        """End every rank now; ``mpisim exec`` exits with *errorcode* (``MPI_Abort``)."""
+        ctx = here("Comm.Abort")
+        ctx.abort(int(errorcode), "")
+
+
+class Intracomm(Comm):
+    """An intra-communicator (every communicator mpisim makes is one); programs may subclass it."""
+
+
+
+class Topocomm(NeighborCollectives, Intracomm):
+    """A communicator with a process topology: its neighbours and the neighbourhood collectives."""
+
+    is_topo = True
+
+
+class Cartcomm(CartGrid, Topocomm):
+    """A communicator with a Cartesian grid (:class:`~mpisim.compat.mpi4py.topology.CartGrid`): ``Shift``, ``Get_coords``, ..."""
+
+
+class Graphcomm(GraphTopology, Topocomm):
+    """A communicator with an MPI-1 graph (:class:`~mpisim.compat.mpi4py.topology.GraphTopology`)."""
+
+
+class Distgraphcomm(DistGraphTopology, Topocomm):
+    """A communicator with a distributed graph (:class:`~mpisim.compat.mpi4py.topology.DistGraphTopology`)."""
+
+
+#: The attributes a topology keeps on its communicator object.
+_TOPOLOGY = ("_dims", "_periods", "_index", "_edges", "_sources", "_dests")
+
+
+def _special(which: str | None) -> Intracomm:
+    comm = Intracomm()
+    comm._which = which
+    return comm
+
+
+COMM_WORLD = _special("world")
+COMM_SELF = _special("self")
+COMM_NULL = Intracomm()

@@ -1,0 +1,166 @@
+"""Reduction operations (``MPI.Op``): the predefined ``SUM ... MINLOC`` and ``Op.Create`` for a program's own.
+
+Each op carries two forms: the element-wise one the simulated MPI applies to buffers
+(:mod:`mpisim.mpi.ops`, a numpy ufunc) and the Python one the lowercase calls apply to objects
+(``comm.allreduce(x, op=MPI.MAX)``). MPI applies an op in rank order, ``x0 op x1 op ...``;
+an op that is not commutative keeps that order in every algorithm that uses it.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from mpisim.compat import buffers as _buffers
+from mpisim.compat.unsupported import Strict, unsupported
+from mpisim.mpi import ops as _ops
+
+
+class Op(metaclass=Strict):
+    """A reduction operation: numpy's element-wise function for buffers, Python's for objects."""
+
+    def __init__(self, name: Any = None, sim: _ops.Op | None = None, py: Callable[[Any, Any], Any] | None = None,
+                 commute: bool = True) -> None:
+        if name is None or isinstance(name, Op):  # MPI.Op(): OP_NULL; MPI.Op(op): the same op, a new handle
+            other = name if isinstance(name, Op) else None
+            name, sim, py, commute = (other.name, other._sim, other._py, other.commute) if other else \
+                ("MPI_OP_NULL", None, None, True)
+            self._function = other._function if other else None
+        else:
+            self._function = None
+        self.name, self._sim, self._py, self.commute = name, sim, py, commute
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Op) and other.name == self.name and other._sim is self._sim
+
+    def __hash__(self) -> int:
+        return hash(self.name)
+
+    def __bool__(self) -> bool:
+        return self.name != "MPI_OP_NULL"
+
+    @property
+    def is_predefined(self) -> bool:
+        """True for MPI's own ops (``MPI.SUM``, ..., ``MPI.OP_NULL``), False for ``Op.Create``'s."""
+        return self._function is None
+
+    def __reduce__(self) -> Any:
+        """Pickled by name (a predefined op is itself again) or by its function (a user op, made anew)."""
+        if self._function is not None:
+            return Op.Create, self._function
+        if self is _predefined(self.name):
+            return self.name.removeprefix("MPI_")  # the module's own constant, MPI.MAX
+        return Op, (_predefined(self.name),)
+
+    @classmethod
+    def Create(cls, function: Callable[..., Any], commute: bool = False) -> Op:
+        """A user op: ``function(invec, inoutvec, datatype)`` writes ``invec op inoutvec`` into *inoutvec*.
+
+        As in mpi4py, the buffers it gets are the memory of the operands (read them with
+        ``np.frombuffer(invec, dtype=...)``); for objects (lowercase calls) it is called as
+        ``function(x, y, None)`` and returns the result.
+        """
+        def on_arrays(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+            out = np.array(b, copy=True)
+            function(memoryview(np.ascontiguousarray(a)).cast("B"), memoryview(out).cast("B"),
+                     _buffers.datatype_of(out.dtype))
+            return out
+
+        def on_objects(x: Any, y: Any) -> Any:
+            result = function(x, y, None)
+            return y if result is None else result
+
+        op = cls("user", _ops.Op(f"user:{getattr(function, '__name__', 'op')}", on_arrays, bool(commute)),
+                 on_objects, bool(commute))
+        op._function = (function, bool(commute))
+        return op
+
+    def Is_commutative(self) -> bool:
+        """True if the op may be applied in any order."""
+        return self.commute
+
+    @property
+    def is_commutative(self) -> bool:
+        return self.commute
+
+    def Free(self) -> None:
+        """Nothing to free."""
+
+    def __call__(self, x: Any, y: Any) -> Any:
+        if self._py is None:
+            raise ValueError("cannot call user-defined operation")
+        return self._py(x, y)
+
+    def sim(self, call: str) -> _ops.Op:
+        """The op as the simulated MPI applies it to arrays."""
+        if self._sim is None:
+            raise unsupported(f"{self.name} on buffers in {call}")
+        return self._sim
+
+    def __repr__(self) -> str:
+        return f"<mpi4py.MPI.Op {self.name}>"
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        raise unsupported(f"Op.{name}")
+
+
+def _logical(fn: Callable[[Any, Any], Any]) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
+    return lambda a, b: fn(a, b).astype(np.result_type(a, b))
+
+
+def _loc(better: Callable[[Any, Any], Any]) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
+    """MAXLOC/MINLOC on (value, index) pairs: the better value, the lower index on a tie."""
+    def pick(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        value, index = a.dtype.names[0], a.dtype.names[1]
+        take = better(b[value], a[value]) | ((b[value] == a[value]) & (b[index] < a[index]))
+        out = a.copy()
+        out[take] = b[take]
+        return out
+    return pick
+
+
+def _pyloc(better: Callable[[Any, Any], bool]) -> Callable[[Any, Any], Any]:
+    def pick(x: Any, y: Any) -> Any:
+        (u, i), (v, j) = x, y
+        if better(u, v):
+            return u, i
+        if better(v, u):
+            return v, j
+        return (v, j) if j < i else (u, i)
+    return pick
+
+
+SUM = Op("MPI_SUM", _ops.SUM, operator.add)
+PROD = Op("MPI_PROD", _ops.PROD, operator.mul)
+MAX = Op("MPI_MAX", _ops.MAX, lambda x, y: y if y > x else x)
+MIN = Op("MPI_MIN", _ops.MIN, lambda x, y: y if y < x else x)
+LAND = Op("MPI_LAND", _ops.Op("land", _logical(np.logical_and)), lambda x, y: x and y)
+LOR = Op("MPI_LOR", _ops.Op("lor", _logical(np.logical_or)), lambda x, y: x or y)
+LXOR = Op("MPI_LXOR", _ops.Op("lxor", _logical(np.logical_xor)), lambda x, y: bool(x) != bool(y))
+BAND = Op("MPI_BAND", _ops.Op("band", np.bitwise_and), operator.and_)
+BOR = Op("MPI_BOR", _ops.Op("bor", np.bitwise_or), operator.or_)
+BXOR = Op("MPI_BXOR", _ops.Op("bxor", np.bitwise_xor), operator.xor)
+MAXLOC = Op("MPI_MAXLOC", _ops.Op("maxloc", _loc(np.greater)), _pyloc(operator.gt))
+MINLOC = Op("MPI_MINLOC", _ops.Op("minloc", _loc(np.less)), _pyloc(operator.lt))
+REPLACE = Op("MPI_REPLACE", _ops.Op("replace", lambda a, b: np.array(a, copy=True), False), lambda x, y: y, False)
+NO_OP = Op("MPI_NO_OP", _ops.Op("no_op", lambda a, b: np.array(b, copy=True), False), lambda x, y: x, False)
+OP_NULL = Op()
+
+
+def as_op(op: Any) -> Op:
+    if isinstance(op, Op):
+        return op
+    if callable(op):  # mpi4py accepts a plain function for lowercase reductions
+        return Op("python", None, op, True)
+    raise TypeError(f"expected an MPI.Op, got {op!r}")
+
+
+def _predefined(name: str) -> Op:
+    """The predefined op of MPI name *name* (unpickling one)."""
+    return {op.name: op for op in (SUM, PROD, MAX, MIN, LAND, LOR, LXOR, BAND, BOR, BXOR, MAXLOC, MINLOC, REPLACE,
+                                   NO_OP, OP_NULL)}[name]

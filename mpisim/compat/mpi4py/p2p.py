@@ -1,0 +1,178 @@
+"""Point-to-point calls of ``MPI.Comm``: objects (``send, recv, isend, ...``) and buffers (``Send, Recv, Isend, ...``).
+
+A mixin of :class:`~mpisim.compat.mpi4py.comm.Comm` (``self._c`` is the calling rank's
+simulated communicator). Lowercase calls send an object's pickle, as mpi4py does, so the
+simulated message has mpi4py's size; uppercase calls send the buffer's bytes (MPI matches
+messages by bytes, whatever the types on each side) and receive into the program's buffer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from mpisim.compat import collectives as _coll
+from mpisim.compat.mpi4py import bsend as _bsend
+from mpisim.compat.mpi4py.environment import here
+from mpisim.compat.mpi4py.msgbuffer import as_bytes, nothing, receiving, unpickled
+from mpisim.compat.mpi4py.request import Request
+from mpisim.compat.mpi4py.status import Status
+from mpisim.mpi.constants import ANY_SOURCE, ANY_TAG, PROC_NULL
+from mpisim.mpi.payload import DataPayload
+
+
+class PointToPoint:
+    """``send``/``Send`` and the rest: the point-to-point half of a communicator."""
+
+    _c: Any  # the calling rank's simulated communicator (Comm)
+    _on: Callable[[Any], Any]  # the same, for a caller that holds its rank's context (Comm)
+
+    # ---- point-to-point, objects
+
+    def send(self, obj: Any, dest: int, tag: int = 0) -> None:
+        """Send a picklable object (``MPI_Send`` of its pickle)."""
+        ctx = here("Comm.send")
+        ctx.block(self._on(ctx).send(_coll.dumps(obj), dest, tag))
+
+    def ssend(self, obj: Any, dest: int, tag: int = 0) -> None:
+        """Synchronous send: returns once the receive has matched."""
+        here("Comm.ssend").block(self._c.ssend(_coll.dumps(obj), dest, tag))
+
+    rsend = send
+
+    def bsend(self, obj: Any, dest: int, tag: int = 0) -> None:
+        """Buffered send of an object's pickle (``MPI_Bsend``)."""
+        ctx = here("Comm.bsend")
+        ctx.enter()
+        _bsend.send(ctx, self._on(ctx), _coll.dumps(obj), dest, tag, "bsend")
+
+    def ibsend(self, obj: Any, dest: int, tag: int = 0) -> Request:
+        ctx = here("Comm.ibsend")
+        ctx.enter()
+        _bsend.send(ctx, self._on(ctx), _coll.dumps(obj), dest, tag, "ibsend")
+        return Request()
+
+    def isend(self, obj: Any, dest: int, tag: int = 0) -> Request:
+        """Start sending an object; returns a Request."""
+        ctx = here("Comm.isend")
+        ctx.enter()
+        return Request(self._c.isend(_coll.dumps(obj), dest, tag))
+
+    def issend(self, obj: Any, dest: int, tag: int = 0) -> Request:
+        ctx = here("Comm.issend")
+        ctx.enter()
+        return Request(self._c.issend(_coll.dumps(obj), dest, tag))
+
+    irsend = isend
+
+    def recv(self, buf: Any = None, source: int = ANY_SOURCE, tag: int = ANY_TAG, status: Status | None = None) -> Any:
+        """Receive and return an object."""
+        ctx = here("Comm.recv")
+        value = ctx.block(self._on(ctx).recv(None, source, tag, status))
+        return None if source == PROC_NULL else unpickled(value)
+
+    def irecv(self, buf: Any = None, source: int = ANY_SOURCE, tag: int = ANY_TAG) -> Request:
+        """Start receiving an object; ``req.wait()`` returns it."""
+        ctx = here("Comm.irecv")
+        ctx.enter()
+        return Request(self._c.irecv(None, source, tag, Status()), decode=None if source == PROC_NULL else unpickled)
+
+    def sendrecv(self, sendobj: Any, dest: int, sendtag: int = 0, recvbuf: Any = None, source: int = ANY_SOURCE,
+                 recvtag: int = ANY_TAG, status: Status | None = None) -> Any:
+        """Send an object and receive one, at once."""
+        ctx = here("Comm.sendrecv")
+        value = ctx.block(self._c.sendrecv(_coll.dumps(sendobj), dest, sendtag, None, source, recvtag, status))
+        return None if source == PROC_NULL else unpickled(value)
+
+    def probe(self, source: int = ANY_SOURCE, tag: int = ANY_TAG, status: Status | None = None) -> bool:
+        """Wait until a matching message has arrived (``MPI_Probe``)."""
+        here("Comm.probe").block(self._c.probe(source, tag, status))
+        return True
+
+    Probe = probe
+
+    def iprobe(self, source: int = ANY_SOURCE, tag: int = ANY_TAG, status: Status | None = None) -> bool:
+        """True if a matching message has arrived."""
+        ctx = here("Comm.iprobe")
+        ctx.enter()
+        found = self._c.iprobe(source, tag, status)
+        if not found:
+            ctx.poll()
+        return found
+
+    Iprobe = iprobe
+
+    # ---- point-to-point, buffers
+
+    def Send(self, buf: Any, dest: int, tag: int = 0) -> None:
+        """Send a buffer (``MPI_Send``)."""
+        ctx = here("Comm.Send")
+        ctx.block(self._on(ctx).send(as_bytes(buf, "Send"), dest, tag))
+
+    Rsend = Send
+
+    def Bsend(self, buf: Any, dest: int, tag: int = 0) -> None:
+        """Buffered send: copy into the attached buffer and return at once (``MPI_Bsend``; :mod:`.bsend`)."""
+        ctx = here("Comm.Bsend")
+        ctx.enter()
+        _bsend.send(ctx, self._on(ctx), as_bytes(buf, "Bsend"), dest, tag, "Bsend")
+
+    def Ibsend(self, buf: Any, dest: int, tag: int = 0) -> Request:
+        """Nonblocking buffered send: complete as soon as the message is in the attached buffer (``MPI_Ibsend``)."""
+        ctx = here("Comm.Ibsend")
+        ctx.enter()
+        _bsend.send(ctx, self._on(ctx), as_bytes(buf, "Ibsend"), dest, tag, "Ibsend")
+        return Request()
+
+    def Ssend(self, buf: Any, dest: int, tag: int = 0) -> None:
+        """Synchronous send of a buffer (``MPI_Ssend``)."""
+        here("Comm.Ssend").block(self._c.ssend(as_bytes(buf, "Ssend"), dest, tag))
+
+    def Isend(self, buf: Any, dest: int, tag: int = 0) -> Request:
+        """Start sending a buffer (``MPI_Isend``)."""
+        ctx = here("Comm.Isend")
+        ctx.enter()
+        return Request(self._on(ctx).isend(as_bytes(buf, "Isend"), dest, tag))
+
+    Irsend = Isend
+
+    def Issend(self, buf: Any, dest: int, tag: int = 0) -> Request:
+        ctx = here("Comm.Issend")
+        ctx.enter()
+        return Request(self._c.issend(as_bytes(buf, "Issend"), dest, tag))
+
+    def Recv(self, buf: Any, source: int = ANY_SOURCE, tag: int = ANY_TAG, status: Status | None = None) -> None:
+        """Receive into the program's buffer (``MPI_Recv``)."""
+        ctx = here("Comm.Recv")
+        into, finish = receiving(buf, "Recv")
+        ctx.block(self._on(ctx).recv(DataPayload(into.view(np.uint8), writable=True), source, tag, status))
+        finish()
+
+    def Irecv(self, buf: Any, source: int = ANY_SOURCE, tag: int = ANY_TAG) -> Request:
+        """Start receiving into the program's buffer (``MPI_Irecv``)."""
+        ctx = here("Comm.Irecv")
+        ctx.enter()
+        into, finish = receiving(buf, "Irecv")
+        return Request(self._on(ctx).irecv(DataPayload(into.view(np.uint8), writable=True), source, tag,
+                                           Status()), after=None if finish is nothing else finish)
+
+    def Sendrecv(self, sendbuf: Any, dest: int, sendtag: int = 0, recvbuf: Any = None, source: int = ANY_SOURCE,
+                 recvtag: int = ANY_TAG, status: Status | None = None) -> None:
+        """Send a buffer and receive into another at once (``MPI_Sendrecv``)."""
+        ctx = here("Comm.Sendrecv")
+        into, finish = receiving(recvbuf, "Sendrecv")
+        ctx.block(self._c.sendrecv(as_bytes(sendbuf, "Sendrecv"), dest, sendtag,
+                                   DataPayload(into.view(np.uint8), writable=True), source, recvtag, status))
+        finish()
+
+    def Sendrecv_replace(self, buf: Any, dest: int, sendtag: int = 0, source: int = ANY_SOURCE,
+                         recvtag: int = ANY_TAG, status: Status | None = None) -> None:
+        """Send a buffer and receive into the same buffer (``MPI_Sendrecv_replace``)."""
+        ctx = here("Comm.Sendrecv_replace")
+        into, finish = receiving(buf, "Sendrecv_replace")
+        array = into.view(np.uint8)
+        ctx.block(self._c.sendrecv(array.copy(), dest, sendtag, DataPayload(array, writable=True), source, recvtag,
+                                   status))
+        finish()
