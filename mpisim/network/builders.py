@@ -349,10 +349,12 @@ class _LeafSpine(InterFabric):
     uplinks:
 
     * ``adaptive`` (the default): the connection is spread over all of them. InfiniBand
-      switches with adaptive routing send each packet out of the least-loaded equal-cost port,
-      and RoCE NICs spread a connection over several queue pairs whose UDP source ports hash
-      apart (NCCL opens several per connection, and spray-capable Ethernet fabrics re-balance
-      flowlets), so a leaf's uplinks act as one pooled bundle. The model is that bundle: one
+      switches with adaptive routing send each packet out of the least-loaded equal-cost port
+      (NCCL turns adaptive routing on for every InfiniBand port and sends bulk data as RDMA
+      writes that tolerate reordering: ``net_ib/init.cc``, ``net_ib/p2p.cc``), and RoCE
+      deployments spread a connection over several queue pairs whose UDP source ports hash
+      apart (``NCCL_IB_QPS_PER_CONNECTION``, 1 by default, set to 4 or more on RoCE clouds) or
+      over Ethernet switches that spray packets, so a leaf's uplinks act as one pooled bundle. The model is that bundle: one
       link per leaf and direction, ``leafX->spines`` and ``spines->leafX``, carrying the
       capacity of all its uplinks together (and ``podP.spines->core`` / ``core->podP.spines``
       between a pod and the core). It is exact, not an approximation, for a Clos with

@@ -65,8 +65,9 @@ from mpisim.engine.units import (
     parse_whole,
 )
 from mpisim.errors import ConfigError, TopologyError
-from mpisim.network.builders import INTER_FABRICS, INTRA_FABRICS, ROUTINGS, InterFabric, IntraFabric
+from mpisim.network.builders import INTER_FABRICS, INTRA_FABRICS, InterFabric, IntraFabric
 from mpisim.network.links import Link, Route
+from mpisim.network.routing import MULTIPATH_KINDS, extended, lanes_between, validate_routing
 
 PLACEMENTS = ("block", "round_robin")
 DEVICES = ("cpu", "gpu")
@@ -94,8 +95,6 @@ GPU_PROTOCOLS = ("LL", "LL128", "Simple", "NVLS")
 _FABRIC_KEYS = ("kind", "bandwidth", "latency", "efficiency", "protocols")
 _INTER_ONLY_KEYS = ("nics", "oversubscription", "leaf_size", "hop_latency", "host_bandwidth", "routing",
                     "qps_per_connection", "pod_size")
-#: Inter-node fabrics with several equal-cost paths between two leaves, where ``routing`` matters.
-MULTIPATH_KINDS = ("fat_tree", "rail")
 _INTRA_ONLY_KEYS = ("in_switch_reduction",)
 _PROTOCOL_KEYS = ("latency", "efficiency")
 _TOPOLOGY_KEYS = (
@@ -156,17 +155,11 @@ class FabricSpec:
         in a VM handles both directions on the same cores, so ``osu_bibw`` reaches what
         ``osu_bw`` does and no more (published.md C4b). Every message leaving or entering the
         NIC crosses this one shared resource.
-    routing
-        ``fat_tree`` and ``rail``: how a connection between two leaves uses the equal-cost
-        uplinks: ``adaptive`` (default; spread over all of them, as InfiniBand adaptive
-        routing and RoCE's several queue pairs per connection do) or ``ecmp`` (static hash per
-        queue pair, for studying collisions); see :class:`mpisim.network.builders._LeafSpine`.
-    qps_per_connection
-        ``routing: ecmp`` only: queue pairs per connection, each hashed onto a spine on its
-        own and carrying an equal share of the bytes (NCCL's ``NCCL_IB_QPS_PER_CONNECTION``).
-    pod_size
-        ``fat_tree`` and ``rail``: nodes per pod below a third (core) switch level; 0 picks it
-        automatically (two levels while the spines reach every leaf).
+    routing, qps_per_connection, pod_size
+        ``fat_tree`` and ``rail`` (:mod:`mpisim.network.routing`): ``adaptive`` (default) spreads
+        a connection over the equal-cost uplinks, ``ecmp`` hashes each of its
+        ``qps_per_connection`` queue pairs onto one spine; ``pod_size`` nodes share a pod under
+        a core level (0: automatic, two levels while the spines reach every leaf).
     """
 
     kind: str
@@ -464,25 +457,7 @@ def _validate_fabric(fabric: FabricSpec, where: str, known: Mapping[str, object]
             f"host_bandwidth must be positive and finite (0: no cap), got {fabric.host_bandwidth!r}",
             f"{where}.host_bandwidth",
         )
-    if fabric.routing not in ROUTINGS:
-        raise TopologyError(f"unknown routing {fabric.routing!r}; known: {', '.join(ROUTINGS)}", f"{where}.routing")
-    _at_least_one(fabric.qps_per_connection, f"{where}.qps_per_connection")
-    if fabric.qps_per_connection > 1 and fabric.routing != "ecmp":
-        raise TopologyError(
-            f"qps_per_connection ({fabric.qps_per_connection}) is how static ECMP hashes a connection; "
-            f"it needs routing: ecmp (adaptive routing already spreads every connection over all paths)",
-            f"{where}.qps_per_connection",
-        )
-    if fabric.kind not in MULTIPATH_KINDS and (fabric.routing != "adaptive" or fabric.pod_size):
-        key = "routing" if fabric.routing != "adaptive" else "pod_size"
-        raise TopologyError(
-            f"{key} applies to fabrics with several levels of switches ({', '.join(MULTIPATH_KINDS)}), "
-            f"not to kind {fabric.kind!r}", f"{where}.{key}"
-        )
-    if not (_is_int(fabric.pod_size) and fabric.pod_size >= 0):
-        raise TopologyError(
-            f"pod_size must be a whole number of nodes, 0 for automatic, got {fabric.pod_size!r}", f"{where}.pod_size"
-        )
+    validate_routing(fabric, where)
     if too_slow(fabric.host_bandwidth, "host_bandwidth"):
         raise TopologyError(too_slow(fabric.host_bandwidth, "host_bandwidth") + " (0: no cap)", f"{where}.host_bandwidth")
     for protocol in fabric.protocols:
@@ -697,7 +672,7 @@ class Topology:
         route = self._routes.get(key)
         if route is None:
             route = Route.through(self._links_between(src, dst))
-            lanes = self._lanes_between(src, dst)
+            lanes = lanes_between(self, src, dst)
             if lanes:
                 route = Route(route.links, route.latency, route.bottleneck, tuple(lanes))
             self._routes[key] = route
@@ -726,22 +701,13 @@ class Topology:
         nics = self._nics
         src_nic, dst_nic = self.local_rank(src) % nics, self.local_rank(dst) % nics
         links = self.inter.route(src_node, src_nic, dst_node, dst_nic)
-        if self._stacks:
-            links = [self._stacks[src_node * nics + src_nic], *links, self._stacks[dst_node * nics + dst_nic]]
-        return links
+        stacks = self.host_stacks(src_node * nics + src_nic, dst_node * nics + dst_nic)
+        return [*stacks[:1], *links, *stacks[1:]] if stacks else links
 
-    def _lanes_between(self, src: int, dst: int) -> list[Route]:
-        """The sub-flow routes of a connection split over several paths (static ECMP, several QPs), or []."""
-        if self.inter is None or self.node_of(src) == self.node_of(dst):
-            return []
-        nics = self._nics
-        src_node, src_nic = self.node_of(src), self.local_rank(src) % nics
-        dst_node, dst_nic = self.node_of(dst), self.local_rank(dst) % nics
-        lanes = self.inter.lanes(src_node, src_nic, dst_node, dst_nic)
-        if self._stacks:
-            lanes = [[self._stacks[src_node * nics + src_nic], *lane, self._stacks[dst_node * nics + dst_nic]]
-                     for lane in lanes]
-        return [Route.through(lane) for lane in lanes]
+    def host_stacks(self, src_port: int, dst_port: int) -> list[Link]:
+        """The host-stack links of NIC ports *src_port* and *dst_port* (node * nics + nic), or []
+        when the fabric has no ``host_bandwidth``."""
+        return [self._stacks[src_port], self._stacks[dst_port]] if self._stacks else []
 
     def paced_route(self, src: int, dst: int, rate: float) -> Route:
         """Return :meth:`route` from *src* to *dst* through *src*'s *pace link* of *rate* bytes/s.
@@ -759,7 +725,7 @@ class Topology:
             pace = self._paces.get((src, rate))
             if pace is None:
                 pace = self._paces[src, rate] = self.add_link(f"pace of rank {src}", 0.0, rate, 1.0, "pace")
-            route = self._paced_routes[key] = _extended(self.route(src, dst), after=[pace])
+            route = self._paced_routes[key] = extended(self.route(src, dst), after=[pace])
         return route
 
     def pxn_route(self, src: int, dst: int) -> Route:
@@ -783,7 +749,7 @@ class Topology:
             if via == src:
                 route = self.route(src, dst)
             else:
-                route = _extended(self.route(via, dst), before=list(self.route(src, via).links))
+                route = extended(self.route(via, dst), before=list(self.route(src, via).links))
             self._pxn_routes[key] = route
         return route
 
@@ -822,13 +788,6 @@ class Topology:
 
     def __repr__(self) -> str:
         return f"<Topology {self.spec.name!r}: {self.summary()}>"
-
-
-def _extended(route: Route, *, before: list[Link] = (), after: list[Link] = ()) -> Route:  # type: ignore[assignment]
-    """*route* with *before* and *after* added around it, and around each of its lanes."""
-    lanes = tuple(Route.through([*before, *lane.links, *after]) for lane in route.lanes)
-    out = Route.through([*before, *route.links, *after])
-    return Route(out.links, out.latency, out.bottleneck, lanes) if lanes else out
 
 
 def build_topology(spec: TopologySpec) -> Topology:
