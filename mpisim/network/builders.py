@@ -408,7 +408,12 @@ class _LeafSpine(InterFabric):
         # (leaf, spine), indexed leaf * spines + spine.
         self._uplinks: list[Link] = []
         self._downlinks: list[Link] = []
-        for leaf in leaf_names if self.spines else ():
+        # Adaptive routing on a non-blocking tree whose switch hops add no latency: a leaf's bundle
+        # carries at most what its NIC ports do and has their capacity, so it never binds (a
+        # redundant max-min constraint) and adds nothing to a route; it is not built at all, which
+        # also keeps per-flow contention estimates (the collectives' fluid twins) on the NIC ports.
+        self.pooled = self.adaptive and (spec.oversubscription > 1 or spec.hop_latency > 0)
+        for leaf in leaf_names if self.spines and (self.pooled or not self.adaptive) else ():
             if self.adaptive:
                 bundle = self.spines * self.uplink_bandwidth
                 self._uplinks.append(self._add(f"{leaf}->spines", spec.hop_latency, bundle))
@@ -420,7 +425,7 @@ class _LeafSpine(InterFabric):
         # Pod-core bundles: as fast as the pod's leaves' uplinks together (non-blocking core).
         self._pod_up: list[Link] = []
         self._pod_down: list[Link] = []
-        if self.pods > 1:
+        if self.pods > 1 and (self.pooled or not self.adaptive):
             leaf_uplinks = self.ports * spec.bandwidth / spec.oversubscription
             for pod in range(self.pods):
                 nodes = min(self.pod_nodes, self.layout.nodes - pod * self.pod_nodes)
@@ -450,6 +455,8 @@ class _LeafSpine(InterFabric):
         up = self._up[src_node * self.nics + src_nic]
         down = self._down[dst_node * self.nics + dst_nic]
         if src_leaf == dst_leaf:
+            return [up, down]
+        if self.adaptive and not self.pooled:
             return [up, down]
         src_pod, dst_pod = src_node // self.pod_nodes, dst_node // self.pod_nodes
         core = [self._pod_up[src_pod], self._pod_down[dst_pod]] if src_pod != dst_pod else []
