@@ -363,6 +363,9 @@ class _LeafSpine(InterFabric):
       set of rates fits the uplinks exactly when it fits the bundle, and the same holds at the
       spines' downlinks and the core. It is also what keeps the max-min solver cheap: one link
       per leaf instead of one per spine, and one flow per connection instead of one per path.
+      On a non-blocking tree (``oversubscription: 1``) whose switch hops add no latency the
+      bundles are not built at all: each carries at most what its leaf's NIC ports carry and
+      has exactly their capacity, so it can never be the link that limits a flow.
     * ``ecmp``: static hashing, for studying collisions. Each queue pair of a connection
       (``qps_per_connection``, 1 by default) is hashed independently onto one spine (a mix of
       the two NICs and the queue pair's number, as switches hash the 5-tuple), over
