@@ -192,7 +192,9 @@ EXPECTED = {
     "p2p-fairshare-zero-latency": {"digest": "02f1876d6033ff8d", "messages": 17, "now": 0.000106899644444},
     "ring-analytic": {"digest": "5464101c2a51fce4", "messages": 180, "now": 0.0015405352},
     "ring-fairshare-star": {"digest": "fc74f66fe39e5973", "messages": 252, "now": 0.000476433493333},
-    "ring-fairshare-fattree": {"digest": "2b6a341aee97fe9c", "messages": 5952, "now": 0.00117898165217},
+    # Re-taken when fat trees moved to adaptive routing (a leaf's uplinks pooled into one bundle
+    # link): the link records name the bundles; messages and the end time are unchanged.
+    "ring-fairshare-fattree": {"digest": "279d64ca77952260", "messages": 5952, "now": 0.00117898165217},
 }
 
 CASES = sorted(EXPECTED)

@@ -45,6 +45,11 @@ if TYPE_CHECKING:
 #: A leaf switch's downlink ports when ``leaf_size`` is automatic: half of a radix-64 switch
 #: (NVIDIA Quantum-2 NDR and 400 GbE switches have 64 ports), the other half going up to spines.
 LEAF_DOWN_PORTS = 32
+#: Ports of a spine switch (the same radix-64 model): a two-level tree joins at most this many
+#: leaves; a larger fabric gets a third, core level above pods of ``SPINE_PORTS / 2`` leaves.
+SPINE_PORTS = 64
+#: How a multi-level fabric spreads a connection over its equal-cost paths (``routing:``).
+ROUTINGS = ("adaptive", "ecmp")
 
 
 class Layout(Protocol):
@@ -110,6 +115,14 @@ class InterFabric(ABC):
     def describe(self) -> str:
         """Return a short description for one-line summaries."""
         ...
+
+    def lanes(self, src_node: int, src_nic: int, dst_node: int, dst_nic: int) -> list[list[Link]]:
+        """Return each sub-flow's links when a connection is split over several paths, else [].
+
+        Only static ECMP with several queue pairs per connection splits one (see
+        :class:`_LeafSpine`); every other fabric carries a connection on one path.
+        """
+        return []
 
     def _nic_ports(self) -> str:
         return f"{self.nics} x {format_bits_per_s(self.spec.bandwidth)} NIC{'s' if self.nics > 1 else ''} per node"
@@ -311,24 +324,56 @@ class Ring(InterFabric):
 
 
 class _LeafSpine(InterFabric):
-    """A two-level tree: NICs hang off leaf switches, leaves join through spine switches.
+    """A folded Clos: NICs hang off leaf switches, leaves join through spines (and cores).
 
     Subclasses say which leaf (and which downlink port of it) each NIC plugs into. A leaf has
-    ``ports`` downlinks at the NIC bandwidth and one uplink to each of the ``spines`` spine
-    switches; the uplinks share ``ports x bandwidth / oversubscription`` equally, so an
-    oversubscription of 2 halves what a full leaf can send across at once. With ``o`` the
-    oversubscription there are ``ceil(ports / o)`` spines, so with ``o = 1`` every uplink is as
-    fast as a NIC port, as in a real non-blocking fat tree built from one switch model.
+    ``ports`` downlinks at the NIC bandwidth and ``spines`` uplinks, one to each spine switch;
+    the uplinks share ``ports x bandwidth / oversubscription`` equally, so an oversubscription
+    of 2 halves what a full leaf can send across at once. With ``o`` the oversubscription
+    there are ``ceil(ports / o)`` spines, so with ``o = 1`` every uplink is as fast as a NIC
+    port, as in a real non-blocking fat tree built from one switch model.
 
-    Same leaf: NIC -> leaf -> NIC, latency/2 per link. Different leaves: NIC -> leaf -> spine
-    -> leaf -> NIC, with ``hop_latency`` on each leaf-spine link (0 by default: the spine adds
-    no latency beyond the end-to-end figure unless the spec says so).
+    **Tiers.** A spine switch has :data:`SPINE_PORTS` ports, so two levels join at most that
+    many leaves. Beyond, the leaves are grouped into *pods* of ``SPINE_PORTS / 2`` leaves
+    (``pod_size`` nodes, automatic by default): each pod has its own spines, half of whose
+    ports go down to the pod's leaves and half up to a core level that joins the pods, the
+    three-level fat tree of DGX SuperPODs above 2,048 GPUs and of 10,000-100,000 GPU clusters.
+    The core level is as fast as the pod's leaf uplinks (non-blocking above the leaves).
 
-    The spine is picked by a fixed integer hash, like ECMP's but deterministic and chosen to
-    spread well: ``(sender's port + sender's leaf + receiver's leaf) % spines``. For one pair of
-    leaves it is a bijection of the sender's port, so when all of a leaf sends to another leaf
-    the flows spread evenly over the uplinks (exactly ``o`` flows per uplink when ``o`` divides
-    the port count) and, arriving from distinct spines, over the receiving leaf's downlinks.
+    **Latency.** Same leaf: NIC -> leaf -> NIC, latency/2 per link. Different leaves of one
+    pod: NIC -> leaf -> spine -> leaf -> NIC, with ``hop_latency`` on each switch-to-switch
+    link (0 by default: the spine adds no latency beyond the end-to-end figure unless the spec
+    says so); different pods add the two pod-core links, two more ``hop_latency``.
+
+    **Routing** (``routing:``) decides how a connection between two leaves uses the equal-cost
+    uplinks:
+
+    * ``adaptive`` (the default): the connection is spread over all of them. InfiniBand
+      switches with adaptive routing send each packet out of the least-loaded equal-cost port
+      (NCCL turns adaptive routing on for every InfiniBand port and sends bulk data as RDMA
+      writes that tolerate reordering: ``net_ib/init.cc``, ``net_ib/p2p.cc``), and RoCE
+      deployments spread a connection over several queue pairs whose UDP source ports hash
+      apart (``NCCL_IB_QPS_PER_CONNECTION``, 1 by default, set to 4 or more on RoCE clouds) or
+      over Ethernet switches that spray packets, so a leaf's uplinks act as one pooled bundle. The model is that bundle: one
+      link per leaf and direction, ``leafX->spines`` and ``spines->leafX``, carrying the
+      capacity of all its uplinks together (and ``podP.spines->core`` / ``core->podP.spines``
+      between a pod and the core). It is exact, not an approximation, for a Clos with
+      even splitting: when each connection puts ``1/spines`` of its bytes on every spine, the
+      load on uplink ``leaf->s`` is the leaf's total over ``spines``, for every ``s``, so a
+      set of rates fits the uplinks exactly when it fits the bundle, and the same holds at the
+      spines' downlinks and the core. It is also what keeps the max-min solver cheap: one link
+      per leaf instead of one per spine, and one flow per connection instead of one per path.
+      On a non-blocking tree (``oversubscription: 1``) whose switch hops add no latency the
+      bundles are not built at all: each carries at most what its leaf's NIC ports carry and
+      has exactly their capacity, so it can never be the link that limits a flow.
+    * ``ecmp``: static hashing, for studying collisions. Each queue pair of a connection
+      (``qps_per_connection``, 1 by default) is hashed independently onto one spine (a mix of
+      the two NICs and the queue pair's number, as switches hash the 5-tuple), over
+      individual ``leafX->spineS`` cables. Two connections hashed onto one cable share it,
+      and a fabric the preset calls non-blocking then runs some cables at half speed, as
+      real ECMP fabrics do. A connection of several queue pairs is several sub-flows
+      (:attr:`~mpisim.network.links.Route.lanes`), each with its share of the bytes. Between
+      pods the core stage stays pooled (the collisions studied are those at the leaves).
     """
 
     #: Nodes attached to one leaf (after the automatic choice), downlink ports per leaf,
@@ -337,8 +382,11 @@ class _LeafSpine(InterFabric):
     ports: int
     leaves: int
     spines: int
+    #: Nodes per pod (all nodes when the fabric has two levels) and number of pods.
+    pod_nodes: int
+    pods: int
 
-    def _build(self, leaf_names: list[str]) -> None:
+    def _build(self, leaf_names: list[str], leaves_per_group: int) -> None:
         spec = self.spec
         half = spec.latency / 2
         # NIC ports, indexed node * nics + nic.
@@ -349,51 +397,134 @@ class _LeafSpine(InterFabric):
                 leaf = leaf_names[self.leaf_of(node, nic)[0]]
                 self._up.append(self._add(f"{_nic(node, nic)}->{leaf}", half))
                 self._down.append(self._add(f"{leaf}->{_nic(node, nic)}", half))
-        # Leaf-spine cables, indexed leaf * spines + spine; none when one leaf holds everything.
+        self.adaptive = spec.routing == "adaptive"
+        self.qps = spec.qps_per_connection
+        # Leaf-spine cables; none when one leaf holds everything.
         self.spines = math.ceil(self.ports / spec.oversubscription) if self.leaves > 1 else 0
         self.uplink_bandwidth = (
             self.ports * spec.bandwidth / spec.oversubscription / self.spines if self.spines else 0.0
         )
+        # Pods: groups of whole leaf groups, so a node's NICs are all in one pod.
+        self.pod_nodes = _pod_nodes(spec.pod_size, self.layout.nodes, self.leaves, self.leaf_size, leaves_per_group)
+        self.pods = math.ceil(self.layout.nodes / self.pod_nodes)
+        # adaptive: one bundle per leaf and direction, indexed by leaf; ecmp: one cable per
+        # (leaf, spine), indexed leaf * spines + spine.
         self._uplinks: list[Link] = []
         self._downlinks: list[Link] = []
-        for leaf in leaf_names if self.spines else ():
+        # Adaptive routing on a non-blocking tree whose switch hops add no latency: a leaf's bundle
+        # carries at most what its NIC ports do and has their capacity, so it never binds (a
+        # redundant max-min constraint) and adds nothing to a route; it is not built at all, which
+        # also keeps per-flow contention estimates (the collectives' fluid twins) on the NIC ports.
+        self.pooled = self.adaptive and (spec.oversubscription > 1 or spec.hop_latency > 0)
+        for leaf in leaf_names if self.spines and (self.pooled or not self.adaptive) else ():
+            if self.adaptive:
+                bundle = self.spines * self.uplink_bandwidth
+                self._uplinks.append(self._add(f"{leaf}->spines", spec.hop_latency, bundle))
+                self._downlinks.append(self._add(f"spines->{leaf}", spec.hop_latency, bundle))
+                continue
             for spine in range(self.spines):
-                self._uplinks.append(
-                    self._add(f"{leaf}->spine{spine}", spec.hop_latency, self.uplink_bandwidth)
-                )
-                self._downlinks.append(
-                    self._add(f"spine{spine}->{leaf}", spec.hop_latency, self.uplink_bandwidth)
-                )
+                self._uplinks.append(self._add(f"{leaf}->spine{spine}", spec.hop_latency, self.uplink_bandwidth))
+                self._downlinks.append(self._add(f"spine{spine}->{leaf}", spec.hop_latency, self.uplink_bandwidth))
+        # Pod-core bundles: as fast as the pod's leaves' uplinks together (non-blocking core).
+        self._pod_up: list[Link] = []
+        self._pod_down: list[Link] = []
+        if self.pods > 1 and (self.pooled or not self.adaptive):
+            leaf_uplinks = self.ports * spec.bandwidth / spec.oversubscription
+            for pod in range(self.pods):
+                nodes = min(self.pod_nodes, self.layout.nodes - pod * self.pod_nodes)
+                capacity = math.ceil(nodes / self.leaf_size) * leaves_per_group * leaf_uplinks
+                self._pod_up.append(self._add(f"pod{pod}.spines->core", spec.hop_latency, capacity))
+                self._pod_down.append(self._add(f"core->pod{pod}.spines", spec.hop_latency, capacity))
 
     @abstractmethod
     def leaf_of(self, node: int, nic: int) -> tuple[int, int]:
         """Return (leaf index, downlink port on that leaf) for NIC *nic* of *node*."""
         ...
 
-    def spine_for(self, src_port: int, src_leaf: int, dst_leaf: int) -> int:
-        """Return the spine that carries traffic from *src_port* of *src_leaf* to *dst_leaf*."""
-        return (src_port + src_leaf + dst_leaf) % self.spines
+    def spine_for(self, src_node: int, src_nic: int, dst_node: int, dst_nic: int, qp: int = 0) -> int:
+        """``ecmp``: return the spine that queue pair *qp* of this connection is hashed onto.
+
+        A fixed integer mix of the two NICs and the queue pair (splitmix64's finaliser), the
+        way a switch hashes a packet's 5-tuple: deterministic, and as likely to collide as a
+        real hash, so two connections out of one leaf share a cable with probability
+        ``1 / spines``.
+        """
+        key = ((((src_node * 1_000_003 + src_nic) * 1_000_003 + dst_node) * 1_000_003 + dst_nic) * 131 + qp)
+        return _mix64(key) % self.spines
 
     def route(self, src_node: int, src_nic: int, dst_node: int, dst_nic: int) -> list[Link]:
-        src_leaf, src_port = self.leaf_of(src_node, src_nic)
+        src_leaf, _ = self.leaf_of(src_node, src_nic)
         dst_leaf, _ = self.leaf_of(dst_node, dst_nic)
         up = self._up[src_node * self.nics + src_nic]
         down = self._down[dst_node * self.nics + dst_nic]
         if src_leaf == dst_leaf:
             return [up, down]
-        spine = self.spine_for(src_port, src_leaf, dst_leaf)
+        if self.adaptive and not self.pooled:
+            return [up, down]
+        src_pod, dst_pod = src_node // self.pod_nodes, dst_node // self.pod_nodes
+        core = [self._pod_up[src_pod], self._pod_down[dst_pod]] if src_pod != dst_pod else []
+        if self.adaptive:
+            return [up, self._uplinks[src_leaf], *core, self._downlinks[dst_leaf], down]
+        spine = self.spine_for(src_node, src_nic, dst_node, dst_nic)
         return [
             up,
             self._uplinks[src_leaf * self.spines + spine],
+            *core,
             self._downlinks[dst_leaf * self.spines + spine],
             down,
         ]
+
+    def lanes(self, src_node: int, src_nic: int, dst_node: int, dst_nic: int) -> list[list[Link]]:
+        """``ecmp`` with several queue pairs: the links of each queue pair's path, in QP order.
+
+        Empty when the connection is one path (adaptive routing, one queue pair, one leaf).
+        :meth:`route` is queue pair 0's path.
+        """
+        if self.adaptive or self.qps == 1:
+            return []
+        src_leaf, _ = self.leaf_of(src_node, src_nic)
+        dst_leaf, _ = self.leaf_of(dst_node, dst_nic)
+        if src_leaf == dst_leaf:
+            return []
+        first = self.route(src_node, src_nic, dst_node, dst_nic)
+        out = [first]
+        for qp in range(1, self.qps):
+            spine = self.spine_for(src_node, src_nic, dst_node, dst_nic, qp)
+            path = list(first)
+            path[1] = self._uplinks[src_leaf * self.spines + spine]
+            path[-2] = self._downlinks[dst_leaf * self.spines + spine]
+            out.append(path)
+        return out
 
     def _tree_shape(self) -> str:
         if not self.spines:
             return f"{self.leaf_size} nodes per leaf, 1 leaf"
         ratio = f", {self.spec.oversubscription:g}:1 oversubscribed" if self.spec.oversubscription > 1 else ""
-        return f"{self.leaf_size} nodes per leaf, {self.leaves} leaves, {self.spines} spines{ratio}"
+        pods = f", {self.pods} pods of {self.pod_nodes} nodes under a core level" if self.pods > 1 else ""
+        if self.adaptive:
+            routing = "adaptive routing"
+        else:
+            routing = f"ECMP, {self.qps} QP{'s' if self.qps > 1 else ''} per connection"
+        return f"{self.leaf_size} nodes per leaf, {self.leaves} leaves, {self.spines} spines{ratio}{pods}, {routing}"
+
+
+def _mix64(key: int) -> int:
+    """splitmix64's finaliser: a fixed 64-bit integer mix whose low bits all depend on every input bit."""
+    z = key & 0xFFFFFFFFFFFFFFFF
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & 0xFFFFFFFFFFFFFFFF
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & 0xFFFFFFFFFFFFFFFF
+    return z ^ (z >> 31)
+
+
+def _pod_nodes(requested: int, nodes: int, leaves: int, leaf_size: int, leaves_per_group: int) -> int:
+    """Nodes per pod: as requested; else all nodes while the spines' :data:`SPINE_PORTS` ports
+    reach every leaf (two levels), and beyond that pods of ``SPINE_PORTS / 2`` leaves."""
+    if requested > 0:  # whole leaf groups, so that a leaf is never split between pods
+        return min(math.ceil(requested / leaf_size) * leaf_size, nodes)
+    if leaves <= SPINE_PORTS:
+        return nodes
+    groups_per_pod = max(1, (SPINE_PORTS // 2) // leaves_per_group)
+    return min(groups_per_pod * leaf_size, nodes)
 
 
 def _leaf_size(requested: int, nodes: int, ports_per_node: int) -> int:
@@ -418,7 +549,7 @@ class FatTree(_LeafSpine):
         self.leaf_size = _leaf_size(spec.leaf_size, layout.nodes, self.nics)
         self.ports = self.leaf_size * self.nics
         self.leaves = math.ceil(layout.nodes / self.leaf_size)
-        self._build([f"leaf{leaf}" for leaf in range(self.leaves)])
+        self._build([f"leaf{leaf}" for leaf in range(self.leaves)], 1)
 
     def leaf_of(self, node: int, nic: int) -> tuple[int, int]:
         return node // self.leaf_size, (node % self.leaf_size) * self.nics + nic
@@ -448,7 +579,7 @@ class Rail(_LeafSpine):
         self.ports = self.leaf_size
         self.groups = math.ceil(layout.nodes / self.leaf_size)
         self.leaves = self.nics * self.groups
-        self._build([f"rail{rail}.leaf{group}" for rail in range(self.nics) for group in range(self.groups)])
+        self._build([f"rail{rail}.leaf{group}" for rail in range(self.nics) for group in range(self.groups)], self.nics)
 
     def leaf_of(self, node: int, nic: int) -> tuple[int, int]:
         return nic * self.groups + node // self.leaf_size, node % self.leaf_size

@@ -211,6 +211,11 @@ class FairShareNetwork:
         route = self.topology.route(src, dst)
         if not route.links:
             return
+        if route.lanes:
+            done = self.env.event()
+            if not self.post(src, dst, nbytes, lambda _: done.succeed(), None, route=route):
+                yield done
+            return
         if route.latency > 0:
             yield self.env.timeout(route.latency)
         if nbytes <= 0:
@@ -241,6 +246,8 @@ class FairShareNetwork:
             route = self._route_cache.get((src, dst)) or self.topology.route(src, dst)
         if not route.links:
             return True
+        if route.lanes:
+            return self._post_lanes(src, dst, nbytes, fn, arg, latency, route, weight)
         if latency is None:
             latency = route.latency
         if weight != 1:
@@ -286,7 +293,7 @@ class FairShareNetwork:
         t_batch, batch = -1.0, []
         for i, (src, dst, nbytes, weight) in enumerate(transfers):
             route = None if src == dst else routes.get((src, dst)) or route_of(src, dst)
-            if route is None or not route.links or route.latency <= 0 or nbytes <= 0:
+            if route is None or not route.links or route.latency <= 0 or nbytes <= 0 or route.lanes:
                 if self.post(src, dst, nbytes, fn, i, weight=weight):
                     over.append(i)
                 t_batch = -1.0  # post() may have started the batch of now
@@ -306,6 +313,29 @@ class FairShareNetwork:
             fn(i)
         if not transfers:
             done(fn.t_arrived)
+
+    def _post_lanes(self, src: int, dst: int, nbytes: int, fn: Callable[[Any], None] | None, arg: Any,
+                    latency: float | None, route: Route, weight: int) -> bool:
+        """:meth:`post` a connection split over ``route.lanes``: an equal share of the bytes per lane
+        (the first lanes take the remainder), ``fn(arg)`` once the last lane has arrived."""
+        lanes = route.lanes
+        share, extra = divmod(nbytes, len(lanes))
+        left = [len(lanes)]
+
+        def arrived(_: Any) -> None:
+            left[0] -= 1
+            if left[0] == 0 and fn is not None:
+                fn(arg)
+
+        over = 0
+        for i, lane in enumerate(lanes):
+            if self.post(src, dst, share + (i < extra), arrived, None, latency, lane, weight):
+                over += 1
+        if over == len(lanes):
+            return True
+        for _ in range(over):
+            arrived(None)
+        return False
 
     def _first_bytes_cb(self, t_first: float) -> None:
         """Turn the posted transfers whose latency ends at *t_first* into flows, in posting order."""

@@ -52,11 +52,18 @@ class Route:
     """The links from one rank to another, with total latency and bottleneck bandwidth.
 
     An empty route (a rank sending to itself) has zero latency and infinite bandwidth.
+
+    ``lanes``, when not empty, are the sub-flows one connection is split into (static ECMP
+    with several queue pairs, :mod:`mpisim.network.builders`): each lane is a route of its
+    own carrying an equal share of every transfer's bytes, and the transfer is over when the
+    last lane's bytes have arrived. ``links`` is then the first lane's, and every lane has the
+    same latency and line rate, so ``latency`` and ``bottleneck`` hold for each.
     """
 
     links: tuple[Link, ...]
     latency: float
     bottleneck: float
+    lanes: tuple[Route, ...] = field(default=(), compare=False)
     #: ``link.index`` of each link, in order (network models key their per-link state by it).
     ids: tuple[int, ...] = field(init=False, repr=False, compare=False)
 

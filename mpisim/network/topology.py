@@ -76,8 +76,9 @@ from mpisim.engine.units import (
     parse_whole,
 )
 from mpisim.errors import ConfigError, TopologyError
-from mpisim.network.builders import INTER_FABRICS, INTRA_FABRICS, InterFabric, IntraFabric
+from mpisim.network.builders import INTER_FABRICS, INTRA_FABRICS, ROUTINGS, InterFabric, IntraFabric
 from mpisim.network.links import Link, Route
+from mpisim.network.routing import MULTIPATH_KINDS, extended, lanes_between, validate_routing
 
 PLACEMENTS = ("block", "round_robin")
 DEVICES = ("cpu", "gpu")
@@ -157,6 +158,11 @@ class FabricSpec:
         in a VM handles both directions on the same cores, so ``osu_bibw`` reaches what
         ``osu_bw`` does and no more (published.md C4b). Every message leaving or entering the
         NIC crosses this one shared resource.
+    routing, qps_per_connection, pod_size
+        ``fat_tree`` and ``rail`` (:mod:`mpisim.network.routing`): ``adaptive`` (default) spreads
+        a connection over the equal-cost uplinks, ``ecmp`` hashes each of its
+        ``qps_per_connection`` queue pairs onto one spine; ``pod_size`` nodes share a pod under
+        a core level (0: automatic, two levels while the spines reach every leaf).
     """
 
     kind: str
@@ -170,6 +176,9 @@ class FabricSpec:
     protocols: tuple[ProtocolSpec, ...] = ()
     in_switch_reduction: bool = False
     host_bandwidth: float = 0.0
+    routing: str = "adaptive"
+    qps_per_connection: int = 1
+    pod_size: int = 0
 
     def protocol(self, name: str) -> ProtocolSpec | None:
         """Return the protocol *name* as this fabric gives it, or None if it is not listed."""
@@ -203,6 +212,12 @@ class FabricSpec:
             )
             if self.host_bandwidth:
                 out["host_bandwidth"] = self.host_bandwidth
+            if self.kind in MULTIPATH_KINDS:
+                out["routing"] = self.routing
+                if self.routing == "ecmp":
+                    out["qps_per_connection"] = self.qps_per_connection
+                if self.pod_size:
+                    out["pod_size"] = self.pod_size
         elif self.in_switch_reduction:
             out["in_switch_reduction"] = True
         if self.protocols:
@@ -385,6 +400,7 @@ def _validate_fabric(fabric: FabricSpec, where: str, known: Mapping[str, object]
             f"host_bandwidth must be positive and finite (0: no cap), got {fabric.host_bandwidth!r}",
             f"{where}.host_bandwidth",
         )
+    validate_routing(fabric, where)
     if too_slow(fabric.host_bandwidth, "host_bandwidth"):
         raise TopologyError(too_slow(fabric.host_bandwidth, "host_bandwidth") + " (0: no cap)", f"{where}.host_bandwidth")
     for protocol in fabric.protocols:
@@ -470,6 +486,11 @@ INTER_FABRIC = _fabric(INTER_FABRICS, {
     "hop_latency": Unit(parse_time, "0.3 us", description="fat_tree and rail: extra latency per leaf-spine link."),
     "host_bandwidth": Unit(parse_bandwidth, "25 Gbps",
                            description="Bytes/s the host's network stack moves through one NIC, both ways together."),
+    "routing": _string("fat_tree and rail: adaptive (a connection spread over every equal-cost path, the default) "
+                       "or ecmp (each queue pair hashed onto one spine).", ROUTINGS),
+    "qps_per_connection": Whole(parse_whole, description="routing: ecmp: queue pairs a connection is split over, "
+                                                         "each hashed on its own."),
+    "pod_size": Whole(parse_whole, description="fat_tree and rail: nodes per pod under a core level (0: automatic)."),
 })
 INTRA_FABRIC = _fabric(INTRA_FABRICS, {
     "in_switch_reduction": Flag(description="nvswitch only: the switch reduces and multicasts (NVLS)."),
@@ -605,7 +626,11 @@ class Topology:
         key = (src, dst)
         route = self._routes.get(key)
         if route is None:
-            route = self._routes[key] = Route.through(self._links_between(src, dst))
+            route = Route.through(self._links_between(src, dst))
+            lanes = lanes_between(self, src, dst)
+            if lanes:
+                route = Route(route.links, route.latency, route.bottleneck, tuple(lanes))
+            self._routes[key] = route
         return route
 
     def path_costs(self, src: int, dst: int) -> tuple[float, float]:
@@ -631,9 +656,13 @@ class Topology:
         nics = self._nics
         src_nic, dst_nic = self.local_rank(src) % nics, self.local_rank(dst) % nics
         links = self.inter.route(src_node, src_nic, dst_node, dst_nic)
-        if self._stacks:
-            links = [self._stacks[src_node * nics + src_nic], *links, self._stacks[dst_node * nics + dst_nic]]
-        return links
+        stacks = self.host_stacks(src_node * nics + src_nic, dst_node * nics + dst_nic)
+        return [*stacks[:1], *links, *stacks[1:]] if stacks else links
+
+    def host_stacks(self, src_port: int, dst_port: int) -> list[Link]:
+        """The host-stack links of NIC ports *src_port* and *dst_port* (node * nics + nic), or []
+        when the fabric has no ``host_bandwidth``."""
+        return [self._stacks[src_port], self._stacks[dst_port]] if self._stacks else []
 
     def paced_route(self, src: int, dst: int, rate: float) -> Route:
         """Return :meth:`route` from *src* to *dst* through *src*'s *pace link* of *rate* bytes/s.
@@ -651,7 +680,7 @@ class Topology:
             pace = self._paces.get((src, rate))
             if pace is None:
                 pace = self._paces[src, rate] = self.add_link(f"pace of rank {src}", 0.0, rate, 1.0, "pace")
-            route = self._paced_routes[key] = Route.through([*self.route(src, dst).links, pace])
+            route = self._paced_routes[key] = extended(self.route(src, dst), after=[pace])
         return route
 
     def pxn_route(self, src: int, dst: int) -> Route:
@@ -675,7 +704,7 @@ class Topology:
             if via == src:
                 route = self.route(src, dst)
             else:
-                route = Route.through([*self.route(src, via).links, *self.route(via, dst).links])
+                route = extended(self.route(via, dst), before=list(self.route(src, via).links))
             self._pxn_routes[key] = route
         return route
 

@@ -317,6 +317,7 @@ def render(checks: Sequence[Check], closed: Sequence[Mapping[str, Any]], tuner: 
         f"median absolute error {median * 100:.1f} %, worst {abs(worst.error) * 100:.1f} % "
         f"({worst.row}, {worst.point}).**",
         "",
+        *_gpu_split(checks),
         "## Measured vs predicted",
         "",
         "| row | hardware | benchmark | point | measured | predicted | error | model ran |",
@@ -424,6 +425,19 @@ def _tuner_misses(tuner: Sequence[Mapping[str, Any]]) -> str:
         return "The algorithm the `nccl` rule set picks is the simulation's fastest in every case."
     return (f"The algorithm the `nccl` rule set picks is the simulation's fastest in {len(groups) - len(misses)} "
             f"of {len(groups)} cases; not in " + "; ".join(misses) + ", where the over-estimates above differ.")
+
+
+def _gpu_split(checks: Sequence[Check]) -> list[str]:
+    """One line: GPU collectives on one node and across nodes, each with its median and worst error."""
+    parts = []
+    for label, rows in (("on one node", [c for c in checks if c.gpu_collective and c.nodes == 1]),
+                        ("across nodes", [c for c in checks if c.multinode])):
+        if rows:
+            worst = max(rows, key=lambda c: abs(c.error))
+            parts.append(f"{label} {len(rows)} values, median absolute error "
+                         f"{statistics.median(abs(c.error) for c in rows) * 100:.1f} %, worst "
+                         f"{abs(worst.error) * 100:.1f} % ({worst.row}, {worst.point})")
+    return [f"GPU collectives (every row, published.md or not): {'; '.join(parts)}.", ""] if parts else []
 
 
 def multinode_summary(checks: Sequence[Check]) -> tuple[float, Check] | None:
@@ -598,5 +612,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         write_atomic(args.output, text)
     print(f"{sum(c.calibration for c in checks)} calibration measurements: median |error| {median * 100:.1f} %, "
           f"worst {abs(worst.error) * 100:.1f} % ({worst.row}, {worst.point})")
+    print(*_gpu_split(checks)[:1])
     return status
 

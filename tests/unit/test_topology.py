@@ -11,7 +11,7 @@ import pytest
 
 from mpisim.engine.units import si_numbers
 from mpisim.errors import ConfigError, TopologyError, UnitError
-from mpisim.network.builders import LEAF_DOWN_PORTS
+from mpisim.network.builders import LEAF_DOWN_PORTS, SPINE_PORTS
 from mpisim.network.topology import FabricSpec, Topology, TopologySpec, build_topology
 
 US = 1e-6
@@ -223,20 +223,76 @@ def test_fat_tree_same_leaf_is_two_links():
     assert route.latency == 1.0 * US
 
 
-def test_fat_tree_cross_leaf_goes_through_a_spine():
+def test_fat_tree_cross_leaf_goes_through_the_pooled_spine_bundles():
+    """Adaptive routing (the default): a leaf's uplinks act as one bundle per direction."""
     t = topo(8, 1, None, FAT)
     route = t.route(1, 6)
-    spine = (1 + 0 + 1) % 4  # sender's port + sender's leaf + receiver's leaf, mod spines
-    assert names(route) == [
-        "node1.nic0->leaf0",
-        f"leaf0->spine{spine}",
-        f"spine{spine}->leaf1",
-        "leaf1->node6.nic0",
-    ]
+    assert names(route) == ["node1.nic0->leaf0", "leaf0->spines", "spines->leaf1", "leaf1->node6.nic0"]
+    assert route.latency == pytest.approx(1.0 * US + 2 * 0.25 * US, rel=1e-15)
+    assert route.bottleneck == 25e9 * 0.9
+    assert route.lanes == ()
+    # 8 NICs x 2 directions, plus 2 leaves x 2 bundles.
+    assert len(t.links) == 16 + 4
+    bundle = t.route(1, 6).links[1]
+    assert bundle.bandwidth == pytest.approx(4 * 25e9, rel=1e-15)  # 4 spines x one NIC port each
+
+
+def test_fat_tree_ecmp_hashes_each_connection_onto_one_spine():
+    t = topo(8, 1, None, replace(FAT, routing="ecmp"))
+    route = t.route(1, 6)
+    spine = t.inter.spine_for(1, 0, 6, 0)
+    assert names(route) == ["node1.nic0->leaf0", f"leaf0->spine{spine}", f"spine{spine}->leaf1", "leaf1->node6.nic0"]
     assert route.latency == pytest.approx(1.0 * US + 2 * 0.25 * US, rel=1e-15)
     assert route.bottleneck == 25e9 * 0.9
     # 8 NICs x 2 directions, plus 2 leaves x 4 spines x 2 directions.
     assert len(t.links) == 16 + 16
+
+
+def test_ecmp_queue_pairs_are_lanes_hashed_independently():
+    t = topo(64, 1, None, replace(FAT, routing="ecmp", qps_per_connection=4))
+    route = t.route(0, 63)
+    assert len(route.lanes) == 4
+    assert route.lanes[0].links == route.links
+    spines = [t.inter.spine_for(0, 0, 63, 0, qp) for qp in range(4)]
+    assert [lane.links[1].name for lane in route.lanes] == [f"leaf0->spine{s}" for s in spines]
+    assert [lane.links[-2].name for lane in route.lanes] == [f"spine{s}->leaf15" for s in spines]
+    assert all(lane.latency == route.latency and lane.bottleneck == route.bottleneck for lane in route.lanes)
+    assert t.route(0, 1).lanes == ()  # one leaf: a single path
+
+
+def test_ecmp_hash_spreads_over_every_spine_and_is_the_same_in_every_build():
+    pairs = [(s, (s * 5 + 3) % 64) for s in range(64)]
+    first = [names(topo(64, 1, None, replace(FAT, routing="ecmp")).route(s, d)) for s, d in pairs]
+    again = [names(topo(64, 1, None, replace(FAT, routing="ecmp")).route(s, d)) for s, d in pairs]
+    assert first == again
+    spines = {name for route in first for name in route if name.startswith("spine")}
+    assert len({name.split("->")[0] for name in spines}) == 4
+
+
+def test_three_levels_when_the_spines_cannot_reach_every_leaf():
+    """More leaves than SPINE_PORTS: pods of SPINE_PORTS / 2 leaves under a core level."""
+    nodes = 4 * (SPINE_PORTS + 1)  # 65 leaves of 4 nodes
+    t = topo(nodes, 1, None, replace(FAT, hop_latency=0.25 * US))
+    pod_nodes = SPINE_PORTS // 2 * 4
+    assert t.inter.pods == math.ceil(nodes / pod_nodes)
+    same_pod = t.route(0, pod_nodes - 1)
+    assert names(same_pod) == ["node0.nic0->leaf0", "leaf0->spines", f"spines->leaf{SPINE_PORTS // 2 - 1}",
+                               f"leaf{SPINE_PORTS // 2 - 1}->node{pod_nodes - 1}.nic0"]
+    across = t.route(0, nodes - 1)
+    assert names(across)[1:5] == ["leaf0->spines", "pod0.spines->core", f"core->pod{t.inter.pods - 1}.spines",
+                                  f"spines->leaf{SPINE_PORTS}"]
+    assert across.latency == pytest.approx(1.0 * US + 4 * 0.25 * US, rel=1e-15)
+    # The core is non-blocking: a pod's bundle to it carries all its leaves' uplinks.
+    core = across.links[2]
+    assert core.bandwidth == pytest.approx(SPINE_PORTS // 2 * 4 * 25e9, rel=1e-15)
+    assert topo(4 * SPINE_PORTS, 1, None, FAT).inter.pods == 1  # exactly SPINE_PORTS leaves: two levels
+
+
+def test_pod_size_is_rounded_to_whole_leaves():
+    t = topo(16, 1, None, replace(FAT, pod_size=6))  # leaves of 4 nodes: pods of 8
+    assert t.inter.pod_nodes == 8 and t.inter.pods == 2
+    assert "pod0.spines->core" in names(t.route(0, 8))
+    assert "pod0.spines->core" not in names(t.route(0, 7))
 
 
 def test_fat_tree_automatic_leaf_size_fills_the_leaf_ports():
@@ -272,19 +328,11 @@ def test_fat_tree_oversubscription_divides_cross_leaf_bandwidth(ratio):
     assert thin == pytest.approx([25e9 * 0.9 / ratio] * 4, rel=1e-12)
 
 
-def test_fat_tree_uplink_capacity_is_ports_times_bandwidth_over_ratio():
-    t = topo(8, 2, SHM, replace(FAT, nics=2, oversubscription=3))
+@pytest.mark.parametrize("routing", ["adaptive", "ecmp"])
+def test_fat_tree_uplink_capacity_is_ports_times_bandwidth_over_ratio(routing):
+    t = topo(8, 2, SHM, replace(FAT, nics=2, oversubscription=3, routing=routing))
     uplinks = [link for link in t.links if link.name.startswith("leaf0->spine")]
     assert sum(link.bandwidth for link in uplinks) == pytest.approx(4 * 2 * 25e9 / 3, rel=1e-12)
-
-
-def test_fat_tree_routes_are_the_same_in_every_build():
-    pairs = [(s, (s * 5 + 3) % 64) for s in range(64)]
-    first = [names(topo(64, 1, None, FAT).route(s, d)) for s, d in pairs]
-    again = [names(topo(64, 1, None, FAT).route(s, d)) for s, d in pairs]
-    assert first == again
-    spines = {name for route in first for name in route if name.startswith("spine")}
-    assert len({name.split("->")[0] for name in spines}) == 4  # traffic spread over every spine
 
 
 RAIL = FabricSpec("rail", bandwidth=25e9, latency=1.4 * US, efficiency=0.96, nics=4, hop_latency=0.1 * US)
@@ -430,6 +478,7 @@ def test_from_dict_reads_ratio_strings_and_defaults():
             },
         },
         {"nodes": 1},
+        {**RAW, "inter": {**RAW["inter"], "routing": "ecmp", "qps_per_connection": 4, "pod_size": 64}},
     ],
 )
 def test_to_dict_round_trips(raw):
@@ -438,7 +487,7 @@ def test_to_dict_round_trips(raw):
     with si_numbers():  # what to_dict writes is SI, read back as such
         assert TopologySpec.from_dict(resolved) == spec
     for fabric in ("intra", "inter"):
-        numbers = {key: value for key, value in resolved.get(fabric, {}).items() if key != "kind"}
+        numbers = {key: value for key, value in resolved.get(fabric, {}).items() if key not in ("kind", "routing")}
         assert all(isinstance(value, int | float) for value in numbers.values())  # SI, no unit strings
 
 
@@ -479,6 +528,17 @@ def test_to_dict_round_trips(raw):
         ({**RAW, "ranks_per_node": 0}, TopologyError, "ranks_per_node", "at least 1"),
         ({**RAW, "inter": {**RAW["inter"], "nics": 4}}, TopologyError, "inter.nics", "one NIC per rank"),
         ({**RAW, "placement": 1}, ConfigError, "placement", "expected a string"),
+        ({**RAW, "inter": {**RAW["inter"], "routing": "random"}}, TopologyError, "inter.routing",
+         "unknown routing 'random'; known: adaptive, ecmp"),
+        ({**RAW, "inter": {**RAW["inter"], "qps_per_connection": 4}}, TopologyError, "inter.qps_per_connection",
+         "needs routing: ecmp"),
+        ({**RAW, "inter": {**RAW["inter"], "routing": "ecmp", "qps_per_connection": 0}}, TopologyError,
+         "inter.qps_per_connection", "at least 1"),
+        ({**RAW, "inter": {**RAW["inter"], "routing": "ecmp", "qps_per_connection": "4 QPs"}}, UnitError,
+         "inter.qps_per_connection", "expected a whole number"),
+        ({**RAW, "inter": {"kind": "star", "bandwidth": "1 Gbps", "latency": "1 us", "routing": "ecmp"}},
+         TopologyError, "inter.routing", "not to kind 'star'"),
+        ({**RAW, "inter": {**RAW["inter"], "pod_size": -1}}, UnitError, "inter.pod_size", "must not be negative"),
     ],
 )
 def test_from_dict_errors_carry_relative_paths(raw, error, path, words):

@@ -48,13 +48,18 @@ def test_multinode_bandwidth_points_within_fifteen_percent(generated):
 
     H4's points are the known misses: its 1 MiB ring (40 ranks, latency-bound) and its 1 GiB
     tree (the simulation's credit hold); the report's multi-node section says why, and this test
-    would see any new one.
+    would see any new one. Rows H6-H13 (NCCL's own choice on 2 to 128 nodes: AWS p5 and p4de, two
+    GB200 racks, HGX H100 clusters on InfiniBand and RoCE) are the measurements the GPU-fabric work
+    is to meet -- mid sizes across nodes, trees and NVLS across nodes -- and are held to the
+    report, not yet to 15 %.
     """
     _, checks = generated
     multinode = [c for c in checks if c.multinode]
-    assert {c.row for c in multinode} >= {"C7", "H3", "H4", "H5"}
+    fabric_rows = {"H6", "H7", "H8", "H9", "H11", "H12", "H13"}
+    assert {c.row for c in multinode} >= {"C7", "H3", "H4", "H5"} | fabric_rows
     known = {("H4", "1 MiB", "nccl_ring"), ("H4", "1 GiB", "nccl_tree")}
-    misses = {(c.row, c.point, c.model) for c in multinode if abs(c.error) > validation.TOLERANCE}
+    misses = {(c.row, c.point, c.model) for c in multinode
+              if abs(c.error) > validation.TOLERANCE and c.row not in fabric_rows}
     assert misses <= known, [(c.row, c.point, c.model, f"{c.error:+.1%}") for c in multinode]
 
 
