@@ -28,6 +28,7 @@ and checked like any other expectation.
 from __future__ import annotations
 
 import os
+import stat
 import tempfile
 import time
 from collections.abc import Callable, Mapping
@@ -334,6 +335,15 @@ def run_scenario(
     return assemble(scenario, points, time.perf_counter() - t_start)
 
 
+def _mode_for(target: Path) -> int:
+    try:
+        return stat.S_IMODE(target.stat().st_mode)
+    except OSError:
+        mask = os.umask(0)
+        os.umask(mask)
+        return 0o666 & ~mask
+
+
 def write_atomic(path: str | os.PathLike[str], text: str) -> None:
     """Write *text* to *path* so that readers see the old file or the new one, never half of one.
 
@@ -344,6 +354,9 @@ def write_atomic(path: str | os.PathLike[str], text: str) -> None:
     target = Path(path)
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
     try:
+        # mkstemp makes a private (0600) file; the result gets the mode a plain open() would give
+        # it, or keeps the mode of the file it replaces.
+        os.fchmod(fd, _mode_for(target))
         with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
             handle.write(text)
             handle.flush()
