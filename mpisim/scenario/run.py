@@ -344,7 +344,7 @@ def _mode_for(target: Path) -> int:
         return 0o666 & ~mask
 
 
-def write_atomic(path: str | os.PathLike[str], text: str) -> None:
+def write_atomic(path: str | os.PathLike[str], text: str | bytes) -> None:
     """Write *text* to *path* so that readers see the old file or the new one, never half of one.
 
     The text goes to a temporary file in the same directory, is flushed to disk, and then
@@ -357,7 +357,9 @@ def write_atomic(path: str | os.PathLike[str], text: str) -> None:
         # mkstemp makes a private (0600) file; the result gets the mode a plain open() would give
         # it, or keeps the mode of the file it replaces.
         os.fchmod(fd, _mode_for(target))
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
+        binary = isinstance(text, bytes)
+        with os.fdopen(fd, "wb" if binary else "w", encoding=None if binary else "utf-8",
+                       newline=None if binary else "") as handle:
             handle.write(text)
             handle.flush()
             os.fsync(handle.fileno())

@@ -93,3 +93,16 @@ def test_a_written_preset_follows_the_umask_not_mode_0600(tmp_path):
         os.umask(old)
     assert code == 0, err
     assert stat.S_IMODE((tmp_path / "mine.yaml").stat().st_mode) == 0o644
+
+
+@pytest.mark.parametrize("planted", ["report.md", "residuals.png"])
+def test_a_link_planted_in_the_report_folder_is_replaced_not_followed(tmp_path, planted):
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    report = tmp_path / "report"
+    report.mkdir()
+    (report / planted).symlink_to(victim)
+    code, _, err = cli("calibrate", str(DATA / "c3_osu_latency.txt"), "--base", "ib-hdr", "--report", str(report))
+    assert code == 0, err
+    assert victim.read_text() == "precious\n"
+    assert not (report / planted).is_symlink() and (report / planted).stat().st_size > 0
