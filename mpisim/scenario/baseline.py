@@ -352,7 +352,9 @@ def update_expect(path: str | os.PathLike[str], result: RunResult) -> ExpectUpda
     update.new_text = new_text
     if update.changed:
         loads(new_text, str(path))  # the edited file must still be a valid scenario
-        _write(write_atomic, path, new_text)
+        # A scenario reached through a link is the user's own file elsewhere: edit that file, in
+        # its mode; replacing the link with a copy would leave the real file stale.
+        _write(write_atomic, path.resolve(), new_text)
     raw = yaml.safe_load(new_text) or {}
     gate_changed = any(" baseline: " in line for line in update.changes)
     target = baseline_path(path)
