@@ -49,6 +49,7 @@ import yaml
 from mpisim import __version__
 from mpisim.collectives import nccl, registry  # importing the package registers every algorithm
 from mpisim.compat.ranks import ProgramExit
+from mpisim.engine.limits import wall_clock_watchdog
 from mpisim.errors import ConfigError, LimitReached, MPIError
 from mpisim.network.presets import list_presets
 from mpisim.report.columns import cell
@@ -73,7 +74,7 @@ from mpisim.scenario.command_line import (
     parse_limits,
     programs_to_run,
 )
-from mpisim.scenario.estimate import LONG_RUN_S, run_estimate
+from mpisim.scenario.estimate import LONG_RUN_S, REFUSED_RUN_S, run_estimate
 from mpisim.scenario.executors import parse_executor
 from mpisim.scenario.load import (
     dump,
@@ -153,6 +154,8 @@ class RunCommand(Command):
                             help="stop the run (exit 1, with where every rank was) at simulated_time=10s, "
                                  "events=50000000 or wall_time=300s; the scenario's limits: block, from the "
                                  "command line (repeatable)")
+        parser.add_argument("--long-run", action="store_true",
+                            help="start a run estimated at more than a day without a wall_time limit")
         parser.add_argument("--update-expect", action="store_true",
                             help="write this run's values into the file's expect: block (gate baselines always, "
                                  "other values where they fail), keeping comments and layout; show the diff")
@@ -181,7 +184,12 @@ class RunCommand(Command):
         if out_dir is not None and wants_link_records(scenario):  # small: record link activity for the heat map
             scenario = load_file(args.file, [*overrides, ("trace.links", True)])
 
-        estimated = run_estimate(scenario)  # exit 2 here, before any work, for what cannot fit in memory
+        with wall_clock_watchdog(scenario.limits.wall_time):  # planning counts against the limit too
+            estimated = run_estimate(scenario)  # exit 2 here, before any work, for what cannot fit in memory
+        if estimated.wall_s > REFUSED_RUN_S and scenario.limits.wall_time is None and not args.long_run:
+            raise ConfigError(f"estimate before the run: {estimated.describe()} ({estimated.detail}); a run this long "
+                              "starts only when asked: --limit wall_time=1h runs part of it, --long-run all of it",
+                              "", args.file)
         if estimated.wall_s > LONG_RUN_S:
             err.write(f"note: estimate before the run: {estimated.describe()} ({estimated.detail}); "
                       "--limit wall_time=... stops it early\n")

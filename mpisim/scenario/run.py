@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from mpisim.engine.limits import Budget
+from mpisim.engine.limits import Budget, wall_clock_watchdog
 from mpisim.engine.sim import Simulation
 from mpisim.engine.trace import Tracer
 from mpisim.errors import ConfigError, MPIError
@@ -205,7 +205,9 @@ def run_point(scenario: Scenario, point: Mapping[str, Any] | None = None, log: T
     ctx = RunContext(new_world=new_world, payload=scenario.payload, seed=scenario.seed, base_dir=scenario.base_dir, log=log)
     failure = None
     try:
-        output = get_workload(scenario.workload.kind).run(scenario.workload.params, ctx)
+        # The limit holds in every phase: planning and building worlds as well as the event loop.
+        with wall_clock_watchdog(scenario.limits.wall_time):
+            output = get_workload(scenario.workload.kind).run(scenario.workload.params, ctx)
     except ConfigError as err:
         raise _workload_error(err) from None
     except MPIError as err:
