@@ -467,6 +467,10 @@ class ExecCommand(Command):
                                  "calls; default), none, or measured (its wall time x --speed; not deterministic)")
         parser.add_argument("--speed", type=float, default=None, metavar="X",
                             help="with --compute measured: simulated seconds per measured second")
+        parser.add_argument("--limit", action="append", default=[], metavar="KEY=VALUE",
+                            help="stop the program (exit 1, with where every rank was) at simulated_time=10s, "
+                                 "events=50000000 or wall_time=300s; wall_time also stops a rank looping or "
+                                 "sleeping between MPI calls (repeatable)")
         parser.add_argument("program", help="the mpi4py program (a .py file)")
         parser.add_argument("args", nargs=argparse.REMAINDER, help="the program's arguments")
 
@@ -483,7 +487,7 @@ class ExecCommand(Command):
         if args.tag_output:
             workload["tag_output"] = True
         raw = exec_scenario(args.topology, program.stem, workload)
-        overrides = parse_set(args.set)
+        overrides = parse_set(args.set) + parse_limits(args.limit)
         shape = load_dict(raw, None, overrides).topology
         raw = apply_rank_count(raw, shape.nodes, shape.ranks_per_node, args.ranks, overrides,
                                rail=shape.inter is not None and shape.inter.kind == "rail", name=shape.name)
