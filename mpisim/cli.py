@@ -180,7 +180,7 @@ class RunCommand(Command):
             err.write(f"note: {line}\n")
         for program in programs_to_run(scenario, args.allow_program):
             err.write(f"note: running {program} on every rank (a scenario with program: runs that Python file)\n")
-        out_dir = Path(args.output) if args.output else None
+        out_dir = Path(args.output).absolute() if args.output else None  # a program's os.chdir must not move it
         if out_dir is not None and wants_link_records(scenario):  # small: record link activity for the heat map
             scenario = load_file(args.file, [*overrides, ("trace.links", True)])
 
@@ -492,7 +492,7 @@ class ExecCommand(Command):
         raw = apply_rank_count(raw, shape.nodes, shape.ranks_per_node, args.ranks, overrides,
                                rail=shape.inter is not None and shape.inter.kind == "rail", name=shape.name)
         scenario = load_dict(raw, None, overrides)
-        out_dir = Path(args.output) if args.output else None
+        out_dir = Path(args.output).absolute() if args.output else None  # a program's os.chdir must not move it
         if out_dir is not None:
             _make_dir(out_dir)
         redirect = contextlib.redirect_stdout(err) if args.json else contextlib.nullcontext()
@@ -501,7 +501,8 @@ class ExecCommand(Command):
                 result = scenario_run.run_scenario(scenario)
         except ProgramExit as exc:
             err.write(f"mpisim exec: {exc}\n")
-            return exc.code
+            # An exit status is one byte: sys.exit(256) would read as success; a failed rank never does.
+            return exc.code % 256 or EXIT_FAILED
         except MPIError as exc:
             if not args.json:
                 raise

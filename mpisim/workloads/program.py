@@ -75,7 +75,7 @@ import numpy as np
 
 from mpisim.engine.reader import Choice, Custom, Flag
 from mpisim.engine.sim import Proc
-from mpisim.errors import ConfigError, MPIError, ProgramError
+from mpisim.errors import ConfigError, MPIError, ProgramError, describe_exception
 from mpisim.mpi.comm import Comm
 from mpisim.mpi.usercomm import UserComm
 from mpisim.workloads.base import RunContext, WorkloadOutput, register_workload
@@ -321,7 +321,7 @@ def run(params: ProgramParams, ctx: RunContext) -> WorkloadOutput:
         except MPIError as exc:
             raise type(exc)(f"{exc}{user_frames(exc)}") from exc
         except Exception as exc:
-            raise ProgramError(f"rank {comm.world_rank} raised {type(exc).__name__}: {exc}{user_frames(exc)}") from exc
+            raise ProgramError(f"rank {comm.world_rank} raised {describe_exception(exc)}{user_frames(exc)}") from exc
         finished[comm.rank] = comm.now
         return result
 
