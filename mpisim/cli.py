@@ -196,6 +196,11 @@ class RunCommand(Command):
         if out_dir is not None:
             _make_dir(out_dir)
         results_file = default_results_file(scenario, out_dir) if scenario.sweep else None
+        if results_file is not None and out_dir is None and not os.access(results_file.parent, os.W_OK):
+            # The file only serves --resume; a read-only folder must not stop the sweep itself.
+            err.write(f"note: {results_file.parent.absolute()} is not writable: the sweep runs without a results "
+                      "file, so an interrupted run cannot --resume (give -o DIR to keep one)\n")
+            results_file = None
         worlds: list[Any] = []
         # An mpi4py program prints; with --json its output must not mix with the document.
         quiet_stdout = contextlib.redirect_stdout(err) if args.json else contextlib.nullcontext()

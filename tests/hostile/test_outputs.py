@@ -63,3 +63,54 @@ def test_baseline_inputs_reach_the_terminal_without_raw_escapes(tmp_path):
     code, out, err = cli("run", str(file))
     assert code == 1 and "\x1b" not in err + out
     assert "\\x1b[2J" in err + out, err
+
+
+SWEPT = ("topology: {preset: ib-hdr, nodes: 2}\n"
+         "workload: {kind: collective, collective: allreduce, sizes: [1 KiB]}\n"
+         "sweep: {topology.nodes: [2, 4]}\n")
+
+
+def test_a_sweep_does_not_write_through_a_planted_hardlink(tmp_path):
+    file = tmp_path / "s.yaml"
+    file.write_text(SWEPT)
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    (tmp_path / "out").mkdir()
+    os.link(victim, tmp_path / "out" / "sweep.jsonl")
+    code, _, err = cli("run", str(file), "-o", str(tmp_path / "out"), "--jobs", "1", "--no-plots")
+    assert code == 0, err
+    assert victim.read_text() == "precious\n"
+
+
+def test_a_sweep_runs_in_a_read_only_folder_without_o(tmp_path, monkeypatch):
+    file = tmp_path / "s.yaml"
+    file.write_text(SWEPT)
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    monkeypatch.chdir(folder)
+    os.chmod(folder, 0o555)
+    try:
+        if os.access(folder, os.W_OK):
+            import pytest
+            pytest.skip("running as a user who can write anywhere")
+        code, _, err = cli("run", str(file), "--jobs", "1")
+    finally:
+        os.chmod(folder, 0o755)
+    assert code == 0, err
+    assert "is not writable: the sweep runs without a results file" in err
+
+
+def test_staging_folders_of_killed_runs_are_removed(tmp_path):
+    file = tmp_path / "s.yaml"
+    file.write_text(SWEPT.replace("sweep: {topology.nodes: [2, 4]}\n", ""))
+    out = tmp_path / "out"
+    out.mkdir()
+    dead = out / ".staging-999999999-abc"
+    dead.mkdir()
+    (dead / "report.md").write_text("half")
+    old = out / ".staging-xyz"
+    old.mkdir()
+    os.utime(old, (0, 0))
+    code, _, err = cli("run", str(file), "-o", str(out), "--no-plots")
+    assert code == 0, err
+    assert not dead.exists() and not old.exists()
