@@ -231,7 +231,9 @@ class RunCommand(Command):
         if trace_notes:  # once per run, on stderr too: a report without timelines should not surprise
             err.write(f"note: {trace_notes[0]}\n")
         if result.failure is not None:
-            err.write(f"expected failure ({result.failure['kind']}):\n{result.failure['message']}\n")
+            expected = all(exp.get("passed") for exp in result.expectations if exp.get("check") == "expect_failure")
+            err.write(f"{'expected failure' if expected else 'failure'} ({result.failure['kind']}):\n"
+                      f"{result.failure['message']}\n")
         for exp in result.failed_expectations:
             err.write(f"FAILED: {exp['detail']}\n")
         return EXIT_OK if result.passed else EXIT_FAILED

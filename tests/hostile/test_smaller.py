@@ -1,0 +1,31 @@
+"""The smaller items: an unexpected kind of failure is not 'as expected'; numpy warnings stay inside."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+
+from tests.hostile.helpers import cli
+
+
+def test_a_failure_of_another_kind_is_not_reported_as_expected(tmp_path):
+    (tmp_path / "p.py").write_text("def main(comm):\n    yield from comm.recv(source=(comm.rank + 1) % comm.size)\n")
+    file = tmp_path / "s.yaml"
+    file.write_text("topology: {preset: ib-hdr, nodes: 2}\nworkload: {kind: program, program: p.py:main}\n"
+                    "expect_failure: truncation\n")
+    code, out, err = cli("run", str(file))
+    assert code == 1
+    assert "FAIL" in out and "expected the program to fail with truncation, got deadlock" in out
+    assert "as expected" not in out + err and "expected failure (" not in err
+
+
+def test_reductions_of_nan_and_inf_data_do_not_leak_numpy_warnings():
+    from mpisim.mpi.ops import get_op
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for name in ("sum", "prod"):
+            op = get_op(name)
+            a = np.array([np.inf, np.nan, 3e38], dtype=np.float32)
+            op.apply(a, a) if hasattr(op, "apply") else op(a, a)
