@@ -26,6 +26,7 @@ from mpisim.scenario.load import dump, parse_set, point_raw, read_scenario_file,
 from mpisim.scenario.model import sweep_points
 from mpisim.scenario.run import failure_kind
 from mpisim.scenario.schema import parse_workload
+from mpisim.workloads.program import check_program
 
 __all__ = ["LIMIT_KEYS", "apply_rank_count", "exec_scenario", "failure_document", "parse_limits", "programs_to_run"]
 
@@ -66,6 +67,10 @@ def programs_to_run(scenario: Any, allowed: Sequence[str]) -> list[Path]:
         if not file.is_relative_to(root) and file not in consented:
             raise ConfigError(f"{spec.path} is outside the scenario's folder {root}; running it needs your consent: "
                               f"--allow-program {file}", "workload.program", scenario.file or "")
+        try:
+            check_program(spec, root)  # a wrong function is refused before the "running" note
+        except ConfigError as err:
+            raise ConfigError(err.message, "workload.program", scenario.file or "") from None
         files.append(file)
     return sorted(set(files))
 

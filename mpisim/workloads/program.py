@@ -254,6 +254,18 @@ def user_frames(exc: BaseException) -> str:
     return "\n" + "".join(traceback.format_list(frames)).rstrip("\n")
 
 
+def check_program(params: ProgramParams, base_dir: Path) -> None:
+    """Refuse, before anything runs or is announced, a program file that is missing or whose
+    function has the wrong shape (read from the source, nothing imported)."""
+    file = Path(params.path)
+    if not file.is_absolute():
+        file = base_dir / file
+    if not file.is_file():
+        raise ConfigError(f"no program file {str(file)!r}", "program")
+    if params.api != "mpi4py":
+        _check_source(file, params)
+
+
 def _check_source(file: Path, params: ProgramParams) -> None:
     """Check, from the source alone, that *file* defines the program function with the right shape.
 

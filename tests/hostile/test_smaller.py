@@ -29,3 +29,12 @@ def test_reductions_of_nan_and_inf_data_do_not_leak_numpy_warnings():
             op = get_op(name)
             a = np.array([np.inf, np.nan, 3e38], dtype=np.float32)
             op.apply(a, a) if hasattr(op, "apply") else op(a, a)
+
+
+def test_a_program_of_the_wrong_shape_is_refused_before_the_running_note(tmp_path):
+    (tmp_path / "p.py").write_text("def main(comm, extra, more):\n    yield\n")
+    file = tmp_path / "s.yaml"
+    file.write_text("topology: {preset: ib-hdr, nodes: 2}\nworkload: {kind: program, program: p.py:main}\n")
+    code, _, err = cli("run", str(file))
+    assert code == 2 and "note: running" not in err
+    assert err.strip() == f"{file}: workload.program: p.py:main must accept (comm)"
