@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import json
 import os
 import sys
@@ -603,6 +604,20 @@ def _failure_text(exc: MPIError) -> str:
     return f"the simulated program failed: {type(exc).__name__}\n{exc}\n"
 
 
+OUT_OF_MEMORY = ("out of memory: the run needed more memory than this machine could give; use payload: size, "
+                 "fewer ranks (topology.nodes) or limits: (see mpisim run --help)\n")
+_OUT_OF_MEMORY_BYTES = OUT_OF_MEMORY.encode()
+
+
+def _release(exc: BaseException | None) -> None:
+    """Drop the tracebacks of *exc* and its chain: their frames hold the run that ran out of memory."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        exc.__traceback__ = None
+        exc = exc.__cause__ or exc.__context__
+
+
 def _out_of_memory(exc: BaseException) -> bool:
     """Whether *exc* is, or was caused while handling, a MemoryError.
 
@@ -657,8 +672,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         if verbose:
             traceback.print_exc(file=err)
         if _out_of_memory(exc):
-            err.write("out of memory: the run needed more memory than this machine could give; use payload: size, "
-                      "fewer ranks (topology.nodes) or limits: (see mpisim run --help)\n")
+            # The failed run is still reachable from the traceback's frames: let it go before
+            # printing, and print bytes made in advance, so that the message needs no memory.
+            _release(exc)
+            del exc
+            gc.collect()
+            try:
+                err.write(OUT_OF_MEMORY)
+                err.flush()
+            except MemoryError:
+                os.write(2, _OUT_OF_MEMORY_BYTES)
             return EXIT_FAILED
         if verbose:
             err.write(f"internal error: {type(exc).__name__}: {_one_line(str(exc))}\n")

@@ -38,3 +38,28 @@ def test_a_program_of_the_wrong_shape_is_refused_before_the_running_note(tmp_pat
     code, _, err = cli("run", str(file))
     assert code == 2 and "note: running" not in err
     assert err.strip() == f"{file}: workload.program: p.py:main must accept (comm)"
+
+
+def test_out_of_memory_lets_the_run_go_before_printing_its_one_line(monkeypatch):
+    import gc
+    import weakref
+
+    from mpisim import cli as cli_module
+
+    held: list[weakref.ref] = []
+
+    class Big:
+        pass
+
+    def run(self, args, out, err):
+        world = Big()  # stands for the run's worlds, reachable from this frame only
+        held.append(weakref.ref(world))
+        raise MemoryError
+
+    monkeypatch.setattr(cli_module.CheckCommand, "run", run)
+    seen_alive = []
+    real_collect = gc.collect
+    monkeypatch.setattr(gc, "collect", lambda *a: (real_collect(*a), seen_alive.append(held[0]() is not None))[0])
+    code, _, err = cli("check", "x.yaml")
+    assert code == 1 and err == cli_module.OUT_OF_MEMORY
+    assert seen_alive == [False]
