@@ -102,3 +102,45 @@ def test_calibrate_inputs(tmp_path):
             counts["calibrate refused"] += 1
     print(dict(counts))
     assert counts["calibrate refused"] > 100
+
+
+PROGRAM = ("import sys\nfrom mpi4py import MPI\nimport numpy as np\ncomm = MPI.COMM_WORLD\n"
+           "data = np.arange(4.0) * comm.rank\ntotal = comm.allreduce(data.sum())\n"
+           "if comm.rank == 0:\n    print(total, sys.argv[1:])\ncomm.Barrier()\n")
+OPTIONS = [["-n", "2"], ["-n", "0"], ["-n", "3"], ["--limit", "wall_time=2s"], ["--limit", "events=10"],
+           ["--limit", "x=1"], ["--topology", "ib-hdr"], ["--topology", "{preset: nope}"], ["--topology", "["],
+           ["--set", "mpi.eager_limit=1e400 B"], ["--compute", "none"], ["--tag-output"]]
+
+
+def test_exec_programs_and_options(tmp_path):
+    rng = random.Random(SEED)
+    counts: Counter[str] = Counter()
+    for n in range(40):
+        program = tmp_path / f"p{n}.py"
+        _write(program, mutate(PROGRAM, rng) if n % 2 else PROGRAM)
+        options = ["-n", "2"] + [part for _ in range(rng.randint(0, 2)) for part in rng.choice(OPTIONS)]
+        code, _, err = cli("exec", *options, "--limit", "wall_time=5s", str(program), rng.choice(HOSTILE))
+        assert "internal error" not in err, err
+        assert code in (0, 1, 2), err
+        counts[f"exec exit {code}"] += 1
+    print(dict(counts))
+
+
+def test_baselines(tmp_path):
+    rng = random.Random(SEED)
+    file = tmp_path / "g.yaml"
+    gated = ("topology: {preset: ib-hdr, nodes: 2}\n"
+             "workload: {kind: collective, collective: allreduce, sizes: [1 KiB], algorithm: ring}\n"
+             "expect:\n  - {metric: time_s, baseline: 1 ns, max_increase: 2%}\n")
+    file.write_text(gated)
+    cli("run", str(file), "--update-expect")
+    good = (tmp_path / "g.baseline.json").read_text()
+    counts: Counter[str] = Counter()
+    for _ in range(40):
+        file.write_text(gated)
+        _write(tmp_path / "g.baseline.json", mutate(good, rng))
+        code, out, err = cli("run", str(file))
+        assert "internal error" not in err and "Traceback" not in err, err
+        assert code == 1 and "baseline" in out, err
+        counts["baseline gate reported"] += 1
+    print(dict(counts))
