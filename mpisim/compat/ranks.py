@@ -144,6 +144,17 @@ def _rank_exit(real_exit: Any) -> Any:
     return exit_rank
 
 
+def _rank_kill(real_kill: Any) -> Any:
+    """``os.kill`` for the ranks: a rank signalling its own process ends that rank, with the shell's
+    status for a signal (128 + its number), not the simulator running every rank."""
+    def kill_rank(pid: int, sig: int) -> None:
+        if current() is None or pid not in (0, os.getpid()) or sig == 0:
+            real_kill(pid, sig)
+            return
+        raise SystemExit(128 + int(sig))
+    return kill_rank
+
+
 def compute(seconds: float) -> None:
     """Declare *seconds* of computation on this rank (``compute: explicit``); a no-op elsewhere.
 
@@ -624,8 +635,9 @@ class Runner:
         sys.meta_path.insert(0, finder)
         sys.stdout, sys.stderr, sys.stdin = out, err, _Input(self, sys.stdin)
         os.environ = _RankEnviron(self, saved[5])  # type: ignore[assignment]  # noqa: B003 (a view, not a clearing)
-        real_exit = os._exit
+        real_exit, real_kill = os._exit, os.kill
         os._exit = _rank_exit(real_exit)  # type: ignore[assignment]
+        os.kill = _rank_kill(real_kill)
         self.world.locate = self.where
         self.world.origin = self.origin
         try:
@@ -647,7 +659,7 @@ class Runner:
             sys.meta_path.remove(finder)
             sys.argv, sys.path[:], sys.stdout, sys.stderr, sys.stdin = saved[0], saved[1], saved[2], saved[3], saved[4]
             os.environ = saved[5]  # noqa: B003
-            os._exit = real_exit  # type: ignore[assignment]
+            os._exit, os.kill = real_exit, real_kill  # type: ignore[assignment]
             for name in self.private_names:
                 sys.modules.pop(name, None)
             for name, module in saved_modules.items():

@@ -56,3 +56,9 @@ def test_an_mpi_call_from_a_thread_says_so(tmp_path):
                                      "t.join()\nprint(found[0])\n", ranks=1)
     assert code == 0, err
     assert "called from a thread the program started" in out
+
+
+def test_a_rank_signalling_itself_is_a_failed_rank_not_the_end_of_the_simulator(tmp_path):
+    code, _, err = _exec(tmp_path, "import os, signal\nfrom mpi4py import MPI\nc = MPI.COMM_WORLD\n"
+                                   "if c.rank == 1:\n    os.kill(os.getpid(), signal.SIGTERM)\nc.Barrier()\n")
+    assert code == 143 and "rank 1 exited with status 143" in err
