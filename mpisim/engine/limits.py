@@ -148,13 +148,17 @@ def wall_clock_watchdog(wall_time: float | None) -> Iterator[None]:
         error = WallTimeReached(f"stopped at the limit of {pretty_time(wall_time)} of wall time (limits.wall_time) "
                                 f"after {elapsed:.1f} s of wall time")
         env = _running_process_env(frame)
-        if env is not None:
-            # Inside a simulated rank, SimPy turns the exception into that rank's failure, to be
-            # raised when its turn comes, after every other rank has had its own long turn.
-            # A failed event ahead of everything else in the queue stops the loop next instead.
+        if env is not None and not queued:
+            # Inside a simulated rank, SimPy would turn the exception into that rank's failure,
+            # raised only when its turn comes, and the rank would lose where it was. A failed
+            # event ahead of everything else in the queue stops the loop as soon as this rank
+            # yields; a rank that never yields is interrupted at the next repeat.
             _fail_next(env, error)
+            queued.append(env)
+            return
         raise error
 
+    queued: list[object] = []
     previous_handler = signal.signal(signal.SIGALRM, interrupt)
     previous_timer = signal.setitimer(signal.ITIMER_REAL, max(wall_time, 1e-6), WATCHDOG_REPEAT_S)
     try:
