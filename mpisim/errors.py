@@ -273,6 +273,6 @@ def describe_exception(exc: BaseException) -> str:
     """``ValueError: bad value``, safe for a terminal, even for an exception whose ``__str__`` raises."""
     try:
         message = str(exc)
-    except Exception as err:  # noqa: BLE001 -- the user's __str__ may do anything
+    except Exception as err:  # the user's __str__ may do anything
         message = f"<str() of this exception raised {type(err).__name__}>"
     return printable(f"{type(exc).__name__}: {message}")

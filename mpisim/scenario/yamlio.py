@@ -45,7 +45,7 @@ class _StrictLoader(yaml.SafeLoader):
             value = super().construct_object(node, deep=deep)
         except (yaml.YAMLError, ConfigError, RecursionError):
             raise
-        except Exception as err:  # noqa: BLE001 -- any constructor failure is bad input, located here
+        except Exception as err:  # any constructor failure is bad input, located here
             why = f" ({err})" if isinstance(err, ValueError) and str(err) else ""
             raise yaml.constructor.ConstructorError(
                 None, None, f"{_short(node)} is not a valid !!{node.tag.rpartition(':')[2]}{why}",

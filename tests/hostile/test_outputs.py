@@ -19,7 +19,7 @@ def test_update_expect_through_a_link_edits_the_real_file(tmp_path):
     os.chmod(real / "s.yaml", 0o664)
     link = tmp_path / "s.yaml"
     link.symlink_to(real / "s.yaml")
-    code, out, err = cli("run", str(link), "--update-expect")
+    code, _, err = cli("run", str(link), "--update-expect")
     assert code == 0, err
     assert link.is_symlink()
     assert "max: 1 ns" not in (real / "s.yaml").read_text()
