@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import json
 import os
 import sys
@@ -49,6 +50,7 @@ import yaml
 from mpisim import __version__
 from mpisim.collectives import nccl, registry  # importing the package registers every algorithm
 from mpisim.compat.ranks import ProgramExit
+from mpisim.engine.limits import wall_clock_watchdog
 from mpisim.errors import ConfigError, LimitReached, MPIError
 from mpisim.network.presets import list_presets
 from mpisim.report.columns import cell
@@ -73,7 +75,7 @@ from mpisim.scenario.command_line import (
     parse_limits,
     programs_to_run,
 )
-from mpisim.scenario.estimate import LONG_RUN_S, run_estimate
+from mpisim.scenario.estimate import LONG_RUN_S, REFUSED_RUN_S, run_estimate
 from mpisim.scenario.executors import parse_executor
 from mpisim.scenario.load import (
     dump,
@@ -153,6 +155,8 @@ class RunCommand(Command):
                             help="stop the run (exit 1, with where every rank was) at simulated_time=10s, "
                                  "events=50000000 or wall_time=300s; the scenario's limits: block, from the "
                                  "command line (repeatable)")
+        parser.add_argument("--long-run", action="store_true",
+                            help="start a run estimated at more than a day without a wall_time limit")
         parser.add_argument("--update-expect", action="store_true",
                             help="write this run's values into the file's expect: block (gate baselines always, "
                                  "other values where they fail), keeping comments and layout; show the diff")
@@ -177,17 +181,27 @@ class RunCommand(Command):
             err.write(f"note: {line}\n")
         for program in programs_to_run(scenario, args.allow_program):
             err.write(f"note: running {program} on every rank (a scenario with program: runs that Python file)\n")
-        out_dir = Path(args.output) if args.output else None
+        out_dir = Path(args.output).absolute() if args.output else None  # a program's os.chdir must not move it
         if out_dir is not None and wants_link_records(scenario):  # small: record link activity for the heat map
             scenario = load_file(args.file, [*overrides, ("trace.links", True)])
 
-        estimated = run_estimate(scenario)  # exit 2 here, before any work, for what cannot fit in memory
+        with wall_clock_watchdog(scenario.limits.wall_time):  # planning counts against the limit too
+            estimated = run_estimate(scenario)  # exit 2 here, before any work, for what cannot fit in memory
+        if estimated.wall_s > REFUSED_RUN_S and scenario.limits.wall_time is None and not args.long_run:
+            raise ConfigError(f"estimate before the run: {estimated.describe()} ({estimated.detail}); a run this long "
+                              "starts only when asked: --limit wall_time=1h runs part of it, --long-run all of it",
+                              "", args.file)
         if estimated.wall_s > LONG_RUN_S:
             err.write(f"note: estimate before the run: {estimated.describe()} ({estimated.detail}); "
                       "--limit wall_time=... stops it early\n")
         if out_dir is not None:
             _make_dir(out_dir)
         results_file = default_results_file(scenario, out_dir) if scenario.sweep else None
+        if results_file is not None and out_dir is None and not os.access(results_file.parent, os.W_OK):
+            # The file only serves --resume; a read-only folder must not stop the sweep itself.
+            err.write(f"note: {results_file.parent.absolute()} is not writable: the sweep runs without a results "
+                      "file, so an interrupted run cannot --resume (give -o DIR to keep one)\n")
+            results_file = None
         worlds: list[Any] = []
         # An mpi4py program prints; with --json its output must not mix with the document.
         quiet_stdout = contextlib.redirect_stdout(err) if args.json else contextlib.nullcontext()
@@ -218,7 +232,9 @@ class RunCommand(Command):
         if trace_notes:  # once per run, on stderr too: a report without timelines should not surprise
             err.write(f"note: {trace_notes[0]}\n")
         if result.failure is not None:
-            err.write(f"expected failure ({result.failure['kind']}):\n{result.failure['message']}\n")
+            expected = all(exp.get("passed") for exp in result.expectations if exp.get("check") == "expect_failure")
+            err.write(f"{'expected failure' if expected else 'failure'} ({result.failure['kind']}):\n"
+                      f"{result.failure['message']}\n")
         for exp in result.failed_expectations:
             err.write(f"FAILED: {exp['detail']}\n")
         return EXIT_OK if result.passed else EXIT_FAILED
@@ -459,6 +475,10 @@ class ExecCommand(Command):
                                  "calls; default), none, or measured (its wall time x --speed; not deterministic)")
         parser.add_argument("--speed", type=float, default=None, metavar="X",
                             help="with --compute measured: simulated seconds per measured second")
+        parser.add_argument("--limit", action="append", default=[], metavar="KEY=VALUE",
+                            help="stop the program (exit 1, with where every rank was) at simulated_time=10s, "
+                                 "events=50000000 or wall_time=300s; wall_time also stops a rank looping or "
+                                 "sleeping between MPI calls (repeatable)")
         parser.add_argument("program", help="the mpi4py program (a .py file)")
         parser.add_argument("args", nargs=argparse.REMAINDER, help="the program's arguments")
 
@@ -475,12 +495,12 @@ class ExecCommand(Command):
         if args.tag_output:
             workload["tag_output"] = True
         raw = exec_scenario(args.topology, program.stem, workload)
-        overrides = parse_set(args.set)
+        overrides = parse_set(args.set) + parse_limits(args.limit)
         shape = load_dict(raw, None, overrides).topology
         raw = apply_rank_count(raw, shape.nodes, shape.ranks_per_node, args.ranks, overrides,
                                rail=shape.inter is not None and shape.inter.kind == "rail", name=shape.name)
         scenario = load_dict(raw, None, overrides)
-        out_dir = Path(args.output) if args.output else None
+        out_dir = Path(args.output).absolute() if args.output else None  # a program's os.chdir must not move it
         if out_dir is not None:
             _make_dir(out_dir)
         redirect = contextlib.redirect_stdout(err) if args.json else contextlib.nullcontext()
@@ -489,7 +509,8 @@ class ExecCommand(Command):
                 result = scenario_run.run_scenario(scenario)
         except ProgramExit as exc:
             err.write(f"mpisim exec: {exc}\n")
-            return exc.code
+            # An exit status is one byte: sys.exit(256) would read as success; a failed rank never does.
+            return exc.code % 256 or EXIT_FAILED
         except MPIError as exc:
             if not args.json:
                 raise
@@ -583,6 +604,20 @@ def _failure_text(exc: MPIError) -> str:
     return f"the simulated program failed: {type(exc).__name__}\n{exc}\n"
 
 
+OUT_OF_MEMORY = ("out of memory: the run needed more memory than this machine could give; use payload: size, "
+                 "fewer ranks (topology.nodes) or limits: (see mpisim run --help)\n")
+_OUT_OF_MEMORY_BYTES = OUT_OF_MEMORY.encode()
+
+
+def _release(exc: BaseException | None) -> None:
+    """Drop the tracebacks of *exc* and its chain: their frames hold the run that ran out of memory."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        exc.__traceback__ = None
+        exc = exc.__cause__ or exc.__context__
+
+
 def _out_of_memory(exc: BaseException) -> bool:
     """Whether *exc* is, or was caused while handling, a MemoryError.
 
@@ -637,8 +672,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         if verbose:
             traceback.print_exc(file=err)
         if _out_of_memory(exc):
-            err.write("out of memory: the run needed more memory than this machine could give; use payload: size, "
-                      "fewer ranks (topology.nodes) or limits: (see mpisim run --help)\n")
+            # The failed run is still reachable from the traceback's frames: let it go before
+            # printing, and print bytes made in advance, so that the message needs no memory.
+            _release(exc)
+            del exc
+            gc.collect()
+            try:
+                err.write(OUT_OF_MEMORY)
+                err.flush()
+            except MemoryError:
+                os.write(2, _OUT_OF_MEMORY_BYTES)
             return EXIT_FAILED
         if verbose:
             err.write(f"internal error: {type(exc).__name__}: {_one_line(str(exc))}\n")

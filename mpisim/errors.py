@@ -255,3 +255,24 @@ class LimitReached(MPIError):
 
 class ProgramError(MPIError):
     """A user's program raised an exception on one rank; the message shows that rank's frames in the user's files."""
+
+
+_CONTROL = {code: f"\\x{code:02x}" for code in (*range(0x00, 0x09), *range(0x0b, 0x20), 0x7f)}
+
+
+def printable(text: str) -> str:
+    """*text* with control characters other than newline and tab shown as ``\\x1b``.
+
+    What a program or a file says reaches the user's terminal: a raw ESC sequence there could
+    recolour, retitle or clear it, or hide the lines around it.
+    """
+    return text.translate(_CONTROL)
+
+
+def describe_exception(exc: BaseException) -> str:
+    """``ValueError: bad value``, safe for a terminal, even for an exception whose ``__str__`` raises."""
+    try:
+        message = str(exc)
+    except Exception as err:  # the user's __str__ may do anything
+        message = f"<str() of this exception raised {type(err).__name__}>"
+    return printable(f"{type(exc).__name__}: {message}")

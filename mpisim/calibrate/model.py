@@ -25,6 +25,7 @@ from typing import Any
 
 from mpisim.calibrate.measurements import Series
 from mpisim.engine.units import parse_bandwidth, parse_size, parse_time
+from mpisim.errors import ConfigError
 from mpisim.scenario.load import load_dict
 from mpisim.scenario.run import run_scenario
 
@@ -161,7 +162,15 @@ def scenario(series: Series, preset: Mapping[str, Any], shape: Shape) -> dict[st
 
 def predict(series: Series, preset: Mapping[str, Any], shape: Shape) -> list[float]:
     """mpisim's value for every point of *series* on *preset* (seconds or bytes/s)."""
-    result = run_scenario(load_dict(scenario(series, preset, shape)))
+    try:
+        loaded = load_dict(scenario(series, preset, shape))
+    except ConfigError as err:
+        # The scenario is calibrate's own; the user wrote the file and the command line, so name those.
+        where = "the file's '# Rank' lines" if series.ranks is not None else "--nodes and --ranks-per-node"
+        raise ConfigError(f"cannot simulate this measurement on {shape.nodes} node(s) x {shape.ranks_per_node} "
+                          f"rank(s) per node: {err.message} (the run's shape comes from {where})", "",
+                          series.file) from None
+    result = run_scenario(loaded)
     return [float(row[series.metric]) for row in result.rows]
 
 

@@ -29,7 +29,15 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from mpisim.calibrate.measurements import Point, Series, check_points, damaged, positive_number, whole_bytes
+from mpisim.calibrate.measurements import (
+    Point,
+    Series,
+    check_points,
+    damaged,
+    plausible,
+    positive_number,
+    whole_bytes,
+)
 from mpisim.errors import ConfigError
 
 #: nccl-tests binary -> mpisim collective.
@@ -47,6 +55,8 @@ _SETTINGS = re.compile(r"^#\s*nThread\s+(\d+)\s+nGpus\s+(\d+)", re.IGNORECASE)
 NCCL_TYPES = {"int8": "int8", "char": "int8", "uint8": "uint8", "int32": "int32", "int": "int32", "uint32": "uint32",
               "int64": "int64", "uint64": "uint64", "half": "float16", "float16": "float16", "float": "float32",
               "float32": "float32", "double": "float64", "float64": "float64", "bfloat16": "bfloat16"}
+#: The largest run calibrate simulates: the fit runs the collective on every rank, many times.
+MAX_RANKS = 4096
 #: The two halves of the table.
 PLACEMENTS = ("out-of-place", "in-place")
 
@@ -94,9 +104,15 @@ def parse(text: str, file: str, placement: str = "out-of-place") -> Series:
             continue
         if raw.startswith("#"):
             if match := _RANK.match(raw):
+                if len(match.group(1)) > 7 or len(hosts) >= MAX_RANKS:
+                    raise damaged(file, number, f"more than {MAX_RANKS:,} '# Rank' lines: calibrate simulates the "
+                                                f"collective on every rank of the run, at most {MAX_RANKS:,}")
                 hosts[int(match.group(1))] = match.group(2)
             elif match := _SETTINGS.match(raw):
-                settings = (int(match.group(1)), int(match.group(2)))
+                settings = (int(match.group(1)[:7]), int(match.group(2)[:7]))
+                if settings[0] * settings[1] > MAX_RANKS:
+                    raise damaged(file, number, f"nThread x nGpus = {settings[0] * settings[1]:,} ranks; calibrate "
+                                                f"simulates the collective on every rank of the run, at most {MAX_RANKS:,}")
             elif _is_header(raw):
                 fields = raw.lstrip("#").split()
                 width = len(fields)
@@ -106,7 +122,7 @@ def parse(text: str, file: str, placement: str = "out-of-place") -> Series:
         if not width:
             continue  # before the table: the launcher's and NCCL's own lines
         fields = raw.split()
-        if not fields[0].isdigit():
+        if not re.fullmatch(r"[0-9]+", fields[0]):
             raise damaged(file, number, f"expected a row of the table (size count type ...), got {raw[:60]!r}")
         if len(fields) != width:
             raise damaged(file, number, f"expected {width} columns as the header says, got {len(fields)}: {raw[:60]!r}")
@@ -119,7 +135,8 @@ def parse(text: str, file: str, placement: str = "out-of-place") -> Series:
         size = whole_bytes(file, number, fields[0])
         if type_column is not None:
             dtype = NCCL_TYPES.get(fields[type_column], dtype)
-        points.append(Point(size, positive_number(file, number, value, f"{placement} time (us)") * 1e-6, number))
+        seconds = positive_number(file, number, value, f"{placement} time (us)") * 1e-6
+        points.append(Point(size, plausible(file, number, seconds, "time", f"{value} us"), number))
     if not width:
         raise ConfigError("no nccl-tests table found: expected a header '#  size  count  type ... time  algbw  busbw'",
                           "", file)

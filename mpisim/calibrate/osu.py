@@ -23,7 +23,15 @@ from __future__ import annotations
 
 import re
 
-from mpisim.calibrate.measurements import Point, Series, check_points, damaged, positive_number, whole_bytes
+from mpisim.calibrate.measurements import (
+    Point,
+    Series,
+    check_points,
+    damaged,
+    plausible,
+    positive_number,
+    whole_bytes,
+)
 from mpisim.errors import ConfigError
 
 #: Title words -> (test, metric). Checked in order: "Bi-Directional Bandwidth" before "Bandwidth".
@@ -62,14 +70,36 @@ def _benchmark(file: str, line: int, name: str) -> tuple[str, str]:
     raise damaged(file, line, f"OSU benchmark {name!r} is not one calibrate reads; known: {KNOWN}")
 
 
+#: The units a header may give its figure in, -> SI factor. OSU prints us and MB/s; a table
+#: converted by hand may say ms or GB/s, and must then be read as it says, not as OSU's default.
+UNITS = {"latency": {"us": 1e-6, "usec": 1e-6, "ms": 1e-3, "ns": 1e-9, "s": 1.0, "sec": 1.0},
+         "bandwidth": {"mb/s": 1e6, "gb/s": 1e9, "kb/s": 1e3, "b/s": 1.0}}
+_UNIT = re.compile(r"\(([^)]*)\)")
+
+
+def _unit_factor(file: str, line: int, column: str, metric: str) -> float:
+    """The SI factor of the header *column*: ``Avg Latency(ms)`` -> 1e-3, no unit -> OSU's (us, MB/s)."""
+    kind = "bandwidth" if metric == "bandwidth_Bps" else "latency"
+    found = _UNIT.search(column)
+    if found is None:
+        if kind == "bandwidth" and "mb/s" in column.lower():
+            return 1e6
+        return UNITS[kind]["us" if kind == "latency" else "mb/s"]
+    unit = found.group(1).strip().lower()
+    if unit not in UNITS[kind]:
+        raise damaged(file, line, f"header column {column!r}: unit {found.group(1)!r} is not one calibrate reads; "
+                                  f"known: {', '.join(UNITS[kind])}")
+    return UNITS[kind][unit]
+
+
 def _value_column(file: str, line: int, columns: list[str], metric: str) -> int:
     """Return the index of the column holding the figure: average latency, or MB/s."""
     lowered = [c.lower() for c in columns]
     if metric == "bandwidth_Bps":
-        wanted = [i for i, c in enumerate(lowered) if "mb/s" in c]
+        wanted = [i for i, c in enumerate(lowered) if re.search(r"\b[kmg]?b/s", c)]
     else:
         wanted = [i for i, c in enumerate(lowered) if "avg" in c and "latency" in c]
-        wanted = wanted or [i for i, c in enumerate(lowered) if "latency" in c and "(us)" in c.replace(" ", "")]
+        wanted = wanted or [i for i, c in enumerate(lowered) if "latency" in c and "(" in c]
     if not wanted or lowered[0] != "size":
         unit = "MB/s" if metric == "bandwidth_Bps" else "Latency (us)"
         raise damaged(file, line, f"expected a header '# Size ... {unit}', got '# {'  '.join(columns)}'")
@@ -90,6 +120,7 @@ def parse(text: str, file: str, ranks: int | None = None) -> Series:
     assert title is not None
     test, metric = _benchmark(file, title_at + 1, title.group("name"))
     column: int | None = None
+    factor = 1.0
     width = 0
     pairs = 1
     dtype = "float32" if test == "allreduce" else "uint8"
@@ -103,6 +134,7 @@ def parse(text: str, file: str, ranks: int | None = None) -> Series:
             if body.lower().startswith("size"):
                 columns = re.split(r"\s{2,}|\t", body)
                 column, width = _value_column(file, number, columns, metric), len(columns)
+                factor = _unit_factor(file, number, columns[column], metric)
             elif match := _PAIRS.search(body):
                 pairs = int(match.group(1))
             elif match := _DATATYPE.match(body):
@@ -120,14 +152,11 @@ def parse(text: str, file: str, ranks: int | None = None) -> Series:
             raise damaged(file, number, f"expected {width} columns as the header says, got {len(fields)}: {raw[:60]!r}")
         size = whole_bytes(file, number, fields[0])
         value = positive_number(file, number, fields[column], "latency" if metric != "bandwidth_Bps" else "bandwidth")
-        points.append(Point(_mpisim_size(test, size, ranks, file, number), _si(metric, value), number))
+        si = plausible(file, number, value * factor, "bandwidth" if metric == "bandwidth_Bps" else "time",
+                       fields[column])
+        points.append(Point(_mpisim_size(test, size, ranks, file, number), si, number))
     return Series(file, "osu", test, metric, check_points(file, points, "rows of '# Size ...' below the title"),
                   pairs=pairs, dtype=dtype)
-
-
-def _si(metric: str, value: float) -> float:
-    """OSU prints latencies in microseconds and bandwidths in MB/s (1e6 B/s)."""
-    return value * 1e6 if metric == "bandwidth_Bps" else value * 1e-6
 
 
 def _mpisim_size(test: str, size: int, ranks: int | None, file: str, line: int) -> int:

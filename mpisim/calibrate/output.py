@@ -13,6 +13,7 @@ and the warnings where the model cannot follow the data.
 from __future__ import annotations
 
 import copy
+import io
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,7 @@ from mpisim.calibrate.fit import FitResult, FittedParam, PointFit
 from mpisim.calibrate.measurements import Series
 from mpisim.calibrate.model import get, put, si_value
 from mpisim.report.tables import fmt_bandwidth, fmt_bytes, fmt_time
+from mpisim.scenario.run import write_atomic
 
 
 def pretty(kind: str, value: float) -> Any:
@@ -234,7 +236,10 @@ def write_report(result: FitResult, files: Sequence[str], directory: Path) -> Pa
     directory.mkdir(parents=True, exist_ok=True)
     fig = residual_figure(result)
     FigureCanvasAgg(fig)
-    fig.savefig(directory / "residuals.png", dpi=110, metadata={"Software": None})
+    image = io.BytesIO()
+    fig.savefig(image, format="png", dpi=110, metadata={"Software": None})
+    # Replaced, never written through: a link planted at report.md must not lead the write elsewhere.
+    write_atomic(directory / "residuals.png", image.getvalue())
     path = directory / "report.md"
-    path.write_text(report_markdown(result, files, "residuals.png"), encoding="utf-8")
+    write_atomic(path, report_markdown(result, files, "residuals.png"))
     return path

@@ -9,25 +9,17 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 
 from mpisim.calibrate import nccl, osu
 from mpisim.calibrate.fit import FitResult, fit
-from mpisim.calibrate.measurements import Series
+from mpisim.calibrate.measurements import Series, read_text
 from mpisim.errors import ConfigError
 from mpisim.network.presets import load_preset, preset_stem
 
 
 def read_series(path: str, ranks: int | None, placement: str = "out-of-place") -> Series:
     """Parse one benchmark file, telling OSU from nccl-tests output by its content."""
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError("no such file", "", path) from None
-    except UnicodeDecodeError:
-        raise ConfigError("not a text file (expected OSU or nccl-tests output)", "", path) from None
-    except OSError as exc:
-        raise ConfigError(f"cannot read it: {exc.strerror or exc}", "", path) from None
+    text = read_text(path)
     if osu.looks_like(text):
         return osu.parse(text, path, ranks)
     if nccl.looks_like(text):
@@ -58,5 +50,8 @@ def calibrate(files: Sequence[str], base: str, *, nodes: int | None = None, rank
     for value, flag in ((nodes, "--nodes"), (ranks_per_node, "--ranks-per-node")):
         if value < 1:
             raise ConfigError(f"must be at least 1, got {value}", flag)
+    if nodes * ranks_per_node > nccl.MAX_RANKS:
+        raise ConfigError(f"{nodes} x {ranks_per_node} ranks: calibrate simulates the benchmark on every rank of "
+                          f"the run, at most {nccl.MAX_RANKS:,}", "--nodes")
     series = [read_series(path, nodes * ranks_per_node, placement) for path in files]
     return fit(series, preset, preset_stem(base), nodes=nodes, ranks_per_node=ranks_per_node, holdout=holdout)

@@ -66,6 +66,7 @@ import random
 import site
 import sys
 import sysconfig
+import threading
 import time
 import types
 from collections.abc import Generator, Iterator, MutableMapping
@@ -127,8 +128,31 @@ def require(call: str) -> RankContext:
     """The running rank's context; outside a simulated program, an error naming *call*."""
     ctx = getattr(getcurrent(), "ctx", None)
     if ctx is None:
+        if threading.current_thread() is not threading.main_thread():
+            raise MPIError(f"{call} called from a thread the program started: mpisim exec runs each rank in the "
+                           "main thread, one at a time, and simulates MPI calls made there only")
         raise MPIError(f"{call} called outside a simulated rank (run the program with mpisim exec)")
     return ctx
+
+
+def _rank_exit(real_exit: Any) -> Any:
+    """``os._exit`` for the ranks: one rank's process ends, not the simulator running them all."""
+    def exit_rank(status: int) -> None:
+        if current() is None:
+            real_exit(status)
+        raise SystemExit(status)
+    return exit_rank
+
+
+def _rank_kill(real_kill: Any) -> Any:
+    """``os.kill`` for the ranks: a rank signalling its own process ends that rank, with the shell's
+    status for a signal (128 + its number), not the simulator running every rank."""
+    def kill_rank(pid: int, sig: int) -> None:
+        if current() is None or pid not in (0, os.getpid()) or sig == 0:
+            real_kill(pid, sig)
+            return
+        raise SystemExit(128 + int(sig))
+    return kill_rank
 
 
 def compute(seconds: float) -> None:
@@ -562,10 +586,11 @@ class Runner:
             raise ProgramExit(f"rank {ctx.rank} exited with status {code}", code)
         exc = value
         from mpisim.compat.tracebacks import user_traceback
+        from mpisim.errors import describe_exception
 
         if isinstance(exc, MPIError):
             raise type(exc)(f"{exc}{user_traceback(exc, self.folder)}") from exc
-        raise ProgramError(f"rank {ctx.rank} raised {type(exc).__name__}: {exc}{user_traceback(exc, self.folder)}") \
+        raise ProgramError(f"rank {ctx.rank} raised {describe_exception(exc)}{user_traceback(exc, self.folder)}") \
             from exc
 
     # ------------------------------------------------------------------ the run
@@ -619,6 +644,9 @@ class Runner:
         os.environ = _RankEnviron(self, saved[5])  # type: ignore[assignment]  # noqa: B003 (a view, not a clearing)
         real_getpid = os.getpid
         os.getpid = self._getpid(real_getpid())
+        real_exit, real_kill = os._exit, os.kill
+        os._exit = _rank_exit(real_exit)  # type: ignore[assignment]
+        os.kill = _rank_kill(real_kill)
         self.world.locate = self.where
         self.world.origin = self.origin
         try:
@@ -641,6 +669,7 @@ class Runner:
             sys.argv, sys.path[:], sys.stdout, sys.stderr, sys.stdin = saved[0], saved[1], saved[2], saved[3], saved[4]
             os.environ = saved[5]  # noqa: B003
             os.getpid = real_getpid
+            os._exit, os.kill = real_exit, real_kill  # type: ignore[assignment]
             for name in self.private_names:
                 sys.modules.pop(name, None)
             for name, module in saved_modules.items():

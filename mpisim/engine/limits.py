@@ -16,14 +16,22 @@ MPI layer adds where every rank was.
 
 from __future__ import annotations
 
+import contextlib
+import heapq
 import math
+import signal
+import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
+from types import FrameType
+
+import simpy
 
 from mpisim.engine.units import pretty_time
 from mpisim.errors import LimitReached
 
-__all__ = ["WALL_CHECK_EVENTS", "Budget", "Limits"]
+__all__ = ["WALL_CHECK_EVENTS", "Budget", "Limits", "WallTimeReached", "wall_clock_watchdog"]
 
 #: Heap events between two readings of the wall clock (a reading costs about 1 % of an event
 #: at this spacing; events at the start of a huge world can take a millisecond each).
@@ -84,3 +92,80 @@ class Budget:
                              f"{events:,} events, {elapsed:.1f} s of wall time{extra}")
         error.limit = key
         return error
+
+
+def _running_process_env(frame: FrameType | None) -> simpy.Environment | None:
+    """The environment of the SimPy process whose generator *frame* is running in, if any."""
+    resume = simpy.events.Process._resume.__code__
+    while frame is not None:
+        if frame.f_code is resume:
+            process = frame.f_locals.get("self")
+            return getattr(process, "env", None)
+        frame = frame.f_back
+    return None
+
+
+def _fail_next(env: simpy.Environment, error: BaseException) -> None:
+    queue = getattr(env, "_queue", None)
+    if not isinstance(queue, list):
+        return
+    event = simpy.Event(env)
+    event._ok, event._value = False, error
+    # Priority -1 sorts before SimPy's URGENT (0) and mpisim's own lanes, at the current time.
+    heapq.heappush(queue, (env.now, -1, -1, event))
+
+
+class WallTimeReached(LimitReached):
+    """``limits.wall_time`` reached, raised by :func:`wall_clock_watchdog` wherever the run was."""
+
+    limit = "wall_time"
+
+
+#: After the first interruption, the watchdog interrupts again at this spacing until the run has
+#: stopped: code that swallows one exception (a user's ``except Exception: pass``) cannot outlive it.
+WATCHDOG_REPEAT_S = 0.25
+
+
+@contextlib.contextmanager
+def wall_clock_watchdog(wall_time: float | None) -> Iterator[None]:
+    """Stop the code in this block when *wall_time* seconds have passed, whatever it is doing.
+
+    The event loop checks the wall clock itself, but a run spends time elsewhere too: planning
+    (a capacity plan's buckets), building a million-rank world, or a user's program looping or
+    sleeping between two MPI calls. A timer signal (``SIGALRM``) interrupts any of them: its
+    handler raises :class:`WallTimeReached` in the main thread at the next bytecode, and
+    ``time.sleep`` returns early when a handler raises. Signals reach only the main thread, so
+    elsewhere (a Dask worker thread) the event loop's own checks are the limit.
+    """
+    if wall_time is None or threading.current_thread() is not threading.main_thread() \
+            or not hasattr(signal, "setitimer"):
+        yield
+        return
+    started = time.perf_counter()
+
+    def interrupt(signum: int, frame: FrameType | None) -> None:
+        elapsed = time.perf_counter() - started
+        error = WallTimeReached(f"stopped at the limit of {pretty_time(wall_time)} of wall time (limits.wall_time) "
+                                f"after {elapsed:.1f} s of wall time")
+        env = _running_process_env(frame)
+        if env is not None and not queued:
+            # Inside a simulated rank, SimPy would turn the exception into that rank's failure,
+            # raised only when its turn comes, and the rank would lose where it was. A failed
+            # event ahead of everything else in the queue stops the loop as soon as this rank
+            # yields; a rank that never yields is interrupted at the next repeat.
+            _fail_next(env, error)
+            queued.append(env)
+            return
+        raise error
+
+    queued: list[object] = []
+    previous_handler = signal.signal(signal.SIGALRM, interrupt)
+    previous_timer = signal.setitimer(signal.ITIMER_REAL, max(wall_time, 1e-6), WATCHDOG_REPEAT_S)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous_handler)
+        if previous_timer[0] > 0:  # someone else's timer (pytest-timeout): give back what is left of it
+            left = max(previous_timer[0] - (time.perf_counter() - started), 1e-6)
+            signal.setitimer(signal.ITIMER_REAL, left, previous_timer[1])

@@ -38,6 +38,7 @@ import os
 import re
 import shutil
 import tempfile
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -337,6 +338,37 @@ def _move_into_place(staging: Path, out_dir: Path) -> None:
             shutil.rmtree(aside, ignore_errors=True)
 
 
+#: A staging folder without a living owner older than this is left over from a killed run.
+ABANDONED_AFTER_S = 3600.0
+
+
+def _remove_abandoned(out: Path) -> None:
+    """Remove the staging folders of runs killed (kill -9) before they could clean up.
+
+    A folder is named ``.staging-PID-...``: it is abandoned when that process no longer exists.
+    Folders without a PID (older mpisim) are removed once they are an hour old.
+    """
+    for folder in [*out.glob(".staging-*"), *out.glob(".old-figures-*")]:
+        if not folder.is_dir() or folder.is_symlink():
+            continue
+        pid_text = folder.name.split("-")[1] if folder.name.startswith(".staging-") else ""
+        if pid_text.isdigit() and pid_text.isascii():
+            try:
+                os.kill(int(pid_text), 0)
+                continue  # its run is still going
+            except ProcessLookupError:
+                pass
+            except (PermissionError, OverflowError):
+                continue
+        else:
+            try:
+                if time.time() - folder.stat().st_mtime < ABANDONED_AFTER_S:
+                    continue
+            except OSError:
+                continue
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 def write_outputs(result: RunResult, out_dir: str | os.PathLike[str], *, write_results: bool = True,
                   figures: bool = True) -> list[Path]:
     """Render *result* into *out_dir* (created if needed); return the paths written.
@@ -351,7 +383,8 @@ def write_outputs(result: RunResult, out_dir: str | os.PathLike[str], *, write_r
         # Render from exactly what results.json will hold (its keys are sorted, numbers are JSON
         # numbers), so that 'mpisim report' on that file writes the same report byte for byte.
         result = RunResult.from_json(result.to_json())
-    staging = Path(tempfile.mkdtemp(dir=out, prefix=".staging-"))
+    _remove_abandoned(out)
+    staging = Path(tempfile.mkdtemp(dir=out, prefix=f".staging-{os.getpid()}-"))
     try:
         _render_all(result, staging, write_results, figures)
         written = sorted(p.relative_to(staging) for p in staging.rglob("*") if p.is_file())

@@ -170,7 +170,10 @@ def print_result(result: Any, out: TextIO) -> None:
             mark = "[green]PASS[/green]" if exp.get("passed") else "[red]FAIL[/red]"
             console.print(f"  {mark} {exp.get('detail', '')}", markup=True)
     if result.failure is not None:
-        console.print(f"[bold]the program failed as expected ({result.failure['kind']})[/bold]")
+        # Another kind of failure than the one expected is a FAIL above, not "as expected".
+        expected = all(exp.get("passed") for exp in result.expectations if exp.get("check") == "expect_failure")
+        how = "as expected " if expected else ""
+        console.print(f"[bold]the program failed {how}({result.failure['kind']})[/bold]")
     if result.notes:
         console.print("[bold]notes[/bold]")
         for note in result.notes:

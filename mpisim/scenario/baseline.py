@@ -39,6 +39,7 @@ import json
 import math
 import os
 import re
+import stat
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,7 +48,7 @@ from typing import Any
 import yaml
 
 from mpisim.engine.units import parse_bandwidth, parse_size, parse_time
-from mpisim.errors import ConfigError
+from mpisim.errors import ConfigError, printable
 from mpisim.report.records import RunResult, jsonable
 from mpisim.scenario.expect import GATES, evaluate_all, parse_value, passes, value_kind
 from mpisim.scenario.fingerprint import algorithm_digests, input_changes
@@ -55,7 +56,7 @@ from mpisim.scenario.load import load_file, loads
 from mpisim.scenario.model import Expectation
 
 __all__ = ["BASELINE_SUFFIX", "ExpectUpdate", "baseline_document", "baseline_path", "explain_failed_gates",
-           "load_baseline", "update_expect"]
+           "load_baseline", "read_baseline", "update_expect"]
 
 BASELINE_SUFFIX = ".baseline.json"
 #: A rewritten value gets at least this many significant digits (0.005 % at worst: far inside
@@ -73,14 +74,37 @@ def baseline_path(scenario_file: str | os.PathLike[str]) -> Path:
     return path.with_name(path.stem + BASELINE_SUFFIX)
 
 
-def load_baseline(scenario_file: str | os.PathLike[str]) -> dict[str, Any] | None:
-    """Return the baseline file of a scenario as data, or None when there is none or it is unreadable."""
+#: A baseline holds a scenario and its rows: a few hundred kB at most.
+MAX_BASELINE_BYTES = 50_000_000
+
+
+def read_baseline(scenario_file: str | os.PathLike[str]) -> tuple[dict[str, Any] | None, str]:
+    """Return the baseline file of a scenario as data, or None and why not (``""``: there is none).
+
+    Only a regular file is opened (a FIFO planted there would block the run for ever), of a
+    bounded size; damaged JSON, JSON nested past the parser's depth and a document of another
+    shape are reported as such, not as a missing file.
+    """
     path = baseline_path(scenario_file)
     try:
+        info = path.stat()
+        if not stat.S_ISREG(info.st_mode):
+            return None, "is not a regular file"
+        if info.st_size > MAX_BASELINE_BYTES:
+            return None, f"is {info.st_size:,} bytes (at most {MAX_BASELINE_BYTES:,})"
         data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) and isinstance(data.get("scenario"), dict) else None
+    except FileNotFoundError:
+        return None, ""
+    except (OSError, ValueError, RecursionError) as err:
+        return None, f"cannot be read ({type(err).__name__})"
+    if not (isinstance(data, dict) and isinstance(data.get("scenario"), dict)):
+        return None, "is not a baseline document (no scenario mapping)"
+    return data, ""
+
+
+def load_baseline(scenario_file: str | os.PathLike[str]) -> dict[str, Any] | None:
+    """Return the baseline file of a scenario as data, or None when there is none or it is unreadable."""
+    return read_baseline(scenario_file)[0]
 
 
 def baseline_document(result: RunResult) -> dict[str, Any]:
@@ -109,14 +133,23 @@ def explain_failed_gates(result: RunResult, scenario_file: str | os.PathLike[str
     failed = [exp for exp in result.expectations if exp.get("check") in GATES and not exp.get("passed")]
     if not failed or scenario_file is None:
         return
-    base = load_baseline(scenario_file)
+    base, problem = read_baseline(scenario_file)
+    name = baseline_path(scenario_file).name
+    if base is not None:
+        try:
+            changes = [printable(line) for line in input_changes(
+                base["scenario"], result.scenario, base.get("fingerprint"), result.fingerprint, base.get("algorithms"))]
+        except (TypeError, KeyError, AttributeError, ValueError, RecursionError):
+            base, problem = None, "is from another version or damaged"
     if base is None:
         for exp in failed:
-            exp["detail"] += (f"; no baseline file {baseline_path(scenario_file).name} to compare inputs with "
-                              "(mpisim run FILE --update-expect writes one)")
+            if problem:
+                exp["detail"] += (f"; the baseline file {name} {problem}, so inputs cannot be compared "
+                                  "(mpisim run FILE --update-expect rewrites it)")
+            else:
+                exp["detail"] += (f"; no baseline file {name} to compare inputs with "
+                                  "(mpisim run FILE --update-expect writes one)")
         return
-    changes = input_changes(base["scenario"], result.scenario, base.get("fingerprint"), result.fingerprint,
-                            base.get("algorithms"))
     for exp in failed:
         exp["changed_inputs"] = list(changes)
         if changes:
@@ -352,13 +385,15 @@ def update_expect(path: str | os.PathLike[str], result: RunResult) -> ExpectUpda
     update.new_text = new_text
     if update.changed:
         loads(new_text, str(path))  # the edited file must still be a valid scenario
-        _write(write_atomic, path, new_text)
+        # A scenario reached through a link is the user's own file elsewhere: edit that file, in
+        # its mode; replacing the link with a copy would leave the real file stale.
+        _write(write_atomic, path.resolve(), new_text)
     raw = yaml.safe_load(new_text) or {}
     gate_changed = any(" baseline: " in line for line in update.changes)
     target = baseline_path(path)
     if has_gates(raw.get("expect")) and (gate_changed or not target.exists()):
         document = json.dumps(baseline_document(result), indent=2, sort_keys=True, allow_nan=False) + "\n"
-        old = target.read_text(encoding="utf-8") if target.exists() else None
+        old = target.read_text(encoding="utf-8") if target.is_file() else None  # a FIFO there is replaced, not read
         if document != old:
             _write(write_atomic, target, document)
             update.baseline_written = target

@@ -258,6 +258,11 @@ _UNSWEPT = ("sweep", "expect", "expect_failure")
 _SWEPT_HEADS = [key for key in TOP_LEVEL_KEYS if key not in _UNSWEPT]
 
 
+#: The most points a sweep may have. A study sweeps a few dozen; every point is validated when the
+#: scenario loads, so 10^6 points would take minutes before anything runs, 10^9 all the memory.
+MAX_SWEEP_POINTS = 10_000
+
+
 def parse_sweep(raw: Any) -> dict[str, list[Any]]:
     if raw is None:
         return {}
@@ -273,6 +278,11 @@ def parse_sweep(raw: Any) -> dict[str, list[Any]]:
         if not isinstance(values, list) or not values:
             raise ConfigError(f"expected a non-empty list of values, got {short(values)}", path)
         sweep[key] = copy.deepcopy(values)
+    points = math.prod(len(values) for values in sweep.values())
+    if points > MAX_SWEEP_POINTS:
+        axes = " x ".join(str(len(values)) for values in sweep.values())
+        raise ConfigError(f"a grid of {axes} = {points:,} points (at most {MAX_SWEEP_POINTS:,}: every point is "
+                          "validated before the run and runs as a scenario of its own); sweep fewer values", "sweep")
     return sweep
 
 

@@ -22,9 +22,11 @@ from mpisim.errors import ConfigError, MPIError
 from mpisim.report.records import jsonable
 from mpisim.report.text import plural
 from mpisim.scenario.fingerprint import fingerprint
-from mpisim.scenario.load import dump, parse_set, read_scenario_file, read_yaml
+from mpisim.scenario.load import dump, parse_set, point_raw, read_scenario_file, read_yaml
+from mpisim.scenario.model import sweep_points
 from mpisim.scenario.run import failure_kind
-from mpisim.workloads.program import parse as parse_program
+from mpisim.scenario.schema import parse_workload
+from mpisim.workloads.program import check_program
 
 __all__ = ["LIMIT_KEYS", "apply_rank_count", "exec_scenario", "failure_document", "parse_limits", "programs_to_run"]
 
@@ -44,17 +46,19 @@ def parse_limits(items: Sequence[str]) -> list[tuple[str, Any]]:
 
 
 def programs_to_run(scenario: Any, allowed: Sequence[str]) -> list[Path]:
-    """The Python files a program scenario will run, each checked to lie in the scenario's folder tree.
+    """The Python files a scenario will run, each checked to lie in the scenario's folder tree.
 
     A scenario file can come from anyone; like pytest, which collects only under its rootdir,
     mpisim runs a program outside the scenario's folder only with ``--allow-program PATH``.
-    Raises ConfigError (exit 2) naming the file and the switch.
+    Consent is decided from what will run, not from how the file spells it: every sweep point is
+    resolved, so an axis over the whole ``workload:`` block (or any block that holds a program)
+    is checked like ``workload.program``. Raises ConfigError (exit 2) naming the file and the switch.
     """
-    if scenario.workload.kind != "program":
-        return []
-    specs = [scenario.workload.params]
-    for value in (scenario.sweep or {}).get("workload.program", []):
-        specs.append(parse_program({"program": value}))
+    specs = [scenario.workload.params] if scenario.workload.kind == "program" else []
+    for point in sweep_points(scenario.sweep or {}):
+        workload = parse_workload(point_raw(scenario, point).get("workload"))
+        if workload.kind == "program":
+            specs.append(workload.params)
     root = scenario.base_dir.resolve()
     consented = {Path(p).resolve() for p in allowed}
     files = []
@@ -62,7 +66,11 @@ def programs_to_run(scenario: Any, allowed: Sequence[str]) -> list[Path]:
         file = (root / spec.path).resolve()
         if not file.is_relative_to(root) and file not in consented:
             raise ConfigError(f"{spec.path} is outside the scenario's folder {root}; running it needs your consent: "
-                              f"--allow-program {file}", "workload.program")
+                              f"--allow-program {file}", "workload.program", scenario.file or "")
+        try:
+            check_program(spec, root)  # a wrong function is refused before the "running" note
+        except ConfigError as err:
+            raise ConfigError(err.message, "workload.program", scenario.file or "") from None
         files.append(file)
     return sorted(set(files))
 

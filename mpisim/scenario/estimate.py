@@ -58,6 +58,8 @@ RECORD_BYTES = 200
 BASE_BYTES = 80 * 2**20
 #: A run whose estimate is longer than this is announced before it starts.
 LONG_RUN_S = 10.0
+#: Runs estimated longer than this (a day) start only when asked (``--long-run``, or a wall_time limit).
+REFUSED_RUN_S = 86_400.0
 
 #: Collectives whose every rank holds one block view per rank (results of p parts, or p parts to send).
 _P_VIEW_COLLECTIVES = frozenset({"allgather", "alltoall", "reduce_scatter", "gather", "scatter"})

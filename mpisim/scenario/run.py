@@ -28,6 +28,7 @@ and checked like any other expectation.
 from __future__ import annotations
 
 import os
+import stat
 import tempfile
 import time
 from collections.abc import Callable, Mapping
@@ -36,7 +37,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from mpisim import __version__
-from mpisim.engine.limits import Budget
+from mpisim.engine.limits import Budget, wall_clock_watchdog
 from mpisim.engine.sim import Simulation
 from mpisim.engine.trace import Tracer
 from mpisim.errors import ConfigError, MPIError
@@ -205,7 +206,9 @@ def run_point(scenario: Scenario, point: Mapping[str, Any] | None = None, log: T
     ctx = RunContext(new_world=new_world, payload=scenario.payload, seed=scenario.seed, base_dir=scenario.base_dir, log=log)
     failure = None
     try:
-        output = get_workload(scenario.workload.kind).run(scenario.workload.params, ctx)
+        # The limit holds in every phase: planning and building worlds as well as the event loop.
+        with wall_clock_watchdog(scenario.limits.wall_time):
+            output = get_workload(scenario.workload.kind).run(scenario.workload.params, ctx)
     except ConfigError as err:
         raise _workload_error(err) from None
     except MPIError as err:
@@ -333,7 +336,16 @@ def run_scenario(
     return assemble(scenario, points, time.perf_counter() - t_start)
 
 
-def write_atomic(path: str | os.PathLike[str], text: str) -> None:
+def _mode_for(target: Path) -> int:
+    try:
+        return stat.S_IMODE(target.stat().st_mode)
+    except OSError:
+        mask = os.umask(0)
+        os.umask(mask)
+        return 0o666 & ~mask
+
+
+def write_atomic(path: str | os.PathLike[str], text: str | bytes) -> None:
     """Write *text* to *path* so that readers see the old file or the new one, never half of one.
 
     The text goes to a temporary file in the same directory, is flushed to disk, and then
@@ -343,7 +355,12 @@ def write_atomic(path: str | os.PathLike[str], text: str) -> None:
     target = Path(path)
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
     try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
+        # mkstemp makes a private (0600) file; the result gets the mode a plain open() would give
+        # it, or keeps the mode of the file it replaces.
+        os.fchmod(fd, _mode_for(target))
+        binary = isinstance(text, bytes)
+        with os.fdopen(fd, "wb" if binary else "w", encoding=None if binary else "utf-8",
+                       newline=None if binary else "") as handle:
             handle.write(text)
             handle.flush()
             os.fsync(handle.fileno())

@@ -163,21 +163,37 @@ class _ResultsLog:
         self.handle: IO[str] | None = None
         if path is None:
             return
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if resume and damaged:
-            # Drop the unreadable tail now, so that new lines do not follow half a line.
-            lines = [self._line(key, h, result) for (key, h), result in done.items()]
-            write_atomic(path, "".join(lines))
-        # O_NOFOLLOW: a symbolic link planted at this name must not redirect the write elsewhere.
-        flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | (os.O_APPEND if resume else os.O_TRUNC)
+        self.path = path
         try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            if path.is_symlink():
+                raise ConfigError(f"{path} is a symbolic link; mpisim writes the sweep's finished points only "
+                                  "to a regular file (remove the link)", "sweep")
+            if resume and damaged:
+                # Drop the unreadable tail now, so that new lines do not follow half a line.
+                lines = [self._line(key, h, result) for (key, h), result in done.items()]
+                write_atomic(path, "".join(lines))
+            if not resume:
+                # A new file, not the old one truncated: a hard link planted at this name must
+                # not carry the writes into the file it shares with somewhere else.
+                path.unlink(missing_ok=True)
+            # O_NOFOLLOW: a symbolic link planted at this name must not redirect the write elsewhere.
+            flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | (os.O_APPEND if resume else os.O_EXCL)
             fd = os.open(path, flags, 0o644)
+            if os.fstat(fd).st_nlink > 1:
+                os.close(fd)
+                raise ConfigError(f"{path} has other hard links; mpisim appends the sweep's finished points only "
+                                  "to a file of its own (remove it, or run without --resume)", "sweep")
         except OSError as err:
             if err.errno == errno.ELOOP:
                 raise ConfigError(f"{path} is a symbolic link; mpisim writes the sweep's finished points only "
                                   "to a regular file (remove the link)", "sweep") from None
-            raise
-        self.handle = os.fdopen(fd, "a" if resume else "w", encoding="utf-8")
+            raise self._cannot_write(err) from None
+        self.handle = os.fdopen(fd, "a", encoding="utf-8")
+
+    def _cannot_write(self, err: OSError) -> ConfigError:
+        return ConfigError(f"cannot write the sweep's results file {self.path}: {err.strerror or err} "
+                           "(give -o DIR on a writable disk)", "sweep")
 
     @staticmethod
     def _line(key: str, scenario_hash: str, result: PointResult) -> str:
@@ -186,12 +202,18 @@ class _ResultsLog:
 
     def append(self, task: PointTask, result: PointResult) -> None:
         if self.handle is not None:
-            self.handle.write(self._line(task.key, task.scenario_hash, result))
-            self.handle.flush()
+            try:
+                self.handle.write(self._line(task.key, task.scenario_hash, result))
+                self.handle.flush()
+            except OSError:  # a full disk: the run's results are still returned, not lost
+                with contextlib.suppress(OSError):
+                    self.handle.close()
+                self.handle = None  # only --resume loses: the points already run stay in the results
 
     def close(self) -> None:
         if self.handle is not None:
-            self.handle.close()
+            with contextlib.suppress(OSError):
+                self.handle.close()
 
 
 def run_sweep(

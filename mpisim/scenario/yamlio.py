@@ -12,6 +12,7 @@ Nothing here knows what a scenario holds: :mod:`mpisim.scenario.schema` checks t
 from __future__ import annotations
 
 import os
+import re
 import stat
 from pathlib import Path
 from typing import Any
@@ -25,11 +26,40 @@ __all__ = ["MAX_DEPTH", "MAX_FILE_BYTES", "MAX_NODES", "MAX_NUMBER_CHARS", "MAX_
 
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 class _StrictLoader(yaml.SafeLoader):
     """PyYAML's safe loader, except that a key given twice in one mapping is an error.
 
     Plain PyYAML keeps the last value silently, which turns a copy-paste slip into a wrong run.
+    Every value is built through :meth:`construct_object`, which also turns what PyYAML's own
+    constructors raise on a bad tagged scalar (``!!int 'x1'`` is a ValueError, ``!!timestamp
+    'x1'`` an AttributeError) into a YAML error at that node's line, and refuses a string holding
+    a lone surrogate (``"\\ud800"``): no UTF-8 file or terminal can hold it, so it would pass
+    ``check`` and kill the run when its results are printed.
     """
+
+    def construct_object(self, node: yaml.Node, deep: bool = False) -> Any:
+        try:
+            value = super().construct_object(node, deep=deep)
+        except (yaml.YAMLError, ConfigError, RecursionError):
+            raise
+        except Exception as err:  # any constructor failure is bad input, located here
+            why = f" ({err})" if isinstance(err, ValueError) and str(err) else ""
+            raise yaml.constructor.ConstructorError(
+                None, None, f"{_short(node)} is not a valid !!{node.tag.rpartition(':')[2]}{why}",
+                node.start_mark) from None
+        if isinstance(value, str) and _SURROGATE.search(value):
+            raise yaml.constructor.ConstructorError(
+                None, None, "a lone surrogate (such as \\ud800) is not a character: UTF-8 text cannot hold it",
+                node.start_mark)
+        return value
+
+
+def _short(node: yaml.Node) -> str:
+    text = node.value if isinstance(node.value, str) else "(collection)"
+    return repr(text[:40])
 
 
 def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode) -> dict[Any, Any]:
@@ -54,8 +84,12 @@ def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode) -> dict[An
 _StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
 
 
-def _yaml_error(err: yaml.YAMLError, file: str) -> ConfigError:
+def _yaml_error(err: yaml.YAMLError, file: str, text: str = "") -> ConfigError:
     """Turn a YAML error into one line: the line number as the path, then what went wrong."""
+    if isinstance(err, yaml.reader.ReaderError):  # a control character such as NUL: no mark, a position
+        line = text.count("\n", 0, max(err.position, 0)) + 1
+        return ConfigError(f"invalid YAML: character #x{err.character:04x} is not allowed in YAML text "
+                           "(a control character)", f"line {line}", file)
     if isinstance(err, yaml.MarkedYAMLError) and err.problem_mark is not None:
         mark = err.problem_mark
         problem = err.problem or err.context or "cannot parse"
@@ -117,7 +151,10 @@ def _check_limits(root: yaml.Node) -> None:
 
 def read_yaml(text: str, file: str = "") -> Any:
     """Parse YAML *text*, rejecting duplicate keys and what exceeds the limits above. Raises ConfigError naming the line."""
-    loader = _StrictLoader(text)
+    try:
+        loader = _StrictLoader(text)  # reading a str checks every character first: NUL is refused here
+    except yaml.YAMLError as err:
+        raise _yaml_error(err, file, text) from None
     try:
         try:
             node = loader.get_single_node()
@@ -131,7 +168,7 @@ def read_yaml(text: str, file: str = "") -> Any:
             raise err.in_file(file) if file else err from None
         return loader.construct_document(node)
     except yaml.YAMLError as err:
-        raise _yaml_error(err, file) from None
+        raise _yaml_error(err, file, text) from None
     finally:
         loader.dispose()
 

@@ -75,7 +75,7 @@ import numpy as np
 
 from mpisim.engine.reader import Choice, Custom, Flag
 from mpisim.engine.sim import Proc
-from mpisim.errors import ConfigError, MPIError, ProgramError
+from mpisim.errors import ConfigError, MPIError, ProgramError, describe_exception
 from mpisim.mpi.comm import Comm
 from mpisim.mpi.usercomm import UserComm
 from mpisim.workloads.base import RunContext, WorkloadOutput, register_workload
@@ -254,6 +254,18 @@ def user_frames(exc: BaseException) -> str:
     return "\n" + "".join(traceback.format_list(frames)).rstrip("\n")
 
 
+def check_program(params: ProgramParams, base_dir: Path) -> None:
+    """Refuse, before anything runs or is announced, a program file that is missing or whose
+    function has the wrong shape (read from the source, nothing imported)."""
+    file = Path(params.path)
+    if not file.is_absolute():
+        file = base_dir / file
+    if not file.is_file():
+        raise ConfigError(f"no program file {str(file)!r}", "program")
+    if params.api != "mpi4py":
+        _check_source(file, params)
+
+
 def _check_source(file: Path, params: ProgramParams) -> None:
     """Check, from the source alone, that *file* defines the program function with the right shape.
 
@@ -321,7 +333,7 @@ def run(params: ProgramParams, ctx: RunContext) -> WorkloadOutput:
         except MPIError as exc:
             raise type(exc)(f"{exc}{user_frames(exc)}") from exc
         except Exception as exc:
-            raise ProgramError(f"rank {comm.world_rank} raised {type(exc).__name__}: {exc}{user_frames(exc)}") from exc
+            raise ProgramError(f"rank {comm.world_rank} raised {describe_exception(exc)}{user_frames(exc)}") from exc
         finished[comm.rank] = comm.now
         return result
 

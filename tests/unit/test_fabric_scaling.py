@@ -37,7 +37,7 @@ SIZE = "1 TiB"
 TOLERANCE = 0.03
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def busbw(preset: str, nodes: int, size: str = SIZE, **inter: object) -> float:
     overrides = {"topology.nodes": nodes, **{f"topology.inter.{key}": value for key, value in inter.items()}}
     scenario = load_dict(

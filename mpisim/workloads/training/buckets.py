@@ -11,7 +11,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["Bucket", "ddp_buckets"]
+from mpisim.engine.units import format_size
+from mpisim.errors import ConfigError
+
+__all__ = ["MAX_BUCKETS", "Bucket", "ddp_buckets"]
+
+#: The most buckets one step may have. A trillion-parameter model in PyTorch's default 25 MiB
+#: buckets has about 160,000; far more means a cap mistyped by units (``500 B``), and building,
+#: let alone simulating, tens of millions of allreduces per step would take days.
+MAX_BUCKETS = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -45,6 +53,11 @@ def ddp_buckets(layers: tuple[int, ...], params: int, itemsize: int, first_bucke
         if open_count:
             buckets.append(Bucket(open_count, 1.0))
         return buckets
+    first, rest = max(1, first_bucket // itemsize), max(1, bucket_cap // itemsize)
+    count = 0 if params <= 0 else 1 + -(-max(0, params - first) // rest)
+    if count > MAX_BUCKETS:
+        raise ConfigError(f"{format_size(bucket_cap)} buckets split {params:.3g} parameters into {count:.3g} "
+                          f"allreduces per step (at most {MAX_BUCKETS:,}); DDP's default is 25 MiB", "workload.bucket_cap")
     while done < params:
         cap = max(1, limits[min(len(buckets), 1)] // itemsize)
         count = min(cap, params - done)
