@@ -181,6 +181,7 @@ HYBRID: list[Column] = [
     _both("memory_per_gpu_bytes", ("memory per GPU (GB)", lambda x: f"{x / 1e9:.1f}" if isinstance(x, int) else cell(x)),
           ("memory per GPU", fmt_bytes)),
     _both("fits", ("fits", cell), ("fits", lambda x: "n/a" if x is None else ("yes" if x else "**NO**"))),
+    _both("compute_model", ("compute model", cell), ("compute model", _text)),
 ]
 
 #: The tables by row kind (the kinds of :func:`mpisim.report.tables.row_kinds`).

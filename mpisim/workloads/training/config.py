@@ -14,8 +14,10 @@ A ``kind: training`` block with a ``model:`` key is a hybrid-parallel LLM iterat
       sequence_parallel: false
       attention: flash              # flash (fused kernels, 2022+) | standard (materialised s x s scores)
       dtype: bf16                   # the compute format: the device's peak for it (topology device_flops)
-      compute: {efficiency: 0.5}    # achieved fraction of the peak (or 50%); or measured {layer_forward: 1.2 ms,
-                                    # layer_backward: 2.4 ms}; or a time per micro-batch (flat models)
+      compute: {efficiency: 0.5}    # leave out: each GEMM's shape on the cluster's GPU (topology gpu:, or the
+                                    # preset's); or the achieved fraction of the peak (or 50%); or measured
+                                    # {layer_forward: 1.2 ms, layer_backward: 2.4 ms}; or a time per micro-batch
+                                    # (flat models)
       overlap: {dp: true}           # gradient sync overlaps the last backward
       bucket_cap: 25 MiB            # gradient bucket for the data-parallel sync
       memory_check: error           # error | mark (a sweep over layouts marks what does not fit)
@@ -168,7 +170,8 @@ SCHEMA = workload_block("training", {
     "attention": _choice(ATTENTION, "flash: fused; standard: scores materialised."),
     "dtype": DTYPE,
     "compute": Custom(_as_given, {"anyOf": [Unit(parse_time, "300 ms").json(), _COMPUTE.json()]},
-                      description="{efficiency: 0.5}, measured layer times, or (params: models) a time."),
+                      description="Leave out for the GEMM-shape model of the cluster's GPU; or {efficiency: 0.5}, "
+                                  "measured layer times, or (params: models) a time."),
     "backward_share": Custom(_as_given, {"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 1},
                              description="params: models: the backward's share of compute."),
     "overlap": _OVERLAP,
@@ -273,8 +276,7 @@ def _parse_compute(raw: Any, model: TransformerModel) -> dict[str, Any]:
                               "forward and backward, e.g. compute: 300 ms", "compute")
         return {"compute_s": parse_with(parse_time, raw, "compute")}
     if raw is None:
-        raise ConfigError("this key is required: {efficiency: 0.5} (the achieved fraction of the device's peak "
-                          "FLOP/s)", "compute")
+        return {}  # the GEMM-shape model of the cluster's GPU (mpisim.workloads.training.timing)
     raw = _COMPUTE.mapping(raw, "compute")
     out: dict[str, Any] = {}
     if "peak" in raw:
@@ -288,6 +290,11 @@ def _parse_compute(raw: Any, model: TransformerModel) -> dict[str, Any]:
         out["layer_forward_s"] = parse_with(parse_time, raw["layer_forward"], "compute.layer_forward")
         if "layer_backward" in raw:
             out["layer_backward_s"] = parse_with(parse_time, raw["layer_backward"], "compute.layer_backward")
+        return out
+    if "efficiency" not in raw:
+        if "peak" in raw:
+            raise ConfigError("peak is what an efficiency is a fraction of: give efficiency too, or leave "
+                              "compute: out for the GEMM-shape model of the cluster's GPU", "compute.peak")
         return out
     given = raw.get("efficiency")
     # A fraction (0.5) or a percentage ("50%"), as a topology's link efficiency is written.

@@ -414,6 +414,8 @@ class _Rank:
                 yield sync
             if params_stream is not None:
                 yield params_stream
+            if job.step_s:  # the optimizer updates what the sync reduced (FP8: and recasts the weights)
+                yield from self.compute(job.step_s, "optimizer")
             if job.params.zero in (1, 2):
                 yield from self.gather_updated(order)
             if self.sends:
