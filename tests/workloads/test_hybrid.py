@@ -241,7 +241,7 @@ def test_a_layout_that_cannot_fit_is_refused_naming_what_to_change():
 
 @pytest.mark.parametrize(("change", "message"), [
     ({"parallel": {"tp": 3}}, "tp (3) must divide the attention heads"),
-    ({"parallel": {"pp": 3}}, "do not split into pp x chunks"),
+    ({"parallel": {"pp": 2, "first_stage_layers": 3, "last_stage_layers": 3}}, "must split evenly"),
     ({"model": {"params": "300M"}, "compute": "300 ms", "parallel": {"tp": 2}}, "cannot be split"),
     ({"model": {"params": "300M"}}, "give the time of one micro-batch"),
     ({"zero": 3, "parallel": {"pp": 2}}, "not combined with pipeline"),

@@ -6,7 +6,8 @@ A ``kind: training`` block with a ``model:`` key is a hybrid-parallel LLM iterat
     workload:
       kind: training
       model: gpt3-175b              # a preset, a shape {layers, hidden, heads, seq, vocab, ...} or {params: 300M}
-      parallel: {tp: 8, pp: 8}      # dp: the rest of the ranks; ep for MoE (etp: 1 for whole experts); order: [tp, pp, dp]
+      parallel: {tp: 8, pp: 8}      # dp: the rest of the ranks; ep for MoE (etp: 1 for whole experts); order: [tp, pp, dp];
+                                    # first_stage_layers / last_stage_layers (default: balanced, see stages)
       batch: {global: 1536, micro: 1}
       schedule: 1f1b                # gpipe | 1f1b | interleaved (chunks: 2)
       zero: 1                       # 0 | 1 | 2 | 3
@@ -46,6 +47,7 @@ from mpisim.workloads.fields import (
 from mpisim.workloads.training.layout import DIMENSIONS, Layout
 from mpisim.workloads.training.model import PRESETS, TransformerModel, dump_model, parse_model
 from mpisim.workloads.training.schedule import SCHEDULES
+from mpisim.workloads.training.stages import split_layers
 
 __all__ = ["KEYS", "HybridParams", "dump", "parse"]
 
@@ -72,6 +74,8 @@ class HybridParams:
     ep: int = 1
     etp: int | None = None  # expert tensor parallelism: None = tp, or 1 (Megatron-Core's parallel folding)
     order: tuple[str, ...] = DIMENSIONS
+    first_stage_layers: int | None = None  # None: the balanced split (mpisim.workloads.training.stages)
+    last_stage_layers: int | None = None
     global_batch: int | None = None  # None: dp x micro (one micro-batch per replica)
     micro: int = 1
     schedule: str = "1f1b"
@@ -112,6 +116,10 @@ class HybridParams:
                               "parallel.ep")
         return Layout(self.tp, self.pp, dp, self.ep, self.order)
 
+    def stage_layers(self) -> list[int]:
+        """Layers of each virtual stage (:func:`~mpisim.workloads.training.stages.split_layers`)."""
+        return split_layers(self.model.layers, self.pp, self.chunks, self.first_stage_layers, self.last_stage_layers)
+
     def micro_batches(self, dp: int) -> int:
         """Micro-batches each pipeline runs per iteration; raises ConfigError if the batch does not split."""
         if self.global_batch is None:
@@ -138,6 +146,8 @@ _PARALLEL = Block({
     **{key: count(1, what) for key, what in (("tp", "Tensor-parallel ranks."), ("pp", "Pipeline stages."),
                                              ("dp", "Data-parallel replicas (default: the ranks left over)."),
                                              ("ep", "Expert-parallel ranks (mixture of experts)."))},
+    "first_stage_layers": count(0, "Layers on the first pipeline stage (default: a balanced split)."),
+    "last_stage_layers": count(0, "Layers on the last pipeline stage (default: a balanced split)."),
     "etp": Custom(_as_given, {"const": 1}, description="1: whole experts (leave out to split experts over tp)."),
     "order": Custom(_as_given, {"type": "array", "items": {"enum": list(DIMENSIONS)}},
                     description="The dimensions, innermost first, e.g. [tp, pp, dp]."),
@@ -256,6 +266,8 @@ def _parse_parallel(raw: Any) -> dict[str, Any]:
     for key, value in _PARALLEL.mapping(raw, "parallel").items():
         if key in ("tp", "pp", "dp", "ep"):
             out[key] = parse_positive_int(value, f"parallel.{key}")
+        elif key in ("first_stage_layers", "last_stage_layers"):
+            out[key] = _PARALLEL.fields[key].read(value, f"parallel.{key}")
         elif key == "etp":
             if value != 1:
                 raise ConfigError(f"expected 1 (whole experts; leave etp out to split experts over tp), got {value!r}",
@@ -314,10 +326,7 @@ def _check_shape(params: HybridParams) -> None:
             raise ConfigError("a model given by params: cannot be split over tp, pp, ep or ZeRO-3 layers; "
                               "give its shape (layers, hidden, heads, seq, vocab) or a preset", "parallel")
         return
-    stages = params.pp * params.chunks
-    if model.layers % stages:
-        raise ConfigError(f"{model.layers} layers do not split into pp x chunks = {stages} equal stages",
-                          "parallel.pp")
+    params.stage_layers()  # raises when the layers cannot split over the stages
     if model.heads % params.tp:
         raise ConfigError(f"tp ({params.tp}) must divide the attention heads ({model.heads})", "parallel.tp")
     if params.ep > 1 and (not model.moe or model.experts % params.ep):
@@ -339,6 +348,9 @@ def dump(params: HybridParams) -> dict[str, Any]:
         parallel["dp"] = params.dp
     if params.etp is not None:
         parallel["etp"] = params.etp
+    for key in ("first_stage_layers", "last_stage_layers"):
+        if getattr(params, key) is not None:
+            parallel[key] = getattr(params, key)
     batch: dict[str, Any] = {"micro": params.micro}
     if params.global_batch is not None:
         batch["global"] = params.global_batch

@@ -47,7 +47,7 @@ from mpisim.workloads.training.ddp import DDPPlan, TrainingParams, as_hybrid, ma
 from mpisim.workloads.training.layout import Layout
 from mpisim.workloads.training.memory import (
     MemoryUse,
-    activation_bytes_per_layer,
+    layer_activation_bytes,
     model_state_bytes,
     peak_in_flight,
 )
@@ -101,6 +101,9 @@ class Job:
     #: Flat models: the backward fractions at which the last backward's compute is cut (the end
     #: of each layer, or of each bucket's share), at least every bucket's ready.
     ticks: tuple[float, ...] = ()
+    #: Transformer layers of each virtual stage (uneven when the layers do not divide, see
+    #: :mod:`~mpisim.workloads.training.stages`); ``layers_per_chunk`` is the largest.
+    chunk_layers: list[int] = field(default_factory=lambda: [1])
     #: The data-parallel form's own plan (:func:`ddp_job`): None for the hybrid form.
     ddp: DDPPlan | None = None
     #: Where the layer times come from (:mod:`~mpisim.workloads.training.timing`); None for flat models.
@@ -154,7 +157,8 @@ def plan_job(params: HybridParams, ranks: int, spec: TopologySpec) -> Job:
         job.memory = [MemoryUse(*model_state_bytes(model.params, params.zero, layout.dp), 0.0)]
         return job
     times = layer_times(params, layout, spec)
-    layers_per_chunk = model.layers // (layout.pp * params.chunks)
+    chunk_layers = params.stage_layers()
+    layers_per_chunk = max(chunk_layers)
     samples = m * b * layout.dp
     job = Job(
         params, layout, m, itemsize, dtype, layers_per_chunk,
@@ -166,7 +170,7 @@ def plan_job(params: HybridParams, ranks: int, spec: TopologySpec) -> Job:
         tp_count=model.activation_elements(b),
         a2a_count=_round_up(int(model.activation_elements(b) * model.top_k * model.capacity_factor)
                             // (tp if params.sequence_parallel else 1), layout.ep),
-        chunk_params=[], buckets=[], fold=False, peak=times.peak, timing=times,
+        chunk_params=[], buckets=[], fold=False, peak=times.peak, timing=times, chunk_layers=chunk_layers,
     )
     recompute_total = {"none": 0.0, "selective": model.attention_core_flops(1), "full": model.layer_forward_flops(1)}
     job.model_flops_per_iteration = model.model_flops(samples)
@@ -177,12 +181,12 @@ def plan_job(params: HybridParams, ranks: int, spec: TopologySpec) -> Job:
     expert_layer = model.experts // layout.ep * model.expert_params() // layout.expert_tp
     last = job.virtual_stages - 1
     for vs in range(job.virtual_stages):
-        layers = [dense_layer] * layers_per_chunk
+        layers = [dense_layer] * chunk_layers[vs]
         embedding = model.embedding_params() // tp if vs == 0 else None
         # With pp > 1 the last stage keeps its own copy of tied embeddings for the logits.
         output = (model.output_params() + (model.vocab * model.hidden if model.tied_embeddings and last > 0 else 0)) \
             // tp if vs == last else None
-        experts = [expert_layer] * layers_per_chunk if model.moe else []
+        experts = [expert_layer] * chunk_layers[vs] if model.moe else []
         job.chunk_expert_params = sum(experts)
         job.chunk_params.append([*([embedding] if embedding else []), *layers, *([output] if output else []), *experts])
         job.buckets.append(_chunk_buckets(layers, experts, embedding, output, itemsize, params))
@@ -194,7 +198,9 @@ def plan_job(params: HybridParams, ranks: int, spec: TopologySpec) -> Job:
     per_stage = [sum(sum(job.chunk_params[virtual_stage(stage, k, layout.pp)]) for k in range(params.chunks))
                  for stage in range(layout.pp)]
     shards = layout.dp if params.zero else 1
-    job.step_s = step_overhead(times, max(per_stage), shards, layers_per_chunk * params.chunks)
+    stage_layers = [sum(chunk_layers[virtual_stage(stage, k, layout.pp)] for k in range(params.chunks))
+                    for stage in range(layout.pp)]
+    job.step_s = step_overhead(times, max(per_stage), shards, max(stage_layers))
     return job
 
 
@@ -342,7 +348,7 @@ def run_collective(comm: Comm, kind: str, count: int, dtype: np.dtype, algorithm
 def _memory(job: Job) -> list[MemoryUse]:
     """Memory per GPU of each pipeline stage (see :mod:`mpisim.workloads.training.memory`)."""
     p, model, layout = job.params, job.params.model, job.layout
-    act = activation_bytes_per_layer(model, p.micro, layout.tp, p.recompute, p.sequence_parallel,
+    act = layer_activation_bytes(model, p.micro, layout.tp, p.recompute, p.sequence_parallel,
                                      p.attention == "flash")
     # ZeRO 1 and 2 shard expert states over the GPUs that hold the same experts (the group
     # their gradients are reduced over, as Megatron-Core's distributed optimizer does), not over
@@ -352,9 +358,10 @@ def _memory(job: Job) -> list[MemoryUse]:
     out = []
     for stage in range(layout.pp):
         params = sum(sum(job.chunk_params[virtual_stage(stage, k, layout.pp)]) for k in range(p.chunks))
-        in_flight = peak_in_flight(schedule(p.schedule, stage, layout.pp, job.micro_batches, p.chunks))
+        ops = schedule(p.schedule, stage, layout.pp, job.micro_batches, p.chunks)
+        layers = peak_in_flight(ops, [job.chunk_layers[virtual_stage(stage, k, layout.pp)] for k in range(p.chunks)])
         dense = model_state_bytes(params - experts, p.zero, layout.dp)
         expert = model_state_bytes(experts, p.zero, edp)
         weights, grads, optimizer = (d + e for d, e in zip(dense, expert, strict=True))
-        out.append(MemoryUse(weights, grads, optimizer, in_flight * job.layers_per_chunk * act))
+        out.append(MemoryUse(weights, grads, optimizer, layers * act))
     return out

@@ -226,9 +226,10 @@ class _Rank:
         label = _label(job, op)
         if params_ready is not None:
             yield from params_ready()  # ZeRO 3: embedding and output
+        layers = job.chunk_layers[vs]
         if params_ready is None:
-            yield from self.layers(job.layers_per_chunk, job.forward_layer_s, label, 1)
-        for _ in range(job.layers_per_chunk if params_ready is not None else 0):
+            yield from self.layers(layers, job.forward_layer_s, label, 1)
+        for _ in range(layers if params_ready is not None else 0):
             yield from params_ready()  # ZeRO 3: each layer's parameters before its compute
             yield from self.layers(1, job.forward_layer_s, label, 1)
         if vs == job.virtual_stages - 1:
@@ -267,12 +268,13 @@ class _Rank:
                 yield from params_ready()
             passes = 2 if job.params.recompute == "full" else 1
             layer = 0
-            while layer < job.layers_per_chunk:
+            layers = job.chunk_layers[vs]
+            while layer < layers:
                 if params_ready is not None:
                     yield from params_ready()  # ZeRO 3: each layer's parameters before its compute
                     upto = layer + 1
                 else:  # on to the next layer whose end readies a bucket: nothing happens before
-                    upto = job.layers_per_chunk
+                    upto = layers
                     if ready is not None and fired < len(buckets):
                         upto = min(upto, max(layer + 1, math.ceil(buckets[fired].ready)))
                 yield from self.layers(upto - layer, job.backward_layer_s, label, passes)
