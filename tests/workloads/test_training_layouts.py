@@ -153,3 +153,26 @@ def test_the_default_model_times_a_small_micro_batch_less_efficiently():
         job = plan_job(HybridParams(model=model, global_batch=8 * 8, micro=micro, zero=3), 8, spec)
         per_token[micro] = (job.forward_layer_s + job.backward_layer_s) / micro
     assert per_token[1] > per_token[8]
+
+
+# --------------------------------------------------------------------------- planner units
+
+
+def test_tokens_and_price_give_time_to_train_gpu_hours_cost_and_energy():
+    raw = {**scenario({"preset": "dgx-h100", "nodes": 1}, parallel={"tp": 8}, tokens="1T"),
+           "price": {"per_gpu_hour": 2.0}}
+    out = row(raw)
+    assert out["time_to_train_s"] == pytest.approx(1e12 / out["tokens_per_s"], rel=1e-12)
+    assert out["gpu_hours"] == pytest.approx(8 * out["time_to_train_s"] / 3600, rel=1e-12)
+    assert out["cost"] == pytest.approx(2.0 * out["gpu_hours"], rel=1e-12)
+    # H100: 700 W TDP + 10.2 kW / 8 - 700 W of the node, at PUE 1.2
+    assert out["energy_kwh"] == pytest.approx(out["gpu_hours"] * 10.2 / 8 * 1.2, rel=1e-12)
+    plain = row(scenario({"preset": "dgx-h100", "nodes": 1}, parallel={"tp": 8}))
+    assert not {"time_to_train_s", "gpu_hours", "cost", "energy_kwh"} & set(plain)
+
+
+@pytest.mark.parametrize(("price", "message"), [({"per_gpu_hour": 0}, "greater than 0"), ({}, "required"),
+                                                ({"per_gpu_hour": 1, "currency": "x"}, "currency")])
+def test_a_bad_price_is_one_clear_error(price, message):
+    with pytest.raises(ConfigError, match=message):
+        load_dict({**scenario({"preset": "dgx-h100", "nodes": 1}, parallel={"tp": 8}), "price": price})

@@ -23,6 +23,7 @@ A ``kind: training`` block with a ``model:`` key is a hybrid-parallel LLM iterat
       bucket_cap: 25 MiB            # gradient bucket for the data-parallel sync
       memory_check: error           # error | mark (a sweep over layouts marks what does not fit)
       fold: auto                    # auto | none: time tensor-parallel groups once (see plan)
+      tokens: 1T                    # the run's tokens: rows gain time_to_train_s, gpu_hours, energy_kwh
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from typing import Any
 
 from mpisim.collectives import registry
 from mpisim.engine.reader import Block, Choice, Custom, Flag, Unit
-from mpisim.engine.units import parse_flops, parse_percent, parse_size, parse_time
+from mpisim.engine.units import parse_count, parse_flops, parse_percent, parse_size, parse_time
 from mpisim.errors import ConfigError
 from mpisim.mpi.dtypes import is_floating
 from mpisim.workloads.fields import (
@@ -52,7 +53,7 @@ from mpisim.workloads.training.stages import split_layers
 __all__ = ["KEYS", "HybridParams", "dump", "parse"]
 
 KEYS = ("kind", "model", "parallel", "batch", "schedule", "chunks", "zero", "recompute", "sequence_parallel", "attention",
-        "dtype", "compute", "backward_share", "overlap", "sync", "bucket_cap", "memory_check", "fold", "iterations")
+        "dtype", "compute", "backward_share", "overlap", "sync", "bucket_cap", "memory_check", "fold", "iterations", "tokens")
 RECOMPUTE = ("none", "selective", "full")
 ATTENTION = ("flash", "standard")
 MEMORY_CHECKS = ("error", "mark")
@@ -97,6 +98,7 @@ class HybridParams:
     memory_check: str = "error"
     fold: str = "auto"
     iterations: int = 1
+    tokens: int | None = None  # the run's training tokens: rows gain time_to_train_s, gpu_hours, energy_kwh
 
     def layout(self, ranks: int) -> Layout:
         """The layout on *ranks* ranks; raises ConfigError (at ``parallel``) when they do not match."""
@@ -190,6 +192,8 @@ SCHEMA = workload_block("training", {
     "memory_check": _choice(MEMORY_CHECKS, "error: refuse a layout that does not fit; mark: say so in the row."),
     "fold": _choice(FOLDS, "auto: simulate one replica where replicas are alike."),
     "iterations": count(1, "Iterations to run."),
+    "tokens": Unit(parse_count, "1T", integer=True,
+                   description="Tokens the whole run trains on: rows gain time_to_train_s, gpu_hours, energy_kwh."),
 })
 assert tuple(SCHEMA.fields) == KEYS
 
@@ -256,6 +260,13 @@ def parse(raw: Any) -> HybridParams:
     fields["memory_check"] = _read("memory_check", raw.get("memory_check", "error"))
     fields["fold"] = _read("fold", raw.get("fold", "auto"))
     fields["iterations"] = _read("iterations", raw.get("iterations", 1))
+    if raw.get("tokens") is not None:
+        if model.flat:
+            raise ConfigError("a model given by params: has no sequence length to count tokens by; give its shape",
+                              "tokens")
+        fields["tokens"] = _read("tokens", raw["tokens"])
+        if fields["tokens"] < 1:
+            raise ConfigError(f"expected at least 1 token, got {raw['tokens']!r}", "tokens")
     params = HybridParams(**fields)
     _check_shape(params)
     return params
@@ -378,4 +389,6 @@ def dump(params: HybridParams) -> dict[str, Any]:
         out["sync"] = params.sync
     out.update(bucket_cap=params.bucket_cap, memory_check=params.memory_check, fold=params.fold,
                iterations=params.iterations)
+    if params.tokens is not None:
+        out["tokens"] = params.tokens
     return out

@@ -33,14 +33,16 @@ from mpisim.workloads.training.ddp import (
     wire_bytes,
 )
 from mpisim.workloads.training.plan import Job, ddp_job, make_job
+from mpisim.workloads.training.planner import planner_units
 from mpisim.workloads.training.play import play
+from mpisim.workloads.training.timing import spec_device
 
 __all__ = ["COLUMNS", "DDP_COLUMNS", "WORKLOAD", "run"]
 
 COLUMNS = ("ranks", "tp", "pp", "dp", "ep", "micro_batches", "schedule", "zero", "iteration_time_s", "tokens_per_s",
            "tflops_per_gpu", "mfu", "compute_s", "bubble_s", "tp_comm_s", "pp_comm_s", "ep_comm_s", "dp_comm_s",
            "exposed_comm_s", "memory_per_gpu_bytes", "fits", "params", "simulated_ranks", "compute_model",
-           "compute_split", "optimizer_s")
+           "compute_split", "optimizer_s", "time_to_train_s", "gpu_hours", "energy_kwh", "cost")
 
 
 DDP_COLUMNS = ("ranks", "iteration_time_s", "compute_s", "comm_time_s", "exposed_comm_s", "scaling_efficiency",
@@ -95,6 +97,8 @@ def run(params: TrainingParams | HybridParams, ctx: RunContext) -> WorkloadOutpu
         "params": model.params, "simulated_ranks": len(tallies),
         "compute_model": job.timing.source if job.timing else None,
         "compute_split": _split(job), "optimizer_s": job.step_s,
+        **planner_units(params.tokens, tokens / iteration if tokens and iteration > 0 else None, gpus,
+                        job.timing.device if job.timing and job.timing.device else spec_device(world.topology.spec)),
     })
     out.notes.append(_dominant(job, out.rows[-1]))
     out.worlds.append((f"training {gpus} GPUs (tp {layout.tp}, pp {layout.pp}, dp {layout.dp})", world))
