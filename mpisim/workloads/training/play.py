@@ -22,7 +22,8 @@ becomes ready when its last layer is done and, with ``overlap: {dp: true}``, a s
 reduces the buckets one after another while backward goes on: an allreduce (ZeRO 0), a
 reduce-scatter and a final allgather of the updated parameters (ZeRO 1 and 2). ZeRO 3 (FSDP)
 allgathers every layer's parameters before its forward and again before its backward (one layer
-ahead, as FSDP prefetches) and reduce-scatters its gradients after its backward. All of these
+ahead, as FSDP prefetches) and reduce-scatters its gradients after its backward, in every
+micro-batch: a GPU keeps only its shard of the gradients, so there is nothing to accumulate. All of these
 are real collective calls on real communicators (:meth:`~mpisim.mpi.comm.Comm.sub`), so
 tensor-, pipeline- and data-parallel traffic contend wherever they share links.
 
@@ -286,7 +287,7 @@ class _Rank:
 
     # ------------------------------------------------------------------ data parallelism
 
-    def sync_stream(self, order: list[tuple[int, int]], ready: dict[tuple[int, int], Any]) -> Proc[None]:
+    def sync_stream(self, order: list[tuple[int, int, int]], ready: dict[tuple[int, int, int], Any]) -> Proc[None]:
         """Reduce the gradient buckets one after another, each once it is ready (one stream)."""
         job = self.job
         for key in order:
@@ -338,7 +339,7 @@ class _Rank:
                 self.shared.results.append(check_average(plan, k, p, dense / p))
         self.shared.spans[comm.rank].append((t_enter, comm.now))
 
-    def gather_updated(self, order: list[tuple[int, int]]) -> Proc[None]:
+    def gather_updated(self, order: list[tuple[int, int, int]]) -> Proc[None]:
         """ZeRO 1 and 2: every rank updated its shard; allgather the new parameters."""
         job = self.job
         for key in order:
@@ -389,14 +390,18 @@ class _Rank:
         job, env = self.job, self.comm.env
         ops = schedule(job.params.schedule, self.coords.pp, job.stages, job.micro_batches, job.params.chunks)
         last_backward = {op.chunk: i for i, op in enumerate(ops) if op.kind == "B"}
+        every_backward = job.params.zero == 3 and job.ddp is None
         self.tally.start = self.comm.now
         for iteration in range(job.params.iterations):
-            order: list[tuple[int, int]] = []
-            ready: dict[tuple[int, int], Any] = {}
+            # (virtual stage, bucket, pass): DDP and ZeRO 1-2 accumulate gradients over the micro-batches
+            # and reduce the last backward's; ZeRO 3 (FSDP) keeps only its shard of them, so it
+            # reduce-scatters every micro-batch's gradients as its backward makes them.
+            order: list[tuple[int, int, int]] = []
+            ready: dict[tuple[int, int, int], Any] = {}
             for i, op in enumerate(ops):
-                if op.kind == "B" and last_backward[op.chunk] == i:
+                if op.kind == "B" and (last_backward[op.chunk] == i or every_backward):
                     vs = virtual_stage(self.coords.pp, op.chunk, job.stages)
-                    order += [(vs, k) for k in range(len(job.buckets[vs]))]
+                    order += [(vs, k, i) for k in range(len(job.buckets[vs]))]
             for key in order:
                 ready[key] = env.event()
             sync = self.comm.start(self.sync_stream(order, ready)) if job.params.overlap_dp else None
@@ -406,9 +411,9 @@ class _Rank:
                     yield from self.forward(iteration, op, params_ready)
                     continue
                 chunk_ready = None
-                if last_backward[op.chunk] == i:
+                if last_backward[op.chunk] == i or every_backward:
                     vs = virtual_stage(self.coords.pp, op.chunk, job.stages)
-                    chunk_ready = [ready[(vs, k)] for k in range(len(job.buckets[vs]))]
+                    chunk_ready = [ready[(vs, k, i)] for k in range(len(job.buckets[vs]))]
                 yield from self.backward(iteration, op, chunk_ready, params_ready)
             if sync is None:
                 yield from self.sync_stream(order, ready)
