@@ -255,7 +255,7 @@ def test_a_layout_that_cannot_fit_is_refused_naming_what_to_change():
     ({"model": {"params": "300M"}}, "give the time of one micro-batch"),
     ({"zero": 3, "parallel": {"pp": 2}}, "not combined with pipeline"),
     ({"schedule": "zigzag"}, "expected one of gpipe, 1f1b, interleaved"),
-    ({"overlap": {"tp": True}}, "not modelled"),
+    ({"overlap": {"tp": "yes"}}, "overlap.tp"),
     ({"model": "gpt5"}, "unknown model 'gpt5'"),
     ({"compute": {"efficiency": 1.5}}, "fraction of the peak"),
     ({"compute": {"efficiency": 50}}, "expected a fraction of the peak in (0, 1] such as 0.5 or 50%, got 50"),

@@ -176,3 +176,26 @@ def test_tokens_and_price_give_time_to_train_gpu_hours_cost_and_energy():
 def test_a_bad_price_is_one_clear_error(price, message):
     with pytest.raises(ConfigError, match=message):
         load_dict({**scenario({"preset": "dgx-h100", "nodes": 1}, parallel={"tp": 8}), "price": price})
+
+
+# --------------------------------------------------------------------------- tp-comm overlap
+
+
+@pytest.mark.parametrize("fold", ["auto", "none"])
+def test_tp_comm_overlap_hides_at_most_the_collectives_and_never_slows(fold):
+    base = scenario({"preset": "dgx-h100", "nodes": 1}, parallel={"tp": 8}, batch={"global": 2, "micro": 2},
+                    fold=fold)
+    plain = row(base)
+    overlapped = row({**base, "workload": {**base["workload"], "overlap": {"tp": True}}})
+    assert overlapped["compute_s"] == pytest.approx(plain["compute_s"], rel=1e-12)
+    assert overlapped["iteration_time_s"] < plain["iteration_time_s"]
+    assert overlapped["iteration_time_s"] >= plain["iteration_time_s"] - plain["tp_comm_s"] - 1e-12
+    assert overlapped["iteration_time_s"] >= overlapped["compute_s"]
+
+
+def test_folded_and_simulated_tp_groups_agree_with_overlap():
+    base = scenario({"preset": "dgx-h100", "nodes": 1}, parallel={"tp": 8}, batch={"global": 2, "micro": 2},
+                    overlap={"tp": True})
+    folded = row(base)
+    every = row({**base, "workload": {**base["workload"], "fold": "none"}})
+    assert folded["iteration_time_s"] == pytest.approx(every["iteration_time_s"], rel=0.01)

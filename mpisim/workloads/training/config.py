@@ -19,7 +19,8 @@ A ``kind: training`` block with a ``model:`` key is a hybrid-parallel LLM iterat
                                     # preset's); or the achieved fraction of the peak (or 50%); or measured
                                     # {layer_forward: 1.2 ms, layer_backward: 2.4 ms}; or a time per micro-batch
                                     # (flat models)
-      overlap: {dp: true}           # gradient sync overlaps the last backward
+      overlap: {dp: true}           # gradient sync overlaps the last backward; tp: true: Megatron's
+                                    # tp-comm-overlap (tensor-parallel collectives behind the GEMMs)
       bucket_cap: 25 MiB            # gradient bucket for the data-parallel sync
       memory_check: error           # error | mark (a sweep over layouts marks what does not fit)
       fold: auto                    # auto | none: time tensor-parallel groups once (see plan)
@@ -93,6 +94,7 @@ class HybridParams:
     compute_s: float | None = None  # flat models: forward + backward of one micro-batch
     backward_share: float = 2 / 3
     overlap_dp: bool = True
+    overlap_tp: bool = False  # Megatron's tp-comm-overlap: tensor-parallel collectives hide behind the GEMMs
     sync: str | None = None
     bucket_cap: int = 25 * 2**20
     memory_check: str = "error"
@@ -157,7 +159,8 @@ _PARALLEL = Block({
 _BATCH = Block({"global": count(1, "Sequences per iteration."), "micro": count(1, "Sequences per micro-batch.")},
                expected="{global: 1536, micro: 1}", show=repr, suggest=False)
 _OVERLAP = Block({"dp": Flag(description="Overlap the gradient sync with the backward pass."),
-                  "tp": Flag(description="Not modelled: must be false.")},
+                  "tp": Flag(description="Megatron's tp-comm-overlap: tensor-parallel collectives overlap "
+                                         "the layer's GEMMs (default false: each layer waits for them).")},
                  expected="{dp: true}", show=repr, suggest=False)
 _COMPUTE = Block({
     "efficiency": Custom(_as_given, {"type": ["number", "string"]}, description="Achieved fraction of peak: 0.5 or 50%."),
@@ -238,12 +241,8 @@ def parse(raw: Any) -> HybridParams:
                               "model: {params: ...}", "backward_share")
         fields["backward_share"] = float(share)
     overlap = _OVERLAP.mapping(raw.get("overlap", {}), "overlap")
-    for key, value in overlap.items():
-        if _OVERLAP.fields[key].read(value, f"overlap.{key}") and key == "tp":
-            raise ConfigError("overlapping tensor-parallel communication with compute is not modelled: each "
-                              "layer waits for its allreduces (Megatron-LM's default); use overlap: {tp: false}",
-                              "overlap.tp")
     fields["overlap_dp"] = _OVERLAP.fields["dp"].read(overlap.get("dp", True), "overlap.dp")
+    fields["overlap_tp"] = _OVERLAP.fields["tp"].read(overlap.get("tp", False), "overlap.tp")
     sync = raw.get("sync")
     if sync is not None:
         if not isinstance(sync, str):
@@ -384,7 +383,7 @@ def dump(params: HybridParams) -> dict[str, Any]:
         if params.peak:
             compute["peak"] = params.peak
         out["compute"] = compute
-    out["overlap"] = {"dp": params.overlap_dp}
+    out["overlap"] = {"dp": params.overlap_dp, **({"tp": True} if params.overlap_tp else {})}
     if params.sync is not None:
         out["sync"] = params.sync
     out.update(bucket_cap=params.bucket_cap, memory_check=params.memory_check, fold=params.fold,

@@ -108,6 +108,8 @@ class Job:
     ddp: DDPPlan | None = None
     #: Where the layer times come from (:mod:`~mpisim.workloads.training.timing`); None for flat models.
     timing: LayerTimes | None = None
+    #: The share of a layer's compute in GEMMs: what tensor-parallel collectives can hide behind (overlap: {tp}).
+    gemm_share: float = 1.0
     #: Compute once per step after the micro-batches: the optimizer, FP8 weight casts (GEMM-shape model only).
     step_s: float = 0.0
 
@@ -171,6 +173,7 @@ def plan_job(params: HybridParams, ranks: int, spec: TopologySpec) -> Job:
         a2a_count=_round_up(int(model.activation_elements(b) * model.top_k * model.capacity_factor)
                             // (tp if params.sequence_parallel else 1), layout.ep),
         chunk_params=[], buckets=[], fold=False, peak=times.peak, timing=times, chunk_layers=chunk_layers,
+        gemm_share=times.gemm_share,
     )
     recompute_total = {"none": 0.0, "selective": model.attention_core_flops(1), "full": model.layer_forward_flops(1)}
     job.model_flops_per_iteration = model.model_flops(samples)

@@ -163,10 +163,21 @@ class _Rank:
         each layer's compute and each of its collectives would take one (5 per layer forward, 9
         backward with recomputation), which is most of a 100 000-GPU layout's events.
         """
+        # Megatron's tp-comm-overlap: the collectives run in chunks under the GEMMs next to them
+        # (an allgather under the GEMM that consumes it, a reduce-scatter under the one that
+        # produces it), so only the GEMMs' share of the compute can hide them.
+        hiding = self.job.gemm_share * seconds if self.job.params.overlap_tp and tp_calls(self.job) else 0.0
         if not self.layer_is_one_delay:
             for _ in range(count):
-                yield from self.compute(seconds, label)
-                yield from self.layer_comm(passes)
+                if not hiding:
+                    yield from self.compute(seconds, label)
+                    yield from self.layer_comm(passes)
+                    continue
+                yield from self.compute(seconds - hiding, label)
+                behind = self.comm.start(self.layer_comm(passes, ep=False))
+                yield from self.compute(hiding, label)
+                yield behind
+                yield from self.layer_comm(passes, tp=False)
             return
         tp = 0.0
         for kind, count_ in tp_calls(self.job) * (tp_blocks(self.job) * passes):
@@ -174,16 +185,16 @@ class _Rank:
             self.tally.tp_calls[(kind, count_)] += count
         self.tally.compute += count * seconds
         self.tally.tp += count * tp
-        yield self.comm.env.timeout(count * (seconds + tp))
+        yield self.comm.env.timeout(count * (seconds + max(0.0, tp - hiding)))
 
-    def layer_comm(self, passes: int) -> Proc[None]:
+    def layer_comm(self, passes: int, tp: bool = True, ep: bool = True) -> Proc[None]:
         """The tensor- and expert-parallel collectives of *passes* forward-like passes through one layer."""
         job = self.job
         for _ in range(passes):
-            for _ in range(tp_blocks(job)):
+            for _ in range(tp_blocks(job) if tp else 0):
                 for kind, count in tp_calls(job):
                     yield from self.tprun_collective(kind, count)
-            if self.ep is not None and job.params.model.moe:
+            if ep and self.ep is not None and job.params.model.moe:
                 for _ in range(2):  # dispatch and combine
                     t0 = self.comm.now
                     yield from run_collective(self.ep, "alltoall", job.a2a_count, job.dtype)

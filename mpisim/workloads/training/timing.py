@@ -52,6 +52,13 @@ class LayerTimes:
     #: The GEMM-shape model's split of a layer's forward + backward: gemm, attention, memory, launch (seconds).
     breakdown: tuple[tuple[str, float], ...] = ()
 
+    @property
+    def gemm_share(self) -> float:
+        """The GEMMs' share of the layer's compute (1 for the FLOP-based and measured forms)."""
+        parts = dict(self.breakdown)
+        total = sum(parts.values())
+        return parts.get("gemm", 0.0) / total if total else 1.0
+
 
 def spec_device(spec: TopologySpec) -> Device | None:
     """The GPU of the cluster *spec*: its ``gpu:`` key, or the shipped preset's GPU; None if unknown."""
