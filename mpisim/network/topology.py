@@ -251,6 +251,9 @@ class TopologySpec:
     #: The nodes' host CPU (one of HOST_CPUS), or None if not given: what NCCL's tuner keys its
     #: network post overhead and LL's pace across nodes by (mpisim.collectives.nccl).
     host_cpu: str | None = None
+    #: The GPU model (``h100-sxm``, ``a100-sxm4-80gb``, ...), or None: what the training workload's
+    #: default compute model times GEMMs and kernels on (a preset's GPU is known by its name).
+    gpu: str | None = None
 
     def peak_flops(self, fmt: str) -> float | None:
         """The device's peak FLOP/s for number format *fmt* (``bf16``), or None if not given."""
@@ -295,6 +298,8 @@ class TopologySpec:
             out["device_memory_bandwidth"] = self.device_memory_bandwidth
         if self.host_cpu is not None:
             out["host_cpu"] = self.host_cpu
+        if self.gpu is not None:
+            out["gpu"] = self.gpu
         return out
 
     @property
@@ -516,6 +521,7 @@ TOPOLOGY = Block({
     "device_memory": Unit(parse_size, "80 GB", integer=True, description="Memory of one device."),
     "device_memory_bandwidth": Unit(parse_bandwidth, "3.35 TB/s", description="Bandwidth of that memory."),
     "host_cpu": _string("The nodes' host CPU (GPU libraries tune some costs by it).", HOST_CPUS),
+    "gpu": _string("The GPU model, e.g. h100-sxm (training's compute model; presets name theirs)."),
 }, expected="a topology mapping (nodes, ranks_per_node, intra, inter, ...)", show=repr, suggest=False)
 
 

@@ -181,6 +181,15 @@ HYBRID: list[Column] = [
     _both("memory_per_gpu_bytes", ("memory per GPU (GB)", lambda x: f"{x / 1e9:.1f}" if isinstance(x, int) else cell(x)),
           ("memory per GPU", fmt_bytes)),
     _both("fits", ("fits", cell), ("fits", lambda x: "n/a" if x is None else ("yes" if x else "**NO**"))),
+    _both("compute_model", ("compute model", cell), ("compute model", _text)),
+    _both("time_to_train_s", ("time to train (days)", lambda x: f"{x / 86400:.1f}" if isinstance(x, float) else cell(x)),
+          ("time to train", lambda x: f"{x / 86400:.1f} days" if isinstance(x, float) else "n/a")),
+    _both("gpu_hours", ("GPU-hours", lambda x: f"{x:,.0f}" if isinstance(x, float) else cell(x)),
+          ("GPU-hours", lambda x: f"{x:,.0f}" if isinstance(x, float) else "n/a")),
+    _both("cost", ("cost", lambda x: f"{x:,.0f}" if isinstance(x, float) else cell(x)),
+          ("cost", lambda x: f"{x:,.0f}" if isinstance(x, float) else "n/a")),
+    _both("energy_kwh", ("energy (MWh)", lambda x: f"{x / 1000:,.1f}" if isinstance(x, float) else cell(x)),
+          ("energy", lambda x: f"{x / 1000:,.1f} MWh" if isinstance(x, float) else "n/a")),
 ]
 
 #: The tables by row kind (the kinds of :func:`mpisim.report.tables.row_kinds`).

@@ -252,6 +252,30 @@ def parse_limits(raw: Any) -> Limits:
     return Limits() if raw is None else Limits(**LIMITS.read(raw, "limits"))
 
 
+def _read_price(value: Any, path: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+        raise ConfigError(f"expected a price per GPU-hour greater than 0, e.g. 2.5, got {short(value)}", path)
+    return float(value)
+
+
+PRICE = Block({
+    "per_gpu_hour": Custom(_read_price, {"type": "number", "exclusiveMinimum": 0},
+                           required="this key is required, e.g. per_gpu_hour: 2.5",
+                           description="What one GPU-hour costs (any currency): rows with gpu_hours gain cost."),
+}, expected="a mapping such as {per_gpu_hour: 2.5}",
+    description="What compute costs: training rows that give gpu_hours (workload tokens:) gain cost.")
+
+
+def parse_price(raw: Any) -> float | None:
+    """``price: {per_gpu_hour: 2.5}``: the price of one GPU-hour, or None."""
+    if raw is None:
+        return None
+    fields = PRICE.read(raw, "price")
+    if "per_gpu_hour" not in fields:
+        raise ConfigError("this key is required, e.g. per_gpu_hour: 2.5", "price.per_gpu_hour")
+    return fields["per_gpu_hour"]
+
+
 # --- sweep --------------------------------------------------------------------------------------
 
 _UNSWEPT = ("sweep", "expect", "expect_failure")

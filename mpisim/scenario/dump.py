@@ -72,6 +72,8 @@ def dump(scenario: Scenario) -> dict[str, Any]:
         "trace": asdict(scenario.trace),
         "workload": {"kind": scenario.workload.kind, **params},
     }
+    if scenario.price_per_gpu_hour is not None:
+        out["price"] = {"per_gpu_hour": scenario.price_per_gpu_hour}
     if scenario.sweep:
         out["sweep"] = copy.deepcopy(scenario.sweep)
     if scenario.expect:

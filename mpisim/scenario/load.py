@@ -154,6 +154,7 @@ def _build(raw: Mapping[str, Any], file: str | None) -> Scenario:
     report = blocks.parse_report(_get(raw, "report", {}))
     trace = blocks.parse_trace(raw.get("trace"), report)
     limits = blocks.parse_limits(raw.get("limits"))
+    price = blocks.parse_price(raw.get("price"))
     workload = parse_workload(raw.get("workload"))
     sweep = blocks.parse_sweep(raw.get("sweep"))
     try:
@@ -182,6 +183,7 @@ def _build(raw: Mapping[str, Any], file: str | None) -> Scenario:
         expect_failure=expect_failure,
         report=report,
         limits=limits,
+        price_per_gpu_hour=price,
         raw=copy.deepcopy(dict(raw)),
         file=file,
     )

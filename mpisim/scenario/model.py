@@ -86,6 +86,7 @@ TOP_LEVEL_KEYS = (
     "trace",
     "limits",
     "workload",
+    "price",
     "sweep",
     "expect",
     "expect_failure",
@@ -174,6 +175,7 @@ class Scenario:
     expect_failure: str | None = None
     report: dict[str, Any] = field(default_factory=dict)
     limits: Limits = field(default_factory=Limits)
+    price_per_gpu_hour: float | None = None  # price: {per_gpu_hour: 2.5}: training rows gain a cost
     raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
     file: str | None = field(default=None, compare=False, repr=False)
 

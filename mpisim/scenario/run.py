@@ -228,11 +228,17 @@ def run_point(scenario: Scenario, point: Mapping[str, Any] | None = None, log: T
         notes.extend(prefix + note for note in world.unmatched if prefix + note not in notes)
     return PointResult(
         point=point,
-        rows=jsonable([{**point, **row} for row in output.rows]),
+        rows=jsonable([{**point, **row, **_cost(row, scenario.price_per_gpu_hour)} for row in output.rows]),
         notes=notes,
         records=[_world_records(label, world, point, network) for label, world in output.worlds],
         failure=failure,
     )
+
+
+def _cost(row: dict[str, Any], per_gpu_hour: float | None) -> dict[str, Any]:
+    """A training row's cost (``price: {per_gpu_hour}`` x its GPU-hours), where it has both."""
+    hours = row.get("gpu_hours")
+    return {} if per_gpu_hour is None or not isinstance(hours, int | float) else {"cost": hours * per_gpu_hour}
 
 
 def _failure_expectation(expected: str, points: list[PointResult]) -> dict[str, Any]:

@@ -133,6 +133,7 @@ _FIELDS: dict[str, Spec] = {
     "trace": blocks.TRACE,
     "limits": blocks.LIMITS,
     "workload": WORKLOAD_FIELD,
+    "price": blocks.PRICE,
     "sweep": blocks.SWEEP,
     "expect": EXPECT,
     "expect_failure": blocks.EXPECT_FAILURE,

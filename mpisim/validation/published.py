@@ -342,6 +342,7 @@ def render(checks: Sequence[Check], closed: Sequence[Mapping[str, Any]], tuner: 
     for head, names in seen.items():
         lines.append(f"- {head} -- " + ", ".join(f"`scenarios/validation/{name}.yaml`" for name in names))
     lines += _multinode_section(checks)
+    lines += _training_section(checks)
     lines += [
         "",
         "## Closed forms against the simulation",
@@ -590,6 +591,39 @@ def generate() -> tuple[str, list[Check]]:
     """Run everything; return the report's Markdown and the checks."""
     checks = run_checks()
     return render(checks, closed_form_rows(), tuner_rows(), examples_300m()), checks
+
+
+#: Training rows (T...) measured with the same software on two GPUs: (faster GPU's row, slower's row).
+TRAINING_RATIOS = (("T3", "T2"), ("T5", "T4"), ("T7", "T6"), ("T9", "T8"))
+
+
+def _training_section(checks: Sequence[Check]) -> list[str]:
+    """The training rows (T...): predicted with the default compute model, no efficiency given."""
+    rows = [c for c in checks if c.row.startswith("T")]
+    if not rows:
+        return []
+    errors = [abs(c.error) for c in rows]
+    worst = max(rows, key=lambda c: abs(c.error))
+    by_row = {c.row: c for c in rows}
+    lines = [
+        "", "## Training with the default compute model", "",
+        "Rows T1-T10 leave `compute:` out: every layer is timed by the GEMM-shape model of the preset's GPU "
+        "(`mpisim.workloads.compute`: each GEMM's shape on the device's measured best matmul rate with "
+        "tile and wave quantisation, flash attention and element-wise kernels on their measured rates), "
+        "never by an efficiency fitted to the row. Target (issue 31): median within 10 %, worst within "
+        "20 %, GPU-to-GPU ratios within 10 %.", "",
+        f"**{len(rows)} rows: median absolute error {statistics.median(errors) * 100:.1f} %, worst "
+        f"{abs(worst.error) * 100:.1f} % ({worst.row}, {worst.scenario}).** A positive error is a "
+        "prediction faster than the run.", "",
+        "| faster GPU | slower GPU | measured ratio | predicted ratio | error |", "|---|---|---:|---:|---:|",
+    ]
+    for fast, slow in TRAINING_RATIOS:
+        if fast in by_row and slow in by_row:
+            a, b = by_row[fast], by_row[slow]
+            measured, predicted = a.measured / b.measured, a.predicted / b.predicted
+            lines.append(f"| {fast}: {a.hardware} | {slow}: {b.hardware} | {measured:.2f} | {predicted:.2f} | "
+                         f"{_pct(predicted / measured - 1)} |")
+    return lines
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -175,6 +175,15 @@ def test_zero3_moves_one_and_a_half_times_the_data_parallel_volume():
     assert sum(t.dp_volume for t in zero3.values()) / sum(t.dp_volume for t in plain.values()) == pytest.approx(1.5)
 
 
+@pytest.mark.parametrize("micro_batches", [2, 3])
+def test_zero3_gathers_and_reduce_scatters_every_micro_batch(micro_batches):
+    """FSDP keeps only gradient shards: each micro-batch's backward reduce-scatters (ZeRO paper: 3 x params per pass)."""
+    base = scenario({"preset": "dgx-h100", "nodes": 1}, parallel={"dp": 8}, batch={"global": 8})
+    _, one = tallies({**base, "workload": {**base["workload"], "zero": 3}})
+    _, many = tallies({**base, "workload": {**base["workload"], "zero": 3, "batch": {"global": 8 * micro_batches}}})
+    assert sum(t.dp_volume for t in many.values()) == pytest.approx(micro_batches * sum(t.dp_volume for t in one.values()))
+
+
 @pytest.mark.parametrize("parallel", [{"tp": 8, "pp": 2}, {"tp": 8, "pp": 2, "dp": 2}, {"tp": 8, "dp": 4}])
 def test_folding_tensor_parallel_groups_gives_the_same_iteration(parallel):
     nodes = math.prod(parallel.values()) // 8
@@ -241,12 +250,12 @@ def test_a_layout_that_cannot_fit_is_refused_naming_what_to_change():
 
 @pytest.mark.parametrize(("change", "message"), [
     ({"parallel": {"tp": 3}}, "tp (3) must divide the attention heads"),
-    ({"parallel": {"pp": 3}}, "do not split into pp x chunks"),
+    ({"parallel": {"pp": 2, "first_stage_layers": 3, "last_stage_layers": 3}}, "must split evenly"),
     ({"model": {"params": "300M"}, "compute": "300 ms", "parallel": {"tp": 2}}, "cannot be split"),
     ({"model": {"params": "300M"}}, "give the time of one micro-batch"),
     ({"zero": 3, "parallel": {"pp": 2}}, "not combined with pipeline"),
     ({"schedule": "zigzag"}, "expected one of gpipe, 1f1b, interleaved"),
-    ({"overlap": {"tp": True}}, "not modelled"),
+    ({"overlap": {"tp": "yes"}}, "overlap.tp"),
     ({"model": "gpt5"}, "unknown model 'gpt5'"),
     ({"compute": {"efficiency": 1.5}}, "fraction of the peak"),
     ({"compute": {"efficiency": 50}}, "expected a fraction of the peak in (0, 1] such as 0.5 or 50%, got 50"),

@@ -6,7 +6,8 @@ A ``kind: training`` block with a ``model:`` key is a hybrid-parallel LLM iterat
     workload:
       kind: training
       model: gpt3-175b              # a preset, a shape {layers, hidden, heads, seq, vocab, ...} or {params: 300M}
-      parallel: {tp: 8, pp: 8}      # dp: the rest of the ranks; ep for MoE (etp: 1 for whole experts); order: [tp, pp, dp]
+      parallel: {tp: 8, pp: 8}      # dp: the rest of the ranks; ep for MoE (etp: 1 for whole experts); order: [tp, pp, dp];
+                                    # first_stage_layers / last_stage_layers (default: balanced, see stages)
       batch: {global: 1536, micro: 1}
       schedule: 1f1b                # gpipe | 1f1b | interleaved (chunks: 2)
       zero: 1                       # 0 | 1 | 2 | 3
@@ -14,12 +15,16 @@ A ``kind: training`` block with a ``model:`` key is a hybrid-parallel LLM iterat
       sequence_parallel: false
       attention: flash              # flash (fused kernels, 2022+) | standard (materialised s x s scores)
       dtype: bf16                   # the compute format: the device's peak for it (topology device_flops)
-      compute: {efficiency: 0.5}    # achieved fraction of the peak (or 50%); or measured {layer_forward: 1.2 ms,
-                                    # layer_backward: 2.4 ms}; or a time per micro-batch (flat models)
-      overlap: {dp: true}           # gradient sync overlaps the last backward
+      compute: {efficiency: 0.5}    # leave out: each GEMM's shape on the cluster's GPU (topology gpu:, or the
+                                    # preset's); or the achieved fraction of the peak (or 50%); or measured
+                                    # {layer_forward: 1.2 ms, layer_backward: 2.4 ms}; or a time per micro-batch
+                                    # (flat models)
+      overlap: {dp: true}           # gradient sync overlaps the last backward; tp: true: Megatron's
+                                    # tp-comm-overlap (tensor-parallel collectives behind the GEMMs)
       bucket_cap: 25 MiB            # gradient bucket for the data-parallel sync
       memory_check: error           # error | mark (a sweep over layouts marks what does not fit)
       fold: auto                    # auto | none: time tensor-parallel groups once (see plan)
+      tokens: 1T                    # the run's tokens: rows gain time_to_train_s, gpu_hours, energy_kwh
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ from typing import Any
 
 from mpisim.collectives import registry
 from mpisim.engine.reader import Block, Choice, Custom, Flag, Unit
-from mpisim.engine.units import parse_flops, parse_percent, parse_size, parse_time
+from mpisim.engine.units import parse_count, parse_flops, parse_percent, parse_size, parse_time
 from mpisim.errors import ConfigError
 from mpisim.mpi.dtypes import is_floating
 from mpisim.workloads.fields import (
@@ -44,11 +49,12 @@ from mpisim.workloads.fields import (
 from mpisim.workloads.training.layout import DIMENSIONS, Layout
 from mpisim.workloads.training.model import PRESETS, TransformerModel, dump_model, parse_model
 from mpisim.workloads.training.schedule import SCHEDULES
+from mpisim.workloads.training.stages import split_layers
 
 __all__ = ["KEYS", "HybridParams", "dump", "parse"]
 
 KEYS = ("kind", "model", "parallel", "batch", "schedule", "chunks", "zero", "recompute", "sequence_parallel", "attention",
-        "dtype", "compute", "backward_share", "overlap", "sync", "bucket_cap", "memory_check", "fold", "iterations")
+        "dtype", "compute", "backward_share", "overlap", "sync", "bucket_cap", "memory_check", "fold", "iterations", "tokens")
 RECOMPUTE = ("none", "selective", "full")
 ATTENTION = ("flash", "standard")
 MEMORY_CHECKS = ("error", "mark")
@@ -70,6 +76,8 @@ class HybridParams:
     ep: int = 1
     etp: int | None = None  # expert tensor parallelism: None = tp, or 1 (Megatron-Core's parallel folding)
     order: tuple[str, ...] = DIMENSIONS
+    first_stage_layers: int | None = None  # None: the balanced split (mpisim.workloads.training.stages)
+    last_stage_layers: int | None = None
     global_batch: int | None = None  # None: dp x micro (one micro-batch per replica)
     micro: int = 1
     schedule: str = "1f1b"
@@ -86,11 +94,13 @@ class HybridParams:
     compute_s: float | None = None  # flat models: forward + backward of one micro-batch
     backward_share: float = 2 / 3
     overlap_dp: bool = True
+    overlap_tp: bool = False  # Megatron's tp-comm-overlap: tensor-parallel collectives hide behind the GEMMs
     sync: str | None = None
     bucket_cap: int = 25 * 2**20
     memory_check: str = "error"
     fold: str = "auto"
     iterations: int = 1
+    tokens: int | None = None  # the run's training tokens: rows gain time_to_train_s, gpu_hours, energy_kwh
 
     def layout(self, ranks: int) -> Layout:
         """The layout on *ranks* ranks; raises ConfigError (at ``parallel``) when they do not match."""
@@ -109,6 +119,10 @@ class HybridParams:
             raise ConfigError(f"ep ({self.ep}) must divide dp ({dp}): experts are spread over data-parallel ranks",
                               "parallel.ep")
         return Layout(self.tp, self.pp, dp, self.ep, self.order)
+
+    def stage_layers(self) -> list[int]:
+        """Layers of each virtual stage (:func:`~mpisim.workloads.training.stages.split_layers`)."""
+        return split_layers(self.model.layers, self.pp, self.chunks, self.first_stage_layers, self.last_stage_layers)
 
     def micro_batches(self, dp: int) -> int:
         """Micro-batches each pipeline runs per iteration; raises ConfigError if the batch does not split."""
@@ -136,6 +150,8 @@ _PARALLEL = Block({
     **{key: count(1, what) for key, what in (("tp", "Tensor-parallel ranks."), ("pp", "Pipeline stages."),
                                              ("dp", "Data-parallel replicas (default: the ranks left over)."),
                                              ("ep", "Expert-parallel ranks (mixture of experts)."))},
+    "first_stage_layers": count(0, "Layers on the first pipeline stage (default: a balanced split)."),
+    "last_stage_layers": count(0, "Layers on the last pipeline stage (default: a balanced split)."),
     "etp": Custom(_as_given, {"const": 1}, description="1: whole experts (leave out to split experts over tp)."),
     "order": Custom(_as_given, {"type": "array", "items": {"enum": list(DIMENSIONS)}},
                     description="The dimensions, innermost first, e.g. [tp, pp, dp]."),
@@ -143,7 +159,8 @@ _PARALLEL = Block({
 _BATCH = Block({"global": count(1, "Sequences per iteration."), "micro": count(1, "Sequences per micro-batch.")},
                expected="{global: 1536, micro: 1}", show=repr, suggest=False)
 _OVERLAP = Block({"dp": Flag(description="Overlap the gradient sync with the backward pass."),
-                  "tp": Flag(description="Not modelled: must be false.")},
+                  "tp": Flag(description="Megatron's tp-comm-overlap: tensor-parallel collectives overlap "
+                                         "the layer's GEMMs (default false: each layer waits for them).")},
                  expected="{dp: true}", show=repr, suggest=False)
 _COMPUTE = Block({
     "efficiency": Custom(_as_given, {"type": ["number", "string"]}, description="Achieved fraction of peak: 0.5 or 50%."),
@@ -168,7 +185,8 @@ SCHEMA = workload_block("training", {
     "attention": _choice(ATTENTION, "flash: fused; standard: scores materialised."),
     "dtype": DTYPE,
     "compute": Custom(_as_given, {"anyOf": [Unit(parse_time, "300 ms").json(), _COMPUTE.json()]},
-                      description="{efficiency: 0.5}, measured layer times, or (params: models) a time."),
+                      description="Leave out for the GEMM-shape model of the cluster's GPU; or {efficiency: 0.5}, "
+                                  "measured layer times, or (params: models) a time."),
     "backward_share": Custom(_as_given, {"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 1},
                              description="params: models: the backward's share of compute."),
     "overlap": _OVERLAP,
@@ -177,6 +195,8 @@ SCHEMA = workload_block("training", {
     "memory_check": _choice(MEMORY_CHECKS, "error: refuse a layout that does not fit; mark: say so in the row."),
     "fold": _choice(FOLDS, "auto: simulate one replica where replicas are alike."),
     "iterations": count(1, "Iterations to run."),
+    "tokens": Unit(parse_count, "1T", integer=True,
+                   description="Tokens the whole run trains on: rows gain time_to_train_s, gpu_hours, energy_kwh."),
 })
 assert tuple(SCHEMA.fields) == KEYS
 
@@ -221,12 +241,8 @@ def parse(raw: Any) -> HybridParams:
                               "model: {params: ...}", "backward_share")
         fields["backward_share"] = float(share)
     overlap = _OVERLAP.mapping(raw.get("overlap", {}), "overlap")
-    for key, value in overlap.items():
-        if _OVERLAP.fields[key].read(value, f"overlap.{key}") and key == "tp":
-            raise ConfigError("overlapping tensor-parallel communication with compute is not modelled: each "
-                              "layer waits for its allreduces (Megatron-LM's default); use overlap: {tp: false}",
-                              "overlap.tp")
     fields["overlap_dp"] = _OVERLAP.fields["dp"].read(overlap.get("dp", True), "overlap.dp")
+    fields["overlap_tp"] = _OVERLAP.fields["tp"].read(overlap.get("tp", False), "overlap.tp")
     sync = raw.get("sync")
     if sync is not None:
         if not isinstance(sync, str):
@@ -243,6 +259,13 @@ def parse(raw: Any) -> HybridParams:
     fields["memory_check"] = _read("memory_check", raw.get("memory_check", "error"))
     fields["fold"] = _read("fold", raw.get("fold", "auto"))
     fields["iterations"] = _read("iterations", raw.get("iterations", 1))
+    if raw.get("tokens") is not None:
+        if model.flat:
+            raise ConfigError("a model given by params: has no sequence length to count tokens by; give its shape",
+                              "tokens")
+        fields["tokens"] = _read("tokens", raw["tokens"])
+        if fields["tokens"] < 1:
+            raise ConfigError(f"expected at least 1 token, got {raw['tokens']!r}", "tokens")
     params = HybridParams(**fields)
     _check_shape(params)
     return params
@@ -253,6 +276,8 @@ def _parse_parallel(raw: Any) -> dict[str, Any]:
     for key, value in _PARALLEL.mapping(raw, "parallel").items():
         if key in ("tp", "pp", "dp", "ep"):
             out[key] = parse_positive_int(value, f"parallel.{key}")
+        elif key in ("first_stage_layers", "last_stage_layers"):
+            out[key] = _PARALLEL.fields[key].read(value, f"parallel.{key}")
         elif key == "etp":
             if value != 1:
                 raise ConfigError(f"expected 1 (whole experts; leave etp out to split experts over tp), got {value!r}",
@@ -273,8 +298,7 @@ def _parse_compute(raw: Any, model: TransformerModel) -> dict[str, Any]:
                               "forward and backward, e.g. compute: 300 ms", "compute")
         return {"compute_s": parse_with(parse_time, raw, "compute")}
     if raw is None:
-        raise ConfigError("this key is required: {efficiency: 0.5} (the achieved fraction of the device's peak "
-                          "FLOP/s)", "compute")
+        return {}  # the GEMM-shape model of the cluster's GPU (mpisim.workloads.training.timing)
     raw = _COMPUTE.mapping(raw, "compute")
     out: dict[str, Any] = {}
     if "peak" in raw:
@@ -288,6 +312,11 @@ def _parse_compute(raw: Any, model: TransformerModel) -> dict[str, Any]:
         out["layer_forward_s"] = parse_with(parse_time, raw["layer_forward"], "compute.layer_forward")
         if "layer_backward" in raw:
             out["layer_backward_s"] = parse_with(parse_time, raw["layer_backward"], "compute.layer_backward")
+        return out
+    if "efficiency" not in raw:
+        if "peak" in raw:
+            raise ConfigError("peak is what an efficiency is a fraction of: give efficiency too, or leave "
+                              "compute: out for the GEMM-shape model of the cluster's GPU", "compute.peak")
         return out
     given = raw.get("efficiency")
     # A fraction (0.5) or a percentage ("50%"), as a topology's link efficiency is written.
@@ -307,10 +336,7 @@ def _check_shape(params: HybridParams) -> None:
             raise ConfigError("a model given by params: cannot be split over tp, pp, ep or ZeRO-3 layers; "
                               "give its shape (layers, hidden, heads, seq, vocab) or a preset", "parallel")
         return
-    stages = params.pp * params.chunks
-    if model.layers % stages:
-        raise ConfigError(f"{model.layers} layers do not split into pp x chunks = {stages} equal stages",
-                          "parallel.pp")
+    params.stage_layers()  # raises when the layers cannot split over the stages
     if model.heads % params.tp:
         raise ConfigError(f"tp ({params.tp}) must divide the attention heads ({model.heads})", "parallel.tp")
     if params.ep > 1 and (not model.moe or model.experts % params.ep):
@@ -332,6 +358,9 @@ def dump(params: HybridParams) -> dict[str, Any]:
         parallel["dp"] = params.dp
     if params.etp is not None:
         parallel["etp"] = params.etp
+    for key in ("first_stage_layers", "last_stage_layers"):
+        if getattr(params, key) is not None:
+            parallel[key] = getattr(params, key)
     batch: dict[str, Any] = {"micro": params.micro}
     if params.global_batch is not None:
         batch["global"] = params.global_batch
@@ -354,9 +383,11 @@ def dump(params: HybridParams) -> dict[str, Any]:
         if params.peak:
             compute["peak"] = params.peak
         out["compute"] = compute
-    out["overlap"] = {"dp": params.overlap_dp}
+    out["overlap"] = {"dp": params.overlap_dp, **({"tp": True} if params.overlap_tp else {})}
     if params.sync is not None:
         out["sync"] = params.sync
     out.update(bucket_cap=params.bucket_cap, memory_check=params.memory_check, fold=params.fold,
                iterations=params.iterations)
+    if params.tokens is not None:
+        out["tokens"] = params.tokens
     return out

@@ -22,13 +22,19 @@ hidden h, a heads, tensor parallelism t:
   parallelism ``34 s b h / t``;
 * full (each layer keeps only its input): ``2 s b h`` (``/ t`` with sequence parallelism).
 
-With fused (flash) attention, the default since 2022, the ``5 a s / h`` term of the stored
+:func:`layer_activation_bytes` counts the same terms from a layer's own shape (grouped-query
+attention, gated MLPs, no dropout), which is what a stage's memory is charged; for GPT's shape
+it is Table 2. With fused (flash) attention, the default since 2022, the ``5 a s / h`` term of the stored
 attention scores is gone whatever the recomputation (Dao et al. 2022).
 
 A stage holds the activations of the forward passes it has run and not yet run backward: the
 schedule decides how many (GPipe: all m micro-batches; 1F1B: at most P on the first stage;
 interleaved: ``1 + (P - 1) / (P v)`` times more). :func:`peak_in_flight` counts them by walking
-the stage's schedule, so every schedule gets its own number. Not counted: the embedding's and
+the stage's schedule, so every schedule gets its own number; with uneven stages each pass
+weighs the layers of its chunk. On stage 0 this is Megatron-LM's count: its interleaved
+schedule runs ``2 (P - 1) + (v - 1) P`` warm-up forwards before the first backward, so
+``2 (P - 1) + (v - 1) P + 1`` chunk passes of ``L / (P v)`` layers are held, which is
+Korthikanti et al.'s ``L (1 + (P - 1) / (P v))`` layer passes. Not counted: the embedding's and
 the logits' activations, temporary buffers and fragmentation (allow a margin).
 """
 
@@ -39,7 +45,7 @@ from dataclasses import dataclass
 from mpisim.workloads.training.model import TransformerModel
 from mpisim.workloads.training.schedule import Op
 
-__all__ = ["MemoryUse", "activation_bytes_per_layer", "model_state_bytes", "peak_in_flight"]
+__all__ = ["MemoryUse", "activation_bytes_per_layer", "layer_activation_bytes", "model_state_bytes", "peak_in_flight"]
 
 #: Bytes per parameter of mixed-precision Adam: 16-bit weights, 16-bit gradients, optimizer state.
 WEIGHT_BYTES, GRADIENT_BYTES, OPTIMIZER_BYTES = 2, 2, 12
@@ -89,10 +95,38 @@ def activation_bytes_per_layer(model: TransformerModel, micro: int, tp: int, rec
     return sbh * (10 + 24 / tp + attention / tp)
 
 
-def peak_in_flight(ops: list[Op]) -> int:
-    """The most forward passes a stage has run whose backward it has not yet run."""
+def layer_activation_bytes(model: TransformerModel, micro: int, tp: int, recompute: str, sequence_parallel: bool,
+                           flash: bool = False) -> float:
+    """Bytes one layer keeps for the backward of one micro-batch, counted from the layer's own shape.
+
+    Korthikanti et al.'s terms, per token in 16-bit values, for any attention and MLP width:
+    the two norms' inputs (4h), the attention's and the MLP's GEMM inputs (2h each) and, with
+    dropout, its two masks (2h) are whole on every tp rank unless sequence parallelism splits
+    them; Q (2h), K and V (2 h_kv each: grouped-query attention keeps fewer), the output
+    projection's input (2h), the MLP's up-projection output (2f, 4f gated) and its activation's
+    output (2f) are split over tp. GPT's shape (h_kv = h, f = 4h, dropout) gives Table 2's
+    ``10 + 24/t``. Dropout is assumed where positions are learned (GPT-style models) and absent
+    for RoPE models (Llama, Mixtral train without it).
+    """
+    h, f = model.hidden, model.mlp_width
+    dropout = model.learned_positions
+    whole = 4 * h + 2 * h + 2 * h + (2 * h if dropout else 0)
+    split = 2 * h + 4 * model.kv_width + 2 * h + 2 * f * (2 if model.gated_mlp else 1) + 2 * f
+    scores = 0.0 if flash or recompute == "selective" else 5 * model.heads * model.seq
+    tokens = model.seq * micro
+    if recompute == "full":
+        return 2 * h * tokens / (tp if sequence_parallel else 1)
+    if sequence_parallel:
+        return tokens * (whole + split + scores) / tp
+    return tokens * (whole + (split + scores) / tp)
+
+
+def peak_in_flight(ops: list[Op], chunk_layers: list[int] | None = None) -> int:
+    """The most forward passes a stage has run whose backward it has not yet run; with
+    *chunk_layers* (the layers of each of its chunks), the most such layer passes."""
     live = peak = 0
     for op in ops:
-        live += 1 if op.kind == "F" else -1
+        weight = chunk_layers[op.chunk] if chunk_layers is not None else 1
+        live += weight if op.kind == "F" else -weight
         peak = max(peak, live)
     return peak

@@ -17,18 +17,11 @@ data-parallel traffic runs on their own rails in a rail-optimized cluster; where
 (a shared inter-node link), ``fold: none`` simulates every GPU. Tests run both on clusters
 small enough and require the same iteration time within 1 %.
 
-**Compute.** A layer's forward pass takes its FLOPs (:mod:`~mpisim.workloads.training.model`) over
-``efficiency x peak`` (the topology's ``device_flops`` for the dtype), divided over the tp
-GPUs, plus the time its element-wise kernels (norms, GeLU, softmax, dropout, residual adds)
-take to stream about twice the activation bytes the layer keeps (Korthikanti et al.'s count)
-through the device's memory (``device_memory_bandwidth``): those kernels are bound by memory,
-not FLOPs, which is why small hidden sizes reach a lower share of the peak. The backward pass
-takes twice the forward; ``recompute: full`` adds one forward, ``selective`` the attention core.
-One efficiency serves every matrix multiplication, whatever its shape: the shapes' own losses
-(tiles of 128 x 128 or 128 x 256 outputs, run in waves of one tile per SM, the last wave part
-empty) cost the validation rows' GEMMs 0.3-2.6 % of their FLOPs (forward, data- and weight-
-gradient GEMMs of C8a-c, H2 and H10, best of five tile shapes), within 2.3 % of each other:
-less than the spread of the rows' errors, so a per-shape efficiency would explain nothing they show.
+**Compute.** Each layer's forward and backward time on one GPU comes from
+:mod:`~mpisim.workloads.training.timing`: by default the GEMM-shape model of the GPU the cluster
+names (:mod:`mpisim.workloads.compute`), or one efficiency of the device's peak, or measured
+layer times. The GEMM-shape model also charges the optimizer step once per iteration
+(:attr:`Job.step_s`).
 
 """
 
@@ -54,11 +47,12 @@ from mpisim.workloads.training.ddp import DDPPlan, TrainingParams, as_hybrid, ma
 from mpisim.workloads.training.layout import Layout
 from mpisim.workloads.training.memory import (
     MemoryUse,
-    activation_bytes_per_layer,
+    layer_activation_bytes,
     model_state_bytes,
     peak_in_flight,
 )
 from mpisim.workloads.training.schedule import schedule, virtual_stage
+from mpisim.workloads.training.timing import LayerTimes, layer_times, step_overhead
 
 __all__ = ["GradBucket", "Job", "ddp_job", "foldable", "make_job", "plan_job", "run_collective", "tp_blocks", "tp_calls"]
 
@@ -107,8 +101,17 @@ class Job:
     #: Flat models: the backward fractions at which the last backward's compute is cut (the end
     #: of each layer, or of each bucket's share), at least every bucket's ready.
     ticks: tuple[float, ...] = ()
+    #: Transformer layers of each virtual stage (uneven when the layers do not divide, see
+    #: :mod:`~mpisim.workloads.training.stages`); ``layers_per_chunk`` is the largest.
+    chunk_layers: list[int] = field(default_factory=lambda: [1])
     #: The data-parallel form's own plan (:func:`ddp_job`): None for the hybrid form.
     ddp: DDPPlan | None = None
+    #: Where the layer times come from (:mod:`~mpisim.workloads.training.timing`); None for flat models.
+    timing: LayerTimes | None = None
+    #: The share of a layer's compute in GEMMs: what tensor-parallel collectives can hide behind (overlap: {tp}).
+    gemm_share: float = 1.0
+    #: Compute once per step after the micro-batches: the optimizer, FP8 weight casts (GEMM-shape model only).
+    step_s: float = 0.0
 
     @property
     def stages(self) -> int:
@@ -145,9 +148,9 @@ def plan_job(params: HybridParams, ranks: int, spec: TopologySpec) -> Job:
                           f"of pp ({layout.pp}); raise batch.global", "batch.global")
     model, dtype = params.model, parse_dtype(params.dtype)
     itemsize = dtype.itemsize
-    peak = params.peak or spec.peak_flops(PEAK_FORMAT.get(params.dtype, ""))
     tp, b = layout.tp, params.micro
     if model.flat:
+        peak = params.peak or spec.peak_flops(PEAK_FORMAT.get(params.dtype, ""))
         forward = (1 - params.backward_share) * params.compute_s
         job = Job(params, layout, m, itemsize, dtype, 1, forward, params.compute_s - forward, 0.0, 0.0, 0, 0, 0,
                   [[model.params]], [], False, peak=peak)
@@ -155,48 +158,22 @@ def plan_job(params: HybridParams, ranks: int, spec: TopologySpec) -> Job:
         job.ticks = tuple(bucket.ready for bucket in job.buckets[0])
         job.memory = [MemoryUse(*model_state_bytes(model.params, params.zero, layout.dp), 0.0)]
         return job
-    explicit = params.layer_forward_s is not None
-    if peak is None and not explicit:
-        raise ConfigError(f"the topology gives no peak FLOP/s for {params.dtype} (device_flops: {{bf16: ...}}); "
-                          "add it to the topology or give compute: {efficiency: 0.5, peak: 989 TFLOPS}", "compute")
-    if explicit:
-        # Measured per-layer times: they include the element-wise kernels; the logits are in them too.
-        layer_fwd = params.layer_forward_s
-        layer_bwd = params.layer_backward_s if params.layer_backward_s is not None else 2 * layer_fwd
-        recompute = {"none": 0.0, "selective": 0.0, "full": layer_fwd}[params.recompute]  # measured: in the times
-        logits = 0.0
-    else:
-        rate = params.efficiency * peak
-        # Element-wise kernels (norms, GeLU, softmax, dropout, residuals) are bound by memory, not
-        # FLOPs: they read and write about the activations a layer keeps (Korthikanti et al.'s
-        # count), so a forward pass moves twice those bytes through HBM.
-        # Fused (flash) attention never writes the s x s scores: no such traffic, but its backward
-        # recomputes them, 2.5 x the forward's attention FLOPs instead of 2 x (Dao 2023); selective
-        # recomputation then has nothing left to redo.
-        flash = params.attention == "flash"
-        hbm = spec.device_memory_bandwidth
-        stored = activation_bytes_per_layer(model, b, tp, "none", params.sequence_parallel, flash)
-        memory_fwd = 2 * stored / hbm if hbm else 0.0
-        attention_memory = 0.0 if flash or not hbm else 2 * 5 * model.heads * model.seq**2 * b / tp / hbm
-        core = model.attention_core_flops(b) / tp / rate
-        layer_fwd = model.layer_forward_flops(b) / tp / rate + memory_fwd
-        layer_bwd = 2 * layer_fwd + (0.5 * core if flash else 0.0)
-        recompute = {"none": 0.0, "selective": 0.0 if flash else core + attention_memory,
-                     "full": layer_fwd}[params.recompute]
-        logits = model.logits_forward_flops(b) / tp / rate
-    layers_per_chunk = model.layers // (layout.pp * params.chunks)
+    times = layer_times(params, layout, spec)
+    chunk_layers = params.stage_layers()
+    layers_per_chunk = max(chunk_layers)
     samples = m * b * layout.dp
     job = Job(
         params, layout, m, itemsize, dtype, layers_per_chunk,
-        forward_layer_s=layer_fwd,
-        backward_layer_s=layer_bwd + recompute,
-        logits_forward_s=logits,
-        logits_backward_s=2 * logits,
+        forward_layer_s=times.forward_s,
+        backward_layer_s=times.backward_s,
+        logits_forward_s=times.logits_forward_s,
+        logits_backward_s=times.logits_backward_s,
         activation_count=model.activation_elements(b) // (tp if tp > 1 else 1),
         tp_count=model.activation_elements(b),
         a2a_count=_round_up(int(model.activation_elements(b) * model.top_k * model.capacity_factor)
                             // (tp if params.sequence_parallel else 1), layout.ep),
-        chunk_params=[], buckets=[], fold=False, peak=peak,
+        chunk_params=[], buckets=[], fold=False, peak=times.peak, timing=times, chunk_layers=chunk_layers,
+        gemm_share=times.gemm_share,
     )
     recompute_total = {"none": 0.0, "selective": model.attention_core_flops(1), "full": model.layer_forward_flops(1)}
     job.model_flops_per_iteration = model.model_flops(samples)
@@ -207,12 +184,12 @@ def plan_job(params: HybridParams, ranks: int, spec: TopologySpec) -> Job:
     expert_layer = model.experts // layout.ep * model.expert_params() // layout.expert_tp
     last = job.virtual_stages - 1
     for vs in range(job.virtual_stages):
-        layers = [dense_layer] * layers_per_chunk
+        layers = [dense_layer] * chunk_layers[vs]
         embedding = model.embedding_params() // tp if vs == 0 else None
         # With pp > 1 the last stage keeps its own copy of tied embeddings for the logits.
         output = (model.output_params() + (model.vocab * model.hidden if model.tied_embeddings and last > 0 else 0)) \
             // tp if vs == last else None
-        experts = [expert_layer] * layers_per_chunk if model.moe else []
+        experts = [expert_layer] * chunk_layers[vs] if model.moe else []
         job.chunk_expert_params = sum(experts)
         job.chunk_params.append([*([embedding] if embedding else []), *layers, *([output] if output else []), *experts])
         job.buckets.append(_chunk_buckets(layers, experts, embedding, output, itemsize, params))
@@ -220,6 +197,13 @@ def plan_job(params: HybridParams, ranks: int, spec: TopologySpec) -> Job:
         job.fsdp_layer = dense_layer + (expert_layer if model.moe else 0)
         job.fsdp_rest = (model.embedding_params() + model.output_params()) // tp
     job.memory = _memory(job)
+    # Once per step, on the GPU that updates the most parameters: the optimizer (FP8: weight casts too).
+    per_stage = [sum(sum(job.chunk_params[virtual_stage(stage, k, layout.pp)]) for k in range(params.chunks))
+                 for stage in range(layout.pp)]
+    shards = layout.dp if params.zero else 1
+    stage_layers = [sum(chunk_layers[virtual_stage(stage, k, layout.pp)] for k in range(params.chunks))
+                    for stage in range(layout.pp)]
+    job.step_s = step_overhead(times, max(per_stage), shards, max(stage_layers))
     return job
 
 
@@ -367,7 +351,7 @@ def run_collective(comm: Comm, kind: str, count: int, dtype: np.dtype, algorithm
 def _memory(job: Job) -> list[MemoryUse]:
     """Memory per GPU of each pipeline stage (see :mod:`mpisim.workloads.training.memory`)."""
     p, model, layout = job.params, job.params.model, job.layout
-    act = activation_bytes_per_layer(model, p.micro, layout.tp, p.recompute, p.sequence_parallel,
+    act = layer_activation_bytes(model, p.micro, layout.tp, p.recompute, p.sequence_parallel,
                                      p.attention == "flash")
     # ZeRO 1 and 2 shard expert states over the GPUs that hold the same experts (the group
     # their gradients are reduced over, as Megatron-Core's distributed optimizer does), not over
@@ -377,9 +361,10 @@ def _memory(job: Job) -> list[MemoryUse]:
     out = []
     for stage in range(layout.pp):
         params = sum(sum(job.chunk_params[virtual_stage(stage, k, layout.pp)]) for k in range(p.chunks))
-        in_flight = peak_in_flight(schedule(p.schedule, stage, layout.pp, job.micro_batches, p.chunks))
+        ops = schedule(p.schedule, stage, layout.pp, job.micro_batches, p.chunks)
+        layers = peak_in_flight(ops, [job.chunk_layers[virtual_stage(stage, k, layout.pp)] for k in range(p.chunks)])
         dense = model_state_bytes(params - experts, p.zero, layout.dp)
         expert = model_state_bytes(experts, p.zero, edp)
         weights, grads, optimizer = (d + e for d, e in zip(dense, expert, strict=True))
-        out.append(MemoryUse(weights, grads, optimizer, in_flight * job.layers_per_chunk * act))
+        out.append(MemoryUse(weights, grads, optimizer, layers * act))
     return out

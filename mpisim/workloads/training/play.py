@@ -22,7 +22,8 @@ becomes ready when its last layer is done and, with ``overlap: {dp: true}``, a s
 reduces the buckets one after another while backward goes on: an allreduce (ZeRO 0), a
 reduce-scatter and a final allgather of the updated parameters (ZeRO 1 and 2). ZeRO 3 (FSDP)
 allgathers every layer's parameters before its forward and again before its backward (one layer
-ahead, as FSDP prefetches) and reduce-scatters its gradients after its backward. All of these
+ahead, as FSDP prefetches) and reduce-scatters its gradients after its backward, in every
+micro-batch: a GPU keeps only its shard of the gradients, so there is nothing to accumulate. All of these
 are real collective calls on real communicators (:meth:`~mpisim.mpi.comm.Comm.sub`), so
 tensor-, pipeline- and data-parallel traffic contend wherever they share links.
 
@@ -162,10 +163,21 @@ class _Rank:
         each layer's compute and each of its collectives would take one (5 per layer forward, 9
         backward with recomputation), which is most of a 100 000-GPU layout's events.
         """
+        # Megatron's tp-comm-overlap: the collectives run in chunks under the GEMMs next to them
+        # (an allgather under the GEMM that consumes it, a reduce-scatter under the one that
+        # produces it), so only the GEMMs' share of the compute can hide them.
+        hiding = self.job.gemm_share * seconds if self.job.params.overlap_tp and tp_calls(self.job) else 0.0
         if not self.layer_is_one_delay:
             for _ in range(count):
-                yield from self.compute(seconds, label)
-                yield from self.layer_comm(passes)
+                if not hiding:
+                    yield from self.compute(seconds, label)
+                    yield from self.layer_comm(passes)
+                    continue
+                yield from self.compute(seconds - hiding, label)
+                behind = self.comm.start(self.layer_comm(passes, ep=False))
+                yield from self.compute(hiding, label)
+                yield behind
+                yield from self.layer_comm(passes, tp=False)
             return
         tp = 0.0
         for kind, count_ in tp_calls(self.job) * (tp_blocks(self.job) * passes):
@@ -173,16 +185,16 @@ class _Rank:
             self.tally.tp_calls[(kind, count_)] += count
         self.tally.compute += count * seconds
         self.tally.tp += count * tp
-        yield self.comm.env.timeout(count * (seconds + tp))
+        yield self.comm.env.timeout(count * (seconds + max(0.0, tp - hiding)))
 
-    def layer_comm(self, passes: int) -> Proc[None]:
+    def layer_comm(self, passes: int, tp: bool = True, ep: bool = True) -> Proc[None]:
         """The tensor- and expert-parallel collectives of *passes* forward-like passes through one layer."""
         job = self.job
         for _ in range(passes):
-            for _ in range(tp_blocks(job)):
+            for _ in range(tp_blocks(job) if tp else 0):
                 for kind, count in tp_calls(job):
                     yield from self.tprun_collective(kind, count)
-            if self.ep is not None and job.params.model.moe:
+            if ep and self.ep is not None and job.params.model.moe:
                 for _ in range(2):  # dispatch and combine
                     t0 = self.comm.now
                     yield from run_collective(self.ep, "alltoall", job.a2a_count, job.dtype)
@@ -226,9 +238,10 @@ class _Rank:
         label = _label(job, op)
         if params_ready is not None:
             yield from params_ready()  # ZeRO 3: embedding and output
+        layers = job.chunk_layers[vs]
         if params_ready is None:
-            yield from self.layers(job.layers_per_chunk, job.forward_layer_s, label, 1)
-        for _ in range(job.layers_per_chunk if params_ready is not None else 0):
+            yield from self.layers(layers, job.forward_layer_s, label, 1)
+        for _ in range(layers if params_ready is not None else 0):
             yield from params_ready()  # ZeRO 3: each layer's parameters before its compute
             yield from self.layers(1, job.forward_layer_s, label, 1)
         if vs == job.virtual_stages - 1:
@@ -267,12 +280,13 @@ class _Rank:
                 yield from params_ready()
             passes = 2 if job.params.recompute == "full" else 1
             layer = 0
-            while layer < job.layers_per_chunk:
+            layers = job.chunk_layers[vs]
+            while layer < layers:
                 if params_ready is not None:
                     yield from params_ready()  # ZeRO 3: each layer's parameters before its compute
                     upto = layer + 1
                 else:  # on to the next layer whose end readies a bucket: nothing happens before
-                    upto = job.layers_per_chunk
+                    upto = layers
                     if ready is not None and fired < len(buckets):
                         upto = min(upto, max(layer + 1, math.ceil(buckets[fired].ready)))
                 yield from self.layers(upto - layer, job.backward_layer_s, label, passes)
@@ -284,7 +298,7 @@ class _Rank:
 
     # ------------------------------------------------------------------ data parallelism
 
-    def sync_stream(self, order: list[tuple[int, int]], ready: dict[tuple[int, int], Any]) -> Proc[None]:
+    def sync_stream(self, order: list[tuple[int, int, int]], ready: dict[tuple[int, int, int], Any]) -> Proc[None]:
         """Reduce the gradient buckets one after another, each once it is ready (one stream)."""
         job = self.job
         for key in order:
@@ -336,7 +350,7 @@ class _Rank:
                 self.shared.results.append(check_average(plan, k, p, dense / p))
         self.shared.spans[comm.rank].append((t_enter, comm.now))
 
-    def gather_updated(self, order: list[tuple[int, int]]) -> Proc[None]:
+    def gather_updated(self, order: list[tuple[int, int, int]]) -> Proc[None]:
         """ZeRO 1 and 2: every rank updated its shard; allgather the new parameters."""
         job = self.job
         for key in order:
@@ -387,14 +401,18 @@ class _Rank:
         job, env = self.job, self.comm.env
         ops = schedule(job.params.schedule, self.coords.pp, job.stages, job.micro_batches, job.params.chunks)
         last_backward = {op.chunk: i for i, op in enumerate(ops) if op.kind == "B"}
+        every_backward = job.params.zero == 3 and job.ddp is None
         self.tally.start = self.comm.now
         for iteration in range(job.params.iterations):
-            order: list[tuple[int, int]] = []
-            ready: dict[tuple[int, int], Any] = {}
+            # (virtual stage, bucket, pass): DDP and ZeRO 1-2 accumulate gradients over the micro-batches
+            # and reduce the last backward's; ZeRO 3 (FSDP) keeps only its shard of them, so it
+            # reduce-scatters every micro-batch's gradients as its backward makes them.
+            order: list[tuple[int, int, int]] = []
+            ready: dict[tuple[int, int, int], Any] = {}
             for i, op in enumerate(ops):
-                if op.kind == "B" and last_backward[op.chunk] == i:
+                if op.kind == "B" and (last_backward[op.chunk] == i or every_backward):
                     vs = virtual_stage(self.coords.pp, op.chunk, job.stages)
-                    order += [(vs, k) for k in range(len(job.buckets[vs]))]
+                    order += [(vs, k, i) for k in range(len(job.buckets[vs]))]
             for key in order:
                 ready[key] = env.event()
             sync = self.comm.start(self.sync_stream(order, ready)) if job.params.overlap_dp else None
@@ -404,9 +422,9 @@ class _Rank:
                     yield from self.forward(iteration, op, params_ready)
                     continue
                 chunk_ready = None
-                if last_backward[op.chunk] == i:
+                if last_backward[op.chunk] == i or every_backward:
                     vs = virtual_stage(self.coords.pp, op.chunk, job.stages)
-                    chunk_ready = [ready[(vs, k)] for k in range(len(job.buckets[vs]))]
+                    chunk_ready = [ready[(vs, k, i)] for k in range(len(job.buckets[vs]))]
                 yield from self.backward(iteration, op, chunk_ready, params_ready)
             if sync is None:
                 yield from self.sync_stream(order, ready)
@@ -414,6 +432,8 @@ class _Rank:
                 yield sync
             if params_stream is not None:
                 yield params_stream
+            if job.step_s:  # the optimizer updates what the sync reduced (FP8: and recasts the weights)
+                yield from self.compute(job.step_s, "optimizer")
             if job.params.zero in (1, 2):
                 yield from self.gather_updated(order)
             if self.sends:

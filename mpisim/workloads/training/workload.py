@@ -32,14 +32,17 @@ from mpisim.workloads.training.ddp import (
     parse,
     wire_bytes,
 )
-from mpisim.workloads.training.plan import ddp_job, make_job
+from mpisim.workloads.training.plan import Job, ddp_job, make_job
+from mpisim.workloads.training.planner import planner_units
 from mpisim.workloads.training.play import play
+from mpisim.workloads.training.timing import spec_device
 
 __all__ = ["COLUMNS", "DDP_COLUMNS", "WORKLOAD", "run"]
 
 COLUMNS = ("ranks", "tp", "pp", "dp", "ep", "micro_batches", "schedule", "zero", "iteration_time_s", "tokens_per_s",
            "tflops_per_gpu", "mfu", "compute_s", "bubble_s", "tp_comm_s", "pp_comm_s", "ep_comm_s", "dp_comm_s",
-           "exposed_comm_s", "memory_per_gpu_bytes", "fits", "params", "simulated_ranks")
+           "exposed_comm_s", "memory_per_gpu_bytes", "fits", "params", "simulated_ranks", "compute_model",
+           "compute_split", "optimizer_s", "time_to_train_s", "gpu_hours", "energy_kwh", "cost")
 
 
 DDP_COLUMNS = ("ranks", "iteration_time_s", "compute_s", "comm_time_s", "exposed_comm_s", "scaling_efficiency",
@@ -92,10 +95,48 @@ def run(params: TrainingParams | HybridParams, ctx: RunContext) -> WorkloadOutpu
         "exposed_comm_s": max(0.0, iteration - compute - bubble),
         "memory_per_gpu_bytes": int(memory.total), "fits": fits,
         "params": model.params, "simulated_ranks": len(tallies),
+        "compute_model": job.timing.source if job.timing else None,
+        "compute_split": _split(job), "optimizer_s": job.step_s,
+        **planner_units(params.tokens, tokens / iteration if tokens and iteration > 0 else None, gpus,
+                        job.timing.device if job.timing and job.timing.device else spec_device(world.topology.spec)),
     })
+    out.notes.append(_dominant(job, out.rows[-1]))
     out.worlds.append((f"training {gpus} GPUs (tp {layout.tp}, pp {layout.pp}, dp {layout.dp})", world))
     out.notes.extend(world.unmatched)
     return out
+
+
+def _split(job: Job) -> str | None:
+    """The GEMM-shape model's split of a layer's compute by kernel kind: ``gemm 84%, attention 12%, ...``."""
+    parts = dict(job.timing.breakdown) if job.timing else {}
+    total = sum(parts.values())
+    if not total:
+        return None
+    return ", ".join(f"{kind} {seconds / total:.0%}" for kind, seconds in parts.items() if seconds / total >= 0.005)
+
+
+def _dominant(job: Job, row: dict) -> str:
+    """A warning naming the input the iteration time depends on most."""
+    iteration = row["iteration_time_s"]
+    shares = {"compute": row["compute_s"], "bubble": row["bubble_s"], "communication": row["exposed_comm_s"]}
+    what, seconds = max(shares.items(), key=lambda kv: kv[1])
+    share = seconds / iteration if iteration > 0 else 0.0
+    source = job.timing.source if job.timing else "measured"
+    if what == "compute":
+        if source.startswith("efficiency"):
+            why = (f"compute: {{{source.replace(' ', ': ')}}} decides it: the iteration moves in proportion to it "
+                   "(leave compute: out for the GEMM-shape model of the cluster's GPU)")
+        elif source == "measured":
+            why = "the measured layer times decide it"
+        else:
+            dev = source.split(" ", 1)[1]
+            why = (f"the compute model decides it: each kernel's shape on the {dev}'s measured matmul, attention "
+                   f"and HBM rates ({row['compute_split']})")
+    elif what == "bubble":
+        why = f"the pipeline schedule decides it: pp {job.layout.pp} over {job.micro_batches} micro-batches"
+    else:
+        why = "the network decides it (tensor-, pipeline- and data-parallel collectives on the critical path)"
+    return f"{what} is {share:.0%} of the iteration; {why}"
 
 
 def _memory_advice(params: HybridParams) -> str:

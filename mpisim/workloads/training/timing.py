@@ -1,0 +1,134 @@
+"""How long one layer takes on one GPU: the compute model a training job is timed with.
+
+Three sources, most specific first:
+
+* **measured** layer times (``compute: {layer_forward: 1.2 ms, layer_backward: 2.4 ms}``), a
+  profiler's: they include the element-wise kernels and the logits;
+* **one efficiency** (``compute: {efficiency: 0.5}``): a layer's FLOPs over ``efficiency x peak``
+  (the topology's ``device_flops``) divided over the tp GPUs, plus its element-wise kernels
+  streaming about twice the activation bytes the layer keeps (Korthikanti et al.'s count)
+  through HBM (``device_memory_bandwidth``). One efficiency serves every matrix whatever its
+  shape and every device: the override for a measured cluster;
+* **the GEMM-shape model** (the default: ``compute:`` left out): each of the layer's kernels on
+  the GPU the topology names (``gpu:``, or the preset's own GPU), by
+  :mod:`mpisim.workloads.compute` -- every GEMM's m, n, k from the model's shape, the micro-batch,
+  tp and sequence parallelism on the device's measured best matmul rate with tile and wave
+  quantisation, fused attention at the kernel's measured rate, element-wise kernels on HBM,
+  each kernel's launch. Nothing in it is fitted to training throughputs.
+
+The GEMM-shape model also times what happens once per step (:func:`step_overhead`): the
+optimizer (Adam with FP32 master weights streams about 30 bytes per parameter it updates
+through HBM) and, with FP8, the weights' casts with the first micro-batch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from mpisim.errors import ConfigError
+from mpisim.network.topology import TopologySpec
+from mpisim.workloads.compute import Device, device, job_times
+from mpisim.workloads.compute.devices import DEVICES, PRESET_DEVICES
+from mpisim.workloads.compute.estimate import ADAM_BYTES_PER_PARAM
+from mpisim.workloads.training.config import PEAK_FORMAT, HybridParams
+from mpisim.workloads.training.layout import Layout
+from mpisim.workloads.training.memory import activation_bytes_per_layer
+
+__all__ = ["LayerTimes", "layer_times", "spec_device", "step_overhead"]
+
+
+@dataclass(frozen=True)
+class LayerTimes:
+    """One micro-batch's compute per layer on one GPU, and where the numbers come from."""
+
+    forward_s: float
+    backward_s: float  # recomputation included
+    logits_forward_s: float
+    logits_backward_s: float
+    peak: float | None  # the device's peak for the dtype (MFU's denominator)
+    source: str  # "gemm-shape h100-sxm", "efficiency 0.6", "measured"
+    device: Device | None = None  # the GEMM-shape model's device
+    first_micro_batch_s: float = 0.0  # per layer, once per step (FP8 weight casts)
+    #: The GEMM-shape model's split of a layer's forward + backward: gemm, attention, memory, launch (seconds).
+    breakdown: tuple[tuple[str, float], ...] = ()
+
+    @property
+    def gemm_share(self) -> float:
+        """The GEMMs' share of the layer's compute (1 for the FLOP-based and measured forms)."""
+        parts = dict(self.breakdown)
+        total = sum(parts.values())
+        return parts.get("gemm", 0.0) / total if total else 1.0
+
+
+def spec_device(spec: TopologySpec) -> Device | None:
+    """The GPU of the cluster *spec*: its ``gpu:`` key, or the shipped preset's GPU; None if unknown."""
+    if spec.gpu is not None:
+        if spec.gpu not in DEVICES and spec.gpu not in PRESET_DEVICES:
+            raise ConfigError(f"unknown GPU {spec.gpu!r}; known: {', '.join(DEVICES)}", "topology.gpu")
+        return device(spec.gpu)
+    return device(spec.name) if spec.name in PRESET_DEVICES else None
+
+
+def layer_times(params: HybridParams, layout: Layout, spec: TopologySpec) -> LayerTimes:
+    """The per-layer times of *params* on *layout* over the cluster *spec* (see the module docstring)."""
+    model, b, tp = params.model, params.micro, layout.tp
+    fmt = PEAK_FORMAT.get(params.dtype, "")
+    if params.layer_forward_s is not None:
+        forward = params.layer_forward_s
+        backward = params.layer_backward_s if params.layer_backward_s is not None else 2 * forward
+        recompute = forward if params.recompute == "full" else 0.0  # selective: in the measured times
+        peak = params.peak or spec.peak_flops(fmt)
+        return LayerTimes(forward, backward + recompute, 0.0, 0.0, peak, "measured")
+    if params.efficiency is None:
+        return _gemm_shape(params, layout, spec, fmt)
+    peak = params.peak or spec.peak_flops(fmt)
+    if peak is None:
+        raise ConfigError(f"the topology gives no peak FLOP/s for {params.dtype} (device_flops: {{bf16: ...}}); "
+                          "add it to the topology or give compute: {efficiency: 0.5, peak: 989 TFLOPS}", "compute")
+    rate = params.efficiency * peak
+    # Fused (flash) attention never writes the s x s scores: no such traffic, but its backward
+    # recomputes them, 2.5 x the forward's attention FLOPs instead of 2 x (Dao 2023); selective
+    # recomputation then has nothing left to redo.
+    flash = params.attention == "flash"
+    hbm = spec.device_memory_bandwidth
+    stored = activation_bytes_per_layer(model, b, tp, "none", params.sequence_parallel, flash)
+    memory_fwd = 2 * stored / hbm if hbm else 0.0
+    attention_memory = 0.0 if flash or not hbm else 2 * 5 * model.heads * model.seq**2 * b / tp / hbm
+    core = model.attention_core_flops(b) / tp / rate
+    forward = model.layer_forward_flops(b) / tp / rate + memory_fwd
+    backward = 2 * forward + (0.5 * core if flash else 0.0)
+    recompute = {"none": 0.0, "selective": 0.0 if flash else core + attention_memory,
+                 "full": forward}[params.recompute]
+    logits = model.logits_forward_flops(b) / tp / rate
+    return LayerTimes(forward, backward + recompute, logits, 2 * logits, peak, f"efficiency {params.efficiency:g}")
+
+
+def _gemm_shape(params: HybridParams, layout: Layout, spec: TopologySpec, fmt: str) -> LayerTimes:
+    dev = spec_device(spec)
+    if dev is None:
+        raise ConfigError(f"the topology names no GPU for the compute model: add gpu: (one of {', '.join(DEVICES)}) "
+                          "to it, or give compute: {efficiency: 0.5}", "compute")
+    model = params.model
+    moe = {"ep": layout.ep} if model.moe else {}
+    t = job_times(model, dev, micro_batch=params.micro, dtype="fp8" if fmt == "fp8" else fmt or "bf16",
+                  tp=layout.tp, sequence_parallel=params.sequence_parallel, recompute=params.recompute,
+                  attention=params.attention, **moe)
+    # MFU counts against the 16-bit peak even for FP8 runs (NeMo's and Megatron's convention).
+    peak = params.peak or spec.peak_flops("bf16" if fmt == "fp8" else fmt) or dev.peak("bf16" if fmt == "fp8" else fmt)
+    parts = dict.fromkeys(("gemm", "attention", "memory", "launch"), 0.0)
+    parts.update(t.layer.breakdown())
+    return LayerTimes(t.forward_layer_s, t.backward_layer_s, t.logits_forward_s, t.logits_backward_s, peak,
+                      f"gemm-shape {dev.name}", dev, t.first_micro_batch_layer_s, tuple(parts.items()))
+
+
+def step_overhead(times: LayerTimes, params_per_gpu: float, optimizer_shards: int, layers_per_gpu: int) -> float:
+    """What one step adds once, after its micro-batches: the optimizer and the FP8 weight casts.
+
+    Only the GEMM-shape model charges it (the efficiency and measured forms keep their numbers):
+    Adam streams ``ADAM_BYTES_PER_PARAM`` bytes per parameter this GPU updates (its shard under
+    ZeRO) through HBM.
+    """
+    if times.device is None:
+        return 0.0
+    optimizer = ADAM_BYTES_PER_PARAM * params_per_gpu / optimizer_shards / times.device.hbm_rate
+    return optimizer + layers_per_gpu * times.first_micro_batch_s
