@@ -17,7 +17,11 @@ from mpisim.network.presets import resolve_topology
 from mpisim.scenario import load_dict
 from mpisim.scenario.run import run_point
 from mpisim.workloads.training.config import HybridParams
-from mpisim.workloads.training.memory import activation_bytes_per_layer, layer_activation_bytes, peak_in_flight
+from mpisim.workloads.training.memory import (
+    activation_bytes_per_layer,
+    layer_activation_bytes,
+    peak_in_flight,
+)
 from mpisim.workloads.training.model import PRESETS, TransformerModel
 from mpisim.workloads.training.plan import plan_job
 from mpisim.workloads.training.schedule import schedule
