@@ -223,7 +223,9 @@ def test_large_worlds_keep_no_message_or_span_records_unless_asked(monkeypatch):
         "fidelity: auto: trace.messages asks for every message"]
     monkeypatch.setattr(tracing, "LARGE_WORLD_RANKS", 2)
     small = run_scenario(scenario())
-    assert small.records[1].messages and not small.notes, "the threshold is 'more than'"
+    assert small.records[1].messages and small.notes == [small.notes[-1]] \
+        and small.notes[-1].startswith("fidelity: auto"), \
+        "the threshold is 'more than'"
 
 
 def test_records_past_the_budget_are_dropped_and_the_run_says_so(monkeypatch):

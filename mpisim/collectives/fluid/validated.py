@@ -11,17 +11,21 @@ everywhere it applies: the user asked for speed and knows the tables below.
   ``double_binary_tree`` are the message path's own recurrence: every row of the grid
   (full, star, fat tree, rail with 8 and 64 ranks; 4 x dgx-h100) within 0.2 %. They are
   validated everywhere (the registry's default).
-* ``nccl_ring`` (one pipelined flow per hop): within 1 % on one node at every size, and across
-  nodes where one regime rules -- small calls whose steps are latency (up to 1 MiB) and large
-  ones whose hops are busy at once (from 256 MiB) -- up to :data:`RING_NODES` nodes. At mid sizes
-  across nodes the message path's channels hide each other's latencies (16 MiB on 2 x dgx-h100:
-  111 us against 161 us), and on many nodes the flows meet the NIC/NVLink tie differently
-  (dgx-h100 x 32, 1.2 GB: +6.4 %).
+* ``nccl_ring`` (one pipelined flow per hop): within 1 % on one node at every size; across
+  nodes, small calls whose steps are latency (up to 1 MiB) up to :data:`RING_LATENCY_NODES`
+  nodes (8 nodes: +3.8 %) and large ones whose hops are busy at once (from 256 MiB) up to
+  :data:`RING_BANDWIDTH_NODES` (8 and 16 nodes, 1.2 GB: 0.0 %; 32 nodes: +6.4 %, where the flows
+  meet the NIC/NVLink tie differently from the messages). At mid sizes across nodes the
+  message path's channels hide each other's latencies (16 MiB: +20 % on 8 nodes, +11 % on 16).
 * ``nccl_tree`` (one flow per tree edge): within 2 % on one node, and with one segment per
-  tree (up to 1 MiB) on up to :data:`TREE_NODES` nodes; once segments pipeline across nodes
-  the message path's NICs idle while the twin charges the busiest link (4 nodes, 1 GiB: -18 %;
-  dgx-h100 x 32, 1.2 GB: -14 %).
-* ``nvls``'s rail trees across nodes: as ``nccl_tree`` (2 nodes, 16 MiB: +6.2 %; 4 nodes, 1 GiB: -4.2 %).
+  tree (up to 1 MiB) on up to :data:`TREE_NODES` nodes (1 MiB on 2 to 32 nodes: 0.0 %); once
+  segments pipeline across nodes the message path's NICs idle while the twin charges the
+  busiest link (1.2 GB: -17 % on 8 nodes, -16 % on 16; 2 nodes, 16 MiB: +4.0 %).
+* ``nvls``'s rail trees across nodes: as ``nccl_tree`` (1 MiB on 2 to 32 nodes: 0.0 %; 16 MiB:
+  +5 to +7 %; 1.2 GB: -7 %).
+
+Beyond the largest node count the grid has run (32 x dgx-h100, 256 GPUs; ``--gpu`` extends it to
+1,024), nothing is validated and ``auto`` keeps the message path.
 """
 
 from __future__ import annotations
@@ -32,11 +36,13 @@ from mpisim.collectives.calls import world_table
 from mpisim.mpi.comm import Comm
 
 MiB = 2**20
-#: Up to how many nodes ``nccl_ring``'s twin was found within tolerance at small and large sizes.
-RING_NODES = 4
+#: Up to how many nodes ``nccl_ring``'s twin was found within tolerance at small sizes ...
+RING_LATENCY_NODES = 4
+#: ... and at large sizes.
+RING_BANDWIDTH_NODES = 16
 #: Up to how many nodes ``nccl_tree``'s (and ``nvls``'s rail trees') twin was found within
 #: tolerance with one segment per tree.
-TREE_NODES = 4
+TREE_NODES = 32
 #: The largest call that is latency-bound everywhere in the grid (one segment per tree).
 LATENCY_BOUND = MiB
 #: The smallest call whose ring hops are all busy at once everywhere in the grid.
@@ -57,7 +63,8 @@ def nodes_spanned(comm: Comm) -> int:
 
 def ring_region(nodes: int, size: int) -> bool:
     """True where ``nccl_ring``'s twin is the message path within tolerance on *nodes* nodes (module docstring)."""
-    return nodes == 1 or (nodes <= RING_NODES and (size <= LATENCY_BOUND or size >= BANDWIDTH_BOUND))
+    return (nodes == 1 or (nodes <= RING_LATENCY_NODES and size <= LATENCY_BOUND)
+            or (nodes <= RING_BANDWIDTH_NODES and size >= BANDWIDTH_BOUND))
 
 
 def tree_region(nodes: int, size: int) -> bool:
