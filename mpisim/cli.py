@@ -74,6 +74,7 @@ from mpisim.scenario.command_line import (
     programs_to_run,
 )
 from mpisim.scenario.estimate import LONG_RUN_S, run_estimate
+from mpisim.scenario.fidelity import resolve as resolve_fidelity
 from mpisim.scenario.executors import parse_executor
 from mpisim.scenario.load import (
     dump,
@@ -144,6 +145,8 @@ class RunCommand(Command):
             "--jobs", type=int, default=None, metavar="N", help="worker processes for sweeps (default: one per CPU)"
         )
         parser.add_argument("--resume", action="store_true", help="sweeps: skip points finished by an earlier run")
+        parser.add_argument("--quiet", action="store_true",
+                            help="no progress display (it is off anyway when stderr is not a terminal)")
         parser.add_argument("--allow-program", action="append", default=[], metavar="PATH",
                             help="run this program file although it lies outside the scenario's folder")
         parser.add_argument("--executor", metavar="local[:N]|dask[:ADDRESS]",
@@ -192,8 +195,9 @@ class RunCommand(Command):
         # An mpi4py program prints; with --json its output must not mix with the document.
         quiet_stdout = contextlib.redirect_stdout(err) if args.json else contextlib.nullcontext()
         try:
-            with quiet_stdout, SweepProgress(err, enabled=bool(scenario.sweep)) as progress, \
-                    RunProgress(err, worlds, enabled=not scenario.sweep and not args.json):
+            with quiet_stdout, SweepProgress(err, enabled=bool(scenario.sweep) and not args.quiet) as progress, \
+                    RunProgress(err, worlds, enabled=not scenario.sweep and not args.json and not args.quiet,
+                                estimate_events=estimated.events if estimated.events_known else None):
                 result = scenario_run.run_scenario(scenario, jobs=args.jobs, results_file=results_file, resume=args.resume,
                                       progress=progress, executor=args.executor, worlds=worlds)
         except MPIError as exc:
@@ -249,9 +253,25 @@ class CheckCommand(Command):
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("file", help="scenario YAML file")
         _add_set(parser)
+        parser.add_argument("--estimate", action="store_true",
+                            help="print what the run will cost (events, memory, wall time), auto resolved; "
+                                 "exit 2 if it cannot fit in memory")
+        parser.add_argument("--json", action="store_true", help="with --estimate: one JSON document")
 
     def run(self, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         scenario = load_file(args.file, parse_set(args.set))
+        if args.estimate:
+            est = run_estimate(scenario)  # a run that cannot fit: exit 2 with the figure, as `run` would
+            fidelity = resolve_fidelity(scenario)
+            if args.json:
+                out.write(json.dumps({"estimate": {"events": est.events if est.events_known else None,
+                                                   "memory_bytes": est.memory, "wall_s": est.wall_s},
+                                      "fidelity": {"fidelity": fidelity.fidelity, "reason": fidelity.reason},
+                                      "detail": est.detail}, indent=2, sort_keys=True) + "\n")
+            else:
+                out.write(f"{args.file}: {est.describe()} ({est.detail}); fidelity {fidelity.fidelity} "
+                          f"({fidelity.reason})\n")
+            return EXIT_OK
         out.write(f"# {args.file}: valid; resolved scenario ({scenario.ranks} ranks")
         if scenario.sweep:
             out.write(f", sweep of {len(sweep_points(scenario.sweep))} points")
