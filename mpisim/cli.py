@@ -610,13 +610,21 @@ def _out_of_memory(exc: BaseException) -> bool:
     process machinery fails on the traceback-less MemoryError Python preallocates
     (``'NoneType' object has no attribute 'tb_next'``). The chain still holds the MemoryError.
     """
-    seen: set[int] = set()
-    while exc is not None and id(exc) not in seen:
+    # NOTE: nothing allocated here (no set of seen ids): the heap may be exhausted. A chain
+    # longer than this is a cycle or not ours.
+    for _ in range(64):
+        if exc is None:
+            return False
         if isinstance(exc, MemoryError):
             return True
-        seen.add(id(exc))
         exc = exc.__cause__ or exc.__context__  # type: ignore[assignment]
     return False
+
+
+#: Written as it is when memory ran out: formatting a message then could itself fail.
+OUT_OF_MEMORY = ("out of memory: the run needed more memory than this machine could give; use payload: size, "
+                 "fewer ranks (topology.nodes) or limits: (see mpisim run --help); "
+                 "mpisim check FILE --estimate says what a run needs\n")
 
 
 def _one_line(text: str) -> str:
@@ -648,6 +656,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         err.write("interrupted" + (" (finished sweep points are kept; rerun with --resume)" if args.command == "run" else "") + "\n")
         return EXIT_INTERRUPTED
+    except MemoryError:
+        # Leave the except clause first: that drops the traceback, whose frames hold the
+        # world, and the memory comes back before anything is written (below).
+        pass
     except BrokenPipeError:
         # The reader went away (mpisim ... | head): not an error of ours.
         devnull = os.open(os.devnull, os.O_WRONLY)
@@ -657,11 +669,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         if verbose:
             traceback.print_exc(file=err)
         if _out_of_memory(exc):
-            err.write("out of memory: the run needed more memory than this machine could give; use payload: size, "
-                      "fewer ranks (topology.nodes) or limits: (see mpisim run --help)\n")
+            err.write(OUT_OF_MEMORY)
             return EXIT_FAILED
         if verbose:
             err.write(f"internal error: {type(exc).__name__}: {_one_line(str(exc))}\n")
         else:
             err.write(f"internal error: {type(exc).__name__}: {_one_line(str(exc))} (run with -v for the traceback)\n")
         return EXIT_FAILED
+    err.write(OUT_OF_MEMORY)  # a MemoryError, its traceback gone
+    return EXIT_FAILED

@@ -201,3 +201,20 @@ def test_a_data_parallel_run_is_counted_from_its_plan(layers, fidelity):
     measured = sum(world.events_processed for world in worlds)
     assert 0.5 <= predicted.events / measured <= 2, (predicted.events, measured)
 
+
+
+def test_a_bare_memory_error_is_one_line_written_after_the_traceback_is_gone(tmp_path, monkeypatch, capsys):
+    """The out-of-memory handler must not allocate while the run's frames still hold its memory:
+    it writes a constant line once the exception (and with it the world) is released."""
+    import mpisim.scenario.run as run_module
+    from mpisim.cli import OUT_OF_MEMORY, main
+
+    def exhausted(*args, **kwargs):
+        raise MemoryError
+
+    monkeypatch.setattr(run_module, "run_scenario", exhausted)
+    import yaml
+
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump(ring(4)))
+    assert main(["run", str(tmp_path / "s.yaml")]) == 1
+    assert capsys.readouterr().err == OUT_OF_MEMORY
