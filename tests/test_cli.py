@@ -199,7 +199,7 @@ def test_output_dir_gets_results_json_and_csv_tables(tmp_path, capsys):
     assert result.meta["mpisim_version"] == __version__
     with (out_dir / "results.csv").open() as f:
         rows = list(csv.DictReader(f))
-    assert rows[0] == {"bytes": "1024", "ranks": "2", "time_s": "2.024e-06", "verified": "true"}
+    assert rows[0] == {"bytes": "1024", "ranks": "2", "time_s": "2.024e-06", "verified": "true", "fidelity": "message"}
     with (out_dir / "messages.csv").open() as f:
         messages = list(csv.DictReader(f))
     assert [m["protocol"] for m in messages] == ["eager", "rendezvous"]
@@ -319,6 +319,7 @@ ALLREDUCE = {"name": "gates", "topology": {"nodes": 4, "inter": {**STAR["inter"]
 GATES = """name: gates
 topology: {nodes: 4, inter: {kind: star, bandwidth: 3 GB/s, latency: 1 us}}
 payload: size
+fidelity: message
 workload: {kind: collective, collective: allreduce, algorithm: ring, sizes: [1 MiB]}
 expect:
   - {metric: time_s, max: 50 us}

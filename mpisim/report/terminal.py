@@ -160,6 +160,8 @@ def print_result(result: Any, out: TextIO) -> None:
         extras = [key for key in dict.fromkeys(k for row in rows for k in row) if key not in used]
         if all(row.get("requested", row.get("algorithm")) == row.get("algorithm") for row in rows):
             extras = [key for key in extras if key != "requested"]  # says only what "algorithm" says
+        # The fidelity a row ran at goes last, wherever its key sits (results.json sorts keys).
+        extras = [key for key in extras if key != "fidelity"] + ["fidelity"] * ("fidelity" in extras)
         all_columns = [(k, k, cell) for k in swept] + present + [(k, k, _by_kind(k)) for k in extras]
         console.print(f"[bold]{title}[/bold]")
         cells = [[fmt(row.get(key)) if key in row else "" for _, key, fmt in all_columns] for row in rows]

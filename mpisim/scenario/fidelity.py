@@ -51,7 +51,7 @@ def resolve(scenario: Scenario) -> Fidelity:
     kind = scenario.workload.kind
     if kind in MESSAGE_WORKLOADS:
         return Fidelity("message", False, f"auto: {MESSAGE_WORKLOADS[kind]}")
-    if scenario.payload == "data" and kind == "collective":
+    if scenario.payload == "data" and kind != "training":  # training's size-only calls may still take twins
         # Real data never takes a twin or the direct path (each checks the payload per call),
         # so this is the timeline collective fidelity would give as well; saying so is clearer.
         return Fidelity("message", False, "auto: real data (payload: data) moves through every message")
