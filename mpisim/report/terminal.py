@@ -103,8 +103,9 @@ def _row_group(row: dict[str, Any]) -> tuple[str, str, list[tuple[str, str, Call
         return "hybrid", f"training iteration ({row.get('schedule')}, ZeRO {row.get('zero')})", view("hybrid", "terminal")
     if "iteration_time_s" in row:
         return "training", "data-parallel training iteration", view("training", "terminal")
-    columns = [(key, key, _by_kind(key)) for key in row]
-    return "rows/" + ",".join(row), "results", columns
+    keys = [key for key in row if key != "fidelity"]  # the fidelity goes last (below), as results.json sorts keys
+    columns = [(key, key, _by_kind(key)) for key in keys]
+    return "rows/" + ",".join(keys), "results", columns
 
 
 def _by_kind(key: str) -> Callable[[Any], str]:
