@@ -77,6 +77,7 @@ from mpisim.scenario.command_line import (
 )
 from mpisim.scenario.estimate import LONG_RUN_S, REFUSED_RUN_S, run_estimate
 from mpisim.scenario.executors import parse_executor
+from mpisim.scenario.fidelity import resolve as resolve_fidelity
 from mpisim.scenario.load import (
     dump,
     load_dict,
@@ -146,6 +147,8 @@ class RunCommand(Command):
             "--jobs", type=int, default=None, metavar="N", help="worker processes for sweeps (default: one per CPU)"
         )
         parser.add_argument("--resume", action="store_true", help="sweeps: skip points finished by an earlier run")
+        parser.add_argument("--quiet", action="store_true",
+                            help="no progress display (it is off anyway when stderr is not a terminal)")
         parser.add_argument("--allow-program", action="append", default=[], metavar="PATH",
                             help="run this program file although it lies outside the scenario's folder")
         parser.add_argument("--executor", metavar="local[:N]|dask[:ADDRESS]",
@@ -206,8 +209,9 @@ class RunCommand(Command):
         # An mpi4py program prints; with --json its output must not mix with the document.
         quiet_stdout = contextlib.redirect_stdout(err) if args.json else contextlib.nullcontext()
         try:
-            with quiet_stdout, SweepProgress(err, enabled=bool(scenario.sweep)) as progress, \
-                    RunProgress(err, worlds, enabled=not scenario.sweep and not args.json):
+            with quiet_stdout, SweepProgress(err, enabled=bool(scenario.sweep) and not args.quiet) as progress, \
+                    RunProgress(err, worlds, enabled=not scenario.sweep and not args.json and not args.quiet,
+                                estimate_events=estimated.events if estimated.events_known else None):
                 result = scenario_run.run_scenario(scenario, jobs=args.jobs, results_file=results_file, resume=args.resume,
                                       progress=progress, executor=args.executor, worlds=worlds)
         except MPIError as exc:
@@ -265,9 +269,25 @@ class CheckCommand(Command):
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("file", help="scenario YAML file")
         _add_set(parser)
+        parser.add_argument("--estimate", action="store_true",
+                            help="print what the run will cost (events, memory, wall time), auto resolved; "
+                                 "exit 2 if it cannot fit in memory")
+        parser.add_argument("--json", action="store_true", help="with --estimate: one JSON document")
 
     def run(self, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         scenario = load_file(args.file, parse_set(args.set))
+        if args.estimate:
+            est = run_estimate(scenario)  # a run that cannot fit: exit 2 with the figure, as `run` would
+            fidelity = resolve_fidelity(scenario)
+            if args.json:
+                out.write(json.dumps({"estimate": {"events": est.events if est.events_known else None,
+                                                   "memory_bytes": est.memory, "wall_s": est.wall_s},
+                                      "fidelity": {"fidelity": fidelity.fidelity, "reason": fidelity.reason},
+                                      "detail": est.detail}, indent=2, sort_keys=True) + "\n")
+            else:
+                out.write(f"{args.file}: {est.describe()} ({est.detail}); fidelity {fidelity.fidelity} "
+                          f"({fidelity.reason})\n")
+            return EXIT_OK
         out.write(f"# {args.file}: valid; resolved scenario ({scenario.ranks} ranks")
         if scenario.sweep:
             out.write(f", sweep of {len(sweep_points(scenario.sweep))} points")
@@ -604,11 +624,6 @@ def _failure_text(exc: MPIError) -> str:
     return f"the simulated program failed: {type(exc).__name__}\n{exc}\n"
 
 
-OUT_OF_MEMORY = ("out of memory: the run needed more memory than this machine could give; use payload: size, "
-                 "fewer ranks (topology.nodes) or limits: (see mpisim run --help)\n")
-_OUT_OF_MEMORY_BYTES = OUT_OF_MEMORY.encode()
-
-
 def _release(exc: BaseException | None) -> None:
     """Drop the tracebacks of *exc* and its chain: their frames hold the run that ran out of memory."""
     seen: set[int] = set()
@@ -625,13 +640,22 @@ def _out_of_memory(exc: BaseException) -> bool:
     process machinery fails on the traceback-less MemoryError Python preallocates
     (``'NoneType' object has no attribute 'tb_next'``). The chain still holds the MemoryError.
     """
-    seen: set[int] = set()
-    while exc is not None and id(exc) not in seen:
+    # NOTE: nothing allocated here (no set of seen ids): the heap may be exhausted. A chain
+    # longer than this is a cycle or not ours.
+    for _ in range(64):
+        if exc is None:
+            return False
         if isinstance(exc, MemoryError):
             return True
-        seen.add(id(exc))
         exc = exc.__cause__ or exc.__context__  # type: ignore[assignment]
     return False
+
+
+#: Written as it is when memory ran out: formatting a message then could itself fail.
+OUT_OF_MEMORY = ("out of memory: the run needed more memory than this machine could give; use payload: size, "
+                 "fewer ranks (topology.nodes) or limits: (see mpisim run --help); "
+                 "mpisim check FILE --estimate says what a run needs\n")
+_OUT_OF_MEMORY_BYTES = OUT_OF_MEMORY.encode()
 
 
 def _one_line(text: str) -> str:
@@ -663,6 +687,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         err.write("interrupted" + (" (finished sweep points are kept; rerun with --resume)" if args.command == "run" else "") + "\n")
         return EXIT_INTERRUPTED
+    except MemoryError:
+        # Leave the except clause first: that drops the traceback, whose frames hold the
+        # world, and the memory comes back before anything is written (below).
+        pass
     except BrokenPipeError:
         # The reader went away (mpisim ... | head): not an error of ours.
         devnull = os.open(os.devnull, os.O_WRONLY)
@@ -688,3 +716,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             err.write(f"internal error: {type(exc).__name__}: {_one_line(str(exc))} (run with -v for the traceback)\n")
         return EXIT_FAILED
+    try:  # a MemoryError, its traceback gone
+        err.write(OUT_OF_MEMORY)
+        err.flush()
+    except MemoryError:
+        os.write(2, _OUT_OF_MEMORY_BYTES)
+    return EXIT_FAILED

@@ -199,7 +199,7 @@ def test_output_dir_gets_results_json_and_csv_tables(tmp_path, capsys):
     assert result.meta["mpisim_version"] == __version__
     with (out_dir / "results.csv").open() as f:
         rows = list(csv.DictReader(f))
-    assert rows[0] == {"bytes": "1024", "ranks": "2", "time_s": "2.024e-06", "verified": "true"}
+    assert rows[0] == {"bytes": "1024", "ranks": "2", "time_s": "2.024e-06", "verified": "true", "fidelity": "message"}
     with (out_dir / "messages.csv").open() as f:
         messages = list(csv.DictReader(f))
     assert [m["protocol"] for m in messages] == ["eager", "rendezvous"]
@@ -319,6 +319,7 @@ ALLREDUCE = {"name": "gates", "topology": {"nodes": 4, "inter": {**STAR["inter"]
 GATES = """name: gates
 topology: {nodes: 4, inter: {kind: star, bandwidth: 3 GB/s, latency: 1 us}}
 payload: size
+fidelity: message
 workload: {kind: collective, collective: allreduce, algorithm: ring, sizes: [1 MiB]}
 expect:
   - {metric: time_s, max: 50 us}
@@ -463,26 +464,29 @@ RING_64 = {
 }
 
 
-def test_progress_bar_shows_simulated_time_events_and_ranks_on_a_terminal(monkeypatch):
+def test_progress_bar_shows_simulated_time_events_and_the_estimates_share_on_a_terminal(monkeypatch):
     from mpisim.cli import RunProgress
     from mpisim.scenario import load_dict, run_scenario
+    from mpisim.scenario.estimate import estimate
 
     monkeypatch.setattr(RunProgress, "DELAY", 0.0)
     monkeypatch.setattr(RunProgress, "PERIOD", 0.02)
     err, worlds = _Terminal(), []
-    with RunProgress(err, worlds, enabled=True) as progress:
-        result = run_scenario(load_dict(RING_64), worlds=worlds)
-    assert "events/s" in err.text() and "64/64" in err.text() and "simulated" in err.text()
-    t_end, events, done, ranks = progress.sample()
-    assert (done, ranks) == (64, 64)
+    scenario = load_dict({**RING_64, "fidelity": "message"})
+    with RunProgress(err, worlds, enabled=True, estimate_events=estimate(scenario).events) as progress:
+        result = run_scenario(scenario, worlds=worlds)
+    assert "simulated" in err.text() and "events" in err.text() and "of the estimate" in err.text()
+    t_end, events = progress.sample()
     assert events == worlds[0].events_processed > 64 * 2 * 63, "every message takes several events"
     assert t_end == result.records[0].t_end
+    half = RunProgress(err, [], enabled=False, estimate_events=100).describe(1e-3, 50, 10.0)
+    assert half == "simulated 1 ms, 50 events, 50% of the estimate, ~10 s left"
 
 
 def test_progress_bar_stays_off_with_json_off_a_terminal_and_for_short_runs(tmp_path, capsys):
     from mpisim.cli import RunProgress
 
-    assert not RunProgress(_Terminal(), [], enabled=False).enabled, "--json turns it off"
+    assert not RunProgress(_Terminal(), [], enabled=False).enabled, "--json and --quiet turn it off"
     err = _Terminal()
     err.isatty = lambda: False  # type: ignore[method-assign]
     assert not RunProgress(err, [], enabled=True).enabled

@@ -87,6 +87,11 @@ class PreparedCall:
     signature: str
     op: Op
     choice: Any = None
+    #: The world's fidelity for this call shape: ``collective`` where the world asks for it and,
+    #: under ``fidelity: auto``, the algorithm's twin is validated for the call
+    #: (:mod:`mpisim.collectives.fluid.validated`); ``message`` otherwise. Size-only data is
+    #: still checked per call (real data always takes the message path).
+    fidelity: str = "message"
 
 
 #: Per world: the PreparedCall of each call shape (module docstring).
@@ -117,8 +122,18 @@ def prepare(comm: Comm, collective: str, algorithm: str | None, nbytes: int, op:
         parts += [f"op={op.name}"] if collective in REDUCING else []
         signature = f"{collective}({', '.join([*parts, f'algorithm={algo.name}'])})"
         choice = algo.plan(comm, size) if algo.plan is not None and comm.size > 1 else None
-        prepared = cache[key] = PreparedCall(algo, size, signature, op, choice)
+        prepared = cache[key] = PreparedCall(algo, size, signature, op, choice, call_fidelity(comm, algo, size))
     return prepared
+
+
+def call_fidelity(comm: Comm, algo: registry.Algorithm, size: int) -> str:
+    """The fidelity a call of *algo* on *comm* runs at (see :attr:`PreparedCall.fidelity`)."""
+    world = comm.world
+    if world.fidelity != "collective":
+        return "message"
+    if world.validated_only and algo.fluid is not None and not algo.fluid.validated(comm, size):
+        return "message"
+    return "collective"
 
 
 def _snapshot(buf: Any) -> Payload:
@@ -165,7 +180,7 @@ def run_collective(comm: Comm, collective: str, algorithm: str | None, *, buf: A
     t_enter = comm.now
     run = algo.func
     twin = algo.fluid
-    if twin is not None and comm.world.fidelity == "collective" and twin.applies(comm.coll, payload):
+    if twin is not None and prepared.fidelity == "collective" and twin.applies(comm.coll, payload):
         run = twin.run
     result = yield from run(comm.coll, **kwargs)
     state.collective = outer

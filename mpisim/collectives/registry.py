@@ -82,10 +82,16 @@ class FluidTwin:
     says whether this call may take it (size-only data, and whatever else the twin assumes of
     the messages and the network). Dispatch runs the twin at ``fidelity: collective`` when it
     applies, the algorithm otherwise (:mod:`mpisim.collectives.fluid`).
+
+    ``validated(comm, size)`` says whether the twin's time is the message path's within the
+    fidelity grid's tolerance for a call of nccl-tests *size* on *comm*
+    (:mod:`mpisim.collectives.fluid.validated`): ``fidelity: auto`` takes the twin only there,
+    and keeps the message path elsewhere.
     """
 
     run: Callable[..., Any]
     applies: Callable[[Any, Any], bool]
+    validated: Callable[[Any, int], bool] = lambda comm, size: True
 
 
 @dataclass(frozen=True)

@@ -123,7 +123,7 @@ class World(Protocols, DirectPath, Diagnosis):
 
     def __init__(self, sim: Simulation, topology: Topology, network: NetworkModel,
                  config: MpiConfig | None = None, *, algorithms: dict[str, Any] | None = None,
-                 selector: str = "mpich", fidelity: str = "message") -> None:
+                 selector: str = "mpich", fidelity: str = "message", validated_only: bool = False) -> None:
         self.sim = sim
         self.env = sim.env
         self.tracer = sim.tracer
@@ -139,6 +139,9 @@ class World(Protocols, DirectPath, Diagnosis):
         #: flows (mpisim.collectives.nccl) and the MPI algorithms' size-only messages take the
         #: direct path (mpisim.mpi.direct).
         self.fidelity = fidelity
+        #: ``fidelity: auto``: a collective's twin runs only where it is validated against the
+        #: message path (mpisim.collectives.fluid.validated), the message path elsewhere.
+        self.validated_only = validated_only
         self.mailboxes = [Mailbox() for _ in range(self.size)]
         self.states = [RankState() for _ in range(self.size)]
         self._send_seq: dict[tuple[int, int], int] = {}

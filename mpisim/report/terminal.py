@@ -103,8 +103,9 @@ def _row_group(row: dict[str, Any]) -> tuple[str, str, list[tuple[str, str, Call
         return "hybrid", f"training iteration ({row.get('schedule')}, ZeRO {row.get('zero')})", view("hybrid", "terminal")
     if "iteration_time_s" in row:
         return "training", "data-parallel training iteration", view("training", "terminal")
-    columns = [(key, key, _by_kind(key)) for key in row]
-    return "rows/" + ",".join(row), "results", columns
+    keys = [key for key in row if key != "fidelity"]  # the fidelity goes last (below), as results.json sorts keys
+    columns = [(key, key, _by_kind(key)) for key in keys]
+    return "rows/" + ",".join(keys), "results", columns
 
 
 def _by_kind(key: str) -> Callable[[Any], str]:
@@ -160,6 +161,8 @@ def print_result(result: Any, out: TextIO) -> None:
         extras = [key for key in dict.fromkeys(k for row in rows for k in row) if key not in used]
         if all(row.get("requested", row.get("algorithm")) == row.get("algorithm") for row in rows):
             extras = [key for key in extras if key != "requested"]  # says only what "algorithm" says
+        # The fidelity a row ran at goes last, wherever its key sits (results.json sorts keys).
+        extras = [key for key in extras if key != "fidelity"] + ["fidelity"] * ("fidelity" in extras)
         all_columns = [(k, k, cell) for k in swept] + present + [(k, k, _by_kind(k)) for k in extras]
         console.print(f"[bold]{title}[/bold]")
         cells = [[fmt(row.get(key)) if key in row else "" for _, key, fmt in all_columns] for row in rows]
@@ -210,20 +213,24 @@ class SweepProgress:
 
 
 class RunProgress:
-    """A progress bar on stderr for a long single run: simulated time, events/s, ranks done.
+    """A progress bar on stderr for a long single run: simulated time, events, share of the estimate, ETA.
 
     The simulation runs on this thread, untouched; a helper thread samples the world being
-    run (its clock, ``env.events_done`` and its ranks' states) four times a second. The bar
-    appears only once the run has taken :attr:`DELAY` seconds, and only on a terminal.
+    run (its clock and ``env.events_done``: two reads, whatever the rank count) four times a
+    second. The bar appears only once the run has taken :attr:`DELAY` seconds, only on a
+    terminal, and not with ``--quiet``. With the run's estimate of events (*estimate_events*,
+    from mpisim.scenario.estimate) it shows the share done and the time left at the rate so
+    far; an estimate is good to a factor of about two, so past 99 % the bar waits there.
     """
 
     DELAY = 2.0
     PERIOD = 0.25
 
-    def __init__(self, err: TextIO, worlds: list[Any], enabled: bool) -> None:
+    def __init__(self, err: TextIO, worlds: list[Any], enabled: bool, estimate_events: int | None = None) -> None:
         self.enabled = enabled and err.isatty()
         self.err = err
         self.worlds = worlds
+        self.estimate = estimate_events if estimate_events and estimate_events > 0 else None
         self.stop = threading.Event()
         self.thread: threading.Thread | None = None
 
@@ -238,32 +245,38 @@ class RunProgress:
             self.stop.set()
             self.thread.join()
 
-    def sample(self) -> tuple[float, int, int, int]:
-        """Return (simulated seconds, events so far, ranks done, ranks) of the world being run."""
+    def sample(self) -> tuple[float, int]:
+        """Return (simulated seconds of the world being run, events so far in every world)."""
         worlds = list(self.worlds)
         if not worlds:
-            return 0.0, 0, 0, 0
-        world = worlds[-1]
+            return 0.0, 0
         events = sum(getattr(w.env, "events_done", 0) for w in worlds)
-        done = sum(1 for state in world.states if state.finished)
-        return world.sim.now, events, done, world.size
+        return worlds[-1].sim.now, events
+
+    def describe(self, sim_now: float, events: int, elapsed: float) -> str:
+        """``simulated 1.2 ms, 3,400,000 events, 41% of the estimate, ~12 s left``."""
+        text = f"simulated {fmt_time(sim_now)}, {events:,} events"
+        if self.estimate is not None:
+            share = min(events / self.estimate, 0.99)
+            text += f", {share:.0%} of the estimate"
+            if events and elapsed > 0:
+                left = elapsed * (1 - share) / share if share > 0 else float("inf")
+                text += f", ~{left:.0f} s left" if left < 1e7 else ""
+        return text
 
     def _show(self) -> None:
         if self.stop.wait(self.DELAY):
             return
-        bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("ranks"),
-                       TimeElapsedColumn(), console=Console(file=self.err), transient=True)
-        task = bar.add_task("", total=None)
-        last = [time.perf_counter(), self.sample()[1]]  # when the event count last moved, and to what
+        bar = Progress(TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(),
+                       console=Console(file=self.err), transient=True)
+        task = bar.add_task("", total=self.estimate)
+        started = time.perf_counter() - self.DELAY
 
         def update() -> None:
-            now = time.perf_counter()
-            sim_now, events, done, ranks = self.sample()
-            if events != last[1] or not bar.tasks[0].description:  # the count moves only at heap events
-                rate = (events - last[1]) / (now - last[0]) if now > last[0] else 0.0
-                last[:] = [now, events]
-                bar.update(task, description=f"simulated {fmt_time(sim_now)}, {rate:,.0f} events/s")
-            bar.update(task, completed=done, total=ranks or None)
+            sim_now, events = self.sample()
+            done = None if self.estimate is None else min(events, int(0.99 * self.estimate))
+            bar.update(task, description=self.describe(sim_now, events, time.perf_counter() - started),
+                       completed=done)
 
         with bar:
             while not self.stop.wait(self.PERIOD):

@@ -63,7 +63,8 @@ NAME = Text("expected a non-empty string, got {short}", nonempty=True,
 DESCRIPTION = Text("expected a string, got {short}", description="What the scenario shows, in a sentence or two.")
 SEED = Custom(_read_seed, {"type": "integer", "minimum": 0}, description="Seed of every random choice (default 0).")
 PAYLOAD = Choice(PAYLOADS, description="data: real buffers, verified against numpy; size: sizes only (faster).")
-FIDELITY = Choice(FIDELITIES, description="message: every message is timed; collective: one flow per step.")
+FIDELITY = Choice(FIDELITIES, description="auto (default): collective where validated and messages are not the "
+                                          "question; message: every message is timed; collective: one flow per step.")
 EXPECT_FAILURE = Choice(FAILURE_KINDS, description="The simulated program is expected to fail this way.")
 UNITS = Choice(("SI",), "expected SI (bare numbers are SI values, as in a resolved scenario), got {short}",
                description="SI: bare numbers are seconds, bytes and bytes/s (a resolved scenario says so).")

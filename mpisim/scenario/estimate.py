@@ -18,6 +18,12 @@ machine's memory is gone. :func:`estimate` adds up, per world a run makes:
 * **wall time**: events times :data:`SECONDS_PER_EVENT` (a 1024-rank ring, 8.4 million events,
   takes 54 s).
 
+The estimate counts what the run will run: ``auto`` algorithms are resolved first (by the
+scenario's rule set; NCCL's tuner, which needs a world, is counted as its ring, the most
+events of its choices) and ``fidelity: auto`` too (:mod:`mpisim.scenario.fidelity`, with the
+twins' validated regions of :mod:`mpisim.collectives.fluid.validated`), so a call that will
+run as a twin is counted as one, a call that will send its messages as messages.
+
 A training iteration is counted from its plan (:func:`~mpisim.workloads.training.plan.plan_job`,
 the job the ranks will play, derived without a world): its buckets, micro-batches, layers per
 stage and tensor-parallel calls, each collective counted as above.
@@ -34,8 +40,14 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from mpisim.collectives import costmodel, memory
+from mpisim.collectives import costmodel, memory, registry
+from mpisim.collectives.fluid.validated import REGIONS
+from mpisim.collectives.select import mpich
+from mpisim.collectives.select.nccl import NCCL_ONLY
 from mpisim.errors import ConfigError
+from mpisim.mpi.dtypes import DTYPES
+from mpisim.mpi.ops import SUM
+from mpisim.scenario.fidelity import resolve as resolve_fidelity
 from mpisim.scenario.load import load_dict, point_raw
 from mpisim.scenario.model import Scenario, sweep_points
 from mpisim.scenario.tracing import RECORD_BUDGET, trace_records
@@ -49,6 +61,10 @@ __all__ = ["Estimate", "check_fits", "estimate", "run_estimate"]
 
 EVENTS_PER_MESSAGE = 5
 SECONDS_PER_EVENT = 7e-6
+#: Building a world and its ranks' processes, whatever they then run (a step program's call
+#: is a few events per rank; its world is most of its time).
+SECONDS_PER_WORLD = 0.02
+SECONDS_PER_RANK = 5e-5
 RANK_BYTES = 4096
 VIEW_BYTES = 56
 #: A size-only block view: blocks of one size are one shared object, so a view is its list slots.
@@ -70,7 +86,10 @@ _P_VIEW_ALGORITHMS = frozenset({"ring", "rabenseifner", "nccl_ring", "scatter_ri
 #: Algorithms that at ``fidelity: collective`` with size-only data run as step programs
 #: (mpisim.collectives.fluid.mpi_ring): no blocks per rank, a few events per rank per call.
 _STEP_PROGRAMS = frozenset({("allreduce", "ring"), ("allgather", "ring"), ("reduce_scatter", "ring"),
-                            ("barrier", "dissemination")})
+                            ("barrier", "dissemination"), ("allreduce", "double_binary_tree")})
+#: NCCL's algorithms whose twins time a call as flows (one per hop or tree edge), where validated.
+_FLUID_TWINS = frozenset({("allreduce", "nccl_ring"), ("allgather", "nccl_ring"), ("reduce_scatter", "nccl_ring"),
+                          ("allreduce", "nccl_tree")})
 #: Events per rank of a step program's call (joining, leaving, its flow).
 _STEP_PROGRAM_EVENTS = 4
 
@@ -113,6 +132,40 @@ def _steps(collective: str, algorithm: str | None, p: int, nbytes: int) -> float
     return 2.0 * math.ceil(math.log2(p))  # what auto picks at scale: logarithmic schemes
 
 
+def resolve_algorithm(scenario: Scenario, collective: str, algorithm: str | None, nbytes: int,
+                      itemsize: int = 4) -> str:
+    """The algorithm a call of *collective* with nccl-tests size *nbytes* will run (``auto`` resolved).
+
+    MPICH's rules need only the rank count, size and datatype; NCCL's tuner needs a world, so
+    its allreduce, allgather and reduce-scatter count as ``nccl_ring`` (its choice from a few
+    MiB up, and the most events of its choices below); the ``model`` rule set counts as MPICH's.
+    """
+    name = algorithm or scenario.algorithms.per_collective.get(collective) or "auto"
+    if name != "auto":
+        return name
+    p = scenario.ranks
+    if scenario.algorithms.selector == "nccl" and p > 1:
+        if collective in ("allreduce", "allgather", "reduce_scatter"):
+            return "nccl_ring"
+        if collective in NCCL_ONLY:
+            return NCCL_ONLY[collective]
+    chosen = mpich.choose(collective, p, nbytes, SUM, itemsize)
+    candidates = [a.name for a in registry.available(collective) if a.allows(p) and a.runs_on(scenario.topology)]
+    return chosen if chosen in candidates or not candidates else candidates[0]
+
+
+def runs_as_twin(scenario: Scenario, collective: str, algorithm: str, nbytes: int, data: bool) -> bool:
+    """True if the run will time this call as a whole (a step program or a twin's flows), not as messages."""
+    fidelity = resolve_fidelity(scenario)
+    if data or fidelity.fidelity != "collective":
+        return False
+    if (collective, algorithm) in _STEP_PROGRAMS:
+        return True
+    if (collective, algorithm) in _FLUID_TWINS:
+        return not fidelity.validated_only or REGIONS[algorithm](scenario.topology.nodes, nbytes)
+    return False
+
+
 def _views(collective: str, algorithm: str | None, p: int) -> int:
     if collective in _P_VIEW_COLLECTIVES or algorithm in _P_VIEW_ALGORITHMS:
         return p
@@ -121,11 +174,15 @@ def _views(collective: str, algorithm: str | None, p: int) -> int:
 
 def call_estimate(collective: str, algorithm: str | None, p: int, nbytes: int, *, data: bool = False,
                   records: bool = True, calls: int = 1, fidelity: str = "message") -> Estimate:
-    """The cost of one world running *calls* of one collective on *p* ranks with *nbytes* each."""
-    if fidelity == "collective" and not data and (collective, algorithm) in _STEP_PROGRAMS:
+    """The cost of one world running *calls* of one collective on *p* ranks with *nbytes* each.
+
+    *fidelity* ``twin`` says the call runs as a whole (:func:`runs_as_twin`): a few events
+    per rank, no blocks per rank.
+    """
+    if fidelity == "twin" or (fidelity == "collective" and not data and (collective, algorithm) in _STEP_PROGRAMS):
         events = p * calls * _STEP_PROGRAM_EVENTS
         detail = f"{p} ranks x {algorithm} {collective} as a step program: ranks {_bytes(p * RANK_BYTES)}"
-        return Estimate(events, BASE_BYTES + p * RANK_BYTES, events * SECONDS_PER_EVENT, detail)
+        return Estimate(events, BASE_BYTES + p * RANK_BYTES, events * SECONDS_PER_EVENT + _world_s(p), detail)
     messages = int(_steps(collective, algorithm, p, nbytes) * p * calls)
     events = messages * EVENTS_PER_MESSAGE
     views = _views(collective, algorithm, p)
@@ -146,7 +203,11 @@ def call_estimate(collective: str, algorithm: str | None, p: int, nbytes: int, *
         detail += f", records {_bytes(kept)}"
     if payload:
         detail += f", payloads {_bytes(payload)}"
-    return Estimate(events, total, events * SECONDS_PER_EVENT, detail, payload=payload)
+    return Estimate(events, total, events * SECONDS_PER_EVENT + _world_s(p), detail, payload=payload)
+
+
+def _world_s(p: int) -> float:
+    return SECONDS_PER_WORLD + p * SECONDS_PER_RANK
 
 
 def estimate(scenario: Scenario) -> Estimate:
@@ -157,11 +218,14 @@ def estimate(scenario: Scenario) -> Estimate:
     kind, params = scenario.workload.kind, scenario.workload.params
     worlds: list[Estimate] = []
     if kind == "collective":
-        default = scenario.algorithms.per_collective.get(params.collective)
-        for algorithm in params.algorithms or (default,):
+        itemsize = _itemsize(params.dtype)
+        for requested in params.algorithms or (None,):
             for size in params.sizes:
+                algorithm = resolve_algorithm(scenario, params.collective, requested, size, itemsize)
+                twin = runs_as_twin(scenario, params.collective, algorithm, size, data)
                 worlds.append(call_estimate(params.collective, algorithm, p, size, data=data, records=records,
-                                            calls=max(1, params.iterations), fidelity=scenario.fidelity))
+                                            calls=max(1, params.iterations),
+                                            fidelity="twin" if twin else resolve_fidelity(scenario).fidelity))
     elif isinstance(params, HybridParams):
         worlds.append(_hybrid_estimate(params, scenario, records, spans=trace_records(scenario, p)[1]))
     elif isinstance(params, TrainingParams):
@@ -186,10 +250,15 @@ def _data_parallel_estimate(params: TrainingParams, scenario: Scenario, records:
         sync = params.sync or scenario.algorithms.per_collective.get("allreduce")
         sync = "ring" if sync == "parameter_server" else sync  # p-1 transfers each way: a ring's count
         nbytes = largest * plan.wire_dtype.itemsize
+        sync = resolve_algorithm(scenario, collective, sync, nbytes, plan.wire_dtype.itemsize)
     else:  # the packed top-k entries, allgathered with the scenario's allgather
         collective, sync = "allgather", scenario.algorithms.per_collective.get("allgather")
         nbytes = topk_count(plan.topk, largest) * (plan.wire_dtype.itemsize + INDEX_DTYPE.itemsize)
-    per_bucket = call_estimate(collective, sync, p, nbytes, records=records, fidelity=scenario.fidelity)
+        sync = resolve_algorithm(scenario, collective, sync, nbytes * p)
+    data = scenario.payload == "data"
+    twin = runs_as_twin(scenario, collective, sync, nbytes, data)
+    per_bucket = call_estimate(collective, sync, p, nbytes, records=records, data=data,
+                               fidelity="twin" if twin else resolve_fidelity(scenario).fidelity)
     buckets = len(plan.buckets)
     calls = buckets * params.iterations
     return Estimate(per_bucket.events * calls, per_bucket.memory, per_bucket.wall_s * calls,
@@ -242,7 +311,10 @@ def _hybrid_estimate(params: HybridParams, scenario: Scenario, records: bool, *,
     events_dp = 0
     if dp > 1:
         sync = params.sync or scenario.algorithms.per_collective.get("allreduce")
-        if scenario.fidelity == "collective" and spec.device == "gpu" and (sync is None or sync.startswith(("nccl", "nvls"))):
+        fidelity = resolve_fidelity(scenario)
+        nccl_twin = sync is None or sync in ("auto", "nccl_ring", "nccl_tree")
+        if (fidelity.fidelity == "collective" and spec.device == "gpu" and nccl_twin
+                and (not fidelity.validated_only or REGIONS["nccl_ring"](spec.nodes, bucket))):
             # NCCL-style algorithms at collective fidelity are step programs and fluids: a few
             # events per rank and call, not messages (a ZeRO pass is two calls a bucket).
             events_dp = simulated * buckets * _STEP_PROGRAM_EVENTS * (2 if params.zero else 1)
@@ -251,7 +323,7 @@ def _hybrid_estimate(params: HybridParams, scenario: Scenario, records: bool, *,
             ring = spec.device == "gpu" and (sync in (None, "auto") or sync.startswith("nccl"))
             one = call_estimate("allreduce", "ring" if ring else sync, dp, bucket, records=records)
             events_dp = (simulated // dp) * buckets * one.events * channels
-            if scenario.fidelity == "collective":
+            if fidelity.fidelity == "collective":
                 events_dp //= 4  # a ring step is one flow per hop, not a message's protocol steps
     events = (simulated * per_rank + events_dp) * params.iterations + measured
     memory = BASE_BYTES + p * RANK_BYTES
@@ -275,7 +347,7 @@ def check_fits(scenario: Scenario, available: int | None = None, *, headroom: fl
     if "block views" in est.detail:
         advice.append("an algorithm that does not cut the buffer into one block per rank "
                       "(workload.algorithm: recursive_doubling)")
-        if scenario.fidelity != "collective" and scenario.payload == "size":
+        if resolve_fidelity(scenario).fidelity != "collective" and scenario.payload == "size":
             advice.append("fidelity: collective (rings run as step programs, without blocks per rank)")
     raise memory.MemoryLimitError(
         f"this run would need about {_bytes(est.memory)} of memory ({est.detail}) but {_bytes(available)} "
@@ -300,6 +372,11 @@ def run_estimate(scenario: Scenario, available: int | None = None) -> Estimate:
     largest = max(found, key=lambda e: e.memory)
     return Estimate(sum(e.events for e in found), largest.memory, sum(e.wall_s for e in found), largest.detail,
                     all(e.events_known for e in found), largest.payload)
+
+
+def _itemsize(dtype: str) -> int:
+    known = DTYPES.get(dtype)
+    return 4 if known is None else known.itemsize  # an unknown dtype is the workload's error, when it runs
 
 
 def _bytes(n: float) -> str:

@@ -51,9 +51,11 @@ PAYLOADS = ("data", "size")
 #: rings as one pipelined flow per hop (mpisim.collectives.nccl, "Collective fidelity"), NCCL's
 #: trees as one flow per edge (mpisim.collectives.fluid.tree), MPI rings and the dissemination
 #: barrier as step programs (mpisim.collectives.fluid.mpi_ring) and the other MPI algorithms'
-#: size-only messages on the direct path (mpisim.mpi.world, "Collective fidelity").
-FIDELITIES = ("message", "collective")
-DEFAULT_FIDELITY = "message"
+#: size-only messages on the direct path (mpisim.mpi.world, "Collective fidelity"); ``auto``
+#: (the default): collective where validated against the message path and messages are not
+#: the question, message otherwise (mpisim.scenario.fidelity).
+FIDELITIES = ("auto", "message", "collective")
+DEFAULT_FIDELITY = "auto"
 SELECTORS = ("mpich", "model", "nccl")  # rule sets of mpisim.collectives.select
 
 #: The plot that needs link records; asking for it turns link tracing on.

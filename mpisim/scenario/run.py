@@ -49,6 +49,7 @@ from mpisim.scenario import tracing
 from mpisim.scenario.baseline import explain_failed_gates
 from mpisim.scenario.estimate import run_estimate
 from mpisim.scenario.expect import describe_where, evaluate_all
+from mpisim.scenario.fidelity import resolve as resolve_fidelity
 from mpisim.scenario.fingerprint import fingerprint
 from mpisim.scenario.load import dump
 from mpisim.scenario.model import FAILURE_KINDS, TOP_LEVEL_KEYS, Scenario
@@ -121,6 +122,8 @@ def new_world_factory(scenario: Scenario, log: TextIO | None = None,
     # One budget for every world of this run (point): events and wall time add up across them.
     run_budget = Budget(scenario.limits) if scenario.limits.any else None
 
+    resolved = resolve_fidelity(scenario)
+
     def new_world() -> World:
         topology = build_topology(scenario.topology)
         messages, spans = tracing.trace_records(scenario, topology.size)
@@ -138,7 +141,8 @@ def new_world_factory(scenario: Scenario, log: TextIO | None = None,
             scenario.mpi,
             algorithms=dict(scenario.algorithms.per_collective),
             selector=scenario.algorithms.selector,
-            fidelity=scenario.fidelity,
+            fidelity=resolved.fidelity,
+            validated_only=resolved.validated_only,
         )
         created.append(world)
         return world
@@ -226,9 +230,11 @@ def run_point(scenario: Scenario, point: Mapping[str, Any] | None = None, log: T
         notes.append(prefix + trace_note)
     for _, world in output.worlds:
         notes.extend(prefix + note for note in world.unmatched if prefix + note not in notes)
+    fidelity = resolve_fidelity(scenario)
     return PointResult(
         point=point,
-        rows=jsonable([{**point, **row, **_cost(row, scenario.price_per_gpu_hour)} for row in output.rows]),
+        rows=jsonable([{**point, **row, **_cost(row, scenario.price_per_gpu_hour),
+                       "fidelity": row.get("fidelity", fidelity.label)} for row in output.rows]),
         notes=notes,
         records=[_world_records(label, world, point, network) for label, world in output.worlds],
         failure=failure,
@@ -277,7 +283,7 @@ def assemble(scenario: Scenario, points: list[PointResult], wall_time: float = 0
         scenario=resolved,
         rows=rows,
         expectations=jsonable(expectations),
-        notes=[note for p in points for note in p.notes],
+        notes=[note for p in points for note in p.notes] + ([f"fidelity: {resolve_fidelity(scenario).reason}"] if rows else []),
         records=[world for p in points for world in p.records],
         failure=failure,
         meta={"mpisim_version": __version__, "wall_time_s": wall_time},

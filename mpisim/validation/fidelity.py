@@ -11,13 +11,18 @@ time of each run:
   1 us) with 8 and 64 ranks, and 4 x ``dgx-h100`` (32 GPUs, where the GPU algorithms run too);
 * sizes 1 KiB, 1 MiB and 1 GiB (each rank's buffer, float32), fair-share network; with 64
   ranks 64 MiB stands in for 1 GiB (the pipelined and tree algorithms take minutes per run
-  there at message fidelity, and 64 MiB is as far into the bandwidth regime).
+  there at message fidelity, and 64 MiB is as far into the bandwidth regime);
+* the GPU presets at scale (``--gpu``): ``dgx-h100`` with 8 to 128 nodes (64 to 1,024 GPUs),
+  NCCL's algorithms (``nccl_ring``, ``nccl_tree``, ``nvls``) at 1 MiB, 16 MiB and 1.2 GB -- the
+  cases where a twin's pipeline model meets many nodes, and where ``fidelity: auto`` must know
+  whether the twin holds (mpisim.collectives.fluid.validated reads its verdicts from here).
 
 The times agree within 2 % where the handshake's links carry nothing else; where they differ,
 it is because the message path's RTS, CTS and FIN flows share links with data (a header
 waits behind other traffic there, and data gives up a little bandwidth to it). Usage::
 
-    python -m mpisim.validation.fidelity      # the whole grid (several minutes), writes the JSON
+    python -m mpisim.validation.fidelity        # the whole grid (several minutes), writes the JSON
+    python -m mpisim.validation.fidelity --gpu  # the GPU presets at scale (hours at 1,024 GPUs; resumes)
 
 ``python -m mpisim.validation`` renders the report's "Fidelity" table from that JSON;
 tests/validation/test_fidelity_equivalence.py runs a fast subset of the same grid.
@@ -38,6 +43,7 @@ from mpisim.scenario import load, run_scenario
 from mpisim.scenario.run import write_atomic
 
 DEFAULT_JSON = Path("reports") / "validation-fidelity.json"
+DEFAULT_GPU_JSON = Path("reports") / "validation-fidelity-gpu.json"
 COMMAND = "python -m mpisim.validation.fidelity"
 TOLERANCE = 0.02
 
@@ -50,12 +56,19 @@ FABRICS = ("full", "star", "fat_tree", "rail")
 #: The GPU cluster: 4 x dgx-h100 (32 GPUs), where the NCCL-style algorithms run as well.
 GPU_CASE = "dgx-h100 x 4"
 GPU_ALGORITHMS = frozenset({"nccl_ring", "nccl_tree", "nvls", "nccl_p2p"})
+#: The GPU presets at scale: (preset, nodes) with 64 to 1,024 GPUs, and what runs there.
+GPU_SCALE_NODES = (8, 16, 32, 64, 128)
+GPU_SCALE_ALGORITHMS = ("nccl_ring", "nccl_tree", "nvls")
+GPU_SCALE_SIZES = (MiB, 16 * MiB, 1_200_000_000)
 
 
 def topology(case: str) -> dict[str, Any]:
     """The scenario topology of a case name (``fat_tree, 64 ranks`` or ``dgx-h100 x 4``)."""
     if case == GPU_CASE:
         return {"preset": "dgx-h100", "nodes": 4}
+    if case.startswith("dgx-"):
+        preset, nodes = case.split(" x ")
+        return {"preset": preset, "nodes": int(nodes)}
     kind, ranks = case.split(", ")
     return {"nodes": int(ranks.split()[0]), "inter": {"kind": kind, "bandwidth": 25e9, "latency": 1e-6}}
 
@@ -65,8 +78,15 @@ def cases() -> list[str]:
     return [f"{kind}, {p} ranks" for kind in FABRICS for p in RANKS] + [GPU_CASE]
 
 
+def gpu_scale_cases() -> list[str]:
+    """The GPU cases at scale, smallest first (each is much slower than the one before)."""
+    return [f"dgx-h100 x {nodes}" for nodes in GPU_SCALE_NODES]
+
+
 def sizes(case: str) -> tuple[int, ...]:
     """The buffer sizes run on *case*."""
+    if case.startswith("dgx-") and case != GPU_CASE:
+        return GPU_SCALE_SIZES
     return (KiB, MiB, LARGE_64) if case.endswith(", 64 ranks") else SIZES
 
 
@@ -108,10 +128,28 @@ def compare(case: str, algorithm: registry.Algorithm, sizes: Sequence[int] = SIZ
     return out
 
 
-def run_grid(save: Callable[[list[dict[str, Any]]], None] | None = None) -> list[dict[str, Any]]:
-    """Every algorithm on every case (see the module docstring); *save* gets the rows after each case."""
+def run_grid(save: Callable[[list[dict[str, Any]]], None] | None = None, gpu: bool = False,
+             rows: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+    """Every algorithm on every case (see the module docstring); *save* gets the rows after each case.
+
+    With *gpu*, the GPU presets at scale instead (:func:`gpu_scale_cases`), one row saved at a
+    time: their message-fidelity runs take minutes to hours. *rows* are kept and their
+    (case, algorithm, bytes) not run again, so an interrupted grid resumes.
+    """
     compare(GPU_CASE, registry.get("barrier", "dissemination"))  # warm up, so the first row's wall time is fair
-    rows: list[dict[str, Any]] = []
+    rows = list(rows or [])
+    done = {(r["case"], r["algorithm"], r["bytes"]) for r in rows}
+    if gpu:
+        for case in gpu_scale_cases():
+            for size in GPU_SCALE_SIZES:
+                for name in GPU_SCALE_ALGORITHMS:
+                    if (case, name, size) in done:
+                        continue
+                    rows.extend(compare(case, registry.get("allreduce", name), (size,)))
+                    print(f"{case}: allreduce {name} {size} B", file=sys.stderr, flush=True)
+                    if save is not None:
+                        save(rows)
+        return rows
     for case in cases():
         for algorithm in algorithms(case):
             rows.extend(compare(case, algorithm, sizes(case)))
@@ -167,13 +205,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the grid and write its JSON. Returns 0."""
     parser = argparse.ArgumentParser(prog=COMMAND, description=__doc__.splitlines()[0])
     parser.add_argument("-o", "--output", type=Path, default=DEFAULT_JSON, help="where to write the JSON")
+    parser.add_argument("--gpu", action="store_true",
+                        help="the GPU presets at scale (64 to 1,024 GPUs), resuming the rows already in the JSON")
     args = parser.parse_args(argv)
     args.output.parent.mkdir(parents=True, exist_ok=True)
+    if args.gpu and args.output == DEFAULT_JSON:
+        args.output = DEFAULT_GPU_JSON
+    kept = json.loads(args.output.read_text())["rows"] if args.gpu and args.output.exists() else []
 
     def save(rows: list[dict[str, Any]]) -> None:
         write_atomic(args.output, json.dumps({"command": COMMAND, "tolerance": TOLERANCE, "rows": rows}, indent=1) + "\n")
 
-    rows = run_grid(save)
+    rows = run_grid(save, gpu=args.gpu, rows=kept)
     print(f"{sum(abs(r['difference']) <= TOLERANCE for r in rows)} of {len(rows)} rows within {TOLERANCE:.0%}")
     return 0
 

@@ -477,6 +477,8 @@ def run(params: CollectiveParams, ctx: RunContext) -> WorkloadOutput:
                 "model_time_s": closed_form_time(world, params.collective, ran, nbytes),
                 "model_exact": registry.get(params.collective, ran).exact(p),
                 **checks,
+                # Real data always runs its messages; size-only data the call shape's fidelity.
+                "fidelity": "message" if data else prepared.fidelity,
             })
             if prepared.choice is not None:
                 # Which protocol, how many channels, what chunk: why an NCCL-style time is what it is.

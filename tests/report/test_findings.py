@@ -12,7 +12,7 @@ from mpisim.scenario import load_dict, run_scenario
 
 def run(topology, algorithms, sizes):
     return run_scenario(load_dict({
-        "name": "x", "topology": topology, "payload": "size",
+        "name": "x", "topology": topology, "payload": "size", "fidelity": "message",  # findings read the messages
         "workload": {"kind": "collective", "collective": "allreduce", "algorithm": algorithms, "sizes": sizes,
                      "dtype": "float32"}}))
 

@@ -70,26 +70,38 @@ def test_memory_estimate_counts_the_ring_block_views():
 
 
 def test_a_run_that_cannot_fit_is_refused_naming_what_to_change():
-    scenario = load_dict(ring(100_000))
+    scenario = load_dict(ring(100_000, fidelity="message"))
     with pytest.raises(MemoryLimitError) as info:
         check_fits(scenario, available=16 * 10**9)
     text = str(info.value)
     assert text.startswith("topology: this run would need about 160 GB of memory (100000 ranks x ring allreduce")
     assert "100000 block views per rank" in text and "but 16 GB is available" in text
     assert "fewer ranks (topology.nodes)" in text and "workload.algorithm: recursive_doubling" in text
-    assert check_fits(load_dict(ring(100_000, algorithm="recursive_doubling")), available=16 * 10**9)
+    assert check_fits(load_dict(ring(100_000, algorithm="recursive_doubling", fidelity="message")),
+                      available=16 * 10**9)
 
 
-def test_at_collective_fidelity_a_ring_holds_no_blocks_per_rank():
-    """A size-only ring at ``fidelity: collective`` is a step program: it fits where the message path would not."""
+@pytest.mark.parametrize("fidelity", ["collective", "auto"])
+def test_at_collective_fidelity_a_ring_holds_no_blocks_per_rank(fidelity):
+    """A size-only ring at ``fidelity: collective`` (and ``auto``, the default, which resolves to it)
+    is a step program: it fits where the message path would not."""
     with pytest.raises(MemoryLimitError, match="or fidelity: collective"):
-        check_fits(load_dict(ring(100_000)), available=16 * 10**9)
-    est = check_fits(load_dict({**ring(100_000), "fidelity": "collective"}), available=16 * 10**9)
+        check_fits(load_dict(ring(100_000, fidelity="message")), available=16 * 10**9)
+    est = check_fits(load_dict({**ring(100_000), "fidelity": fidelity}), available=16 * 10**9)
     assert "step program" in est.detail and est.memory < 2 * 10**9
 
 
+def test_auto_algorithms_are_resolved_before_they_are_counted():
+    """``auto`` allreduce of 1 MiB on 4096 CPU ranks is MPICH's rabenseifner: p block views per
+    rank at message fidelity -- the estimate counts them, not a logarithmic scheme's few."""
+    auto = estimate(load_dict(ring(4096, "1 MiB", "auto", fidelity="message")))
+    named = estimate(load_dict(ring(4096, "1 MiB", "rabenseifner", fidelity="message")))
+    assert "rabenseifner" in auto.detail and "4096 block views per rank" in auto.detail
+    assert auto == named
+
+
 def test_a_sweep_names_the_point_that_cannot_fit():
-    scenario = load_dict(ring(4, sweep={"topology.nodes": [4, 100_000]}))
+    scenario = load_dict(ring(4, sweep={"topology.nodes": [4, 100_000]}, fidelity="message"))
     with pytest.raises(MemoryLimitError, match=r"\(sweep point topology.nodes=100000\)"):
         run_estimate(scenario, available=16 * 10**9)
 
@@ -117,14 +129,14 @@ def _cli(tmp_path: Path, raw: dict, limit: int, *args: str):
 
 
 def test_the_100000_rank_ring_is_refused_at_once(tmp_path):
-    code, err, seconds = _cli(tmp_path, ring(100_000), 2 * 1024**3)
+    code, err, seconds = _cli(tmp_path, ring(100_000, fidelity="message"), 2 * 1024**3)
     assert code == 2 and seconds < 10
     assert err.count("\n") == 1 and err.startswith("s.yaml: topology: this run would need about 160 GB")
 
 
 def test_a_process_memory_limit_counts_as_what_is_available(tmp_path):
     """MemAvailable is the machine's; ``ulimit -v`` (or a container's cgroup) can be far smaller."""
-    code, err, seconds = _cli(tmp_path, ring(12000), 900 * 1024**2)
+    code, err, seconds = _cli(tmp_path, ring(12000, fidelity="message"), 900 * 1024**2)
     assert code == 2 and seconds < 10, err
     assert err.count("\n") == 1 and err.startswith("s.yaml: topology: this run would need about 2.4")
     assert "MB is available" in err
@@ -167,17 +179,21 @@ def test_the_simulator_running_out_of_memory_is_reported_as_such(tmp_path, monke
     assert err.count("\n") == 1 and err.startswith("out of memory: the run needed more memory than this machine"), err
 
 
+@pytest.mark.parametrize("fidelity", ["message", "auto"])
 @pytest.mark.parametrize("layers", [None, ["3M", "1M", "4M", "2M"]])
-def test_a_data_parallel_run_is_counted_from_its_plan(layers):
+def test_a_data_parallel_run_is_counted_from_its_plan(layers, fidelity):
     """One allreduce per bucket of the plan the ranks play (DDP's buckets: 3 for these layers, 11 for
-    10M parameters in 4 MiB), each counted as a lone call; within a factor of two of the events."""
+    10M parameters in 4 MiB), each counted as a lone call -- its messages, or under ``auto`` the
+    ring's step program; within a factor of two of the events."""
     workload = {"kind": "training", "compute": "10 ms", "sync": "ring", "bucket_cap": "4 MiB", "iterations": 2,
                 **({"layers": layers} if layers else {"params": "10M"})}
-    scenario = load_dict({"topology": {"preset": "ib-hdr", "nodes": 8}, "payload": "size", "workload": workload})
+    scenario = load_dict({"topology": {"preset": "ib-hdr", "nodes": 8}, "payload": "size", "workload": workload,
+                          "fidelity": fidelity})
     plan = make_plan(scenario.workload.params)
     assert len(plan.buckets) == (3 if layers else 11)
     largest = max(b.count for b in plan.buckets) * 4
-    one = call_estimate("allreduce", "ring", scenario.ranks, largest, records=True)
+    one = call_estimate("allreduce", "ring", scenario.ranks, largest, records=True,
+                        fidelity="twin" if fidelity == "auto" else "message")
     predicted = estimate(scenario)
     assert predicted.events == one.events * len(plan.buckets) * 2
     worlds = []
@@ -185,3 +201,20 @@ def test_a_data_parallel_run_is_counted_from_its_plan(layers):
     measured = sum(world.events_processed for world in worlds)
     assert 0.5 <= predicted.events / measured <= 2, (predicted.events, measured)
 
+
+
+def test_a_bare_memory_error_is_one_line_written_after_the_traceback_is_gone(tmp_path, monkeypatch, capsys):
+    """The out-of-memory handler must not allocate while the run's frames still hold its memory:
+    it writes a constant line once the exception (and with it the world) is released."""
+    import mpisim.scenario.run as run_module
+    from mpisim.cli import OUT_OF_MEMORY, main
+
+    def exhausted(*args, **kwargs):
+        raise MemoryError
+
+    monkeypatch.setattr(run_module, "run_scenario", exhausted)
+    import yaml
+
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump(ring(4)))
+    assert main(["run", str(tmp_path / "s.yaml")]) == 1
+    assert capsys.readouterr().err == OUT_OF_MEMORY

@@ -133,7 +133,7 @@ def test_run_result_json_round_trip():
 def test_tables_for_csv():
     tables = run_scenario(scenario()).tables()
     columns, rows = tables["results"]
-    assert columns == ["bytes", "ranks", "time_s", "verified"] and len(rows) == 2
+    assert columns == ["bytes", "ranks", "time_s", "verified", "fidelity"] and len(rows) == 2
     columns, rows = tables["messages"]
     assert columns[0] == "world" and columns[1:4] == ["src", "dst", "tag"]
     assert [row[0] for row in rows] == ["pingpong/1024 B", "pingpong/1048576 B"]
@@ -212,16 +212,20 @@ def test_large_worlds_keep_no_message_or_span_records_unless_asked(monkeypatch):
     world = result.records[1]
     assert world.messages == [] and world.spans == []
     assert world.message_count == 1 and world.message_bytes == 2**20
-    assert result.notes == ["2 ranks: message and span records not kept for worlds of more than 1 ranks "
-                            "(counters stay exact); to keep them use --set trace.messages=true --set trace.spans=true"]
+    assert result.notes[:-1] == ["2 ranks: message and span records not kept for worlds of more than 1 ranks "
+                                 "(counters stay exact); to keep them use --set trace.messages=true --set trace.spans=true"]
+    assert result.notes[-1].startswith("fidelity: auto")
     asked = run_scenario(scenario(trace={"messages": True}))
     assert [m.nbytes for m in asked.records[1].messages] == [2**20] and asked.records[1].spans == []
     assert asked.notes[0].endswith("span records not kept for worlds of more than 1 ranks "
                                    "(counters stay exact); to keep them use --set trace.spans=true")
-    assert not run_scenario(scenario(trace={"messages": True, "spans": False})).notes
+    assert run_scenario(scenario(trace={"messages": True, "spans": False})).notes == [
+        "fidelity: auto: trace.messages asks for every message"]
     monkeypatch.setattr(tracing, "LARGE_WORLD_RANKS", 2)
     small = run_scenario(scenario())
-    assert small.records[1].messages and not small.notes, "the threshold is 'more than'"
+    assert small.records[1].messages and small.notes == [small.notes[-1]] \
+        and small.notes[-1].startswith("fidelity: auto"), \
+        "the threshold is 'more than'"
 
 
 def test_records_past_the_budget_are_dropped_and_the_run_says_so(monkeypatch):

@@ -11,6 +11,7 @@ import math
 import weakref
 
 from mpisim.collectives.calls import join_call
+from mpisim.collectives.fluid import validated
 from mpisim.collectives.fluid.tree import Tree, fluid_trees
 from mpisim.collectives.nccl.topology import ring_orders, tree_links
 from mpisim.collectives.nccl.tuner import Choice, launch, launch_label
@@ -166,7 +167,7 @@ def _tree_allreduce(comm: Comm, buf: Payload, op: Op, choice: Choice) -> Proc[Pa
 
 
 #: The twins of NCCL's ring and tree algorithms (registered with them).
-RING_ALLREDUCE = FluidTwin(_ring_allreduce, fluid)
-RING_ALLGATHER = FluidTwin(_ring_allgather, fluid)
-RING_REDUCE_SCATTER = FluidTwin(_ring_reduce_scatter, fluid)
-TREE_ALLREDUCE = FluidTwin(_tree_allreduce, fluid)
+RING_ALLREDUCE = FluidTwin(_ring_allreduce, fluid, validated.nccl_ring)
+RING_ALLGATHER = FluidTwin(_ring_allgather, fluid, validated.nccl_ring)
+RING_REDUCE_SCATTER = FluidTwin(_ring_reduce_scatter, fluid, validated.nccl_ring)
+TREE_ALLREDUCE = FluidTwin(_tree_allreduce, fluid, validated.nccl_tree)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from mpisim.collectives.allreduce import tree_allreduce
+from mpisim.collectives.fluid import validated
 from mpisim.collectives.fluid.nccl_ring import fluid
 from mpisim.collectives.fluid.tree import Tree, fluid_trees
 from mpisim.collectives.nccl.protocols import protocols
@@ -64,7 +65,8 @@ def nvls_allreduce(comm: Comm, buf: Payload, op: Op, choice: Choice) -> Proc[Pay
     for part in incoming:
         mine = yield from comm.reduce_local(op, part, mine)
     yield from wired.waitall(sends)
-    if len(groups) > 1 and comm.world.fidelity == "collective" and fluid(comm, buf):
+    if len(groups) > 1 and comm.world.fidelity == "collective" and fluid(comm, buf) and (
+            not comm.world.validated_only or validated.rail_trees(comm, buf.nbytes)):
         # At collective fidelity the rail trees run as flows (the in-node exchanges stay messages).
         yield from fluid_trees(comm, lambda: _rail_trees_of(comm, buf, groups), ("nvls", buf.count, buf.dtype.str))
     elif len(groups) > 1:

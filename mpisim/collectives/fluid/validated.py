@@ -1,0 +1,96 @@
+"""Where each twin is the message path: the regions ``fidelity: auto`` may time at collective fidelity.
+
+A twin is a model of its algorithm's message path, and a model holds where it was checked. The
+fidelity grid (``python -m mpisim.validation.fidelity``, and ``--gpu`` for the GPU presets at
+scale) runs every algorithm both ways; ``fidelity: auto`` takes a twin only inside the region
+where the grid found the two within its tolerance (2 %), and keeps the message path outside,
+so the default never trades correctness for speed. ``fidelity: collective`` takes the twin
+everywhere it applies: the user asked for speed and knows the tables below.
+
+* MPI's step programs (rings, the dissemination barrier) and the pipelined trees of
+  ``double_binary_tree`` are the message path's own recurrence: every row of the grid
+  (full, star, fat tree, rail with 8 and 64 ranks; 4 x dgx-h100) within 0.2 %. They are
+  validated everywhere (the registry's default).
+* ``nccl_ring`` (one pipelined flow per hop): within 1 % on one node at every size; across
+  nodes, small calls whose steps are latency (up to 1 MiB) up to :data:`RING_LATENCY_NODES`
+  nodes (8 nodes: +3.8 %) and large ones whose hops are busy at once (from 256 MiB) up to
+  :data:`RING_BANDWIDTH_NODES` (8 and 16 nodes, 1.2 GB: 0.0 %; 32 nodes: +6.4 %, where the flows
+  meet the NIC/NVLink tie differently from the messages). At mid sizes across nodes the
+  message path's channels hide each other's latencies (16 MiB: +20 % on 8 nodes, +11 % on 16).
+* ``nccl_tree`` (one flow per tree edge): within 2 % on one node, and with one segment per
+  tree (up to 1 MiB) on up to :data:`TREE_NODES` nodes (1 MiB on 2 to 32 nodes: 0.0 %); once
+  segments pipeline across nodes the message path's NICs idle while the twin charges the
+  busiest link (1.2 GB: -17 % on 8 nodes, -16 % on 16; 2 nodes, 16 MiB: +4.0 %).
+* ``nvls``'s rail trees across nodes: as ``nccl_tree`` (1 MiB on 2 to 32 nodes: 0.0 %; 16 MiB:
+  +5 to +7 %; 1.2 GB: -7 %).
+
+Beyond the largest node count the grid has run (32 x dgx-h100, 256 GPUs; ``--gpu`` extends it to
+1,024), nothing is validated and ``auto`` keeps the message path.
+"""
+
+from __future__ import annotations
+
+import weakref
+
+from mpisim.collectives.calls import world_table
+from mpisim.mpi.comm import Comm
+
+MiB = 2**20
+#: Up to how many nodes ``nccl_ring``'s twin was found within tolerance at small sizes ...
+RING_LATENCY_NODES = 4
+#: ... and at large sizes.
+RING_BANDWIDTH_NODES = 16
+#: Up to how many nodes ``nccl_tree``'s (and ``nvls``'s rail trees') twin was found within
+#: tolerance with one segment per tree.
+TREE_NODES = 32
+#: The largest call that is latency-bound everywhere in the grid (one segment per tree).
+LATENCY_BOUND = MiB
+#: The smallest call whose ring hops are all busy at once everywhere in the grid.
+BANDWIDTH_BOUND = 256 * MiB
+
+_NODES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def nodes_spanned(comm: Comm) -> int:
+    """How many nodes *comm*'s ranks live on (worked out once per communicator, not per rank)."""
+    table = world_table(_NODES, comm.world)
+    nodes = table.get(comm.context)
+    if nodes is None:
+        node_of = comm.world.topology.node_of
+        nodes = table[comm.context] = len({node_of(rank) for rank in comm.group})
+    return nodes
+
+
+def ring_region(nodes: int, size: int) -> bool:
+    """True where ``nccl_ring``'s twin is the message path within tolerance on *nodes* nodes (module docstring)."""
+    return (nodes == 1 or (nodes <= RING_LATENCY_NODES and size <= LATENCY_BOUND)
+            or (nodes <= RING_BANDWIDTH_NODES and size >= BANDWIDTH_BOUND))
+
+
+def tree_region(nodes: int, size: int) -> bool:
+    """True where ``nccl_tree``'s twin is the message path within tolerance on *nodes* nodes."""
+    return nodes == 1 or (nodes <= TREE_NODES and size <= LATENCY_BOUND)
+
+
+def rail_region(nodes: int, size: int) -> bool:
+    """True where ``nvls``'s rail trees as flows are the message path within tolerance on *nodes* nodes."""
+    return nodes <= TREE_NODES and size <= LATENCY_BOUND
+
+
+def nccl_ring(comm: Comm, size: int) -> bool:
+    """:func:`ring_region` for a call on *comm* (a FluidTwin's ``validated``)."""
+    return ring_region(nodes_spanned(comm), size)
+
+
+def nccl_tree(comm: Comm, size: int) -> bool:
+    """:func:`tree_region` for a call on *comm* (a FluidTwin's ``validated``)."""
+    return tree_region(nodes_spanned(comm), size)
+
+
+def rail_trees(comm: Comm, size: int) -> bool:
+    """:func:`rail_region` for ``nvls``'s rail trees on *comm*."""
+    return rail_region(nodes_spanned(comm), size)
+
+
+#: Per algorithm name, its region on (nodes, size): what the estimate reads without a world.
+REGIONS = {"nccl_ring": ring_region, "nccl_tree": tree_region, "nvls": rail_region}
