@@ -47,12 +47,14 @@ from mpisim.collectives.select.nccl import NCCL_ONLY
 from mpisim.errors import ConfigError
 from mpisim.mpi.dtypes import DTYPES
 from mpisim.mpi.ops import SUM
+from mpisim.network.topology import TopologySpec
 from mpisim.scenario.fidelity import resolve as resolve_fidelity
 from mpisim.scenario.load import load_dict, point_raw
 from mpisim.scenario.model import Scenario, sweep_points
 from mpisim.scenario.tracing import RECORD_BUDGET, trace_records
 from mpisim.workloads.training.config import HybridParams
 from mpisim.workloads.training.ddp import INDEX_DTYPE, TrainingParams, make_plan, topk_count
+from mpisim.workloads.training.layout import Layout
 from mpisim.workloads.training.plan import foldable, plan_job, tp_blocks, tp_calls
 from mpisim.workloads.training.play import layers_are_one_delay
 from mpisim.workloads.training.schedule import virtual_stage
@@ -314,7 +316,7 @@ def _hybrid_estimate(params: HybridParams, scenario: Scenario, records: bool, *,
         fidelity = resolve_fidelity(scenario)
         nccl_twin = sync is None or sync in ("auto", "nccl_ring", "nccl_tree")
         if (fidelity.fidelity == "collective" and spec.device == "gpu" and nccl_twin
-                and (not fidelity.validated_only or REGIONS["nccl_ring"](spec.nodes, bucket))):
+                and (not fidelity.validated_only or REGIONS["nccl_ring"](_dp_nodes(layout, spec), bucket))):
             # NCCL-style algorithms at collective fidelity are step programs and fluids: a few
             # events per rank and call, not messages (a ZeRO pass is two calls a bucket).
             events_dp = simulated * buckets * _STEP_PROGRAM_EVENTS * (2 if params.zero else 1)
@@ -323,12 +325,26 @@ def _hybrid_estimate(params: HybridParams, scenario: Scenario, records: bool, *,
             ring = spec.device == "gpu" and (sync in (None, "auto") or sync.startswith("nccl"))
             one = call_estimate("allreduce", "ring" if ring else sync, dp, bucket, records=records)
             events_dp = (simulated // dp) * buckets * one.events * channels
-            if fidelity.fidelity == "collective":
-                events_dp //= 4  # a ring step is one flow per hop, not a message's protocol steps
+            if fidelity.fidelity == "collective" and not fidelity.validated_only:
+                # A ring step is one flow per hop, not a message's protocol steps; under auto, a
+                # bucket outside the twin's validated region runs as messages.
+                events_dp //= 4
     events = (simulated * per_rank + events_dp) * params.iterations + measured
     memory = BASE_BYTES + p * RANK_BYTES
     detail = f"{p} GPUs ({simulated} simulated) x {micro_batches} micro-batches x {layers} layers per stage"
     return Estimate(int(events), memory, events * SECONDS_PER_EVENT, detail)
+
+
+
+def _dp_nodes(layout: Layout, spec: TopologySpec) -> int:
+    """Nodes that rank 0's data-parallel group spans (what the twin's validated region is asked about)."""
+    stride = 1
+    for dim in layout.order:
+        if dim == "dp":
+            break
+        stride *= getattr(layout, dim)
+    return len({k * stride // spec.ranks_per_node for k in range(layout.dp)})
+
 
 def check_fits(scenario: Scenario, available: int | None = None, *, headroom: float = 0.9) -> Estimate:
     """Estimate *scenario* and refuse it (ConfigError, exit 2) when its memory would not fit.
