@@ -21,7 +21,7 @@ def test_a_bucket_cap_mistyped_by_units_is_refused_before_any_bucket_is_built():
 
 
 def test_a_run_estimated_at_days_is_refused_unless_asked():
-    code, _, err = cli("run", str(SCENARIOS / "capacity-plan-7b-h100.yaml"), "--set", "workload.bucket_cap=50 KiB")
+    code, _, err = cli("run", str(SCENARIOS / "capacity-plan-7b-h100.yaml"), "--set", "workload.bucket_cap=20 KiB")
     one_line_exit_2(code, err, "estimate before the run:", "days", "--long-run")
 
 
