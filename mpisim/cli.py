@@ -716,7 +716,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             err.write(f"internal error: {type(exc).__name__}: {_one_line(str(exc))} (run with -v for the traceback)\n")
         return EXIT_FAILED
-    try:  # a MemoryError, its traceback gone
+    gc.collect()  # a MemoryError, its traceback gone: the run's cycles go before anything is written
+    try:
         err.write(OUT_OF_MEMORY)
         err.flush()
     except MemoryError:
