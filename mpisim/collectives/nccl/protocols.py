@@ -6,7 +6,20 @@ NCCL's own tables below (``src/graph/tuning.cc``, ../shared COSTS.md section 3),
 topology gives its own (``base_latency``, ``protocols.<P>`` of each fabric). The message costs
 are a :class:`~mpisim.mpi.wire.Wire`, which the algorithms' messages ride.
 
-Across nodes NCCL's model adds two terms to a ring (:func:`ring_protocol`) and caps LL's pace
+Across nodes a hop costs the network's latency plus NCCL's per-step proxy cost, and Simple
+pays the network's latency again for the GPUDirect RDMA flush (:func:`_fabric_costs`; NCCL
+2.30 ``src/graph/tuning.cc``, ``ncclTopoTuneModel``)::
+
+    interLat = hwLat[NET][algo][proto] + latencyInter  (+ latencyInter again for Simple)
+    ring:  lat = baseLat + (nsteps - 2(nNodes-1)) * max(intraLat, netOverhead)
+                         + 2(nNodes-1) * interLat,      netOverhead = 1 us (2 us AMD), x3 for Simple
+    tree:  lat = baseLat + 2((ppn-1) * intraLat + log2(nNodes) * interLat)
+
+Every message over the network here carries the path's latency once (the route) plus
+``hwLat[NET]`` and, for Simple, the flush (the protocol's wire), in the message path and in
+the fluid twin alike, since both read the same wire.
+
+Across nodes NCCL's model also adds two terms to a ring (:func:`ring_protocol`) and caps LL's pace
 (:func:`ll_pace`); the functions that apply them take the communicator's layout from
 :mod:`~mpisim.collectives.nccl.topology`.
 """
@@ -95,16 +108,27 @@ class Protocol:
 def _fabric_costs(fabric: FabricSpec | None, link_type: str, name: str) -> tuple[float, float]:
     """Return (latency added per message, bandwidth share) of protocol *name* on *fabric*.
 
-    Unlisted protocols take NCCL's values. NCCL's ``hwLat`` is a hop's whole latency, and the
-    path already carries the fabric's own latency, so the protocol adds only the rest (NVLS:
-    NCCL's latency is for the whole call, which here is two messages in sequence).
+    Unlisted protocols take NCCL's values. Inside a node NCCL's ``hwLat`` is a hop's whole
+    latency, and the path already carries the fabric's own latency, so the protocol adds only
+    the rest (NVLS: NCCL's latency is for the whole call, which here is two messages in
+    sequence). Across nodes ``hwLat[NET]`` is the proxy's software cost of a step, paid on top
+    of the network's latency (tuning.cc ``interLat = hwLat[NET] + latencyInter``), and Simple
+    pays the network's latency once more for the GPUDirect RDMA flush of what it received
+    (``if (p == NCCL_PROTO_SIMPLE) interLat += latencyInter``): the path carries the network's
+    latency once, the protocol adds ``hwLat[NET]`` and, for Simple, the flush. A network with a
+    higher latency is then never faster.
     """
     given = fabric.protocol(name) if fabric is not None else None
     if given is not None:
         return given.latency, given.efficiency
     path = fabric.latency if fabric is not None else 0.0
     hop = NCCL_HOP_LATENCY[link_type][name]
-    added = max(0.0, hop / 2 - path) if name == "NVLS" else max(0.0, hop - path)
+    if name == "NVLS":
+        added = max(0.0, hop / 2 - path)
+    elif link_type == "net":
+        added = hop + (path if name == "Simple" else 0.0)
+    else:
+        added = max(0.0, hop - path)
     return added, NCCL_EFFICIENCY[name]
 
 
