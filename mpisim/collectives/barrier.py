@@ -14,7 +14,7 @@ entered. Two classic shapes:
 from __future__ import annotations
 
 from mpisim.collectives import registry
-from mpisim.collectives.bcast import credit
+from mpisim.collectives.bcast import token
 from mpisim.collectives.costmodel import ceil_lg
 from mpisim.collectives.fluid.mpi_ring import BARRIER
 from mpisim.collectives.registry import algorithm
@@ -28,7 +28,7 @@ def dissemination_cost(p: int, n: int, alpha: float, beta: float, gamma: float) 
 
 
 def binomial_cost(p: int, n: int, alpha: float, beta: float, gamma: float) -> float:
-    """2⌈lg p⌉α (exact for p a power of two)."""
+    """2⌈lg p⌉α (exact for p a power of two; on the single-port network, for every p)."""
     return 2 * ceil_lg(p) * alpha
 
 
@@ -47,7 +47,7 @@ def dissemination_barrier(comm: Comm) -> Proc[None]:
     mask = 1
     # After the round with distance mask, rank r knows that ranks r - (2·mask - 1) .. r have entered.
     while mask < p:
-        yield from comm.sendrecv(credit(), dest=(r + mask) % p, source=(r - mask) % p)
+        yield from comm.sendrecv(token(), dest=(r + mask) % p, source=(r - mask) % p)
         mask <<= 1
 
 
@@ -61,8 +61,10 @@ def binomial_barrier(comm: Comm) -> Proc[None]:
     through the tree and fans out: every rank waits for its parent's release and passes it
     on to its children, largest subtree first.
 
-    Cost: 2⌈lg p⌉α. Exact for p a power of two; otherwise the sends do not wait for each
-    other and the tree is only ⌊lg p⌋ messages deep, so the simulation is faster.
+    Cost: 2⌈lg p⌉α on the single-port network, for every p: rank 0 has ⌈lg p⌉ children and
+    takes their tokens one after the other, then releases them one after the other. Where a
+    rank may take several messages at once (more ports), the tree is only ⌊lg p⌋ messages
+    deep at p not a power of two, so the barrier is faster.
     """
     p, r = comm.size, comm.rank
     mask = 1
@@ -72,11 +74,11 @@ def binomial_barrier(comm: Comm) -> Proc[None]:
             yield from comm.recv(source=r + mask)
         mask <<= 1
     if r > 0:
-        yield from comm.send(credit(), dest=r - mask)
+        yield from comm.send(token(), dest=r - mask)
         yield from comm.recv(source=r - mask)
     # Fan-out: release the children, largest subtree first.
     mask >>= 1
     while mask > 0:
         if r + mask < p:
-            yield from comm.send(credit(), dest=r + mask)
+            yield from comm.send(token(), dest=r + mask)
         mask >>= 1

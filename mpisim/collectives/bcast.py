@@ -45,8 +45,20 @@ def segments(buf: Payload, nbytes: int) -> list[Payload]:
     return [buf.slice(i, min(i + per, buf.count)) for i in range(0, max(buf.count, 1), per)]
 
 
+class Credit(DataPayload):
+    """A pipeline's zero-byte credit: flow control, which holds no port on the single-port network."""
+
+    __slots__ = ()
+    flag = True
+
+
 def credit() -> Payload:
-    """Return a zero-byte message: a barrier token, or a pipeline credit ("send me the next segment")."""
+    """Return a pipeline credit ("send me the next segment"): a zero-byte flag (:attr:`Payload.flag`)."""
+    return Credit(np.empty(0, np.int8))
+
+
+def token() -> Payload:
+    """Return a zero-byte message of the algorithm itself (a barrier's "I am here"): it takes a round."""
     return DataPayload(np.empty(0, np.int8))
 
 

@@ -81,6 +81,11 @@ class Payload(ABC):
     dtype: np.dtype
     #: True for an owned buffer that reductions and receives may write into (see :func:`in_place`).
     writable = False
+    #: True for flow control (a pipeline's credit, :func:`~mpisim.collectives.bcast.credit`): a
+    #: zero-byte message the textbooks' algorithms do not have, so on the single-port network
+    #: (:mod:`mpisim.network.ports`) it holds no port. Any other message, a barrier's zero-byte
+    #: token included, is a message of the algorithm and takes its round.
+    flag = False
 
     @property
     def nbytes(self) -> int:

@@ -219,13 +219,19 @@ class Protocols:
 
     def _inject_eager(self, msg: Message) -> None:
         msg.t_data = self.env.now
-        if self._post(msg.src, msg.dst, msg.nbytes, self._arrive, msg):
+        post = self._post_flag if msg.payload.flag else self._post
+        if post(msg.src, msg.dst, msg.nbytes, self._arrive, msg):
             self._arrive(msg)
+
+    def _post_flag(self, src: int, dst: int, nbytes: int, fn: Callable[[Any], None] | None, arg: Any) -> bool:
+        """Post a flow-control flag (a pipeline's credit): on the single-port network it holds no port."""
+        post_flag = getattr(self.network, "post_flag", None)
+        return post_flag(src, dst, fn, arg) if post_flag is not None else self._post(src, dst, nbytes, fn, arg)
 
     def _inject_wire(self, msg: Message) -> None:
         msg.t_data = self.env.now
-        if msg.nbytes == 0:  # a flag (a pipeline credit): no chunk to queue behind
-            if self._post(msg.src, msg.dst, 0, self._arrive, msg):
+        if msg.nbytes == 0:  # a flag (a pipeline credit): no chunk to queue behind, no port held
+            if self._post_flag(msg.src, msg.dst, 0, self._arrive, msg):
                 self._arrive(msg)
             return
         key = msg.connection

@@ -27,9 +27,11 @@ worker 1's, which it reduces first, and its pipeline stalled every round; on 3 a
 the fold of recursive doubling and of Rabenseifner reached its partner after the exchange
 message it must precede.
 
-Zero-byte messages (credits, barrier tokens) take no port: the textbooks' algorithms have no
-flow control, and their rounds count data messages. What the wrapped model does with the bytes
-(latency, bandwidth, sharing) is unchanged.
+Flags (:meth:`PortLimitedNetwork.post_flag`: a pipeline's zero-byte credits) take no port: the
+textbooks' algorithms have no flow control, and their rounds do not count it. Every other message
+does, a zero-byte one too: a binomial barrier's tokens are the algorithm's messages, and its
+root takes its ⌈lg p⌉ children's tokens one after the other, as the textbook's 2⌈lg p⌉α counts.
+What the wrapped model does with the bytes (latency, bandwidth, sharing) is unchanged.
 """
 
 from __future__ import annotations
@@ -94,14 +96,20 @@ class PortLimitedNetwork:
         The transfer joins the queue; it starts at the end of this instant if its ports are free
         then (:meth:`_admit`). Returns False: the callback tells when it is over.
         """
-        if src == dst or nbytes == 0:
-            # A zero-byte message (a pipeline credit, a barrier token) is a flag, not a transfer:
-            # the formulas' rounds count the data messages, so flags hold no port.
+        if src == dst:
             return self.inner.post(src, dst, nbytes, fn, arg, latency, route)  # type: ignore[attr-defined]
         self._posted += 1
         self._new.append((self.sim.env.now, src, self._posted, dst, nbytes, fn, arg, latency, route))
         self._admit_soon()
         return False
+
+    def post_flag(self, src: int, dst: int, fn: Callable[[Any], None] | None, arg: Any) -> bool:
+        """Post a zero-byte flow-control flag (a pipeline's credit) at once: it holds no port.
+
+        The formulas' rounds count the algorithm's messages; credits are the simulated library's
+        flow control, which the textbooks' algorithms do not have.
+        """
+        return self.inner.post(src, dst, 0, fn, arg)  # type: ignore[attr-defined]
 
     def transfer(self, src: int, dst: int, nbytes: int) -> Proc[None]:
         """The generator form of :meth:`post`."""

@@ -2,7 +2,7 @@
 
 The closed forms count rounds on the teaching network (the analytic model on a full topology,
 one port per rank) and take blocks as equal. Where the run differs, :func:`differences` names the
-network, an uneven count, or the algorithm's own reason (a binomial barrier's tokens hold no
+network, an uneven count, or the algorithm's own reason (a binomial barrier on more than one
 port, the folds at p not a power of two, a formula that is an estimate).
 """
 
@@ -65,17 +65,13 @@ def _uneven_reason(ex: Explanation) -> str | None:
 
 def _why_binomial_barrier(ex: Explanation) -> list[str]:
     p = ex.p
-    if _power_of_two(p):
+    if _power_of_two(p) or ex.ports == 1:
         return []
     depth, rounds = floor_lg(p), ceil_lg(p)
-    value = f" = {fmt_time(2 * depth * ex.alpha)}" if ex.teaching else ""
-    overlap = ("barrier tokens carry no data, and the port limit holds data messages only (zero-byte messages "
-               "are the pipelines' credits, which the formulas do not count as rounds), so the tokens overlap"
-               if ex.ports == 1 else "here a rank's tokens overlap")
-    return [f"The formula counts ⌈lg p⌉ = {rounds} rounds each way, the textbook's single port, where a root "
-            f"with {rounds} children takes their tokens one after the other; but {overlap}, and the binomial "
-            f"tree on p = {p} ranks is only ⌊lg p⌋ = {depth} messages deep: the barrier takes "
-            f"2⌊lg p⌋α{value}, below the formula (an upper bound)."]
+    return [f"The formula counts ⌈lg p⌉ = {rounds} rounds each way on one port, where the root takes its "
+            f"{rounds} children's tokens one after the other; here a rank takes several at once, and the "
+            f"binomial tree on p = {p} ranks is only ⌊lg p⌋ = {depth} messages deep: the barrier takes "
+            f"2⌊lg p⌋α, below the formula."]
 
 
 def _why_scatter_recursive_doubling(ex: Explanation) -> list[str]:

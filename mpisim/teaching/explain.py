@@ -17,7 +17,7 @@ arrays, so a value shows where it came from), runs the algorithm once and prints
    docstring formula does, explain says the value is the cost function's bound. Where the
    simulated time differs from it, **why** (:func:`differences`): a count the formula's blocks
    do not divide, a network other than the teaching one, or the algorithm's own reason (a
-   binomial barrier's tokens hold no port, the folds at p not a power of two, a formula that is
+   binomial barrier on more than one port, the folds at p not a power of two, a formula that is
    an estimate). On the teaching network the two are otherwise equal (README, "Reports, traces
    and teaching", lists where); tests/report/test_explain.py holds every algorithm to that.
 

@@ -97,6 +97,7 @@ ONE_PORT_EXACT = {
     ("alltoall", "linear"), ("allreduce", "parameter_server"), ("allreduce", "recursive_doubling"),
     ("bcast", "binomial"), ("reduce", "binomial"), ("gather", "binomial"), ("scatter", "binomial"),
     ("allreduce", "reduce_bcast"), ("reduce_scatter", "reduce_then_scatter"), ("bcast", "scatter_ring_allgather"),
+    ("barrier", "binomial"),  # its tokens take a port: the root takes its ⌈lg p⌉ children one after the other
 }
 
 
