@@ -155,6 +155,8 @@ def _model(result: RunResult, row: Mapping[str, Any]) -> str:
     algorithm = row.get("algorithm")
     if algorithm is None:
         return f"{row.get('pairs', '')} pairs, {row.get('messages', '')} messages"
+    if row.get("protocol"):  # a GPU library's call: the protocol its tuner chose, at any fidelity
+        return f"{algorithm}, {row['protocol']}"
     if "bytes" in row and "time_s" in row:  # collective: the protocols its messages used
         label = f"{algorithm} {format_size(int(row['bytes']))}"
         protocols = sorted({m.protocol for world in result.records if world.label.startswith(label)
