@@ -81,3 +81,13 @@ def test_the_regions_hold_where_the_grid_ran_and_nowhere_beyond(nodes):
     assert validated.tree_region(nodes, gb) == (nodes == 1)
     assert validated.tree_region(nodes, MiB) == (nodes <= validated.TREE_NODES)
     assert not validated.ring_region(nodes, 16 * MiB) or nodes == 1
+
+
+@pytest.mark.parametrize(("nodes", "mib"), [(4, 256), (8, 256), (8, 512), (16, 512)])
+def test_where_auto_times_a_ring_as_flows_they_are_the_message_paths_time(nodes, mib):
+    """A ring's twin from the per-node share on: 256 MiB on 8 nodes (4 MiB blocks, one step per
+    channel) keeps the message path, 512 MiB takes the twin, and both give the message path's time."""
+    auto = run_scenario(load_dict(_gpu(f"{mib} MiB", "nccl_ring", nodes=nodes))).rows[0]
+    message = run_scenario(load_dict(_gpu(f"{mib} MiB", "nccl_ring", nodes=nodes, fidelity="message"))).rows[0]
+    assert auto["fidelity"] == ("collective" if mib * MiB >= nodes * validated.RING_NODE_SHARE else "message")
+    assert auto["time_s"] == pytest.approx(message["time_s"], rel=0.02)

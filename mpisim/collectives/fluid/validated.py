@@ -13,10 +13,15 @@ everywhere it applies: the user asked for speed and knows the tables below.
   validated everywhere (the registry's default).
 * ``nccl_ring`` (one pipelined flow per hop): within 1 % on one node at every size; across
   nodes, small calls whose steps are latency (up to 1 MiB) up to :data:`RING_LATENCY_NODES`
-  nodes (8 nodes: +3.8 %) and large ones whose hops are busy at once (from 256 MiB) up to
+  nodes (8 nodes: +3.8 %) and large ones whose hops are busy at once up to
   :data:`RING_BANDWIDTH_NODES` (8 and 16 nodes, 1.2 GB: 0.0 %; 32 nodes: +6.4 %, where the flows
-  meet the NIC/NVLink tie differently from the messages). At mid sizes across nodes the
-  message path's channels hide each other's latencies (16 MiB: +20 % on 8 nodes, +11 % on 16).
+  meet the NIC/NVLink tie differently from the messages). "Large" is per node, not per call: a
+  ring's steps carry the call's bytes / ranks / channels, and while that is under two 512 KiB
+  steps per channel the message path's channels still stagger (dgx-h100, LL128: 256 MiB on
+  8 nodes +9.3 %, 512 MiB on 16 nodes +9.6 %) where from :data:`RING_NODE_SHARE` per node the
+  two agree (512 MiB on 8 nodes, 1 GiB on 16, 256 MiB on 4 and 128 MiB on 2: 0.0 %; Simple
+  at 1 GiB on 8 nodes +1.6 %). At mid sizes across nodes the message path's channels hide
+  each other's latencies (16 MiB: +20 % on 8 nodes, +11 % on 16).
 * ``nccl_tree`` (one flow per tree edge): within 2 % on one node, and with one segment per
   tree (up to 1 MiB) on up to :data:`TREE_NODES` nodes (1 MiB on 2 to 32 nodes: 0.0 %); once
   segments pipeline across nodes the message path's NICs idle while the twin charges the
@@ -45,8 +50,10 @@ RING_BANDWIDTH_NODES = 16
 TREE_NODES = 32
 #: The largest call that is latency-bound everywhere in the grid (one segment per tree).
 LATENCY_BOUND = MiB
-#: The smallest call whose ring hops are all busy at once everywhere in the grid.
+#: The smallest call whose ring hops are all busy at once everywhere in the grid ...
 BANDWIDTH_BOUND = 256 * MiB
+#: ... and the share of it each node must hold: 8 GPUs x 8 channels x two 512 KiB steps.
+RING_NODE_SHARE = 64 * MiB
 
 _NODES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
@@ -64,7 +71,7 @@ def nodes_spanned(comm: Comm) -> int:
 def ring_region(nodes: int, size: int) -> bool:
     """True where ``nccl_ring``'s twin is the message path within tolerance on *nodes* nodes (module docstring)."""
     return (nodes == 1 or (nodes <= RING_LATENCY_NODES and size <= LATENCY_BOUND)
-            or (nodes <= RING_BANDWIDTH_NODES and size >= BANDWIDTH_BOUND))
+            or (nodes <= RING_BANDWIDTH_NODES and size >= max(BANDWIDTH_BOUND, nodes * RING_NODE_SHARE)))
 
 
 def tree_region(nodes: int, size: int) -> bool:
