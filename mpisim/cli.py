@@ -490,6 +490,10 @@ class ExecCommand(Command):
         parser.add_argument("-o", "--output", metavar="DIR",
                             help="write results.json, CSV tables, report.md with figures and trace.json to DIR")
         parser.add_argument("--tag-output", action="store_true", help="prefix every output line with [rank]")
+        parser.add_argument("--check", action="store_true",
+                            help="run under the correctness checker: requests never completed, send buffers modified "
+                                 "before completion, ANY_SOURCE races, non-commutative ops, -1 used as a rank "
+                                 "(exit 1 if it finds any)")
         parser.add_argument("--compute", choices=("explicit", "none", "measured"), default="explicit",
                             help="what the Python code between MPI calls costs: explicit (only mpisim.compute(s) "
                                  "calls; default), none, or measured (its wall time x --speed; not deterministic)")
@@ -515,6 +519,8 @@ class ExecCommand(Command):
         if args.tag_output:
             workload["tag_output"] = True
         raw = exec_scenario(args.topology, program.stem, workload)
+        if args.check:
+            raw["check"] = True
         overrides = parse_set(args.set) + parse_limits(args.limit)
         shape = load_dict(raw, None, overrides).topology
         raw = apply_rank_count(raw, shape.nodes, shape.ranks_per_node, args.ranks, overrides,
@@ -543,7 +549,7 @@ class ExecCommand(Command):
             out.write(json.dumps(result.contract(__version__), indent=2, sort_keys=True, allow_nan=False) + "\n")
         else:
             err.write(exec_summary(result))
-        return EXIT_OK
+        return EXIT_FAILED if result.rows and result.rows[0].get("check_findings") else EXIT_OK
 
 
 class SchemaCommand(Command):

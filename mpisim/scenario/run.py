@@ -207,7 +207,8 @@ def run_point(scenario: Scenario, point: Mapping[str, Any] | None = None, log: T
     """
     point = dict(point or {})
     new_world, created = new_world_factory(scenario, log, worlds)
-    ctx = RunContext(new_world=new_world, payload=scenario.payload, seed=scenario.seed, base_dir=scenario.base_dir, log=log)
+    ctx = RunContext(new_world=new_world, payload=scenario.payload, seed=scenario.seed, base_dir=scenario.base_dir, log=log,
+                     check=scenario.check)
     failure = None
     try:
         # The limit holds in every phase: planning and building worlds as well as the event loop.
