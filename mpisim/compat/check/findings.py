@@ -9,9 +9,12 @@ on every run: the simulation is deterministic.
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from greenlet import getcurrent
 
 from mpisim.engine.units import pretty_time
 
@@ -41,8 +44,26 @@ class Finding:
 
 
 def site_of(ctx: Any) -> tuple[str, int]:
-    """``(file name, line)`` of the program's MPI call the rank *ctx* is making ('', 0 if none)."""
-    origin = ctx.runner.origin()
-    if origin is None:
-        return "", 0
-    return Path(origin[0]).name, origin[1]
+    """``(file name, line)`` of the program's MPI call the rank *ctx* is making ('', 0 if none).
+
+    In the rank's own greenlet that is the innermost frame of the program's files on the
+    stack; while the engine runs the rank's call for it (a collective combining values), the
+    line where the rank is suspended.
+    """
+    from mpisim.compat.tracebacks import is_user_file
+
+    frame = sys._getframe(1) if getcurrent() is ctx.greenlet else ctx.greenlet.gr_frame
+    while frame is not None:
+        if is_user_file(frame.f_code.co_filename, ctx.runner.folder):
+            return Path(frame.f_code.co_filename).name, frame.f_lineno
+        frame = frame.f_back
+    return "", 0
+
+
+def running(runner: Any) -> Any:
+    """The context of the rank whose simulated call the engine is running now (its SimPy process), or None."""
+    active = runner.world.env.active_process
+    for rank, process in enumerate(runner.world._processes):
+        if process is active:
+            return runner.contexts[rank]
+    return None

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from mpisim.compat import buffers as _buffers
+from mpisim.compat.check.findings import running
 from mpisim.compat.ranks import current
 from mpisim.compat.unsupported import Strict, unsupported
 from mpisim.mpi import ops as _ops
@@ -76,12 +77,14 @@ class Op(metaclass=Strict):
             return y if result is None else result
 
         name = getattr(function, "__name__", "op")
+        maker = current()
+        runner = maker.runner if maker is not None and commute else None
 
         def on_arrays(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-            return _checked(name, commute, apply, a, b)
+            return _checked(name, runner, apply, a, b)
 
         def on_objects(x: Any, y: Any) -> Any:
-            return _checked(name, commute, call, x, y)
+            return _checked(name, runner, call, x, y)
 
         op = cls("user", _ops.Op(f"user:{name}", on_arrays, bool(commute)),
                  on_objects, bool(commute))
@@ -119,10 +122,12 @@ class Op(metaclass=Strict):
         raise unsupported(f"Op.{name}")
 
 
-def _checked(name: str, commute: bool, apply: Callable[[Any, Any], Any], a: Any, b: Any) -> Any:
-    """``apply(a, b)``; under ``--check``, a commutative op is also applied as ``(b, a)`` and compared."""
-    ctx = current() if commute else None
-    if ctx is None or ctx.runner.checker is None:
+def _checked(name: str, runner: Any, apply: Callable[[Any, Any], Any], a: Any, b: Any) -> Any:
+    """``apply(a, b)``; under ``--check``, a commutative op (*runner* set) is also applied as ``(b, a)`` and compared."""
+    if runner is None or runner.checker is None:
+        return apply(a, b)
+    ctx = current() or running(runner)
+    if ctx is None:
         return apply(a, b)
     a0, b0 = copy.deepcopy(a), copy.deepcopy(b)  # an op on objects may change its operands in place
     swapped = apply(copy.deepcopy(b), copy.deepcopy(a))
