@@ -531,8 +531,8 @@ class ExecCommand(Command):
             _make_dir(out_dir)
         redirect = contextlib.redirect_stdout(err) if args.json else contextlib.nullcontext()
         try:
-            with redirect:
-                result = scenario_run.run_scenario(scenario)
+            with redirect:  # with -o, a failed program's run is kept for its report
+                result = scenario_run.run_scenario(scenario, keep_failure=out_dir is not None and not args.json)
         except ProgramExit as exc:
             err.write(f"mpisim exec: {exc}\n")
             # An exit status is one byte: sys.exit(256) would read as success; a failed rank never does.
@@ -545,6 +545,10 @@ class ExecCommand(Command):
             return EXIT_FAILED
         if out_dir is not None:
             write_outputs(result, out_dir)
+        if result.failure is not None:  # kept for the report (-o): the program still failed
+            err.write(f"the simulated program failed: {result.failure['error']}\n{result.failure['message']}\n"
+                      f"report written to {out_dir}\n")
+            return EXIT_FAILED
         if args.json:
             out.write(json.dumps(result.contract(__version__), indent=2, sort_keys=True, allow_nan=False) + "\n")
         else:
