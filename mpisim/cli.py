@@ -213,7 +213,8 @@ class RunCommand(Command):
                     RunProgress(err, worlds, enabled=not scenario.sweep and not args.json and not args.quiet,
                                 estimate_events=estimated.events if estimated.events_known else None):
                 result = scenario_run.run_scenario(scenario, jobs=args.jobs, results_file=results_file, resume=args.resume,
-                                      progress=progress, executor=args.executor, worlds=worlds)
+                                      progress=progress, executor=args.executor, worlds=worlds,
+                                      keep_failure=out_dir is not None and not args.json)  # -o: a failed run's report
         except MPIError as exc:
             if not args.json:
                 raise
@@ -241,7 +242,8 @@ class RunCommand(Command):
                       f"{result.failure['message']}\n")
         for exp in result.failed_expectations:
             err.write(f"FAILED: {exp['detail']}\n")
-        return EXIT_OK if result.passed else EXIT_FAILED
+        unexpected = result.failure is not None and not scenario.expect_failure  # kept for the report (-o)
+        return EXIT_OK if result.passed and not unexpected else EXIT_FAILED
 
     @staticmethod
     def _update_expect(file: str, result: Any, out: TextIO, err: TextIO) -> int:
