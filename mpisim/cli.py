@@ -214,7 +214,9 @@ class RunCommand(Command):
                                 estimate_events=estimated.events if estimated.events_known else None):
                 result = scenario_run.run_scenario(scenario, jobs=args.jobs, results_file=results_file, resume=args.resume,
                                       progress=progress, executor=args.executor, worlds=worlds,
-                                      keep_failure=out_dir is not None and not args.json)  # -o: a failed run's report
+                                      # -o: a failed program's run gets its report (timeline, arrows)
+                                      keep_failure=out_dir is not None and not args.json
+                                      and scenario.workload.kind == "program")
         except MPIError as exc:
             if not args.json:
                 raise
@@ -236,7 +238,10 @@ class RunCommand(Command):
         trace_notes = [note for note in result.notes if "--set trace." in note]
         if trace_notes:  # once per run, on stderr too: a report without timelines should not surprise
             err.write(f"note: {trace_notes[0]}\n")
-        if result.failure is not None:
+        if result.failure is not None and not scenario.expect_failure:
+            err.write(f"the simulated program failed: {result.failure['error']}\n{result.failure['message']}\n"
+                      f"report written to {out_dir}\n")
+        elif result.failure is not None:
             expected = all(exp.get("passed") for exp in result.expectations if exp.get("check") == "expect_failure")
             err.write(f"{'expected failure' if expected else 'failure'} ({result.failure['kind']}):\n"
                       f"{result.failure['message']}\n")

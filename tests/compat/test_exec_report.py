@@ -116,3 +116,16 @@ def test_a_program_exit_status_is_kept_with_o(tmp_path):
     prog.write_text("import sys\nfrom mpi4py import MPI\nsys.exit(3 if MPI.COMM_WORLD.rank == 1 else 0)\n")
     code, _ = run_exec("-n", "2", "-o", str(tmp_path / "out"), str(prog))
     assert code == 3
+
+
+def test_run_o_of_a_failing_program_scenario_writes_its_report_and_exits_1(tmp_path):
+    (tmp_path / "head_to_head.py").write_text((CORPUS / "head_to_head.py").read_text())
+    scenario = tmp_path / "h2h.yaml"
+    scenario.write_text("topology: laptop-shm\nworkload: {kind: program, api: mpi4py, program: head_to_head.py, "
+                        "args: ['100000']}\n")
+    err = io.StringIO()
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
+        code = main(["run", str(scenario), "-o", str(tmp_path / "out")])
+    assert code == 1
+    assert err.getvalue().count("the simulated program failed: DeadlockError") == 1
+    assert (tmp_path / "out" / "figures" / "arrows-h2h.png").is_file()
