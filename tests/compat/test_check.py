@@ -199,3 +199,20 @@ def test_a_bad_check_value_is_one_line_and_exit_2(tmp_path, value):
         code = main(["run", str(scenario)])
     assert code == 2
     assert "check" in err.getvalue() and len(err.getvalue().strip().splitlines()) == 1
+
+
+def test_collective_counts_that_differ_are_said_in_elements_per_rank(tmp_path):
+    prog = tmp_path / "counts.py"
+    prog.write_text(textwrap.dedent("""
+        import numpy as np
+        from mpi4py import MPI
+        comm = MPI.COMM_WORLD
+        n = 4 if comm.rank == 0 else 3
+        out = np.zeros(n)
+        comm.Allreduce(np.ones(n), out, op=MPI.SUM)
+    """))
+    err = io.StringIO()
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
+        code = main(["exec", "-n", "3", str(prog)])
+    assert code == 1
+    assert "in the program's terms: rank 1 passes 3 float64 elements, rank 0 passes 4 float64 elements" in err.getvalue()
