@@ -216,3 +216,18 @@ def test_collective_counts_that_differ_are_said_in_elements_per_rank(tmp_path):
         code = main(["exec", "-n", "3", str(prog)])
     assert code == 1
     assert "in the program's terms: rank 1 passes 3 float64 elements, rank 0 passes 4 float64 elements" in err.getvalue()
+
+
+def test_a_subset_allreduce_of_objects_is_named_allreduce_not_the_reduce_inside_it(tmp_path):
+    prog = tmp_path / "subset.py"
+    prog.write_text("from mpi4py import MPI\ncomm = MPI.COMM_WORLD\nif comm.rank < 2:\n"
+                    "    total = comm.allreduce(comm.rank)\n")
+    err = io.StringIO()
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
+        code = main(["exec", "-n", "3", str(prog)])
+    text = err.getvalue()
+    assert code == 1
+    for rank in (0, 1):
+        assert f"rank {rank}: blocked in allreduce(object) (collective #0 on its communicator) -- rank 2 has " \
+               "finished without calling it" in text
+    assert "reduce(object" not in text and "bcast(" not in text

@@ -109,8 +109,13 @@ def _reduce(c: Any, ctx: RankContext, sendobj: Any, op: Op = SUM, root: int = 0)
 def _allreduce(c: Any, ctx: RankContext, sendobj: Any, op: Op = SUM) -> Proc:
     """Reduce every rank's object with *op*; every rank gets the result (reduce, then bcast)."""
     op = as_op(op)
-    result = yield from _coll.reduce_obj(c, sendobj, op, op.commute, 0)
-    return (yield from _coll.bcast_obj(c, result, 0))
+
+    def reduce_then_bcast() -> Proc:
+        result = yield from _coll.reduce_obj(c, sendobj, op, op.commute, 0)
+        return (yield from _coll.bcast_obj(c, result, 0))
+
+    # One call for the program (a deadlock or a mismatch names allreduce, not the reduce inside it).
+    return (yield from _coll.collective(c, "allreduce", "allreduce(object)", 0, reduce_then_bcast()))
 
 
 def _scan(c: Any, ctx: RankContext, sendobj: Any, op: Op = SUM) -> Proc:
