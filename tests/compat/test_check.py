@@ -231,3 +231,14 @@ def test_a_subset_allreduce_of_objects_is_named_allreduce_not_the_reduce_inside_
         assert f"rank {rank}: blocked in allreduce(object) (collective #0 on its communicator) -- rank 2 has " \
                "finished without calling it" in text
     assert " reduce(object" not in text and "bcast(" not in text
+
+
+def test_the_corpus_scan_program_s_lopsided_op_is_found_where_it_is_declared_commutative():
+    """scan.py runs its non-commutative op twice: with commute=False (fine) and commute=True (the finding)."""
+    path = CORPUS / "scan.py"
+    code, findings, _ = checked(path, 4)
+    assert code == 1
+    assert {f["kind"] for f in findings} == {"op-not-commutative"}
+    lines = {f["line"] for f in findings}
+    assert lines == {line_of(path, "comm.Scan(x, r, op=LOPSIDED)"), line_of(path, "comm.Exscan(x, q, op=LOPSIDED)")}
+    assert all("lopsided" in f["text"] for f in findings)  # never matmul, created with commute=False

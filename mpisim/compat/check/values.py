@@ -29,16 +29,16 @@ PROC_NULL = -1
 
 
 class ValueChecks:
-    """The op and the peer checks (see the module docstring); each reports a given site once."""
+    """The op and the peer checks (see the module docstring); each reports a line of the program once (its first rank)."""
 
     def __init__(self, findings: list[Finding]) -> None:
         self.findings = findings
-        self.seen: set[tuple[str, str, int, int]] = set()
+        self.seen: set[tuple[str, str, int]] = set()
         self._assignments: dict[str, dict[str, list[str]]] = {}  # file -> name -> source of its assignments
 
     def _once(self, kind: str, ctx: Any) -> tuple[str, int] | None:
         file, line = site_of(ctx)
-        key = (kind, file, line, ctx.rank)
+        key = (kind, file, line)
         if key in self.seen:
             return None
         self.seen.add(key)
@@ -134,7 +134,10 @@ def _same(x: Any, y: Any) -> bool:
 
 
 def _short(x: Any) -> str:
+    """A value as a student reads it: an array's first three elements, six significant digits."""
     if isinstance(x, np.ndarray):
-        x = x.tolist() if x.size <= 6 else f"{x[:6].tolist()}..."
+        flat = x.ravel()
+        shown = ", ".join(f"{v:.6g}" if isinstance(v, float) else repr(v) for v in flat[:3].tolist())
+        return f"[{shown}{', ...' if flat.size > 3 else ''}]"
     text = repr(x)
     return text if len(text) <= 60 else text[:57] + "..."
