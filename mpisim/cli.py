@@ -248,7 +248,8 @@ class RunCommand(Command):
         for exp in result.failed_expectations:
             err.write(f"FAILED: {exp['detail']}\n")
         unexpected = result.failure is not None and not scenario.expect_failure  # kept for the report (-o)
-        return EXIT_OK if result.passed and not unexpected else EXIT_FAILED
+        checked = any(row.get("check_findings") for row in result.rows)  # check: true found mistakes
+        return EXIT_OK if result.passed and not unexpected and not checked else EXIT_FAILED
 
     @staticmethod
     def _update_expect(file: str, result: Any, out: TextIO, err: TextIO) -> int:

@@ -51,7 +51,8 @@ def run_mpi4py(params: Any, ctx: RunContext) -> WorkloadOutput:
     """Run the script on every rank of a fresh world; return one row (see the module docstring).
 
     With ``check: true`` (``mpisim exec --check``) the run is made under the correctness checker
-    (:mod:`mpisim.compat.check`): its findings become notes and the row's ``check_findings`` (a list).
+    (:mod:`mpisim.compat.check`): its findings become notes (``check [kind] rank R, file:line, t = T: what``) and
+    the row's ``check_findings`` counts them.
     """
     file = program_file(params, ctx.base_dir)
     findings = None
@@ -80,7 +81,7 @@ def run_mpi4py(params: Any, ctx: RunContext) -> WorkloadOutput:
                          "the program's and it never called MPI.Finalize): under MPICH's mpiexec the first rank to "
                          "exit so ends the job, and the ranks still running are killed")
     if findings is not None:
-        out.rows[0]["check_findings"] = [finding.to_dict() for finding in findings]
+        out.rows[0]["check_findings"] = len(findings)
         out.notes.extend(str(finding) for finding in findings)
     if params.compute == "measured":
         out.notes.append("compute: measured charges the wall time of the Python code between MPI calls: "

@@ -38,10 +38,6 @@ class Finding:
     def __str__(self) -> str:
         return f"check [{self.kind}] {self.where()}: {self.text}"
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, "rank": self.rank, "file": self.file, "line": self.line, "time_s": self.time_s,
-                "text": self.text}
-
 
 def site_of(ctx: Any) -> tuple[str, int]:
     """``(file name, line)`` of the program's MPI call the rank *ctx* is making ('', 0 if none).
