@@ -261,3 +261,41 @@ def test_the_corpus_scan_program_s_lopsided_op_is_found_where_it_is_declared_com
     lines = {f["line"] for f in findings}
     assert lines == {line_of(path, "comm.Scan(x, r, op=LOPSIDED)"), line_of(path, "comm.Exscan(x, q, op=LOPSIDED)")}
     assert all("lopsided" in f["text"] for f in findings)  # never matmul, created with commute=False
+
+
+def test_an_irecv_never_completed_says_its_message_never_came_either(tmp_path):
+    prog = tmp_path / "lost.py"
+    prog.write_text(textwrap.dedent("""
+        import numpy as np
+        from mpi4py import MPI
+        comm = MPI.COMM_WORLD
+        buf = np.zeros(2)
+        if comm.rank == 1:
+            req = comm.Irecv(buf, source=0, tag=3)
+        comm.Barrier()
+    """))
+    code, findings, _ = checked(prog, 2)
+    f = only(findings)
+    assert (code, f["kind"], f["rank"], f["line"]) == (1, "request-never-completed", 1, 7)
+    assert "Irecv(source=0, tag=3)" in f["text"] and "never finished either" in f["text"]
+
+
+def test_a_request_completed_by_waitall_or_a_test_loop_is_not_reported(tmp_path):
+    prog = tmp_path / "fine.py"
+    prog.write_text(textwrap.dedent("""
+        import numpy as np
+        from mpi4py import MPI
+        comm = MPI.COMM_WORLD
+        other = 1 - comm.rank
+        a, b = np.full(3, comm.rank, dtype="i"), np.zeros(3, dtype="i")
+        reqs = [comm.Isend(a, dest=other), comm.Irecv(b, source=other)]
+        MPI.Request.Waitall(reqs)
+        r = comm.isend(comm.rank, dest=other, tag=1)
+        s = comm.irecv(source=other, tag=1)
+        while not r.Test():
+            pass
+        print(s.wait(), b[0])
+    """))
+    code, findings, output = checked(prog, 2)
+    assert (code, findings) == (0, [])
+    assert sorted(output.splitlines()[:2]) == ["0 0", "1 1"]
