@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from mpisim.compat import mpi4py as mpi_module
-from mpisim.compat.check.explore import checked_run
 from mpisim.compat import package as _package
+from mpisim.compat.check.explore import checked_run
 from mpisim.compat.package import MPI4PY_VERSION  # noqa: F401 - the mpi4py API level the module follows
 from mpisim.compat.ranks import Runner
 from mpisim.errors import ConfigError, DeadlockError

@@ -52,7 +52,7 @@ def test_a_rendezvous_is_drawn_as_its_four_phases_in_their_directions_and_an_eag
     arrows = message_arrows(world)
     assert [(a["kind"], a["src"], a["dst"]) for a in arrows] == [
         ("rts", 0, 1), ("cts", 1, 0), ("data", 0, 1), ("fin", 1, 0), ("eager", 0, 1)]
-    rts, cts, data, fin, eager = arrows
+    rts, cts, data, fin, _eager = arrows
     assert rts["t1"] <= cts["t0"] and cts["t1"] <= data["t0"] and data["t1"] <= fin["t0"]  # each waits for the last
     assert data["label"] == "100 KB"
     big = next(m for m in world.messages if m.protocol == "rendezvous")
