@@ -108,8 +108,8 @@ def plot_message_arrows(world: WorldRecords, *, max_arrows: int = MAX_ARROWS, ma
                   "has arrived")
     heading = title or f"{world.label}: every message as an arrow"
     if total > len(drawn):
-        heading += f"\nthe first {len(drawn)} of {total} arrows (up to t = {t_end / scale:.4g} {unit}); the others " \
-                   "are in trace.json"
+        heading += f"\nthe first {len(drawn)} of {total} arrows (up to t = {t_end / scale:.4g} {unit}); trace.json links " \
+                   "every send to its receive"
     if world_ranks(world) > p:
         heading += f"; ranks 0-{p - 1} of {world_ranks(world)}"
     if stops:
