@@ -10,7 +10,7 @@
     mpisim report DIR
     mpisim explain COLLECTIVE ALGORITHM [--ranks P] [--count N] [--topology PRESET] [-o DIR]
     mpisim exec -n N [--topology PRESET|FILE] [--set KEY=VALUE ...] [-o DIR] [--json] [--tag-output]
-                [--compute none|measured|explicit] [--speed X] program.py [ARGS ...]
+                [--compute none|measured|explicit] [--speed X] [--check] program.py [ARGS ...]
 
 Each subcommand is a small class whose docstring is its ``--help`` text.
 
@@ -479,6 +479,10 @@ class ExecCommand(Command):
     passed to sys.exit or MPI.COMM_WORLD.Abort, or 1 on a deadlock, an MPI error or an
     exception (with the report: each blocked rank, its call and its line in the program).
     A summary (simulated time, messages, bytes, time per rank in MPI calls) follows on stderr.
+    With -o DIR a failed program's report is written too (its timeline and message arrows up to
+    where it stopped); the exit code stays 1. --check runs it under the correctness checker
+    (mpisim.compat.check): each finding names the rank, the program's line and the simulated
+    time, and the exit code is 1 if there is one.
 
     --topology takes a preset name (default laptop-shm), a preset with overrides in YAML
     ("{preset: ib-hdr, ranks_per_node: 4}") or a scenario file, whose topology, network and
