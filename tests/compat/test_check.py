@@ -299,3 +299,14 @@ def test_a_request_completed_by_waitall_or_a_test_loop_is_not_reported(tmp_path)
     code, findings, output = checked(prog, 2)
     assert (code, findings) == (0, [])
     assert sorted(output.splitlines()[:2]) == ["0 0", "1 1"]
+
+
+def test_a_nonblocking_collective_never_waited_for_is_reported(tmp_path):
+    prog = tmp_path / "ibarrier.py"
+    prog.write_text("from mpi4py import MPI\ncomm = MPI.COMM_WORLD\nreq = comm.Ibarrier()\n"
+                    "done = comm.Iallreduce(MPI.IN_PLACE, [bytearray(8), MPI.BYTE], op=MPI.BOR)\ndone.Wait()\n")
+    code, findings, _ = checked(prog, 3)
+    assert code == 1
+    assert [(f["kind"], f["rank"], f["line"]) for f in findings] == [
+        ("request-never-completed", rank, 3) for rank in range(3)]
+    assert all("Ibarrier()" in f["text"] for f in findings)

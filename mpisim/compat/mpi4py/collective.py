@@ -60,7 +60,10 @@ def _nonblocking(name: str, body: Body) -> Callable[..., Request]:
     def call(self: Any, *args: Any, **kwargs: Any) -> Request:
         ctx = here(f"Comm.{name}")
         ctx.enter()
-        return Request(nbc.start(ctx, self._on(ctx), f"{name.lower()}()", lambda c: body(c, ctx, *args, **kwargs)))
+        request = Request(nbc.start(ctx, self._on(ctx), f"{name.lower()}()", lambda c: body(c, ctx, *args, **kwargs)))
+        if ctx.runner.checker is not None:  # --check: it must be completed too
+            ctx.runner.checker.requests.started(ctx, request, f"{name}()")
+        return request
 
     call.__name__ = call.__qualname__ = name
     call.__doc__ = f"Start ``{name[1:]}`` and return its Request at once (``MPI_{name}``): " + (body.__doc__ or "")
