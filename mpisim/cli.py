@@ -10,7 +10,7 @@
     mpisim report DIR
     mpisim explain COLLECTIVE ALGORITHM [--ranks P] [--count N] [--topology PRESET] [-o DIR]
     mpisim exec -n N [--topology PRESET|FILE] [--set KEY=VALUE ...] [-o DIR] [--json] [--tag-output]
-                [--compute none|measured|explicit] [--speed X] program.py [ARGS ...]
+                [--compute none|measured|explicit] [--speed X] [--check] program.py [ARGS ...]
 
 Each subcommand is a small class whose docstring is its ``--help`` text.
 
@@ -213,7 +213,10 @@ class RunCommand(Command):
                     RunProgress(err, worlds, enabled=not scenario.sweep and not args.json and not args.quiet,
                                 estimate_events=estimated.events if estimated.events_known else None):
                 result = scenario_run.run_scenario(scenario, jobs=args.jobs, results_file=results_file, resume=args.resume,
-                                      progress=progress, executor=args.executor, worlds=worlds)
+                                      progress=progress, executor=args.executor, worlds=worlds,
+                                      # -o: a failed program's run gets its report (timeline, arrows)
+                                      keep_failure=out_dir is not None and not args.json
+                                      and scenario.workload.kind == "program")
         except MPIError as exc:
             if not args.json:
                 raise
@@ -235,13 +238,18 @@ class RunCommand(Command):
         trace_notes = [note for note in result.notes if "--set trace." in note]
         if trace_notes:  # once per run, on stderr too: a report without timelines should not surprise
             err.write(f"note: {trace_notes[0]}\n")
-        if result.failure is not None:
+        if result.failure is not None and not scenario.expect_failure:
+            err.write(f"the simulated program failed: {result.failure['error']}\n{result.failure['message']}\n"
+                      f"report written to {out_dir}\n")
+        elif result.failure is not None:
             expected = all(exp.get("passed") for exp in result.expectations if exp.get("check") == "expect_failure")
             err.write(f"{'expected failure' if expected else 'failure'} ({result.failure['kind']}):\n"
                       f"{result.failure['message']}\n")
         for exp in result.failed_expectations:
             err.write(f"FAILED: {exp['detail']}\n")
-        return EXIT_OK if result.passed else EXIT_FAILED
+        unexpected = result.failure is not None and not scenario.expect_failure  # kept for the report (-o)
+        checked = any(row.get("check_findings") for row in result.rows)  # check: true found mistakes
+        return EXIT_OK if result.passed and not unexpected and not checked else EXIT_FAILED
 
     @staticmethod
     def _update_expect(file: str, result: Any, out: TextIO, err: TextIO) -> int:
@@ -471,6 +479,10 @@ class ExecCommand(Command):
     passed to sys.exit or MPI.COMM_WORLD.Abort, or 1 on a deadlock, an MPI error or an
     exception (with the report: each blocked rank, its call and its line in the program).
     A summary (simulated time, messages, bytes, time per rank in MPI calls) follows on stderr.
+    With -o DIR a failed program's report is written too (its timeline and message arrows up to
+    where it stopped); the exit code stays 1. --check runs it under the correctness checker
+    (mpisim.compat.check): each finding names the rank, the program's line and the simulated
+    time, and the exit code is 1 if there is one.
 
     --topology takes a preset name (default laptop-shm), a preset with overrides in YAML
     ("{preset: ib-hdr, ranks_per_node: 4}") or a scenario file, whose topology, network and
@@ -490,6 +502,10 @@ class ExecCommand(Command):
         parser.add_argument("-o", "--output", metavar="DIR",
                             help="write results.json, CSV tables, report.md with figures and trace.json to DIR")
         parser.add_argument("--tag-output", action="store_true", help="prefix every output line with [rank]")
+        parser.add_argument("--check", action="store_true",
+                            help="run under the correctness checker: requests never completed, send buffers modified "
+                                 "before completion, ANY_SOURCE races, non-commutative ops, -1 used as a rank "
+                                 "(exit 1 if it finds any)")
         parser.add_argument("--compute", choices=("explicit", "none", "measured"), default="explicit",
                             help="what the Python code between MPI calls costs: explicit (only mpisim.compute(s) "
                                  "calls; default), none, or measured (its wall time x --speed; not deterministic)")
@@ -515,6 +531,8 @@ class ExecCommand(Command):
         if args.tag_output:
             workload["tag_output"] = True
         raw = exec_scenario(args.topology, program.stem, workload)
+        if args.check:
+            raw["check"] = True
         overrides = parse_set(args.set) + parse_limits(args.limit)
         shape = load_dict(raw, None, overrides).topology
         raw = apply_rank_count(raw, shape.nodes, shape.ranks_per_node, args.ranks, overrides,
@@ -525,8 +543,8 @@ class ExecCommand(Command):
             _make_dir(out_dir)
         redirect = contextlib.redirect_stdout(err) if args.json else contextlib.nullcontext()
         try:
-            with redirect:
-                result = scenario_run.run_scenario(scenario)
+            with redirect:  # with -o, a failed program's run is kept for its report
+                result = scenario_run.run_scenario(scenario, keep_failure=out_dir is not None and not args.json)
         except ProgramExit as exc:
             err.write(f"mpisim exec: {exc}\n")
             # An exit status is one byte: sys.exit(256) would read as success; a failed rank never does.
@@ -539,11 +557,15 @@ class ExecCommand(Command):
             return EXIT_FAILED
         if out_dir is not None:
             write_outputs(result, out_dir)
+        if result.failure is not None:  # kept for the report (-o): the program still failed
+            err.write(f"the simulated program failed: {result.failure['error']}\n{result.failure['message']}\n"
+                      f"report written to {out_dir}\n")
+            return EXIT_FAILED
         if args.json:
             out.write(json.dumps(result.contract(__version__), indent=2, sort_keys=True, allow_nan=False) + "\n")
         else:
             err.write(exec_summary(result))
-        return EXIT_OK
+        return EXIT_FAILED if result.rows and result.rows[0].get("check_findings") else EXIT_OK
 
 
 class SchemaCommand(Command):

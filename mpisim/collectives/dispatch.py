@@ -167,7 +167,9 @@ def run_collective(comm: Comm, collective: str, algorithm: str | None, *, buf: A
     algo, choice = prepared.algorithm, prepared.choice
     call = comm.next_collective(prepared.signature)
     state = comm.world.states[comm.world_rank]
-    outer, state.collective = state.collective, (comm, call, prepared.signature)
+    outer = state.collective
+    if outer is None or outer[0] is not comm:  # one collective inside another on the same communicator (mpi4py's
+        state.collective = (comm, call, prepared.signature)  # allreduce of objects) is reported as the outer one
     kwargs: dict[str, Any] = {}
     if collective != "barrier":
         kwargs["buf"] = payload

@@ -78,7 +78,9 @@ def collective(comm: Comm, name: str, signature: str, nbytes: int, body: Proc) -
     """Run *body* as one collective call of *comm*: checked, named in reports, recorded."""
     call = comm.next_collective(signature)
     state = comm.world.states[comm.world_rank]
-    outer, state.collective = state.collective, (comm, call, signature)
+    outer = state.collective
+    if outer is None or outer[0] is not comm:  # inside another collective of comm: reported as that one
+        state.collective = (comm, call, signature)
     t_enter = comm.now
     result = yield from body
     state.collective = outer

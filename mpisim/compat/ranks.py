@@ -495,6 +495,8 @@ class Runner:
         self._user_files: dict[str, bool] = {}
         #: The frame that made the MPI call in progress (set by the MPI module on every call).
         self.site: types.FrameType | None = None
+        #: Under ``mpisim exec --check``: the run's :class:`~mpisim.compat.check.Checker` (else None).
+        self.checker: Any = None
         self.contexts = [RankContext(self, world.comm_world(rank)) for rank in range(world.size)]
 
     # ------------------------------------------------------------------ switching ranks

@@ -177,6 +177,9 @@ class World(Protocols, DirectPath, Diagnosis):
         #: Optional ``origin() -> (file, line)``: the line of the user's source that is sending now,
         #: kept on the send request so a message nobody received can be listed with it.
         self.origin: Callable[[], tuple[str, int] | None] | None = None
+        #: Optional hook on matching (``posted``, ``arrived``, ``matched``): a correctness checker
+        #: that records and permutes what ANY_SOURCE receives take (mpisim.compat.check.wildcards).
+        self.wildcards: Any = None
         #: Start a transfer and call ``fn(arg)`` when it has arrived; True if it was over at once.
         self._post: Callable[..., bool] = getattr(network, "post", self._post_via_transfer)
         #: What models above the MPI layer work out once for this world (mpisim.engine.memo).
@@ -314,6 +317,8 @@ class World(Protocols, DirectPath, Diagnosis):
         box.next_seq[msg.src] = expected
 
     def _deliver(self, box: Mailbox, msg: Message) -> None:
+        if self.wildcards is not None:
+            self.wildcards.arrived(msg, self.env.now)
         context, src_rank, tag = msg.context, msg.src_rank, msg.tag
         for i, req in enumerate(box.posted):
             # NOTE: _matches, inlined: this runs for every message.
@@ -343,6 +348,8 @@ class World(Protocols, DirectPath, Diagnosis):
                                   f"0..{MAX_TAG} (MPI_TAG_UB) or ANY_TAG")
         req = Request(self.env, "recv", comm, source, tag)
         req.status = status
+        if source == ANY_SOURCE and self.wildcards is not None:
+            self.wildcards.posted(req, self.env.now)
         if buf is not None:
             buf = as_payload(buf)
             req.capacity = buf.nbytes
@@ -366,6 +373,8 @@ class World(Protocols, DirectPath, Diagnosis):
     def _pair(self, msg: Message, req: Request) -> None:
         """A message met its receive: check the size, then finish it by protocol."""
         msg.t_match = self.env.now
+        if self.wildcards is not None:
+            self.wildcards.matched(msg, req, self.mailboxes[msg.dst].unexpected, self.env.now)
         req.nbytes, req.protocol = msg.nbytes, msg.protocol
         if req.capacity is not None and msg.nbytes > req.capacity:
             req.fail(TruncationError(

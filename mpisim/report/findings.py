@@ -729,7 +729,10 @@ def all_findings(result: RunResult, worlds: Sequence[WorldRecords], link_worlds:
         out += time_share_findings(world)
     out += closed_form_findings(result)
     if result.failure is not None:
-        out.append(f"**The simulated program failed, as the scenario expected ({result.failure.get('kind')}).**")
+        kind = result.failure.get("kind")
+        out.append(f"**The simulated program failed, as the scenario expected ({kind}).**"
+                   if result.scenario.get("expect_failure") else
+                   f"**The simulated program failed ({kind}): the figures show its run up to where it stopped.**")
     if result.expectations:
         failed = result.failed_expectations
         if failed:

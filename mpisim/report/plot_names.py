@@ -5,4 +5,5 @@ PLOT_NAMES = {
     "timeline": "timeline", "link_utilisation": "links", "link_utilization": "links", "links": "links",
     "bandwidth": "bandwidth", "p2p": "p2p", "latency": "p2p", "scaling": "scaling", "breakdown": "breakdown",
     "closed_form": "closed_form", "pipeline": "pipeline", "layouts": "layouts", "which_layout": "layouts",
+    "arrows": "arrows", "messages": "arrows",
 }

@@ -52,6 +52,7 @@ from mpisim.report.findings import all_findings, closed_form_worlds
 from mpisim.report.hybrid import has_pipeline
 from mpisim.report.markdown import FigureInfo, markdown_report
 from mpisim.report.plot_names import PLOT_NAMES
+from mpisim.report.plots.arrows import MAX_ARROWS
 from mpisim.report.records import RunResult, WorldRecords
 from mpisim.report.tables import link_table, world_ranks, world_title
 from mpisim.report.trace import chrome_trace
@@ -282,6 +283,17 @@ def render_figures(result: RunResult, fig_dir: Path, worlds: list[int], links: l
             "the bottom one. Work that overlaps (backward compute during an allreduce) shows in both strips."
             + (" A red cross marks where each rank of the deadlock stopped, with the call and why it cannot return."
                if result.failure is not None and result.failure.get("kind") == "deadlock" else ""))
+    if result.scenario.get("workload", {}).get("kind") == "program":  # a student's own program: its messages
+        for i in worlds:
+            slug, name = named(i)
+            add(f"arrows-{slug}.png", lambda w=result.records[i], n=name: plots.plot_message_arrows(
+                w, title=f"{n}: every message as an arrow", failure=failure_of(w)), f"Messages: {name}",
+                "One lane per rank, simulated time left to right. Each arrow is a message, from the moment its send "
+                "was posted to the moment its data had arrived; a rendezvous message is drawn as its protocol: the "
+                "RTS to the receiver, the CTS back when the receive is posted, the data, and the FIN back. At most "
+                f"{MAX_ARROWS} arrows are drawn, the earliest (the title says when some are left out; "
+                "trace.json links every send to its receive)."
+                + (" A red cross marks each call the deadlock left stuck." if result.failure is not None else ""))
     left_out = len(link_worlds(result, None)) - len(links)
     for i in links:
         slug, name = named(i)

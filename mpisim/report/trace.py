@@ -1,13 +1,17 @@
 """Chrome trace-event JSON: a run's records as a timeline that Perfetto (ui.perfetto.dev) opens.
 
 The trace-event format is a JSON object whose ``traceEvents`` list holds events of a few
-phases (``ph``); mpisim writes two:
+phases (``ph``); mpisim writes these:
 
 * ``"X"`` (complete event): a bar with ``name``, ``cat``, ``ts`` and ``dur`` in microseconds,
   ``pid`` and ``tid`` (which track it sits on) and ``args`` (shown when the bar is clicked:
   peer rank, bytes, protocol);
 * ``"M"`` (metadata): ``process_name`` / ``thread_name`` give tracks their names, and
-  ``process_sort_index`` / ``thread_sort_index`` their order.
+  ``process_sort_index`` / ``thread_sort_index`` their order;
+* ``"s"`` and ``"f"`` (flow start and finish, sharing an ``id``): an arrow from each message's
+  send (on the sender's track, when it was posted) to its receive (on the receiver's, when the
+  data had arrived), bound to the slices around those instants (``"bp": "e"``); at most
+  :data:`MAX_FLOWS` per world.
 
 Every simulated world becomes one *process* (``allreduce/ring 1 MiB``), and inside it:
 
@@ -40,6 +44,8 @@ __all__ = ["MAX_EVENTS", "assign_lanes", "chrome_trace", "validate_trace"]
 
 #: Stop adding worlds once the trace holds this many events (a 200 MB trace helps nobody).
 MAX_EVENTS = 300_000
+#: Flow arrows (send -> receive) per world: the first messages only.
+MAX_FLOWS = 20_000
 #: Link tracks per world: the busiest links only.
 MAX_LINK_TRACKS = 32
 
@@ -92,6 +98,7 @@ class _Builder:
     def __init__(self) -> None:
         self.events: list[dict[str, Any]] = []
         self._next_tid: dict[int, int] = {}
+        self._flow_id = 0  # flow ids are unique in the whole trace
 
     def process(self, pid: int, name: str) -> None:
         self.events.append({"name": "process_name", "ph": "M", "pid": pid, "tid": 0, "args": {"name": name}})
@@ -106,16 +113,46 @@ class _Builder:
         return tid
 
     def lanes(self, pid: int, name: str, sort_index: int, bars: list[tuple[float, float, dict[str, Any]]],
-              always: bool = False) -> None:
-        """Add *bars* on as many tracks named *name* (``#2``, ``#3``...) as nesting needs."""
+              always: bool = False) -> list[tuple[int, list[dict[str, Any]]]]:
+        """Add *bars* on as many tracks named *name* (``#2``, ``#3``...) as nesting needs; return (tid, events) of each."""
         lanes = assign_lanes(bars)
         if not lanes and always:
             lanes = [[]]
+        tracks = []
         for i, events in enumerate(lanes):
             tid = self.thread(pid, name if i == 0 else f"{name} #{i + 1}", sort_index + i)
             for event in events:
                 event["pid"], event["tid"] = pid, tid
                 self.events.append(event)
+            tracks.append((tid, events))
+        return tracks
+
+    def flows(self, pid: int, world: WorldRecords, tracks: dict[int, list[tuple[int, list[dict[str, Any]]]]]) -> None:
+        """Link each message's send to its receive with a flow (``"s"`` then ``"f"``), at most MAX_FLOWS per world.
+
+        Perfetto binds a flow's ends to the slices enclosing them (``"bp": "e"``): the send
+        call on the sender's track when the send was posted, the receive or wait on the
+        receiver's when the data had arrived. It draws the arrow between them and follows it on
+        a click. A message to oneself has no arrow.
+        """
+        for msg in [m for m in world.messages if m.src != m.dst and m.src in tracks and m.dst in tracks][:MAX_FLOWS]:
+            self._flow_id += 1
+            common = {"name": f"message {fmt_bytes(msg.nbytes)}", "cat": "message", "id": self._flow_id, "pid": pid,
+                      "bp": "e"}
+            self.events.append({**common, "ph": "s", "ts": _us(msg.t_post), "tid": _track_at(tracks, msg.src, msg.t_post),
+                                "args": {"dest": msg.dst, "tag": msg.tag, "bytes": msg.nbytes,
+                                         "protocol": msg.protocol}})
+            self.events.append({**common, "ph": "f", "ts": _us(msg.t_done), "tid": _track_at(tracks, msg.dst, msg.t_done)})
+
+
+def _track_at(tracks: dict[int, list[tuple[int, list[dict[str, Any]]]]], rank: int, t: float) -> int:
+    """The track of *rank* with a slice around time *t* (its first track if none has one)."""
+    ts = _us(t)
+    lanes = tracks[rank]
+    for tid, events in lanes:
+        if any(e["ts"] <= ts <= e["ts"] + e["dur"] for e in events):
+            return tid
+    return lanes[0][0]
 
 
 def _complete(name: str, cat: str, t_start: float, t_end: float, args: dict[str, Any]) -> tuple[float, float, dict[str, Any]]:
@@ -166,10 +203,12 @@ def _world_events(builder: _Builder, pid: int, world: WorldRecords) -> None:
     phase_of: dict[int, list] = {}
     _rank_bars(world, rank_of, phase_of)
     p = world_ranks(world)
+    tracks = {}
     for rank in range(p):
-        builder.lanes(pid, f"rank {rank}", rank * 1000, rank_of.get(rank, []), always=True)
+        tracks[rank] = builder.lanes(pid, f"rank {rank}", rank * 1000, rank_of.get(rank, []), always=True)
         if phase_of.get(rank):
             builder.lanes(pid, f"rank {rank} protocol", rank * 1000 + 500, phase_of[rank])
+    builder.flows(pid, world, tracks)
     if not world.links:
         return
     busiest = link_table(world, MAX_LINK_TRACKS)
@@ -218,6 +257,8 @@ _REQUIRED = {
     "M": ("name", "ph", "pid", "args"),
     "C": ("name", "ph", "ts", "pid", "args"),
     "i": ("name", "ph", "ts", "pid", "tid"),
+    "s": ("name", "ph", "ts", "pid", "tid", "id"),
+    "f": ("name", "ph", "ts", "pid", "tid", "id"),
 }
 
 

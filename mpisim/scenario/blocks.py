@@ -65,6 +65,9 @@ SEED = Custom(_read_seed, {"type": "integer", "minimum": 0}, description="Seed o
 PAYLOAD = Choice(PAYLOADS, description="data: real buffers, verified against numpy; size: sizes only (faster).")
 FIDELITY = Choice(FIDELITIES, description="auto (default): collective where validated and messages are not the "
                                           "question; message: every message is timed; collective: one flow per step.")
+CHECK = Flag("expected true or false, got {short}",
+             description="Run an mpi4py program under the correctness checker (mpisim exec --check): requests "
+                         "never completed, send buffers modified early, ANY_SOURCE races, non-commutative ops.")
 EXPECT_FAILURE = Choice(FAILURE_KINDS, description="The simulated program is expected to fail this way.")
 UNITS = Choice(("SI",), "expected SI (bare numbers are SI values, as in a resolved scenario), got {short}",
                description="SI: bare numbers are seconds, bytes and bytes/s (a resolved scenario says so).")

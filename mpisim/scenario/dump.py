@@ -80,6 +80,8 @@ def dump(scenario: Scenario) -> dict[str, Any]:
         out["expect"] = [_dump_expectation(exp) for exp in scenario.expect]
     if scenario.expect_failure:
         out["expect_failure"] = scenario.expect_failure
+    if scenario.check:
+        out["check"] = True
     out["report"] = copy.deepcopy(scenario.report)
     if scenario.limits.any:
         out["limits"] = {key: value for key, value in asdict(scenario.limits).items() if value is not None}

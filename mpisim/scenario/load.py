@@ -164,6 +164,7 @@ def _build(raw: Mapping[str, Any], file: str | None) -> Scenario:
     expect_failure = raw.get("expect_failure")
     if expect_failure is not None:
         expect_failure = fields["expect_failure"].read(expect_failure, "expect_failure")
+    check = fields["check"].read(_get(raw, "check", False), "check")
     _check_algorithms_fit(workload, topology)
     _check_layout_fits(workload, topology.size)
     return Scenario(
@@ -181,6 +182,7 @@ def _build(raw: Mapping[str, Any], file: str | None) -> Scenario:
         sweep=sweep,
         expect=expectations,
         expect_failure=expect_failure,
+        check=check,
         report=report,
         limits=limits,
         price_per_gpu_hour=price,

@@ -25,6 +25,7 @@ payload         ``data`` (real numpy buffers; ``size`` moves byte counts only)
 trace           ``{messages: true, spans: true, links: false}``; links turn on by themselves
                 when ``report.plots`` asks for ``link_utilisation``
 sweep           none; expect: none; report: ``{}``; description: ``""``; expect_failure: none
+check           false (true: an mpi4py program runs under the checker, :mod:`mpisim.compat.check`)
 limits          none (``{simulated_time, events, wall_time}``: see :mod:`mpisim.engine.limits`)
 ==============  =============================================================================
 """
@@ -92,6 +93,7 @@ TOP_LEVEL_KEYS = (
     "sweep",
     "expect",
     "expect_failure",
+    "check",
     "report",
     "units",
 )
@@ -175,6 +177,7 @@ class Scenario:
     sweep: dict[str, list[Any]] = field(default_factory=dict)
     expect: tuple[Expectation, ...] = ()
     expect_failure: str | None = None
+    check: bool = False  # check: true -- an mpi4py program runs under the correctness checker
     report: dict[str, Any] = field(default_factory=dict)
     limits: Limits = field(default_factory=Limits)
     price_per_gpu_hour: float | None = None  # price: {per_gpu_hour: 2.5}: training rows gain a cost

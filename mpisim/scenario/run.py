@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from mpisim import __version__
+from mpisim.compat.ranks import ProgramExit
 from mpisim.engine.limits import Budget, wall_clock_watchdog
 from mpisim.engine.sim import Simulation
 from mpisim.engine.trace import Tracer
@@ -197,17 +198,19 @@ def _workload_error(err: ConfigError) -> ConfigError:
 
 
 def run_point(scenario: Scenario, point: Mapping[str, Any] | None = None, log: TextIO | None = None,
-              worlds: list[World] | None = None) -> PointResult:
+              worlds: list[World] | None = None, keep_failure: bool = False) -> PointResult:
     """Run *scenario*'s workload once (one sweep point, or the whole scenario without a sweep).
 
     *point* holds the sweep overrides that produced *scenario*; every row gets them as extra keys.
     Each world the workload makes is appended to *worlds*, if given, as it is made.
-    Raises the workload's MPIError unless ``scenario.expect_failure`` is set, and ConfigError
+    Raises the workload's MPIError unless ``scenario.expect_failure`` is set or *keep_failure*
+    (the caller writes a report of the failed run: its timeline up to where it stopped), and ConfigError
     for input problems only found while running (e.g. a program file that does not exist).
     """
     point = dict(point or {})
     new_world, created = new_world_factory(scenario, log, worlds)
-    ctx = RunContext(new_world=new_world, payload=scenario.payload, seed=scenario.seed, base_dir=scenario.base_dir, log=log)
+    ctx = RunContext(new_world=new_world, payload=scenario.payload, seed=scenario.seed, base_dir=scenario.base_dir, log=log,
+                     check=scenario.check)
     failure = None
     try:
         # The limit holds in every phase: planning and building worlds as well as the event loop.
@@ -216,11 +219,13 @@ def run_point(scenario: Scenario, point: Mapping[str, Any] | None = None, log: T
     except ConfigError as err:
         raise _workload_error(err) from None
     except MPIError as err:
-        if scenario.expect_failure is None:
+        if scenario.expect_failure is None and not (keep_failure and _reportable(err)):
             raise
         failure = {"kind": failure_kind(err), "error": type(err).__name__, "message": str(err), "point": point}
         # The worlds the workload made are still here: a deadlock's timeline is worth drawing.
-        output = WorkloadOutput(worlds=[(f"world {i}", world) for i, world in enumerate(created)])
+        label = "world" if scenario.expect_failure else scenario.name  # an unexpected failure: the program's name
+        output = WorkloadOutput(worlds=[(f"{label} {i}" if i or scenario.expect_failure else label, world)
+                                        for i, world in enumerate(created)])
     # Every world of a point has the same topology: measure alpha, beta, gamma once.
     network = network_summary(output.worlds[0][1]) if output.worlds else {}
     prefix = f"[{describe_where(point)}] " if point else ""
@@ -239,6 +244,11 @@ def run_point(scenario: Scenario, point: Mapping[str, Any] | None = None, log: T
         records=[_world_records(label, world, point, network) for label, world in output.worlds],
         failure=failure,
     )
+
+
+def _reportable(err: MPIError) -> bool:
+    """A failure worth a report of its run: not a program's own exit status (``sys.exit(3)``, ``Abort``), kept as it is."""
+    return not isinstance(err, ProgramExit)
 
 
 def _cost(row: dict[str, Any], per_gpu_hour: float | None) -> dict[str, Any]:
@@ -303,6 +313,7 @@ def run_scenario(
     log: TextIO | None = None,
     executor: str | None = None,
     worlds: list[World] | None = None,
+    keep_failure: bool = False,
 ) -> RunResult:
     """Run *scenario* (every grid point of its sweep, if it has one) and check its expectations.
 
@@ -327,6 +338,10 @@ def run_scenario(
     worlds
         Without a sweep: each world the run makes is appended here as it is made, so another
         thread can show the run's progress (its ``sim.now``, ``env.events_done``, ranks done).
+    keep_failure
+        Without a sweep: a failure of the simulated program (deadlock, truncation, an exception)
+        is recorded in the result (``result.failure``) as if the scenario expected it, so that
+        its report can be written; the caller says it failed.
 
     Raises MPIError when the simulated program fails and the scenario did not expect it, and
     ConfigError for input problems found only while running.
@@ -340,7 +355,7 @@ def run_scenario(
             points = run_sweep(scenario, jobs=jobs, results_file=results_file, resume=resume, progress=progress,
                                executor=executor)
         else:
-            points = [run_point(scenario, log=log, worlds=worlds)]
+            points = [run_point(scenario, log=log, worlds=worlds, keep_failure=keep_failure)]
     except ConfigError as err:
         if scenario.file and not err.file:
             raise err.in_file(scenario.file) from None

@@ -137,6 +137,7 @@ _FIELDS: dict[str, Spec] = {
     "sweep": blocks.SWEEP,
     "expect": EXPECT,
     "expect_failure": blocks.EXPECT_FAILURE,
+    "check": blocks.CHECK,
     "report": blocks.REPORT,
     "units": blocks.UNITS,
 }

@@ -37,6 +37,7 @@ class RunContext:
     seed: int = 0
     base_dir: Path = field(default_factory=Path.cwd)  # the scenario file's directory (for program paths)
     log: TextIO | None = None
+    check: bool = False  # check: true -- programs run under the correctness checker (mpisim.compat.check)
 
     @property
     def data(self) -> bool:

@@ -21,6 +21,7 @@ from typing import Any
 
 from mpisim.compat import mpi4py as mpi_module
 from mpisim.compat import package as _package
+from mpisim.compat.check.explore import checked_run
 from mpisim.compat.package import MPI4PY_VERSION  # noqa: F401 - the mpi4py API level the module follows
 from mpisim.compat.ranks import Runner
 from mpisim.errors import ConfigError, DeadlockError
@@ -47,18 +48,20 @@ def program_file(params: Any, base_dir: Path) -> Path:
 
 
 def run_mpi4py(params: Any, ctx: RunContext) -> WorkloadOutput:
-    """Run the script on every rank of a fresh world; return one row (see the module docstring)."""
+    """Run the script on every rank of a fresh world; return one row (see the module docstring).
+
+    With ``check: true`` (``mpisim exec --check``) the run is made under the correctness checker
+    (:mod:`mpisim.compat.check`): its findings become notes (``check [kind] rank R, file:line, t = T: what``) and
+    the row's ``check_findings`` counts them.
+    """
     file = program_file(params, ctx.base_dir)
-    world = ctx.new_world()
-    runner = Runner(world, file, list(params.args), mpi_module=mpi_module, package=mpi4py_package(),
-                    compute=params.compute, speed=params.speed, tag_output=params.tag_output, seed=ctx.seed)
-    try:
-        runner.run()
-    except DeadlockError as err:
-        hint = eager_hint(world)
-        if not hint:
-            raise
-        raise DeadlockError(f"{err}\n  {hint}") from err
+    findings = None
+    if ctx.check:
+        runner, findings = checked_run(lambda checker, wildcards, stdout: _run_once(params, ctx, file, checker,
+                                                                                     wildcards, stdout))
+    else:
+        runner = _run_once(params, ctx, file)
+    world = runner.world
     out = WorkloadOutput()
     times = runner.mpi_times()
     out.rows.append({
@@ -77,10 +80,33 @@ def run_mpi4py(params: Any, ctx: RunContext) -> WorkloadOutput:
         out.notes.append(f"rank(s) {ranks} ended without MPI_Finalize (mpi4py.rc.finalize is False, or MPI.Init was "
                          "the program's and it never called MPI.Finalize): under MPICH's mpiexec the first rank to "
                          "exit so ends the job, and the ranks still running are killed")
+    if findings is not None:
+        out.rows[0]["check_findings"] = len(findings)
+        out.notes.extend(str(finding) for finding in findings)
     if params.compute == "measured":
         out.notes.append("compute: measured charges the wall time of the Python code between MPI calls: "
                          "times vary from run to run (not deterministic)")
     return out
+
+
+def _run_once(params: Any, ctx: RunContext, file: Path, checker: Any = None, wildcards: Any = None,
+              stdout: Any = None) -> Runner:
+    """One run of the program on a fresh world (under the checker's hooks, if given); returns its runner."""
+    world = ctx.new_world()
+    world.wildcards = wildcards
+    runner = Runner(world, file, list(params.args), mpi_module=mpi_module, package=mpi4py_package(),
+                    compute=params.compute, speed=params.speed, tag_output=params.tag_output, seed=ctx.seed)
+    runner.checker = checker
+    if stdout is not None:
+        stdout.runner = runner
+    try:
+        runner.run()
+    except DeadlockError as err:
+        hint = eager_hint(world)
+        if not hint:
+            raise
+        raise DeadlockError(f"{err}\n  {hint}") from err
+    return runner
 
 
 def eager_hint(world: Any) -> str:

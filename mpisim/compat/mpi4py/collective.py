@@ -14,7 +14,9 @@ with MPICH's algorithms for objects (:mod:`mpisim.compat.collectives`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator, Sequence
+import contextlib
+import re
+from collections.abc import Callable, Generator, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -34,6 +36,7 @@ from mpisim.compat.mpi4py.msgbuffer import (
 from mpisim.compat.mpi4py.op import SUM, Op, as_op
 from mpisim.compat.mpi4py.request import Request
 from mpisim.compat.ranks import RankContext
+from mpisim.errors import CollectiveMismatchError
 from mpisim.mpi import payload as _payload
 from mpisim.mpi.payload import in_place, split_counts
 
@@ -57,7 +60,10 @@ def _nonblocking(name: str, body: Body) -> Callable[..., Request]:
     def call(self: Any, *args: Any, **kwargs: Any) -> Request:
         ctx = here(f"Comm.{name}")
         ctx.enter()
-        return Request(nbc.start(ctx, self._on(ctx), f"{name.lower()}()", lambda c: body(c, ctx, *args, **kwargs)))
+        request = Request(nbc.start(ctx, self._on(ctx), f"{name.lower()}()", lambda c: body(c, ctx, *args, **kwargs)))
+        if ctx.runner.checker is not None:  # --check: it must be completed too
+            ctx.runner.checker.requests.started(ctx, request, f"{name}()")
+        return request
 
     call.__name__ = call.__qualname__ = name
     call.__doc__ = f"Start ``{name[1:]}`` and return its Request at once (``MPI_{name}``): " + (body.__doc__ or "")
@@ -106,8 +112,13 @@ def _reduce(c: Any, ctx: RankContext, sendobj: Any, op: Op = SUM, root: int = 0)
 def _allreduce(c: Any, ctx: RankContext, sendobj: Any, op: Op = SUM) -> Proc:
     """Reduce every rank's object with *op*; every rank gets the result (reduce, then bcast)."""
     op = as_op(op)
-    result = yield from _coll.reduce_obj(c, sendobj, op, op.commute, 0)
-    return (yield from _coll.bcast_obj(c, result, 0))
+
+    def reduce_then_bcast() -> Proc:
+        result = yield from _coll.reduce_obj(c, sendobj, op, op.commute, 0)
+        return (yield from _coll.bcast_obj(c, result, 0))
+
+    # One call for the program (a deadlock or a mismatch names allreduce, not the reduce inside it).
+    return (yield from _coll.collective(c, "allreduce", "allreduce(object)", 0, reduce_then_bcast()))
 
 
 def _scan(c: Any, ctx: RankContext, sendobj: Any, op: Op = SUM) -> Proc:
@@ -124,24 +135,50 @@ def _exscan(c: Any, ctx: RankContext, sendobj: Any, op: Op = SUM) -> Proc:
 # buffer); here the program's buffer specifications become numpy views and mpi4py's ops mpisim's.
 
 
+@contextlib.contextmanager
+def _counts_in_elements(array: Any) -> Iterator[None]:
+    """Say a count mismatch in the program's terms: elements of its type per rank, not bytes.
+
+    The simulated MPI compares the calls' signatures in bytes (``allreduce(24 B, ...)``); a
+    student wrote a count of elements. Every rank passes the same type to these calls, so the
+    bytes of the other rank's call are read back as elements of this rank's type.
+    """
+    try:
+        yield
+    except CollectiveMismatchError as err:
+        if array is None or array is IN_PLACE or not hasattr(array, "dtype") or "B," not in str(err):
+            raise
+        size, kind = array.dtype.itemsize, array.dtype.name
+        ranks = re.findall(r"rank (\d+) called \w+\((\d+) B", str(err))
+        if len(ranks) != 2 or any(int(nbytes) % size for _, nbytes in ranks):
+            raise
+        counts = ", ".join(f"rank {rank} passes {int(nbytes) // size} {kind} elements" for rank, nbytes in ranks)
+        raise CollectiveMismatchError(f"{err}\n  in the program's terms: {counts} (per rank); every rank must pass "
+                                      "the same count") from None
+
+
 def _Bcast(c: Any, ctx: RankContext, buf: Any, root: int = 0) -> Proc:
     """Broadcast root's buffer into every rank's (``MPI_Bcast``)."""
     into, finish = receiving(buf, "Bcast")
-    yield from c.Bcast(into, root)
+    with _counts_in_elements(into):
+        yield from c.Bcast(into, root)
     finish()
 
 
 def _Reduce(c: Any, ctx: RankContext, sendbuf: Any, recvbuf: Any, op: Op = SUM, root: int = 0) -> Proc:
     """Reduce every rank's buffer into root's *recvbuf* (``MPI_Reduce``; ``IN_PLACE`` at root)."""
     into, finish = receiving(recvbuf, "Reduce") if c.rank == root else (None, nothing)
-    yield from c.Reduce(send_array(sendbuf, "Reduce"), into, as_op(op).sim("Reduce"), root)
+    send = send_array(sendbuf, "Reduce")
+    with _counts_in_elements(into if send is IN_PLACE else send):
+        yield from c.Reduce(send, into, as_op(op).sim("Reduce"), root)
     finish()
 
 
 def _Allreduce(c: Any, ctx: RankContext, sendbuf: Any, recvbuf: Any, op: Op = SUM) -> Proc:
     """Reduce every rank's buffer into every rank's *recvbuf* (``MPI_Allreduce``; ``IN_PLACE``)."""
     into, finish = receiving(recvbuf, "Allreduce")
-    yield from c.Allreduce(send_array(sendbuf, "Allreduce"), into, as_op(op).sim("Allreduce"))
+    with _counts_in_elements(into):
+        yield from c.Allreduce(send_array(sendbuf, "Allreduce"), into, as_op(op).sim("Allreduce"))
     finish()
 
 

@@ -8,6 +8,7 @@ an op that is not commutative keeps that order in every algorithm that uses it.
 
 from __future__ import annotations
 
+import copy
 import operator
 from collections.abc import Callable
 from typing import Any
@@ -15,6 +16,8 @@ from typing import Any
 import numpy as np
 
 from mpisim.compat import buffers as _buffers
+from mpisim.compat.check.findings import running
+from mpisim.compat.ranks import current
 from mpisim.compat.unsupported import Strict, unsupported
 from mpisim.mpi import ops as _ops
 
@@ -63,17 +66,27 @@ class Op(metaclass=Strict):
         ``np.frombuffer(invec, dtype=...)``); for objects (lowercase calls) it is called as
         ``function(x, y, None)`` and returns the result.
         """
-        def on_arrays(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        def apply(a: np.ndarray, b: np.ndarray) -> np.ndarray:
             out = np.array(b, copy=True)
             function(memoryview(np.ascontiguousarray(a)).cast("B"), memoryview(out).cast("B"),
                      _buffers.datatype_of(out.dtype))
             return out
 
-        def on_objects(x: Any, y: Any) -> Any:
+        def call(x: Any, y: Any) -> Any:
             result = function(x, y, None)
             return y if result is None else result
 
-        op = cls("user", _ops.Op(f"user:{getattr(function, '__name__', 'op')}", on_arrays, bool(commute)),
+        name = getattr(function, "__name__", "op")
+        maker = current()
+        runner = maker.runner if maker is not None and commute else None
+
+        def on_arrays(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+            return _checked(name, runner, apply, a, b)
+
+        def on_objects(x: Any, y: Any) -> Any:
+            return _checked(name, runner, call, x, y)
+
+        op = cls("user", _ops.Op(f"user:{name}", on_arrays, bool(commute)),
                  on_objects, bool(commute))
         op._function = (function, bool(commute))
         return op
@@ -107,6 +120,20 @@ class Op(metaclass=Strict):
         if name.startswith("_"):
             raise AttributeError(name)
         raise unsupported(f"Op.{name}")
+
+
+def _checked(name: str, runner: Any, apply: Callable[[Any, Any], Any], a: Any, b: Any) -> Any:
+    """``apply(a, b)``; under ``--check``, a commutative op (*runner* set) is also applied as ``(b, a)`` and compared."""
+    if runner is None or runner.checker is None:
+        return apply(a, b)
+    ctx = current() or running(runner)
+    if ctx is None:
+        return apply(a, b)
+    a0, b0 = copy.deepcopy(a), copy.deepcopy(b)  # an op on objects may change its operands in place
+    swapped = apply(copy.deepcopy(b), copy.deepcopy(a))
+    result = apply(a, b)
+    ctx.runner.checker.values.op_applied(ctx, name, a0, b0, result, swapped)
+    return result
 
 
 def _logical(fn: Callable[[Any, Any], Any]) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:

@@ -16,7 +16,7 @@ import numpy as np
 from mpisim.compat import collectives as _coll
 from mpisim.compat.mpi4py import bsend as _bsend
 from mpisim.compat.mpi4py.environment import here
-from mpisim.compat.mpi4py.msgbuffer import as_bytes, nothing, receiving, unpickled
+from mpisim.compat.mpi4py.msgbuffer import as_bytes, elements, nothing, receiving, unpickled
 from mpisim.compat.mpi4py.request import Request
 from mpisim.compat.mpi4py.status import Status
 from mpisim.mpi.constants import ANY_SOURCE, ANY_TAG, PROC_NULL
@@ -34,6 +34,7 @@ class PointToPoint:
     def send(self, obj: Any, dest: int, tag: int = 0) -> None:
         """Send a picklable object (``MPI_Send`` of its pickle)."""
         ctx = here("Comm.send")
+        _peer(ctx, "send", "dest", dest)
         ctx.block(self._on(ctx).send(_coll.dumps(obj), dest, tag))
 
     def ssend(self, obj: Any, dest: int, tag: int = 0) -> None:
@@ -58,18 +59,19 @@ class PointToPoint:
         """Start sending an object; returns a Request."""
         ctx = here("Comm.isend")
         ctx.enter()
-        return Request(self._c.isend(_coll.dumps(obj), dest, tag))
+        return _watch(ctx, Request(self._c.isend(_coll.dumps(obj), dest, tag)), "isend", "dest", dest, tag)
 
     def issend(self, obj: Any, dest: int, tag: int = 0) -> Request:
         ctx = here("Comm.issend")
         ctx.enter()
-        return Request(self._c.issend(_coll.dumps(obj), dest, tag))
+        return _watch(ctx, Request(self._c.issend(_coll.dumps(obj), dest, tag)), "issend", "dest", dest, tag)
 
     irsend = isend
 
     def recv(self, buf: Any = None, source: int = ANY_SOURCE, tag: int = ANY_TAG, status: Status | None = None) -> Any:
         """Receive and return an object."""
         ctx = here("Comm.recv")
+        _peer(ctx, "recv", "source", source)
         value = ctx.block(self._on(ctx).recv(None, source, tag, status))
         return None if source == PROC_NULL else unpickled(value)
 
@@ -77,12 +79,15 @@ class PointToPoint:
         """Start receiving an object; ``req.wait()`` returns it."""
         ctx = here("Comm.irecv")
         ctx.enter()
-        return Request(self._c.irecv(None, source, tag, Status()), decode=None if source == PROC_NULL else unpickled)
+        return _watch(ctx, Request(self._c.irecv(None, source, tag, Status()),
+                                   decode=None if source == PROC_NULL else unpickled), "irecv", "source", source, tag)
 
     def sendrecv(self, sendobj: Any, dest: int, sendtag: int = 0, recvbuf: Any = None, source: int = ANY_SOURCE,
                  recvtag: int = ANY_TAG, status: Status | None = None) -> Any:
         """Send an object and receive one, at once."""
         ctx = here("Comm.sendrecv")
+        _peer(ctx, "sendrecv", "dest", dest)
+        _peer(ctx, "sendrecv", "source", source)
         value = ctx.block(self._c.sendrecv(_coll.dumps(sendobj), dest, sendtag, None, source, recvtag, status))
         return None if source == PROC_NULL else unpickled(value)
 
@@ -109,6 +114,7 @@ class PointToPoint:
     def Send(self, buf: Any, dest: int, tag: int = 0) -> None:
         """Send a buffer (``MPI_Send``)."""
         ctx = here("Comm.Send")
+        _peer(ctx, "Send", "dest", dest)
         ctx.block(self._on(ctx).send(as_bytes(buf, "Send"), dest, tag))
 
     Rsend = Send
@@ -134,18 +140,22 @@ class PointToPoint:
         """Start sending a buffer (``MPI_Isend``)."""
         ctx = here("Comm.Isend")
         ctx.enter()
-        return Request(self._on(ctx).isend(as_bytes(buf, "Isend"), dest, tag))
+        data = elements(buf, "Isend")
+        return _watch(ctx, Request(self._on(ctx).isend(data.view(np.uint8), dest, tag)), "Isend", "dest", dest, tag,
+                      data)
 
     Irsend = Isend
 
     def Issend(self, buf: Any, dest: int, tag: int = 0) -> Request:
         ctx = here("Comm.Issend")
         ctx.enter()
-        return Request(self._c.issend(as_bytes(buf, "Issend"), dest, tag))
+        data = elements(buf, "Issend")
+        return _watch(ctx, Request(self._c.issend(data.view(np.uint8), dest, tag)), "Issend", "dest", dest, tag, data)
 
     def Recv(self, buf: Any, source: int = ANY_SOURCE, tag: int = ANY_TAG, status: Status | None = None) -> None:
         """Receive into the program's buffer (``MPI_Recv``)."""
         ctx = here("Comm.Recv")
+        _peer(ctx, "Recv", "source", source)
         into, finish = receiving(buf, "Recv")
         ctx.block(self._on(ctx).recv(DataPayload(into.view(np.uint8), writable=True), source, tag, status))
         finish()
@@ -155,13 +165,16 @@ class PointToPoint:
         ctx = here("Comm.Irecv")
         ctx.enter()
         into, finish = receiving(buf, "Irecv")
-        return Request(self._on(ctx).irecv(DataPayload(into.view(np.uint8), writable=True), source, tag,
-                                           Status()), after=None if finish is nothing else finish)
+        return _watch(ctx, Request(self._on(ctx).irecv(DataPayload(into.view(np.uint8), writable=True), source, tag,
+                                                       Status()), after=None if finish is nothing else finish),
+                      "Irecv", "source", source, tag)
 
     def Sendrecv(self, sendbuf: Any, dest: int, sendtag: int = 0, recvbuf: Any = None, source: int = ANY_SOURCE,
                  recvtag: int = ANY_TAG, status: Status | None = None) -> None:
         """Send a buffer and receive into another at once (``MPI_Sendrecv``)."""
         ctx = here("Comm.Sendrecv")
+        _peer(ctx, "Sendrecv", "dest", dest)
+        _peer(ctx, "Sendrecv", "source", source)
         into, finish = receiving(recvbuf, "Sendrecv")
         ctx.block(self._c.sendrecv(as_bytes(sendbuf, "Sendrecv"), dest, sendtag,
                                    DataPayload(into.view(np.uint8), writable=True), source, recvtag, status))
@@ -176,3 +189,19 @@ class PointToPoint:
         ctx.block(self._c.sendrecv(array.copy(), dest, sendtag, DataPayload(array, writable=True), source, recvtag,
                                    status))
         finish()
+
+
+def _watch(ctx: Any, request: Request, call: str, name: str, peer: int, tag: int, data: Any = None) -> Request:
+    """Under ``--check``: the request is followed to its completion (:mod:`mpisim.compat.check`)."""
+    checker = ctx.runner.checker
+    if checker is not None:
+        checker.values.peer(ctx, call, name, peer)
+        checker.requests.started(ctx, request, f"{call}({name}={peer}, tag={tag})", data)
+    return request
+
+
+def _peer(ctx: Any, call: str, name: str, peer: int) -> None:
+    """Under ``--check``: a peer of -1 that was computed, not written as PROC_NULL, is reported."""
+    checker = ctx.runner.checker
+    if checker is not None:
+        checker.values.peer(ctx, call, name, peer)

@@ -14,6 +14,7 @@ from typing import Any
 from mpisim.compat.mpi4py.environment import here
 from mpisim.compat.mpi4py.nbc import CollectiveRequest
 from mpisim.compat.mpi4py.status import Status, copy_status
+from mpisim.compat.ranks import current
 from mpisim.compat.unsupported import Strict, unsupported
 from mpisim.mpi.constants import ANY_SOURCE, ANY_TAG, SUCCESS, UNDEFINED
 
@@ -42,6 +43,9 @@ class Request(metaclass=Strict):
 
     def _done(self, value: Any) -> Any:
         self._sim = None
+        ctx = current()
+        if ctx is not None and ctx.runner.checker is not None:
+            ctx.runner.checker.requests.completed(ctx, self)
         if self._after is not None:
             self._after()
         return self._decode(value) if self._decode is not None else value
@@ -135,6 +139,9 @@ class Request(metaclass=Strict):
 
     def Free(self) -> None:
         """Forget the request (the operation still completes)."""
+        ctx = current()
+        if ctx is not None and ctx.runner.checker is not None:
+            ctx.runner.checker.requests.forgotten(self)
         self._sim = None
 
     def Cancel(self) -> None:

@@ -23,10 +23,12 @@ figure                   what it answers
 ``plot_breakdown``       compute vs exposed communication per iteration, stacked
 ``plot_closed_form``     simulated time next to the closed-form alpha-beta-gamma time
 ``plot_message_diagram`` teaching: ranks x time, one arrow per message, steps shaded
+``plot_message_arrows``  a program's own run: ranks as lanes, simulated time across, one
+                         arrow per message (a rendezvous as RTS, CTS, data and FIN)
 =======================  ==================================================================
 
 One module per job: :mod:`.timeline`, :mod:`.links`, :mod:`.sweeps` (size sweeps), :mod:`.p2p`,
-:mod:`.scaling` (scaling and breakdown), :mod:`.closed_form`, :mod:`.diagram` (teaching),
+:mod:`.scaling` (scaling and breakdown), :mod:`.closed_form`, :mod:`.diagram` (teaching), :mod:`.arrows`,
 :mod:`.hybrid` (hybrid-parallel training: breakdown by dimension, pipeline, layouts), and
 :mod:`.style` for what they share (colours, legends, size and time axes).
 
@@ -34,6 +36,7 @@ Sizes span decades, so size axes are logarithmic (base 2, labelled ``1 KiB``, ``
 so are time axes where times do. Every axis names its quantity and unit.
 """
 
+from mpisim.report.plots.arrows import plot_message_arrows
 from mpisim.report.plots.closed_form import plot_closed_form
 from mpisim.report.plots.diagram import plot_message_diagram
 from mpisim.report.plots.hybrid import COST_COLOURS, plot_layouts, plot_parallel_breakdown, plot_pipeline
@@ -55,6 +58,7 @@ __all__ = [
     "plot_closed_form",
     "plot_layouts",
     "plot_links",
+    "plot_message_arrows",
     "plot_message_diagram",
     "plot_p2p",
     "plot_parallel_breakdown",
