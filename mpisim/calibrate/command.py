@@ -14,7 +14,7 @@ from typing import TextIO
 from mpisim.calibrate.output import preset_text, summary, write_report
 from mpisim.calibrate.run import calibrate, parse_share
 from mpisim.errors import ConfigError
-from mpisim.scenario.run import write_atomic
+from mpisim.scenario.files import write_atomic
 
 __all__ = ["calibrate_files"]
 
