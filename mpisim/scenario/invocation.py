@@ -138,7 +138,7 @@ def run_file(file: str, overrides: list[tuple[str, Any]], options: RunOptions, o
         if not options.json:
             raise
         # A pipeline parses stdout whatever happened: the document carries the failure.
-        out.write(json.dumps(failure_document(scenario, exc), indent=2, sort_keys=True) + "\n")
+        _write_json(out, failure_document(scenario, exc))
         err.write(failure_text(exc))
         return False
     if results_file is not None and out_dir is None:
@@ -147,7 +147,7 @@ def run_file(file: str, overrides: list[tuple[str, Any]], options: RunOptions, o
     if out_dir is not None:
         write_outputs(result, out_dir, figures=not options.no_plots)
     if options.json:
-        out.write(json.dumps(result.contract(__version__), indent=2, sort_keys=True, allow_nan=False) + "\n")
+        _write_json(out, result.contract(__version__))
     else:
         print_result(result, out)
     if options.update_expect:
@@ -232,16 +232,21 @@ def exec_program(program_file: str, args: list[str], overrides: list[tuple[str, 
     except MPIError as exc:
         if not options.json:
             raise
-        out.write(json.dumps(failure_document(scenario, exc), indent=2, sort_keys=True) + "\n")
+        _write_json(out, failure_document(scenario, exc))
         err.write(f"the simulated program failed: {type(exc).__name__}\n{exc}\n")
         return 1
     if out_dir is not None:
         write_outputs(result, out_dir)
     if options.json:
-        out.write(json.dumps(result.contract(__version__), indent=2, sort_keys=True, allow_nan=False) + "\n")
+        _write_json(out, result.contract(__version__))
     else:
         err.write(exec_summary(result))
     return 0
+
+
+def _write_json(out: TextIO, document: dict[str, Any]) -> None:
+    """Write the one ``--json`` document: keys sorted, so the same run gives the same bytes."""
+    out.write(json.dumps(document, indent=2, sort_keys=True, allow_nan=False) + "\n")
 
 
 def make_dir(path: Path) -> None:
