@@ -12,7 +12,8 @@
     mpisim exec -n N [--topology PRESET|FILE] [--set KEY=VALUE ...] [-o DIR] [--json] [--tag-output]
                 [--compute none|measured|explicit] [--speed X] program.py [ARGS ...]
 
-Each subcommand is a small class whose docstring is its ``--help`` text.
+Each subcommand is a small class whose docstring is its ``--help`` text and whose ``run`` calls one
+library function (:mod:`mpisim.scenario.invocation` for run, exec, check and report).
 
 Exit codes: 0 success; 1 an expectation failed, the simulated program failed (deadlock,
 MPI error: the full MPI report goes to stderr) or a run limit stopped it (``--limit``); 2 bad input (YAML, schema, units, unknown
