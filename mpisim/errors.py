@@ -276,3 +276,30 @@ def describe_exception(exc: BaseException) -> str:
     except Exception as err:  # the user's __str__ may do anything
         message = f"<str() of this exception raised {type(err).__name__}>"
     return printable(f"{type(exc).__name__}: {message}")
+
+
+def caused_by_memory_error(exc: BaseException | None) -> bool:
+    """Whether *exc* is, or was caused while handling, a MemoryError.
+
+    Running out of memory inside a simulated rank can surface as another error: SimPy's
+    process machinery fails on the traceback-less MemoryError Python preallocates
+    (``'NoneType' object has no attribute 'tb_next'``). The chain still holds the MemoryError.
+    """
+    # NOTE: nothing allocated here (no set of seen ids): the heap may be exhausted. A chain
+    # longer than this is a cycle or not ours.
+    for _ in range(64):
+        if exc is None:
+            return False
+        if isinstance(exc, MemoryError):
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False
+
+
+def release_tracebacks(exc: BaseException | None) -> None:
+    """Drop the tracebacks of *exc* and its chain: their frames hold the run that ran out of memory."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        exc.__traceback__ = None
+        exc = exc.__cause__ or exc.__context__

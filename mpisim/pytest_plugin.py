@@ -48,7 +48,7 @@ from mpisim.report.records import RunResult
 def _scenario() -> Any:
     """``mpisim.scenario``, imported on first use: pytest loads this plugin in every session of an
     environment where mpisim is installed (about 0.6 s of imports), and most sessions never ask for it."""
-    import mpisim.scenario
+    import mpisim.scenario  # lazy: see the docstring (0.6 s that most pytest sessions never need)
 
     return mpisim.scenario
 

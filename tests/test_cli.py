@@ -465,7 +465,7 @@ RING_64 = {
 
 
 def test_progress_bar_shows_simulated_time_events_and_the_estimates_share_on_a_terminal(monkeypatch):
-    from mpisim.cli import RunProgress
+    from mpisim.report.terminal import RunProgress
     from mpisim.scenario import load_dict, run_scenario
     from mpisim.scenario.estimate import estimate
 
@@ -484,7 +484,7 @@ def test_progress_bar_shows_simulated_time_events_and_the_estimates_share_on_a_t
 
 
 def test_progress_bar_stays_off_with_json_off_a_terminal_and_for_short_runs(tmp_path, capsys):
-    from mpisim.cli import RunProgress
+    from mpisim.report.terminal import RunProgress
 
     assert not RunProgress(_Terminal(), [], enabled=False).enabled, "--json and --quiet turn it off"
     err = _Terminal()

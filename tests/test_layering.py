@@ -235,3 +235,50 @@ def test_the_walk_covers_subpackages_and_top_level_modules():
     assert layer_of("mpisim.workloads.training.schedule") == "workloads"
     assert layer_of("mpisim.pytest_plugin") == "testing"
     assert any(name.startswith("mpisim.workloads.training.") for name in MODULES)
+
+
+# --- imports inside functions ---------------------------------------------------------------------
+
+#: The most imports a module may defer into a function body. Each one hides a dependency from a reader
+#: of the module's head, so it must earn its place: a heavy optional dependency (matplotlib, scipy,
+#: Dask), a cost that most commands never pay, or an import cycle inside a layer.
+MAX_LAZY_IMPORTS = 15
+
+
+def lazy_imports(path: Path) -> list[tuple[int, bool]]:
+    """Each import inside a function of *path*: its line, and whether a comment gives its reason.
+
+    The reason is a ``#`` comment on the import's own lines, or on the line above the group of
+    imports it belongs to (``# Lazy: matplotlib ...`` over two ``from`` lines covers both).
+    """
+    source = path.read_text()
+    lines = source.splitlines()
+    found = {}
+    for func in ast.walk(ast.parse(source, str(path))):
+        if not isinstance(func, ast.FunctionDef | ast.AsyncFunctionDef):
+            continue
+        for node in ast.walk(func):
+            if isinstance(node, ast.Import | ast.ImportFrom) and node.lineno not in found:
+                own = lines[node.lineno - 1:node.end_lineno]
+                above = node.lineno - 2
+                while above >= 0 and lines[above].lstrip().startswith(("from ", "import ")):
+                    above -= 1
+                found[node.lineno] = any("#" in line for line in own) or (
+                    above >= 0 and lines[above].lstrip().startswith("#"))
+    return sorted(found.items())
+
+
+def test_few_imports_inside_functions_each_with_its_reason():
+    every = {f"{name}:{line}": reason for name, path in MODULES.items() for line, reason in lazy_imports(path)}
+    unexplained = sorted(where for where, reason in every.items() if not reason)
+    assert not unexplained, f"imports inside functions without a comment saying why: {unexplained}"
+    assert len(every) <= MAX_LAZY_IMPORTS, (
+        f"{len(every)} imports inside functions (at most {MAX_LAZY_IMPORTS}): {sorted(every)}; import at module "
+        "level unless the dependency is heavy and optional, or the import would close a cycle")
+
+
+def test_the_lazy_import_count_sees_nested_functions_and_reasons(tmp_path):
+    probe = tmp_path / "probe.py"
+    probe.write_text("import os\n\ndef f():\n    # Lazy: scipy is slow to import.\n    import scipy\n"
+                     "    from numpy import linalg\n\n    def g():\n        import json\n    return g\n")
+    assert lazy_imports(probe) == [(5, True), (6, True), (9, False)]

@@ -76,8 +76,9 @@ from typing import Any, TextIO
 import numpy as np
 from greenlet import GreenletExit, getcurrent, greenlet
 
+from mpisim.compat.tracebacks import is_user_file, suspended_at, user_traceback
 from mpisim.engine.events import Call
-from mpisim.errors import MPIError, ProgramError
+from mpisim.errors import MPIError, ProgramError, describe_exception
 
 COMPUTE_MODES = ("none", "measured", "explicit")
 #: Standard-library modules with process-wide state a program sets per rank: each rank imports its own.
@@ -587,9 +588,6 @@ class Runner:
                 code = 1
             raise ProgramExit(f"rank {ctx.rank} exited with status {code}", code)
         exc = value
-        from mpisim.compat.tracebacks import user_traceback
-        from mpisim.errors import describe_exception
-
         if isinstance(exc, MPIError):
             raise type(exc)(f"{exc}{user_traceback(exc, self.folder)}") from exc
         raise ProgramError(f"rank {ctx.rank} raised {describe_exception(exc)}{user_traceback(exc, self.folder)}") \
@@ -599,8 +597,6 @@ class Runner:
 
     def where(self, rank: int) -> str:
         """The line of the program where *rank* is suspended, e.g. ``ring.py:14: comm.send(x, dest=1)``."""
-        from mpisim.compat.tracebacks import suspended_at
-
         g = self.contexts[rank].greenlet
         return suspended_at(g.gr_frame, self.folder) if g else ""
 
@@ -610,8 +606,6 @@ class Runner:
         The MPI module records the caller's frame on entry to every call (cheap); the file and
         line are read only here, once per send, while that call is still on its line.
         """
-        from mpisim.compat.tracebacks import is_user_file
-
         frame = self.site
         known = self._user_files
         while frame is not None:

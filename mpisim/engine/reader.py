@@ -33,6 +33,7 @@ layer may only import downward.
 from __future__ import annotations
 
 import difflib
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -78,7 +79,7 @@ def check_keys(raw: Mapping[Any, Any], allowed: Iterable[str], path: str = "", *
             raise ConfigError(f"unknown key {key!r}{hint}; allowed keys: {', '.join(allowed)}", join(path, key))
 
 
-class Spec:
+class Spec(ABC):
     """One kind of value. Subclasses implement :meth:`read` and :meth:`schema`.
 
     *required* (a message, usually ``"this key is required"``) makes the field mandatory in the
@@ -89,11 +90,13 @@ class Spec:
         self.required = required
         self.description = description
 
+    @abstractmethod
     def read(self, value: Any, path: str = "") -> Any:
-        raise NotImplementedError
+        """The value read from *value* at *path*; raises ConfigError naming *path* for bad input."""
 
+    @abstractmethod
     def schema(self) -> dict[str, Any]:
-        raise NotImplementedError
+        """This rule as JSON Schema, without its description (:meth:`json` adds it)."""
 
     def json(self) -> dict[str, Any]:
         """This rule as JSON Schema, with its description."""

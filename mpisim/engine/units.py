@@ -515,11 +515,16 @@ def format_count(count: int) -> str:
     return min(candidates, key=len)
 
 
-# --- approximate formatting for tables ---------------------------------------------------------
+# --- approximate formatting for people: the one human number formatter -------------------------
+#
+# Every table, report, note and message that shows a time, size or bandwidth to a person goes
+# through pretty_time / pretty_size / pretty_bandwidth (the report layer's fmt_* are these with
+# four digits and "n/a" for a missing value). *digits* is the number of significant digits: three
+# reads best in a sentence, four in a table of results.
 
 
-def _three_digits(x: float, units: tuple[tuple[float, str], ...]) -> str:
-    """Write *x* >= 0 with three significant digits in the largest unit (scale, name) below it.
+def _scaled(x: float, units: tuple[tuple[float, str], ...], digits: int = 3) -> str:
+    """Write *x* >= 0 with *digits* significant digits in the largest unit (scale, name) below it.
 
     *units* go from the largest to the smallest scale, 1000 apart, so that a value rounding up
     to 1000 (999.96 ns) is written in the next unit instead (1 us).
@@ -528,11 +533,11 @@ def _three_digits(x: float, units: tuple[tuple[float, str], ...]) -> str:
         return f"0 {next(name for scale, name in units if scale == 1)}"
     index = next((i for i, (scale, _) in enumerate(units) if x >= scale), len(units) - 1)
     scale, name = units[index]
-    text = f"{x / scale:.3g}"
+    text = f"{x / scale:.{digits}g}"
     if float(text) >= 1000:
         if index > 0:
             scale, name = units[index - 1]
-            text = f"{x / scale:.3g}"
+            text = f"{x / scale:.{digits}g}"
         else:
             text = f"{x / scale:.0f}"  # beyond the largest unit: all digits, never 1.23e+04
     return f"{text} {name}"
@@ -549,30 +554,33 @@ _PRETTY_BANDWIDTH = ((1e12, "TB/s"), (1e9, "GB/s"), (1e6, "MB/s"), (1e3, "KB/s")
 _PRETTY_DECIMAL_SIZE = ((1e15, "PB"), (1e12, "TB"), (1e9, "GB"), (1e6, "MB"), (1e3, "KB"), (1.0, "B"))
 
 
-def pretty_time(seconds: float) -> str:
-    """Write a time with three significant digits for a table: ``"12.3 us"``, ``"1.5 s"``.
+def pretty_time(seconds: float, digits: int = 3) -> str:
+    """Write a time with *digits* significant digits for people: ``"12.3 us"``, ``"1.5 s"``.
 
     Approximate: the result need not parse back to the same number.
     """
     if math.isnan(seconds) or math.isinf(seconds):
         return _signed(seconds, "inf")
-    return _signed(seconds, _three_digits(abs(seconds), _PRETTY_TIME))
+    return _signed(seconds, _scaled(abs(seconds), _PRETTY_TIME, digits))
 
 
-def pretty_bandwidth(bytes_per_second: float) -> str:
-    """Write a bandwidth with three significant digits for a table: ``"12.5 GB/s"``.
+def pretty_bandwidth(bytes_per_second: float, digits: int = 3) -> str:
+    """Write a bandwidth with *digits* significant digits for people: ``"12.5 GB/s"`` (decimal units,
+    as nccl-tests and OSU print them).
 
     Approximate: the result need not parse back to the same number.
     """
     if math.isnan(bytes_per_second) or math.isinf(bytes_per_second):
         return _signed(bytes_per_second, "inf")
-    return _signed(bytes_per_second, _three_digits(abs(bytes_per_second), _PRETTY_BANDWIDTH))
+    return _signed(bytes_per_second, _scaled(abs(bytes_per_second), _PRETTY_BANDWIDTH, digits))
 
 
-def pretty_size(nbytes: float) -> str:
-    """Write a size with three significant digits for a table: ``"64 KiB"``, ``"1.2 GB"``, ``"123 MB"``.
+def pretty_size(nbytes: float, digits: int = 3, *, exact_below: int = 0) -> str:
+    """Write a size with *digits* significant digits for people: ``"64 KiB"``, ``"1.2 GB"``, ``"123 MB"``.
 
     A size that is a short exact multiple of a binary unit (64 KiB, 1.5 MiB) is written in it;
+    a size below *exact_below* that is not a whole number of KiB, MiB, ... is written in bytes,
+    every digit kept (an eager limit plus one byte, ``"65537 B"``, is the point of such a row);
     any other size is rounded in decimal units. Approximate: it need not parse back exactly.
     """
     if math.isnan(nbytes) or math.isinf(nbytes):
@@ -581,11 +589,15 @@ def pretty_size(nbytes: float) -> str:
     for prefix, power in reversed(_BINARY_PREFIXES.items()):
         if magnitude >= 2**power:
             mantissa = Fraction(magnitude) / 2**power
-            text = f"{float(mantissa):.3g}"
-            if Fraction(text) == mantissa and float(text) < 1000:
+            text = f"{float(mantissa):.{digits}g}"
+            whole = mantissa.denominator == 1
+            if "e" not in text and Fraction(text) == mantissa and float(text) < 1024 and (
+                    whole or magnitude >= exact_below):
                 return _signed(nbytes, f"{text} {prefix}B")
             break
-    return _signed(nbytes, _three_digits(magnitude, _PRETTY_DECIMAL_SIZE))
+    if magnitude < exact_below and float(magnitude).is_integer():
+        return _signed(nbytes, f"{magnitude:.0f} B")
+    return _signed(nbytes, _scaled(magnitude, _PRETTY_DECIMAL_SIZE, digits))
 
 
 _FLOPS = re.compile(r"(?P<number>[0-9.]+(?:[eE][+-]?[0-9]+)?)\s*(?P<prefix>[kKMGTPE]?)\s*(?P<unit>(?i:flop)[sS]?(/s)?)?")

@@ -44,7 +44,6 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from mpisim.report import plots
@@ -53,6 +52,7 @@ from mpisim.report.hybrid import has_pipeline
 from mpisim.report.markdown import FigureInfo, markdown_report
 from mpisim.report.plot_names import PLOT_NAMES
 from mpisim.report.plots.arrows import MAX_ARROWS
+from mpisim.report.plots.style import save_png
 from mpisim.report.records import RunResult, WorldRecords
 from mpisim.report.tables import link_table, world_ranks, world_title
 from mpisim.report.trace import chrome_trace
@@ -185,13 +185,6 @@ def csv_tables(result: RunResult) -> dict[str, str]:
     return out
 
 
-def _save(fig: Figure, path: Path) -> None:
-    FigureCanvasAgg(fig)  # the Agg canvas: raster output with no display and no pyplot state
-    fig.savefig(path, format="png", metadata={"Software": None})
-
-
-
-
 def requested_figures(result: RunResult) -> set[str] | None:
     """The figures the scenario's ``report.plots`` list asks for (None: every figure there is data for)."""
     plots_wanted = (result.scenario.get("report") or {}).get("plots")
@@ -218,7 +211,7 @@ def render_figures(result: RunResult, fig_dir: Path, worlds: list[int], links: l
             return
         fig = make()
         if fig is not None:
-            _save(fig, fig_dir / name)
+            save_png(fig, fig_dir / name)
             infos.append(FigureInfo(f"figures/{name}", title, caption))
 
     add("bandwidth.png", lambda: plots.plot_bandwidth(result), "Time and bandwidth against message size",

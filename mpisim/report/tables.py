@@ -28,6 +28,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from mpisim.engine.units import pretty_bandwidth, pretty_size, pretty_time
 from mpisim.report.records import RunResult, WorldRecords
 
 __all__ = [
@@ -74,41 +75,29 @@ def fmt_num(x: Any, digits: int = 4) -> str:
 
 
 def fmt_time(seconds: Any, digits: int = 4) -> str:
-    """Return a duration in the unit that suits it: ``"43.65 us"``, ``"1.2 s"``, ``"0 s"``."""
-    if not _finite(seconds):
-        return fmt_num(seconds)
-    magnitude = abs(seconds)
-    for scale, unit in ((1.0, "s"), (1e-3, "ms"), (1e-6, "us"), (1e-9, "ns")):
-        if magnitude >= scale:
-            return f"{seconds / scale:.{digits}g} {unit}"
-    return "0 s" if seconds == 0 else f"{seconds / 1e-9:.{digits}g} ns"
+    """Return a duration in the unit that suits it: ``"43.65 us"``, ``"1.2 s"``, ``"0 s"`` (``"n/a"`` if missing).
+
+    The table form of :func:`~mpisim.engine.units.pretty_time`: *digits* (four) significant digits.
+    """
+    return pretty_time(seconds, digits) if _finite(seconds) else fmt_num(seconds)
 
 
 def fmt_bytes(nbytes: Any) -> str:
     """Return a size: binary units when exact (``"32 KiB"``), else bytes below 100 kB (``"8193 B"``),
-    else decimal units (``"1.2 GB"``)."""
-    if not _finite(nbytes):
-        return fmt_num(nbytes)
-    n = int(nbytes)
-    for shift, unit in ((30, "GiB"), (20, "MiB"), (10, "KiB")):
-        if n >= 1 << shift and n % (1 << shift) == 0 and (n >> shift < 1024 or unit == "GiB"):
-            return f"{n >> shift} {unit}"
-    if n < 100_000:
-        return f"{n} B"  # small odd sizes (an eager limit plus one byte) read best exactly
-    for scale, unit in ((1e9, "GB"), (1e6, "MB"), (1e3, "KB")):
-        if n >= scale:
-            return f"{n / scale:.4g} {unit}"
-    return f"{n} B"
+    else decimal units (``"1.2 GB"``); ``"n/a"`` if missing.
+
+    The table form of :func:`~mpisim.engine.units.pretty_size`: four significant digits, and
+    small odd sizes (an eager limit plus one byte) exactly, as they read best.
+    """
+    return pretty_size(int(nbytes), 4, exact_below=100_000) if _finite(nbytes) else fmt_num(nbytes)
 
 
 def fmt_bandwidth(bytes_per_s: Any) -> str:
-    """Return a bandwidth in GB/s, MB/s or KB/s (decimal, as nccl-tests and OSU print them)."""
-    if not _finite(bytes_per_s):
-        return fmt_num(bytes_per_s)
-    for scale, unit in ((1e9, "GB/s"), (1e6, "MB/s"), (1e3, "KB/s")):
-        if abs(bytes_per_s) >= scale:
-            return f"{bytes_per_s / scale:.4g} {unit}"
-    return f"{bytes_per_s:.4g} B/s"
+    """Return a bandwidth in decimal units (``"23.5 GB/s"``, as nccl-tests and OSU print them); ``"n/a"`` if missing.
+
+    The table form of :func:`~mpisim.engine.units.pretty_bandwidth`: four significant digits.
+    """
+    return pretty_bandwidth(bytes_per_s, 4) if _finite(bytes_per_s) else fmt_num(bytes_per_s)
 
 
 def fmt_percent(fraction: Any) -> str:

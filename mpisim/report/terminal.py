@@ -13,6 +13,7 @@ so piped output and ``--json`` stay exactly what the run computed.
 
 from __future__ import annotations
 
+import gc
 import math
 import os
 import threading
@@ -27,6 +28,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from mpisim.engine.units import format_size, format_time, pretty_bandwidth, pretty_time
+from mpisim.errors import LimitReached, MPIError
 from mpisim.report.columns import cell, view
 from mpisim.report.records import value_kind
 from mpisim.report.tables import fmt_time
@@ -53,6 +55,34 @@ def exec_summary(result: Any) -> str:
         lines.append(f"  time in MPI calls per rank: {shown}{more}")
     lines.extend(f"  note: {note}" for note in result.notes)
     return "\n".join(lines) + "\n"
+
+
+def failure_text(exc: MPIError) -> str:
+    """What stderr says when the simulated program failed, or a run limit stopped it."""
+    if isinstance(exc, LimitReached):
+        return f"{exc}\n"
+    return f"the simulated program failed: {type(exc).__name__}\n{exc}\n"
+
+
+#: Written as it is when memory ran out: formatting a message then could itself fail.
+OUT_OF_MEMORY = ("out of memory: the run needed more memory than this machine could give; use payload: size, "
+                 "fewer ranks (topology.nodes) or limits: (see mpisim run --help); "
+                 "mpisim check FILE --estimate says what a run needs\n")
+_OUT_OF_MEMORY_BYTES = OUT_OF_MEMORY.encode()
+
+
+def write_out_of_memory(err: TextIO) -> None:
+    """Say that memory ran out, once the failed run's cycles are collected, in bytes made in advance.
+
+    The caller must have let go of the run first (the traceback's frames hold it); then the line
+    needs no memory, and if writing to *err* still fails, it goes straight to file descriptor 2.
+    """
+    gc.collect()
+    try:
+        err.write(OUT_OF_MEMORY)
+        err.flush()
+    except MemoryError:
+        os.write(2, _OUT_OF_MEMORY_BYTES)
 
 
 def console_for(out: TextIO) -> Any:
@@ -86,6 +116,14 @@ def wide_table(headers: Sequence[str], rows: Sequence[Sequence[str]], justify: s
     for row in rows:
         table.add_row(*row)
     return table
+
+
+def print_listing(out: TextIO, title: str, items: Sequence[dict[str, Any]],
+                  columns: Sequence[tuple[str, Callable[[dict[str, Any]], Any]]]) -> None:
+    """Print a catalogue (``mpisim list``): one row per item, one column per (header, cell getter)."""
+    cells = [[cell(getter(item)) for _, getter in columns] for item in items]
+    print_table(console_for(out), wide_table([header for header, _ in columns], cells, title=title,
+                                             title_justify="left"))
 
 
 #: Row keys the table titles already say (or that only tests and reports need): never extra columns.

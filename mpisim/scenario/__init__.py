@@ -9,7 +9,11 @@
   the resolved form (:mod:`~mpisim.scenario.dump`);
 * :mod:`~mpisim.scenario.expect` -- the ``expect:`` block;
 * :mod:`~mpisim.scenario.run` -- :func:`run_scenario`;
-* :mod:`~mpisim.scenario.sweep` -- grids of points, in parallel and resumable.
+* :mod:`~mpisim.scenario.sweep` -- grids of points, in parallel and resumable;
+* :mod:`~mpisim.scenario.invocation` -- a run as ``mpisim run``/``exec``/``check``/``report`` ask for
+  it (estimate, notes, progress, outputs); :mod:`~mpisim.scenario.command_line` builds scenarios
+  and overrides from command-line input, :mod:`~mpisim.scenario.catalog` lists what a scenario can
+  name, :mod:`~mpisim.scenario.files` writes files atomically.
 """
 
 from mpisim.scenario import baseline, expect  # noqa: F401  (what the pytest plugin reaches through the package)

@@ -51,6 +51,7 @@ from mpisim.engine.units import parse_bandwidth, parse_size, parse_time
 from mpisim.errors import ConfigError, printable
 from mpisim.report.records import RunResult, jsonable
 from mpisim.scenario.expect import GATES, evaluate_all, parse_value, passes, value_kind
+from mpisim.scenario.files import write_atomic
 from mpisim.scenario.fingerprint import algorithm_digests, input_changes
 from mpisim.scenario.load import load_file, loads
 from mpisim.scenario.model import Expectation
@@ -343,8 +344,6 @@ def update_expect(path: str | os.PathLike[str], result: RunResult) -> ExpectUpda
     Files are written atomically, and only when their content changes. Raises ConfigError if
     the rewritten file would not load (it always should) or cannot be written.
     """
-    from mpisim.scenario.run import write_atomic  # run.py imports this module: the writer is reached lazily
-
     path = Path(path)
     text = path.read_text(encoding="utf-8")
     update = ExpectUpdate(path, text, text)

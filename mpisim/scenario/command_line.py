@@ -4,6 +4,7 @@ The ``mpisim`` commands (:mod:`mpisim.cli`) only parse arguments and print; what
 those arguments is here, so that it can be called and tested without a command line:
 
 * :func:`parse_limits` -- ``--limit wall_time=300s`` as a scenario override;
+* :func:`run_overrides` -- every override of ``mpisim run``, after checking the options that go together;
 * :func:`programs_to_run` -- the Python files a program scenario runs, each checked to lie in the
   scenario's folder (or allowed by ``--allow-program``);
 * :func:`failure_document` -- the ``--json`` document of a run whose simulated program failed;
@@ -21,6 +22,7 @@ from mpisim import __version__
 from mpisim.errors import ConfigError, MPIError
 from mpisim.report.records import jsonable
 from mpisim.report.text import plural
+from mpisim.scenario.executors import parse_executor
 from mpisim.scenario.fingerprint import fingerprint
 from mpisim.scenario.load import dump, parse_set, point_raw, read_scenario_file, read_yaml
 from mpisim.scenario.model import sweep_points
@@ -28,7 +30,8 @@ from mpisim.scenario.run import failure_kind
 from mpisim.scenario.schema import parse_workload
 from mpisim.workloads.program import check_program
 
-__all__ = ["LIMIT_KEYS", "apply_rank_count", "exec_scenario", "failure_document", "parse_limits", "programs_to_run"]
+__all__ = ["LIMIT_KEYS", "apply_rank_count", "exec_scenario", "failure_document", "parse_limits", "programs_to_run",
+           "run_overrides"]
 
 
 LIMIT_KEYS = ("simulated_time", "events", "wall_time")
@@ -43,6 +46,32 @@ def parse_limits(items: Sequence[str]) -> list[tuple[str, Any]]:
             raise ConfigError(f"expected KEY=VALUE with KEY one of {', '.join(LIMIT_KEYS)}, got {item!r}", "--limit")
         pairs.extend(parse_set([f"limits.{item.strip()}"]))
     return pairs
+
+
+def run_overrides(sets: Sequence[str], limits: Sequence[str], *, seed: int | None = None, payload: str | None = None,
+                  jobs: int | None = None, executor: str | None = None, update_expect: bool = False
+                  ) -> list[tuple[str, Any]]:
+    """The overrides of ``mpisim run``: ``--set``, ``--limit``, ``--seed`` and ``--payload``, in that order.
+
+    Checks the options that go together first, so bad input fails before anything runs:
+    ``--update-expect`` records the file's own values (no overrides), ``--jobs`` is at least 1
+    and excludes ``--executor``, whose value must parse. Raises ConfigError naming the option.
+    """
+    if update_expect and (sets or seed is not None or payload is not None):
+        raise ConfigError("records the file's own values: run it without --set, --seed or --payload",
+                          "--update-expect")
+    overrides = parse_set(sets) + parse_limits(limits)
+    if seed is not None:
+        overrides.append(("seed", seed))
+    if payload is not None:
+        overrides.append(("payload", payload))
+    if jobs is not None and jobs < 1:
+        raise ConfigError(f"--jobs must be at least 1, got {jobs}", "--jobs")
+    if executor is not None:
+        parse_executor(executor)  # bad input fails before anything runs
+        if jobs is not None:
+            raise ConfigError("give --jobs N or --executor, not both (--jobs N is --executor local:N)", "--executor")
+    return overrides
 
 
 def programs_to_run(scenario: Any, allowed: Sequence[str]) -> list[Path]:

@@ -58,7 +58,7 @@ def parse_executor(text: str, path: str = "--executor") -> ExecutorSpec:
 
 def _import_distributed(path: str) -> Any:
     try:
-        import distributed
+        import distributed  # lazy: an optional extra (mpisim[dask]), seconds to import
     except ImportError:
         raise ConfigError("the dask executor needs Dask distributed: pip install 'mpisim[dask]'", path) from None
     return distributed
@@ -83,7 +83,7 @@ LOCAL_CLUSTER_CONFIG = {
 
 def _start_local_cluster(distributed: Any) -> Any:
     """Start a LocalCluster for a sweep: one single-threaded worker process per CPU."""
-    import dask
+    import dask  # lazy: an optional extra, as distributed above
 
     # Nannies hand their Dask settings to the worker processes they start, so the settings
     # need to hold only while the cluster is being made; the caller's own settings are left alone.

@@ -28,12 +28,9 @@ and checked like any other expectation.
 from __future__ import annotations
 
 import os
-import stat
-import tempfile
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, TextIO
 
 from mpisim import __version__
@@ -51,6 +48,9 @@ from mpisim.scenario.baseline import explain_failed_gates
 from mpisim.scenario.estimate import run_estimate
 from mpisim.scenario.expect import describe_where, evaluate_all
 from mpisim.scenario.fidelity import resolve as resolve_fidelity
+from mpisim.scenario.files import (
+    write_atomic,  # re-exported: the writer lived here, callers import it from here
+)
 from mpisim.scenario.fingerprint import fingerprint
 from mpisim.scenario.load import dump
 from mpisim.scenario.model import FAILURE_KINDS, TOP_LEVEL_KEYS, Scenario
@@ -361,37 +361,3 @@ def run_scenario(
             raise err.in_file(scenario.file) from None
         raise
     return assemble(scenario, points, time.perf_counter() - t_start)
-
-
-def _mode_for(target: Path) -> int:
-    try:
-        return stat.S_IMODE(target.stat().st_mode)
-    except OSError:
-        mask = os.umask(0)
-        os.umask(mask)
-        return 0o666 & ~mask
-
-
-def write_atomic(path: str | os.PathLike[str], text: str | bytes) -> None:
-    """Write *text* to *path* so that readers see the old file or the new one, never half of one.
-
-    The text goes to a temporary file in the same directory, is flushed to disk, and then
-    replaces *path* in one ``os.replace``. On any error the temporary file is removed and
-    *path* is left as it was. Raises OSError if the directory is not writable.
-    """
-    target = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-    try:
-        # mkstemp makes a private (0600) file; the result gets the mode a plain open() would give
-        # it, or keeps the mode of the file it replaces.
-        os.fchmod(fd, _mode_for(target))
-        binary = isinstance(text, bytes)
-        with os.fdopen(fd, "wb" if binary else "w", encoding=None if binary else "utf-8",
-                       newline=None if binary else "") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise

@@ -47,9 +47,10 @@ from mpisim import errors
 from mpisim.errors import ConfigError
 from mpisim.report.records import jsonable
 from mpisim.scenario.executors import parse_executor, run_on_dask
+from mpisim.scenario.files import write_atomic
 from mpisim.scenario.load import dump, load_dict, point_raw
 from mpisim.scenario.model import Scenario, sweep_points
-from mpisim.scenario.run import PointResult, ProgressFn, run_point, write_atomic
+from mpisim.scenario.run import PointResult, ProgressFn, run_point
 from mpisim.workloads.base import workloads
 
 __all__ = ["PointTask", "default_results_file", "point_key", "read_results_file", "run_sweep"]

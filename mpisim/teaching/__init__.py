@@ -12,8 +12,8 @@ from mpisim.teaching.decoding import decode, describe_pieces, encode, reference
 from mpisim.teaching.differences import GENERIC_CAVEAT, differences
 from mpisim.teaching.explain import DEFAULT_NETWORK_MODEL, Explanation, explain
 from mpisim.teaching.formulas import Formula, FormulaError, evaluate, formulas, substitute
-from mpisim.teaching.printing import format_explanation, write_diagram
+from mpisim.teaching.printing import explain_to, format_explanation, write_diagram
 
 __all__ = ["DEFAULT_NETWORK_MODEL", "GENERIC_CAVEAT", "Explanation", "Formula", "FormulaError", "decode",
-           "describe_pieces", "differences", "encode", "evaluate", "explain", "format_explanation", "formulas",
+           "describe_pieces", "differences", "encode", "evaluate", "explain", "explain_to", "format_explanation", "formulas",
            "reference", "substitute", "write_diagram"]

@@ -5,13 +5,16 @@ from __future__ import annotations
 import re
 import textwrap
 from pathlib import Path
+from typing import Any, TextIO
 
 import numpy as np
 
+from mpisim.errors import ConfigError
 from mpisim.report.tables import fmt_time
+from mpisim.scenario.load import read_yaml
 from mpisim.teaching.decoding import describe_pieces, indices_text
 from mpisim.teaching.differences import GENERIC_CAVEAT, differences
-from mpisim.teaching.explain import ROOTED, Explanation
+from mpisim.teaching.explain import ROOTED, Explanation, explain
 from mpisim.teaching.formulas import FormulaError, cost_paragraph, definitions, evaluate, formulas, substitute
 from mpisim.workloads.collective import REDUCING
 
@@ -165,9 +168,7 @@ def format_explanation(ex: Explanation) -> str:
 def write_diagram(ex: Explanation, out_dir: str | Path) -> Path:
     """Write ``<collective>-<algorithm>-p<P>.png`` into *out_dir*: ranks x steps, one arrow per message."""
     # Lazy: matplotlib costs about a second to import, and the text explanation never needs it.
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-
-    from mpisim.report.plots.diagram import plot_message_diagram
+    from mpisim.report.plots import diagram, style
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -180,8 +181,30 @@ def write_diagram(ex: Explanation, out_dir: str | Path) -> Path:
         mine = [m for m in ex.messages if m.step == step]
         steps.append(f"{fmt_time(min(m.t_post for m in mine))}\n-> {fmt_time(max(m.t_done for m in mine))}")
     title = f"{ex.collective} / {ex.algorithm.name} on {ex.p} ranks: {ex.steps} steps, simulated {fmt_time(ex.simulated_s)}"
-    fig = plot_message_diagram(ex.p, messages, title=title, step_labels=steps)
+    fig = diagram.plot_message_diagram(ex.p, messages, title=title, step_labels=steps)
     path = out / f"{ex.collective}-{ex.algorithm.name}-p{ex.p}.png"
-    FigureCanvasAgg(fig)
-    fig.savefig(path, format="png", metadata={"Software": None})
+    style.save_png(fig, path)
     return path
+
+
+def explain_to(out: TextIO, collective: str, algorithm: str, ranks: int, *, count: int | None = None,
+               topology: str | None = None, network: str | None = None, root: int = 0, ports: int | None = None,
+               output: str | None = None) -> bool:
+    """``mpisim explain``: print the explanation of *algorithm* on *ranks* ranks; return whether it matched numpy.
+
+    *topology* is a preset name or an inline YAML mapping (``"{preset: ib-hdr, ...}"``); with
+    *output* the diagram is written there too. Raises ConfigError (exit 2) for bad input or a
+    diagram that cannot be written.
+    """
+    chosen: Any = topology
+    if topology is not None and any(ch in topology for ch in "{:"):
+        chosen = read_yaml(topology, "--topology")
+    ex = explain(collective, algorithm, ranks, count=count, topology=chosen, network=network, root=root, ports=ports)
+    out.write(format_explanation(ex))
+    if output:
+        try:
+            path = write_diagram(ex, output)
+        except OSError as exc:
+            raise ConfigError(f"cannot write the diagram: {exc.strerror or exc}", "-o", output) from None
+        out.write(f"\ndiagram written to {path}\n")
+    return ex.correct

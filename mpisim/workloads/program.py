@@ -317,6 +317,7 @@ def to_json_value(value: Any) -> Any:
 def run(params: ProgramParams, ctx: RunContext) -> WorkloadOutput:
     """Run the program once on a fresh world; return one row (see the module docstring)."""
     if params.api == "mpi4py":
+        # Lazy, as COMPUTE_MODES above: the mpi4py layer (compat) loads only for mpi4py programs.
         from mpisim.workloads.mpi4py_program import run_mpi4py
 
         return run_mpi4py(params, ctx)

@@ -45,6 +45,7 @@ def test_out_of_memory_lets_the_run_go_before_printing_its_one_line(monkeypatch)
     import weakref
 
     from mpisim import cli as cli_module
+    from mpisim.report.terminal import OUT_OF_MEMORY
 
     held: list[weakref.ref] = []
 
@@ -61,5 +62,5 @@ def test_out_of_memory_lets_the_run_go_before_printing_its_one_line(monkeypatch)
     real_collect = gc.collect
     monkeypatch.setattr(gc, "collect", lambda *a: (real_collect(*a), seen_alive.append(held[0]() is not None))[0])
     code, _, err = cli("check", "x.yaml")
-    assert code == 1 and err == cli_module.OUT_OF_MEMORY
+    assert code == 1 and err == OUT_OF_MEMORY
     assert seen_alive == [False]

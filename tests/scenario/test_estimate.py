@@ -207,7 +207,8 @@ def test_a_bare_memory_error_is_one_line_written_after_the_traceback_is_gone(tmp
     """The out-of-memory handler must not allocate while the run's frames still hold its memory:
     it writes a constant line once the exception (and with it the world) is released."""
     import mpisim.scenario.run as run_module
-    from mpisim.cli import OUT_OF_MEMORY, main
+    from mpisim.cli import main
+    from mpisim.report.terminal import OUT_OF_MEMORY
 
     def exhausted(*args, **kwargs):
         raise MemoryError

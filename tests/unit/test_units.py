@@ -628,6 +628,26 @@ def test_pretty_bandwidth(bps, text):
     assert pretty_bandwidth(bps) == text
 
 
+@pytest.mark.parametrize(
+    ("text", "made"),
+    [
+        ("43.65 us", lambda: pretty_time(43.6512e-6, 4)),
+        ("1 us", lambda: pretty_time(999.996e-9, 4)),  # rounds up into the next unit at four digits too
+        ("23.46 GB/s", lambda: pretty_bandwidth(23.456e9, 4)),
+        ("65537 B", lambda: pretty_size(65537, 4, exact_below=100_000)),  # an eager limit plus one byte, exactly
+        ("1.5 KiB", lambda: pretty_size(1536, 4)),
+        ("1536 B", lambda: pretty_size(1536, 4, exact_below=100_000)),  # not a whole KiB: bytes below the bound
+        ("32 KiB", lambda: pretty_size(32768, 4, exact_below=100_000)),
+        ("1000 KiB", lambda: pretty_size(1000 * 1024, 4)),  # four digits: up to 1023 of a binary unit
+        ("1.5 MiB", lambda: pretty_size(1.5 * 2**20, 4, exact_below=100_000)),
+        ("150 KB", lambda: pretty_size(150_000, 4, exact_below=100_000)),
+    ],
+)
+def test_pretty_formats_at_four_digits_as_the_report_tables_use_them(text, made):
+    """The report's fmt_* are pretty_* with four digits: one formatter for every number a person reads."""
+    assert made() == text
+
+
 @pytest.mark.parametrize(("parse", "text"), [
     (parse_time, "1000000001 s"), (parse_size, "1000000000000000001 B"), (parse_bandwidth, "1000001 TB/s"),
     (parse_per_byte, "1001 s/B"), (parse_count, "2e18"), (parse_size, "1e400 B"),

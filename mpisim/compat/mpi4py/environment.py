@@ -23,6 +23,7 @@ from typing import Any
 
 from greenlet import getcurrent
 
+from mpisim import __version__
 from mpisim.compat.package import Rc
 from mpisim.compat.ranks import RankContext, current, require
 from mpisim.compat.tracebacks import suspended_at
@@ -137,8 +138,6 @@ def Get_abi_version() -> tuple[int, int]:
 
 
 def Get_library_version() -> str:
-    from mpisim import __version__
-
     return f"mpisim {__version__} (simulated MPI, mpi4py API)"
 
 

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from pathlib import Path
 
 from matplotlib.axes import Axes
+from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter, NullLocator
 
@@ -51,6 +53,12 @@ DIAGRAM_COLOURS = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#8c564b", "#6a3d
 #: Where a 0-byte message sits on a logarithmic size axis (labelled "0 B").
 ZERO_BYTES = 0.5
 MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*", "<", ">", "h", "p"]
+
+
+def save_png(fig: Figure, path: Path) -> None:
+    """Write *fig* to *path* as a PNG with no creator stamp, so the same figure gives the same bytes."""
+    FigureCanvasAgg(fig)  # the Agg canvas: raster output with no display and no pyplot state
+    fig.savefig(path, format="png", metadata={"Software": None})
 
 
 def new_figure(width: float, height: float) -> Figure:
