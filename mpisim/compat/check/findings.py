@@ -16,6 +16,7 @@ from typing import Any
 
 from greenlet import getcurrent
 
+from mpisim.compat.tracebacks import is_user_file
 from mpisim.engine.units import pretty_time
 
 
@@ -46,8 +47,6 @@ def site_of(ctx: Any) -> tuple[str, int]:
     stack; while the engine runs the rank's call for it (a collective combining values), the
     line where the rank is suspended.
     """
-    from mpisim.compat.tracebacks import is_user_file
-
     frame = sys._getframe(1) if getcurrent() is ctx.greenlet else ctx.greenlet.gr_frame
     while frame is not None:
         if is_user_file(frame.f_code.co_filename, ctx.runner.folder):
