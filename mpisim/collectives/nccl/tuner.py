@@ -381,6 +381,9 @@ def tune(comm: Comm, algorithm: str, nbytes: int, collective: str = "allreduce")
             options = [ring_protocol(comm, proto, collective) for proto in options]
         elif algorithm == "nccl_tree":
             options = [tree_protocol(comm, proto) for proto in options]
+    forced = comm.world.memo.table(FORCED_PROTOCOLS).get((comm.group, algorithm, nbytes, collective))
+    if forced is not None:  # auto timed the protocols and found this one fastest (select.timed)
+        options = [proto for proto in options if proto.name == forced] or options
     predictor = _COLLECTIVE_PREDICTORS.get((collective, algorithm))
     if predictor is not None:
         timed = [(predictor(comm, proto, nbytes), i, proto) for i, proto in enumerate(options)]
@@ -391,6 +394,19 @@ def tune(comm: Comm, algorithm: str, nbytes: int, collective: str = "allreduce")
     predicted, _, protocol = min(timed, key=lambda t: (t[0], t[1]))
     channels, chunk = shape(comm, algorithm, protocol, nbytes, collective)
     return Choice(algorithm, protocol, predicted, channels, chunk)
+
+
+#: The world's memo table of protocols fixed for a call shape, (group, algorithm, nbytes,
+#: collective) -> protocol name: ``auto``, where it times its candidates, times each protocol
+#: too and fixes the fastest (:mod:`mpisim.collectives.select.timed`).
+FORCED_PROTOCOLS = "nccl.forced_protocols"
+
+
+def protocol_names(comm: Comm, algorithm: str) -> list[str]:
+    """The protocols :func:`tune` chooses between for *algorithm* on *comm*."""
+    if algorithm == "nvls":
+        return [nvls_wire(comm).name]
+    return [name for name in PROTOCOLS if name != "LL128" or ll128_enabled(comm.world.topology.spec)]
 
 
 def planner(algorithm: str, collective: str) -> Callable[[Comm, int], Choice]:
