@@ -19,6 +19,14 @@ from mpisim.mpi.ops import Op
 from mpisim.mpi.payload import Payload
 
 
+#: Segments in flight at once per rank: the reduce-scatter of segment s waits for the multicast
+#: of segment s - WINDOW, as NCCL's buffers bound how far the scatter runs ahead. A segment is
+#: one step of every channel, and a tree connection's NCCL_STEPS slots serve its two directions,
+#: so half of NCCL_STEPS. Without the bound the scatter floods the ports ahead of the trees and
+#: a faster network could make the call slower.
+WINDOW = NCCL_STEPS // 2
+
+
 def _rail_trees_of(comm: Comm, buf: Payload, groups: Sequence[Sequence[int]]) -> list[Tree]:
     """The trees of an ``nvls`` call across nodes: two per rail j, each over half of block j."""
     simple = protocols(comm.world.topology.spec)["Simple"].wire
@@ -70,6 +78,8 @@ def nvls_allreduce(comm: Comm, buf: Payload, op: Op, choice: Choice) -> Proc[Pay
         blocks = piece.split(len(members))
         if s:
             yield done["scatter"][s - 1]
+        if s >= WINDOW:  # NCCL's buffers: a segment enters when the one WINDOW ahead has left
+            yield done["multicast"][s - WINDOW]
         mine = yield from _scatter_reduce(comm, wired, blocks, j, peers, op, 2 * s)
         done["scatter"][s].succeed()
         # The trees take each segment as it comes (NCCL's tree warps stream chunk after chunk),
