@@ -184,6 +184,10 @@ class World(Protocols, DirectPath, Diagnosis):
         self._post: Callable[..., bool] = getattr(network, "post", self._post_via_transfer)
         #: What models above the MPI layer work out once for this world (mpisim.engine.memo).
         self.memo = Memo()
+        #: Optional ``scratch() -> World``: a fresh world of the same cluster and settings that
+        #: records nothing, on which a model may time a call alone (``auto`` timing its
+        #: candidates, mpisim.collectives.select.timed); set by whoever builds worlds.
+        self.scratch: Callable[[], World] | None = None
 
     # ------------------------------------------------------------------ communicators
 

@@ -23,6 +23,7 @@ from typing import Any
 
 from mpisim.collectives.select import network_parameters
 from mpisim.mpi.world import World
+from mpisim.network.credited import credited
 from mpisim.report.records import MAX_LINK_TOTALS
 from mpisim.report.tables import link_class
 from mpisim.scenario.model import Scenario
@@ -48,7 +49,13 @@ def link_totals(world: World, limit: int = MAX_LINK_TOTALS) -> list[dict[str, An
     if stats is None:
         return []
     kinds = {link.name: link.kind for link in world.topology.links}
-    used = [s for s in stats().values() if s.nbytes > 0]
+    totals = stats()
+    # Traffic timed off the world (a folded training run's tensor-parallel collectives).
+    memo = getattr(world, "memo", None)
+    for name, (nbytes, busy) in (credited(memo) if memo is not None else {}).items():
+        held = totals[name]
+        totals[name] = type(held)(name, held.nbytes + int(nbytes), held.busy_time + busy, held.capacity)
+    used = [s for s in totals.values() if s.nbytes > 0]
     used.sort(key=lambda s: (-(s.nbytes / s.capacity if s.capacity > 0 else 0.0), -s.nbytes, s.name))
     per_class: dict[str, list[Any]] = {}
     for s in used:

@@ -125,12 +125,15 @@ def new_world_factory(scenario: Scenario, log: TextIO | None = None,
 
     resolved = resolve_fidelity(scenario)
 
-    def new_world() -> World:
+    def new_world(scratch: bool = False) -> World:
         topology = build_topology(scenario.topology)
         messages, spans = tracing.trace_records(scenario, topology.size)
         explicit = tracing.explicit_trace_keys(scenario)
         budget = None if explicit & {"messages", "spans"} else tracing.RECORD_BUDGET
-        tracer = Tracer(messages=messages, spans=spans, links=scenario.trace.links, log=log, budget=budget)
+        if scratch:  # a world that times one call alone (World.scratch): it records nothing
+            messages = spans = False
+        tracer = Tracer(messages=messages, spans=spans, links=scenario.trace.links and not scratch, log=log,
+                        budget=budget)
         sim = Simulation(scenario, seed=scenario.seed, tracer=tracer)
         if run_budget is not None:
             sim.env.budget = run_budget
@@ -145,6 +148,9 @@ def new_world_factory(scenario: Scenario, log: TextIO | None = None,
             fidelity=resolved.fidelity,
             validated_only=resolved.validated_only,
         )
+        if scratch:
+            return world
+        world.scratch = lambda: new_world(scratch=True)
         created.append(world)
         return world
 

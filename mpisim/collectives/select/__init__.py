@@ -54,7 +54,7 @@ def choose(comm: Comm, collective: str, nbytes: int, op: Op, rule_set: str = "mp
     if rule_set == "model":
         return model.choose(comm, nbytes, candidates)
     if rule_set == "nccl":
-        name = nccl.choose(comm, collective, nbytes, op)
+        name = nccl.choose(comm, collective, nbytes, op, itemsize)
         if name is not None:
             return registry.get(collective, name)
     name = mpich.choose(collective, p, nbytes, op, itemsize)

@@ -94,6 +94,8 @@ class Job:
     fsdp_rest: int = 0
     chunk_expert_params: int = 0  # expert parameters one GPU holds per virtual stage (in chunk_params too)
     tp_times: dict[tuple[str, int], float] = field(default_factory=dict)
+    #: Where each folded collective's bytes went on its fresh world: link name -> (bytes, busy seconds).
+    tp_links: dict[tuple[str, int], dict[str, tuple[int, float]]] = field(default_factory=dict)
     memory: list[MemoryUse] = field(default_factory=list)  # per stage
     flops_per_iteration: float = 0.0  # executed, recomputation included
     model_flops_per_iteration: float = 0.0  # without recomputation (for MFU)
@@ -332,6 +334,9 @@ def measure_tp(job: Job, new_world: Callable[[], World]) -> dict[tuple[str, int]
         fresh.launch(one, ranks=group)
         fresh.run()
         times[(kind, count)] = max(finish)
+        stats = getattr(fresh.network, "link_stats", None)
+        if stats is not None:  # where the group's bytes went, for the link figures (folded.py)
+            job.tp_links[(kind, count)] = {s.name: (s.nbytes, s.busy_time) for s in stats().values() if s.nbytes > 0}
     return times
 
 

@@ -71,6 +71,7 @@ from mpisim.workloads.training.ddp import (
     topk_select,
     unpack_sum,
 )
+from mpisim.workloads.training.folded import credit_folded_tp
 from mpisim.workloads.training.plan import Job, run_collective, tp_blocks, tp_calls
 from mpisim.workloads.training.schedule import Op, schedule, virtual_stage
 
@@ -559,4 +560,5 @@ def play(job: Job, world: World) -> _Shared:
 
     world.launch(program, ranks=ranks)
     world.run()
+    credit_folded_tp(job, world, {rank: tally.tp_calls for rank, tally in shared.tallies.items()})
     return shared
