@@ -53,6 +53,7 @@ class Message:
     values: np.ndarray | None = None  # what it carried (first run)
     pieces: list[tuple[frozenset[int], int]] | None = None  # per element: (ranks summed in, element index)
     step: int = 0
+    t_data: float | None = None  # when the payload started to move (None: not recorded)
 
 
 def observed_messages(world: ObservedWorld) -> list[Message]:
@@ -64,7 +65,8 @@ def observed_messages(world: ObservedWorld) -> list[Message]:
     for rec in world.tracer.messages:
         queue = queues.get((rec.src, rec.dst, rec.context, rec.tag))
         contents = queue.pop(0) if queue else None
-        out.append(Message(rec.src, rec.dst, rec.nbytes, rec.protocol, rec.t_post, rec.t_done, contents))
+        out.append(Message(rec.src, rec.dst, rec.nbytes, rec.protocol, rec.t_post, rec.t_done, contents,
+                           t_data=rec.t_data))
     out.sort(key=lambda m: (m.t_post, m.src, m.dst, m.t_done))
     return out
 
