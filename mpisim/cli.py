@@ -91,7 +91,7 @@ from mpisim.scenario.model import sweep_points
 from mpisim.scenario.observe import wants_link_records
 from mpisim.scenario.run import write_atomic
 from mpisim.scenario.sweep import default_results_file
-from mpisim.teaching import explain, format_explanation, write_diagram
+from mpisim.teaching import explain, format_explanation, write_diagram, write_frames
 from mpisim.workloads import workloads  # importing the package registers every kind
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
@@ -382,7 +382,7 @@ class ExplainCommand(Command):
     numpy's, and the algorithm's cost formula with p, n, alpha, beta, gamma substituted next to
     the simulated time. The default network is contention-free (analytic model, every pair of
     ranks on its own 1 GB/s link with 1 us latency). -o DIR also writes a diagram (ranks x
-    steps, one arrow per message). Exits 1 if a result differs from numpy's.
+    steps, one arrow per message) and a space-time diagram (simulated time across, one frame per round). Exits 1 if a result differs from numpy's.
     """
 
     name = "explain"
@@ -401,7 +401,8 @@ class ExplainCommand(Command):
         parser.add_argument("--ports", type=int, default=None, metavar="N",
                             help="messages a rank may send (and receive) at once (default 1: the textbooks' "
                                  "single-port network, on which the formulas count rounds; 0: no limit)")
-        parser.add_argument("-o", "--output", metavar="DIR", help="also write a diagram PNG to DIR")
+        parser.add_argument("-o", "--output", metavar="DIR",
+                            help="also write a diagram PNG and a space-time diagram per round (PNGs + GIF) to DIR")
 
     def run(self, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         topology: Any = args.topology
@@ -413,9 +414,13 @@ class ExplainCommand(Command):
         if args.output:
             try:
                 path = write_diagram(ex, args.output)
+                frames = write_frames(ex, ex.rounds, args.output)
             except OSError as exc:
                 raise ConfigError(f"cannot write the diagram: {exc.strerror or exc}", "-o", args.output) from None
             out.write(f"\ndiagram written to {path}\n")
+            if frames:
+                out.write(f"space-time diagram, one frame per round: {len(frames)} files in {frames[0].parent} "
+                          f"({frames[-1].name} animates them)\n")
         return EXIT_OK if ex.correct else EXIT_FAILED
 
 

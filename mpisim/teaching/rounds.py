@@ -112,7 +112,10 @@ def round_costs(rounds: Sequence[Round], alpha: float, beta: float) -> float:
 
 
 def round_formula(rounds: Sequence[Round]) -> str:
-    """The rounds' terms collected, e.g. ``3α + 48B·β`` (identical rounds counted once with a factor)."""
+    """The rounds' terms collected: ``3(α + 48B·β)`` when every round pays the same, else ``7α + 168B·β``."""
+    sizes = {r.nbytes for r in rounds}
+    if len(rounds) > 1 and len(sizes) == 1 and sizes != {0}:
+        return f"{len(rounds)}(α + {rounds[0].nbytes}B·β)"
     total_bytes = sum(r.nbytes for r in rounds)
     alpha = f"{len(rounds)}α" if len(rounds) != 1 else "α"
     return f"{alpha} + {total_bytes}B·β" if total_bytes else alpha
