@@ -311,3 +311,13 @@ def test_scaling_with_auto_follows_the_request():
     fig = plots.plot_scaling(RunResult(scenario={"name": "x"}, rows=rows))
     legend = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
     assert legend == ["auto, 1 MiB", "ran nccl_ring", "ran nccl_tree"]
+
+
+def test_a_time_in_a_microsecond_column_over_a_second_prints_in_seconds():
+    """10.839 s in the terminal's "time (us)" column reads "10.84 s", not 10839227.09."""
+    from mpisim.report.columns import TABLES
+
+    [header, fmt] = next(c.terminal for c in TABLES["collective"] if c.key == "time_s")
+    assert header == "time (us)"
+    assert fmt(10.83922709) == "10.84 s"
+    assert fmt(43.65e-6) == "43.65"
