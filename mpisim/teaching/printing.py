@@ -51,7 +51,7 @@ def _cost_lines(ex: Explanation) -> list[str]:
     paragraph = cost_paragraph(doc)
     lines = ["Cost"]
     if paragraph:
-        lines += textwrap.wrap("the algorithm's cost: " + paragraph, 96, initial_indent="  ", subsequent_indent="    ")
+        lines += textwrap.wrap("the algorithm's cost: " + re.sub(r"^Cost:\s*", "", paragraph), 96, initial_indent="  ", subsequent_indent="    ")
     q = int(ex.values.get("p'", 1))
     values = {"p": str(ex.p), "n": f"{ex.nbytes}B", "α": fmt_time(ex.alpha).replace(" ", ""),
               "β": f"{ex.beta * 1e9:.4g}ns/B", "γ": f"{ex.gamma * 1e9:.4g}ns/B", "p'": str(q)}

@@ -321,3 +321,18 @@ def test_a_time_in_a_microsecond_column_over_a_second_prints_in_seconds():
     assert header == "time (us)"
     assert fmt(10.83922709) == "10.84 s"
     assert fmt(43.65e-6) == "43.65"
+
+
+def test_a_sweep_over_nodes_says_which_point_its_timeline_draws():
+    from mpisim.report.render import which_point
+    from mpisim.scenario import load_dict, run_scenario
+
+    result = run_scenario(load_dict({
+        "name": "x", "topology": {"nodes": 2, "ranks_per_node": 1,
+                                  "inter": {"kind": "full", "bandwidth": "1 GB/s", "latency": "1 us"}},
+        "payload": "size", "fidelity": "message", "trace": {"spans": True}, "sweep": {"topology.nodes": [2, 4, 16]},
+        "workload": {"kind": "collective", "collective": "allreduce", "algorithm": "ring", "sizes": ["1 KiB"]}}))
+    [drawn] = timeline_worlds(result)
+    # 16 ranks is past what a timeline shows readably, so the 4-node point is drawn, and the caption says so
+    assert which_point(result, drawn) == (" Drawn for nodes=4 (4 ranks), the largest point readable in a figure "
+                                          "(the sweep goes up to nodes=16).")
