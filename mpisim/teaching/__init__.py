@@ -19,6 +19,7 @@ from mpisim.teaching.printing import format_explanation, write_diagram
 from mpisim.teaching.rounds import Round, rounds_of
 from mpisim.teaching.spacetime import plot_spacetime, write_frames
 
-__all__ = ["DEFAULT_NETWORK_MODEL", "GENERIC_CAVEAT", "Explanation", "Formula", "FormulaError", "decode",
-           "describe_pieces", "differences", "encode", "evaluate", "explain", "format_explanation", "formulas",
-           "plot_spacetime", "reference", "Round", "rounds_of", "substitute", "write_diagram", "write_frames"]
+__all__ = ["DEFAULT_NETWORK_MODEL", "GENERIC_CAVEAT", "Explanation", "Formula", "FormulaError", "Round",
+           "decode", "describe_pieces", "differences", "encode", "evaluate", "explain",
+           "format_explanation", "formulas", "plot_spacetime", "reference", "rounds_of", "substitute",
+           "write_diagram", "write_frames"]

@@ -85,7 +85,7 @@ class Lesson:
     def diagram(self) -> Any:
         """The ranks-by-steps message diagram (a matplotlib Figure)."""
         from mpisim.report.plots.diagram import plot_message_diagram
-        from mpisim.teaching.spacetime import message_label
+        from mpisim.teaching.steps import message_label
 
         ex = self.explanation
         msgs = [{"src": m.src, "dst": m.dst, "step": m.step, "label": message_label(m)} for m in ex.messages]

@@ -12,8 +12,8 @@ from mpisim.report.tables import fmt_time
 from mpisim.teaching.decoding import describe_pieces, indices_text
 from mpisim.teaching.differences import GENERIC_CAVEAT, differences
 from mpisim.teaching.explain import ROOTED, Explanation
-from mpisim.teaching.roundview import format_rounds
 from mpisim.teaching.formulas import FormulaError, cost_paragraph, definitions, evaluate, formulas, substitute
+from mpisim.teaching.roundview import format_rounds
 from mpisim.workloads.collective import REDUCING
 
 

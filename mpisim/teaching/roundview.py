@@ -12,7 +12,7 @@ from typing import Any
 
 from mpisim.report.tables import fmt_time
 from mpisim.teaching.rounds import round_costs, round_formula
-from mpisim.teaching.spacetime import message_label
+from mpisim.teaching.steps import message_label
 
 
 def format_rounds(ex: Any) -> list[str]:

@@ -14,20 +14,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from mpisim.report.plots.style import DIAGRAM_COLOURS, new_figure, time_unit
 from mpisim.report.tables import fmt_time
-from mpisim.teaching.decoding import describe_pieces
 from mpisim.teaching.rounds import Round, round_formula
+from mpisim.teaching.steps import message_label
 
 #: Seconds each frame of the animated GIF stays on screen.
 FRAME_SECONDS = 1.5
-
-
-def message_label(msg: Any) -> str:
-    """What a message carries: its decoded elements, else ``token`` or its byte count."""
-    if msg.pieces:
-        return describe_pieces(msg.pieces)
-    return "token" if msg.nbytes == 0 else f"{msg.nbytes} B"
 
 
 def plot_spacetime(ex: Any, rounds: Sequence[Round], upto: int | None = None, fig: Any = None) -> Any:
@@ -36,6 +28,9 @@ def plot_spacetime(ex: Any, rounds: Sequence[Round], upto: int | None = None, fi
     Draws into *fig* (cleared first) when given, so an animation redraws one figure per frame;
     the axes span the whole run in every frame, so arrows stay put from frame to frame.
     """
+    # Lazy: matplotlib costs about a second to import, and the text explanation never needs it.
+    from mpisim.report.plots.style import DIAGRAM_COLOURS, new_figure, time_unit
+
     upto = len(rounds) if upto is None else upto
     end = max((r.end for r in rounds), default=0.0) or 1e-6
     scale, unit = time_unit(end)
@@ -83,10 +78,10 @@ def write_frames(ex: Any, rounds: Sequence[Round], out_dir: str | Path) -> list[
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
     try:
-        from matplotlib.animation import PillowWriter
         import PIL  # noqa: F401  (PillowWriter needs it only when it writes)
+        from matplotlib.animation import PillowWriter
     except ImportError:
-        PillowWriter = None  # noqa: N806
+        PillowWriter = None
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     name = f"{ex.collective}-{ex.algorithm.name}-p{ex.p}"

@@ -22,6 +22,7 @@ import numpy as np
 from mpisim.mpi.constants import PROC_NULL
 from mpisim.mpi.payload import Payload
 from mpisim.mpi.world import World
+from mpisim.teaching.decoding import describe_pieces
 
 
 class ObservedWorld(World):
@@ -54,6 +55,13 @@ class Message:
     pieces: list[tuple[frozenset[int], int]] | None = None  # per element: (ranks summed in, element index)
     step: int = 0
     t_data: float | None = None  # when the payload started to move (None: not recorded)
+
+
+def message_label(msg: Message) -> str:
+    """What a message carries: its decoded elements (``x2[0..5]``), else ``token`` or its byte count."""
+    if msg.pieces:
+        return describe_pieces(msg.pieces)
+    return "token" if msg.nbytes == 0 else f"{msg.nbytes} B"
 
 
 def observed_messages(world: ObservedWorld) -> list[Message]:

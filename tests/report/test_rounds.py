@@ -51,7 +51,7 @@ def test_the_rounds_alpha_beta_sum_is_the_algorithms_cost(collective, algorithm,
     cost = algo.cost(p, ex.nbytes, ex.alpha, ex.beta, 0.0)
     assert round_costs(ex.rounds, ex.alpha, ex.beta) == pytest.approx(cost, rel=1e-12)
     # rounds on one port do not overlap: each starts when the one before it ends
-    for before, after in zip(ex.rounds, ex.rounds[1:]):
+    for before, after in zip(ex.rounds, ex.rounds[1:], strict=False):
         assert after.start >= before.end - 1e-15
 
 
@@ -105,5 +105,5 @@ def test_the_teaching_notebook_runs():
     assert len(code) >= 4
     namespace: dict = {"__name__": "__notebook__"}
     for source in code:
-        exec(compile(source, str(NOTEBOOK), "exec"), namespace)  # noqa: S102
+        exec(compile(source, str(NOTEBOOK), "exec"), namespace)
     assert len(namespace["lesson"].rounds) == 3
