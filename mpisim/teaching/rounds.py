@@ -30,17 +30,22 @@ from dataclasses import dataclass
 from mpisim.teaching.steps import Message
 
 
-def send_starts(messages: Sequence[Message], single_port: bool) -> list[float]:
+def send_starts(messages: Sequence[Message], single_port: bool,
+                hop: tuple[float, float] | None = None) -> list[float]:
     """When each message's bytes start to leave its sender.
 
     A send is posted at once, but on the single-port network it waits for its sender's port to
-    finish the previous send and its receiver's port to finish the previous receive (ports serve
-    messages in the order they complete, which is the order they were served). With more ports
-    the payload leaves when the MPI layer hands it over.
+    finish the previous send and its receiver's port to finish the previous receive. On the
+    contention-free analytic network (*hop* = (α, β)) a message that has its ports takes exactly
+    α + nβ, so it left at its arrival minus that. Otherwise ports are taken to serve messages in
+    the order they complete. With more ports the payload leaves when the MPI layer hands it over.
     """
     starts = [m.t_data if m.t_data is not None and m.t_data >= 0 else m.t_post for m in messages]
     if not single_port:
         return starts
+    if hop is not None:
+        alpha, beta = hop
+        return [max(start, m.t_done - (alpha + m.nbytes * beta)) for start, m in zip(starts, messages, strict=True)]
     port_free: dict[tuple[str, int], float] = defaultdict(float)
     for i in sorted(range(len(messages)), key=lambda i: (messages[i].t_done, i)):
         msg = messages[i]
@@ -91,9 +96,10 @@ class Round:
         return f"α + {self.nbytes}B·β" if self.nbytes else "α"
 
 
-def rounds_of(messages: Sequence[Message], single_port: bool = True) -> list[Round]:
+def rounds_of(messages: Sequence[Message], single_port: bool = True,
+              hop: tuple[float, float] | None = None) -> list[Round]:
     """Group *messages* into their :func:`assign_rounds` rounds, in order, with :func:`send_starts`."""
-    starts = send_starts(messages, single_port)
+    starts = send_starts(messages, single_port, hop)
     numbers = assign_rounds(messages, starts)
     grouped: dict[int, list[int]] = defaultdict(list)
     for i, rnd in numbers.items():
