@@ -55,6 +55,9 @@ _EXPORTS = {
     "MAX": "mpisim.mpi.ops",
     "MIN": "mpisim.mpi.ops",
     "Op": "mpisim.mpi.ops",
+    # teaching: mpisim.explain("bcast", "binomial", ranks=6, root=2) -> a Lesson (steps, rounds, figures)
+    "explain": "mpisim.teaching.lesson",
+    "Lesson": "mpisim.teaching.lesson",
     # what unchanged mpi4py programs may call (a no-op under a real MPI)
     "compute": "mpisim.compat.ranks",
 }

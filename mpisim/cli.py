@@ -195,7 +195,8 @@ class ExplainCommand(Command):
     numpy's, and the algorithm's cost formula with p, n, alpha, beta, gamma substituted next to
     the simulated time. The default network is contention-free (analytic model, every pair of
     ranks on its own 1 GB/s link with 1 us latency). -o DIR also writes a diagram (ranks x
-    steps, one arrow per message). Exits 1 if a result differs from numpy's.
+    steps, one arrow per message) and a space-time diagram (simulated time across, one frame
+    per round). Exits 1 if a result differs from numpy's.
     """
 
     name = "explain"
@@ -214,7 +215,8 @@ class ExplainCommand(Command):
         parser.add_argument("--ports", type=int, default=None, metavar="N",
                             help="messages a rank may send (and receive) at once (default 1: the textbooks' "
                                  "single-port network, on which the formulas count rounds; 0: no limit)")
-        parser.add_argument("-o", "--output", metavar="DIR", help="also write a diagram PNG to DIR")
+        parser.add_argument("-o", "--output", metavar="DIR",
+                            help="also write a diagram PNG and a space-time diagram per round (PNGs + GIF) to DIR")
 
     def run(self, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         correct = explain_to(out, args.collective, args.algorithm, args.ranks, count=args.count, topology=args.topology,

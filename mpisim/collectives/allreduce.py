@@ -153,6 +153,10 @@ def parameter_server_allreduce(comm: Comm, buf: Payload, op: Op) -> Proc[Payload
     parameter_server_cost, which also gives p = 2): the single-port count, (p-1)·n bytes
     through the server's port in each direction. Not exact on a contention-free multi-port
     network, where the workers' messages overlap.
+
+    For large n (many segments, k·α small beside nβ) that is (p-1)nβ + (p-1)nγ: the server's
+    one port carries every worker's n bytes, so the time grows with p, where the ring's
+    2(p-1)/p·nβ stays below 2nβ.
     """
     p, r = comm.size, comm.rank
     segs = segments(buf, PS_SEGMENT)

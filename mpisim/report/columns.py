@@ -56,6 +56,9 @@ def cell(value: Any) -> str:
 
 
 def _us(x: Any) -> str:
+    """Microseconds for a "(us)" column; a second or more carries its own unit ("10.84 s"), not 10839227.09."""
+    if _real(x) and abs(x) >= 1.0:
+        return fmt_time(x)
     return f"{x * 1e6:.2f}" if _real(x) else cell(x)
 
 

@@ -66,6 +66,9 @@ __all__ = [
 #: A link busy at least this share of the run, at this share of its capacity while busy, saturates.
 SATURATED = 0.9
 
+#: Two times closer than this ratio are a tie: a finding says so instead of "1.00x faster".
+TIE = 1.005
+
 
 def _groups(rows: Sequence[dict[str, Any]], keys: Sequence[str]) -> dict[tuple, list[dict[str, Any]]]:
     out: dict[tuple, list[dict[str, Any]]] = {}
@@ -113,8 +116,14 @@ def algorithm_findings(result: RunResult) -> list[str]:
             factors = [u for u, _ in ups]
             rivals = sorted({name for _, name in ups})
             lo_f, hi_f = min(factors), max(factors)
+            if hi_f < TIE:  # "1.00x faster" would claim a win the numbers do not show
+                parts.append(f"{span} **{winner}** ties with {', '.join(rivals)} (within {TIE - 1:.1%})")
+                continue
             by = f"{lo_f:.2f}x" if math.isclose(lo_f, hi_f, rel_tol=0.005) else f"{lo_f:.2f}x to {hi_f:.2f}x"
-            parts.append(f"{span} **{winner}** is fastest, {by} faster than the next best ({', '.join(rivals)})")
+            if lo_f < TIE:
+                by = f"up to {hi_f:.2f}x"
+            tied = " (tied at some sizes)" if lo_f < TIE else ""
+            parts.append(f"{span} **{winner}** is fastest, {by} faster than the next best ({', '.join(rivals)}){tied}")
         if parts:
             out.append(head + "; ".join(parts) + ".")
     return out + beyond_ring_findings(result)
@@ -487,8 +496,10 @@ def hybrid_findings(result: RunResult) -> list[str]:
             text = f"**Fastest layout on {ranks} GPUs: {label}** ({_rate(best)})"
             if len(fitting) > 1:
                 runner = fitting[1]
-                text += (f", {runner['iteration_time_s'] / best['iteration_time_s']:.2f}x faster than the next that "
-                         f"fits, {layout_label(runner, keys)} ({fmt_time(runner['iteration_time_s'])})")
+                ratio = runner["iteration_time_s"] / best["iteration_time_s"]
+                lead = f"{ratio:.2f}x faster than" if ratio >= TIE else f"tied (within {TIE - 1:.1%}) with"
+                text += (f", {lead} the next that fits, {layout_label(runner, keys)} "
+                         f"({fmt_time(runner['iteration_time_s'])})")
             out.append(text + ".")
         out.append(_dominant_cost(result, best, label))
         if len(fitting) > 1:
@@ -722,17 +733,21 @@ def _any_network(result: RunResult, row: dict[str, Any]) -> dict[str, float]:
 
 def all_findings(result: RunResult, worlds: Sequence[WorldRecords], link_worlds: Sequence[WorldRecords] = ()) -> list[str]:
     """Return every finding for *result*; *worlds* are drawn as timelines, *link_worlds* get link figures."""
-    out = algorithm_findings(result) + p2p_findings(result) + scaling_findings(result) + hybrid_findings(result)
-    for world in link_worlds:
-        out += link_findings(world)
-    for world in worlds:
-        out += time_share_findings(world)
-    out += closed_form_findings(result)
-    if result.failure is not None:
+    out = []
+    if result.failure is not None:  # a run that stopped: that is the news, before any utilisation
         kind = result.failure.get("kind")
         out.append(f"**The simulated program failed, as the scenario expected ({kind}).**"
                    if result.scenario.get("expect_failure") else
                    f"**The simulated program failed ({kind}): the figures show its run up to where it stopped.**")
+    out += algorithm_findings(result) + p2p_findings(result) + scaling_findings(result) + hybrid_findings(result)
+    links = [finding for world in link_worlds for finding in link_findings(world)]
+    if result.failure is None:
+        out += links
+    for world in worlds:
+        out += time_share_findings(world)
+    out += closed_form_findings(result)
+    if result.failure is not None:
+        out += links
     if result.expectations:
         failed = result.failed_expectations
         if failed:

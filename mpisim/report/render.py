@@ -127,6 +127,26 @@ def shown_worlds(result: RunResult, limit: int | None = MAX_TIMELINES,
     return chosen[:limit] if limit is not None else chosen
 
 
+def which_point(result: RunResult, i: int) -> str:
+    """Say which sweep point a drawn world is, when the sweep over nodes had others (else '').
+
+    :func:`shown_worlds` draws one world per algorithm and point, but a sweep over
+    ``topology.nodes`` is one group: the largest world readable in a figure is drawn, and the
+    caption must say so, or a reader takes it for any point.
+    """
+    world = result.records[i]
+    if "topology.nodes" not in world.point:
+        return ""
+    nodes = sorted({int(w.point["topology.nodes"]) for w in result.records
+                    if "topology.nodes" in w.point and _world_family(w) == _world_family(world)})
+    if len(nodes) < 2:
+        return ""
+    mine = int(world.point["topology.nodes"])
+    which = "the sweep's largest point" if mine == nodes[-1] else (
+        f"the largest point readable in a figure (the sweep goes up to nodes={nodes[-1]})")
+    return f" Drawn for nodes={mine} ({world_ranks(world) or _point_ranks(world)} ranks), {which}."
+
+
 def _has_records(world: WorldRecords) -> bool:
     return bool(world.spans or world.links or world.messages or world.collectives)
 
@@ -275,7 +295,8 @@ def render_figures(result: RunResult, fig_dir: Path, worlds: list[int], links: l
             "(RTS, CTS, data, FIN): a rank blocked in a send waits on the middle strip while its RTS is in flight on "
             "the bottom one. Work that overlaps (backward compute during an allreduce) shows in both strips."
             + (" A red cross marks where each rank of the deadlock stopped, with the call and why it cannot return."
-               if result.failure is not None and result.failure.get("kind") == "deadlock" else ""))
+               if result.failure is not None and result.failure.get("kind") == "deadlock" else "")
+            + which_point(result, i))
     if result.scenario.get("workload", {}).get("kind") == "program":  # a student's own program: its messages
         for i in worlds:
             slug, name = named(i)

@@ -130,7 +130,7 @@ def _why_double_binary_tree(ex: Explanation) -> list[str]:
                        + (f" = {fmt_time(value)}." if ex.teaching and not out else "."))
         return out
     if ex.ports != 1:
-        out.append("The formula is an estimate of the pipeline on one port (its docstring says so): 4 message "
+        out.append("The formula is an estimate of the pipeline on one port (the algorithm's cost says so): 4 message "
                    "times a segment after the first, the sends of a rank interior in one tree and a leaf in the "
                    "other, which overlap when a rank has more ports.")
         return out
@@ -143,7 +143,7 @@ def _why_double_binary_tree(ex: Explanation) -> list[str]:
         parts.append("how the later segments fill each port depends on how the two trees' streams and their "
                      "credits interleave, which the formula's 4 message times a segment do not count")
     if parts:
-        out.append("The formula is an estimate (its docstring says so): it counts the first segment's trip as "
+        out.append("The formula is an estimate (the algorithm's cost says so): it counts the first segment's trip as "
                    f"2⌈lg p⌉ = {2 * ceil_lg(p)} message times α + sβ, one per tree level up and down, and each "
                    "later segment as 4, the sends of a rank interior in one tree and a leaf in the other. But on "
                    "one port " + "; and ".join(parts) + ".")

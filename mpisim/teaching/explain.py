@@ -64,6 +64,7 @@ from mpisim.network.topology import build_topology
 from mpisim.scenario.load import load_dict
 from mpisim.teaching.decoding import decode, encode, reference
 from mpisim.teaching.formulas import Formula, applicable_formula, formulas, pof2_below, with_definitions
+from mpisim.teaching.rounds import Round, rounds_of
 from mpisim.teaching.segments import SEGMENTED, chosen_segment, segment_size
 from mpisim.teaching.steps import Message, ObservedWorld, assign_steps, observed_messages
 
@@ -152,6 +153,12 @@ class Explanation:
     def values_with_definitions(self) -> dict[str, float]:
         """:attr:`values` plus the symbols the docstrings define from them (T, T_last, ...)."""
         return with_definitions(self.algorithm, self.values)
+
+    @property
+    def rounds(self) -> list[Round]:
+        """The rounds (:mod:`.rounds`): the r-th message through a port, what each leaves at and pays."""
+        hop = (self.alpha, self.beta) if self.model == "analytic" else None  # α + nβ exactly per message
+        return rounds_of(self.messages, single_port=self.ports == 1, hop=hop)
 
     @property
     def steps(self) -> int:

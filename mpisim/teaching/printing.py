@@ -16,6 +16,8 @@ from mpisim.teaching.decoding import describe_pieces, indices_text
 from mpisim.teaching.differences import GENERIC_CAVEAT, differences
 from mpisim.teaching.explain import ROOTED, Explanation, explain
 from mpisim.teaching.formulas import FormulaError, cost_paragraph, definitions, evaluate, formulas, substitute
+from mpisim.teaching.roundview import format_rounds
+from mpisim.teaching.spacetime import write_frames
 from mpisim.workloads.collective import REDUCING
 
 
@@ -53,7 +55,7 @@ def _cost_lines(ex: Explanation) -> list[str]:
     paragraph = cost_paragraph(doc)
     lines = ["Cost"]
     if paragraph:
-        lines += textwrap.wrap("the docstring says: " + paragraph, 96, initial_indent="  ", subsequent_indent="    ")
+        lines += textwrap.wrap("the algorithm's cost: " + re.sub(r"^Cost:\s*", "", paragraph), 96, initial_indent="  ", subsequent_indent="    ")
     q = int(ex.values.get("p'", 1))
     values = {"p": str(ex.p), "n": f"{ex.nbytes}B", "α": fmt_time(ex.alpha).replace(" ", ""),
               "β": f"{ex.beta * 1e9:.4g}ns/B", "γ": f"{ex.gamma * 1e9:.4g}ns/B", "p'": str(q)}
@@ -77,7 +79,7 @@ def _cost_lines(ex: Explanation) -> list[str]:
                                    "algorithm and the others fold in first, so the formula for that case applies:",
                                    96, initial_indent="  ", subsequent_indent="  ")
             elif formula.scope == "p = 2":
-                lines += textwrap.wrap("p = 2 is a case of its own (see the cost function's docstring), so the "
+                lines += textwrap.wrap("p = 2 is a case of its own (see the algorithm's cost), so the "
                                        "formula for it applies:", 96, initial_indent="  ", subsequent_indent="  ")
             lines.append(f"    {formula.text}")
             lines.append(f"  = {substitute(formula.text, values)}")
@@ -154,6 +156,7 @@ def format_explanation(ex: Explanation) -> str:
         out.append("")
     if not ex.messages:
         out += ["No messages: nothing to communicate.", ""]
+    out += format_rounds(ex)
     out.append("Result (what each rank's call returned, and numpy's answer):")
     for r, (got, want) in enumerate(zip(ex.outputs, ex.expected, strict=True)):
         ok = (got is None and want is None) or (got is not None and want is not None and np.array_equal(got, want))
@@ -204,7 +207,11 @@ def explain_to(out: TextIO, collective: str, algorithm: str, ranks: int, *, coun
     if output:
         try:
             path = write_diagram(ex, output)
+            frames = write_frames(ex, ex.rounds, output)
         except OSError as exc:
             raise ConfigError(f"cannot write the diagram: {exc.strerror or exc}", "-o", output) from None
         out.write(f"\ndiagram written to {path}\n")
+        if frames:
+            out.write(f"space-time diagram, one frame per round: {len(frames)} files in {frames[0].parent} "
+                      f"({frames[-1].name} animates them)\n")
     return ex.correct

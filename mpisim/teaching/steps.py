@@ -22,6 +22,7 @@ import numpy as np
 from mpisim.mpi.constants import PROC_NULL
 from mpisim.mpi.payload import Payload
 from mpisim.mpi.world import World
+from mpisim.teaching.decoding import describe_pieces
 
 
 class ObservedWorld(World):
@@ -53,6 +54,14 @@ class Message:
     values: np.ndarray | None = None  # what it carried (first run)
     pieces: list[tuple[frozenset[int], int]] | None = None  # per element: (ranks summed in, element index)
     step: int = 0
+    t_data: float | None = None  # when the payload started to move (None: not recorded)
+
+
+def message_label(msg: Message) -> str:
+    """What a message carries: its decoded elements (``x2[0..5]``), else ``token`` or its byte count."""
+    if msg.pieces:
+        return describe_pieces(msg.pieces)
+    return "token" if msg.nbytes == 0 else f"{msg.nbytes} B"
 
 
 def observed_messages(world: ObservedWorld) -> list[Message]:
@@ -64,7 +73,8 @@ def observed_messages(world: ObservedWorld) -> list[Message]:
     for rec in world.tracer.messages:
         queue = queues.get((rec.src, rec.dst, rec.context, rec.tag))
         contents = queue.pop(0) if queue else None
-        out.append(Message(rec.src, rec.dst, rec.nbytes, rec.protocol, rec.t_post, rec.t_done, contents))
+        out.append(Message(rec.src, rec.dst, rec.nbytes, rec.protocol, rec.t_post, rec.t_done, contents,
+                           t_data=rec.t_data))
     out.sort(key=lambda m: (m.t_post, m.src, m.dst, m.t_done))
     return out
 

@@ -136,3 +136,30 @@ def test_beyond_the_ring_compares_the_same_size_at_the_same_sweep_point():
     # Above the ring at its size, but not above the best the ring reaches at this point: no sentence, as before.
     result = _rows({"dgx-h100": [(16 * MiB, "nccl_ring", 282.9), (GiB, "nccl_ring", 200.0), (GiB, "nccl_tree", 250.0)]})
     assert beyond_ring_findings(result) == []
+
+
+def test_a_tie_is_called_a_tie_not_1_00x_faster():
+    """On the teaching network at 1 MiB, Rabenseifner and the ring differ by 0.4%: a tie."""
+    result = run_scenario(load_dict({
+        "name": "x", "topology": {"nodes": 4, "ranks_per_node": 1,
+                                  "inter": {"kind": "full", "bandwidth": "1 GB/s", "latency": "1 us"}},
+        "network": {"model": "analytic"}, "payload": "size",
+        "workload": {"kind": "collective", "collective": "allreduce", "algorithm": ["ring", "rabenseifner"],
+                     "sizes": ["1 MiB"]}}))
+    times = {r["algorithm"]: r["time_s"] for r in result.rows}
+    assert 1 < times["ring"] / times["rabenseifner"] < 1.005
+    [finding] = algorithm_findings(result)
+    assert "1.00x" not in finding and "**rabenseifner** ties with ring (within 0.5%)" in finding
+
+
+def test_a_deadlock_reports_findings_start_with_the_failure_not_link_utilisation():
+    from pathlib import Path
+
+    from mpisim.report.findings import all_findings
+    from mpisim.scenario import load_file
+
+    scenario = Path(__file__).resolve().parents[2] / "scenarios" / "head-to-head-deadlock.yaml"
+    result = run_scenario(load_file(scenario))
+    assert result.failure is not None and result.failure.get("kind") == "deadlock"
+    findings = all_findings(result, list(result.records), list(result.records))
+    assert findings[0].startswith("**The simulated program failed")

@@ -311,3 +311,28 @@ def test_scaling_with_auto_follows_the_request():
     fig = plots.plot_scaling(RunResult(scenario={"name": "x"}, rows=rows))
     legend = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
     assert legend == ["auto, 1 MiB", "ran nccl_ring", "ran nccl_tree"]
+
+
+def test_a_time_in_a_microsecond_column_over_a_second_prints_in_seconds():
+    """10.839 s in the terminal's "time (us)" column reads "10.84 s", not 10839227.09."""
+    from mpisim.report.columns import TABLES
+
+    [header, fmt] = next(c.terminal for c in TABLES["collective"] if c.key == "time_s")
+    assert header == "time (us)"
+    assert fmt(10.83922709) == "10.84 s"
+    assert fmt(43.65e-6) == "43.65"
+
+
+def test_a_sweep_over_nodes_says_which_point_its_timeline_draws():
+    from mpisim.report.render import which_point
+    from mpisim.scenario import load_dict, run_scenario
+
+    result = run_scenario(load_dict({
+        "name": "x", "topology": {"nodes": 2, "ranks_per_node": 1,
+                                  "inter": {"kind": "full", "bandwidth": "1 GB/s", "latency": "1 us"}},
+        "payload": "size", "fidelity": "message", "trace": {"spans": True}, "sweep": {"topology.nodes": [2, 4, 16]},
+        "workload": {"kind": "collective", "collective": "allreduce", "algorithm": "ring", "sizes": ["1 KiB"]}}))
+    [drawn] = timeline_worlds(result)
+    # 16 ranks is past what a timeline shows readably, so the 4-node point is drawn, and the caption says so
+    assert which_point(result, drawn) == (" Drawn for nodes=4 (4 ranks), the largest point readable in a figure "
+                                          "(the sweep goes up to nodes=16).")
