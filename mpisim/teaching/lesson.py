@@ -17,7 +17,7 @@ from mpisim.teaching.explain import Explanation
 from mpisim.teaching.explain import explain as _explain
 from mpisim.teaching.printing import format_explanation
 from mpisim.teaching.rounds import Round, round_costs, round_formula
-from mpisim.teaching.steps import Message
+from mpisim.teaching.steps import Message, message_label
 
 
 @dataclass
@@ -84,8 +84,8 @@ class Lesson:
 
     def diagram(self) -> Any:
         """The ranks-by-steps message diagram (a matplotlib Figure)."""
+        # Lazy: the plots import matplotlib (about a second), which the text lesson never needs.
         from mpisim.report.plots.diagram import plot_message_diagram
-        from mpisim.teaching.steps import message_label
 
         ex = self.explanation
         msgs = [{"src": m.src, "dst": m.dst, "step": m.step, "label": message_label(m)} for m in ex.messages]

@@ -10,6 +10,7 @@ the sum of the captions. :func:`write_frames` draws one frame per round (round r
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -75,13 +76,12 @@ def write_frames(ex: Any, rounds: Sequence[Round], out_dir: str | Path) -> list[
     PillowWriter), or ``<name>-round<r>.svg`` when Pillow is not installed.
     """
     # Lazy: matplotlib costs about a second to import, and the text explanation never needs it.
+    # Optional: Pillow writes the GIF (PillowWriter needs it only when it writes); without it the
+    # frames are an SVG series.
+    from matplotlib.animation import PillowWriter as Writer
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
-    try:
-        import PIL  # noqa: F401  (PillowWriter needs it only when it writes)
-        from matplotlib.animation import PillowWriter
-    except ImportError:
-        PillowWriter = None
+    PillowWriter = Writer if importlib.util.find_spec("PIL") is not None else None
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     name = f"{ex.collective}-{ex.algorithm.name}-p{ex.p}"

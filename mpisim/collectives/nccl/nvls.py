@@ -18,7 +18,6 @@ from mpisim.mpi.comm import Comm
 from mpisim.mpi.ops import Op
 from mpisim.mpi.payload import Payload
 
-
 #: Segments in flight at once per rank: the reduce-scatter of segment s waits for the multicast
 #: of segment s - WINDOW, as NCCL's buffers bound how far the scatter runs ahead. A segment is
 #: one step of every channel, and a tree connection's NCCL_STEPS slots serve its two directions,
