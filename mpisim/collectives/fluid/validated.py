@@ -27,9 +27,7 @@ everywhere it applies: the user asked for speed and knows the tables below.
   segments pipeline across nodes the message path's NICs idle while the twin charges the
   busiest link (1.2 GB: -17 % on 8 nodes, -16 % on 16; 2 nodes, 16 MiB: +4.0 %).
 * ``nvls``'s rail trees across nodes: as ``nccl_tree`` (1 MiB on 2 to 32 nodes: 0.0 %; 16 MiB:
-  +5 to +7 %). At large sizes NVLSTree's segments overlap the trees with the in-switch stages,
-  and the twin's flows overlap them more than the message path's segments do (1 GiB: -11 % on
-  2 nodes, -3 % on 4); each segment's size decides (:func:`rail_trees`).
+  +5 to +7 %; 1.2 GB: -7 %).
 
 Beyond the largest node count the grid has run (32 x dgx-h100, 256 GPUs; ``--gpu`` extends it to
 1,024), nothing is validated and ``auto`` keeps the message path.

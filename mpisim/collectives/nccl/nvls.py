@@ -9,7 +9,7 @@ from mpisim.collectives.fluid import validated
 from mpisim.collectives.fluid.nccl_ring import fluid
 from mpisim.collectives.fluid.tree import Tree, fluid_trees
 from mpisim.collectives.nccl.protocols import protocols
-from mpisim.collectives.nccl.topology import nvls_groups, rail_trees, segment_count
+from mpisim.collectives.nccl.topology import nvls_groups, rail_trees
 from mpisim.collectives.nccl.tuner import Choice, launch, planner
 from mpisim.collectives.registry import algorithm
 from mpisim.collectives.trees import NCCL_STEPS
@@ -17,13 +17,6 @@ from mpisim.engine.sim import Proc
 from mpisim.mpi.comm import Comm
 from mpisim.mpi.ops import Op
 from mpisim.mpi.payload import Payload
-
-#: Segments in flight at once per rank: the reduce-scatter of segment s waits for the multicast
-#: of segment s - WINDOW, as NCCL's buffers bound how far the scatter runs ahead. A segment is
-#: one step of every channel, and a tree connection's NCCL_STEPS slots serve its two directions,
-#: so half of NCCL_STEPS. Without the bound the scatter floods the ports ahead of the trees and
-#: a faster network could make the call slower.
-WINDOW = NCCL_STEPS // 2
 
 
 def _rail_trees_of(comm: Comm, buf: Payload, groups: Sequence[Sequence[int]]) -> list[Tree]:
@@ -63,75 +56,32 @@ def nvls_allreduce(comm: Comm, buf: Payload, op: Op, choice: Choice) -> Proc[Pay
     groups = nvls_groups(comm) or [list(range(p))]
     members = next(group for group in groups if comm.rank in group)
     j = members.index(comm.rank)
+    blocks = buf.split(len(members))
     peers = [(i, r) for i, r in enumerate(members) if r != comm.rank]
-    if len(groups) == 1:
-        blocks = buf.split(len(members))
-        mine = yield from _scatter_reduce(comm, wired, blocks, j, peers, op, 0)
-        return (yield from _multicast(wired, blocks, mine, j, peers, 1))
-    # NVLSTree: the vector crosses the three stages in segments, one after another through each
-    # in-switch stage, so the in-switch stages of one segment overlap the network trees of others.
-    pieces = buf.split(segment_count(buf.nbytes, len(members)))
-    done = {stage: [comm.env.event() for _ in pieces] for stage in ("scatter", "multicast")}
-
-    def segment(s: int, piece: Payload) -> Proc[Payload]:
-        blocks = piece.split(len(members))
-        if s:
-            yield done["scatter"][s - 1]
-        if s >= WINDOW:  # NCCL's buffers: a segment enters when the one WINDOW ahead has left
-            yield done["multicast"][s - WINDOW]
-        mine = yield from _scatter_reduce(comm, wired, blocks, j, peers, op, 2 * s)
-        done["scatter"][s].succeed()
-        # The trees take each segment as it comes (NCCL's tree warps stream chunk after chunk),
-        # so one segment's climb overlaps the next one's.
-        mine = yield from _rail_allreduce(comm, buf, piece, mine, op, groups, j, s)
-        if s:
-            yield done["multicast"][s - 1]
-        out = yield from _multicast(wired, blocks, mine, j, peers, 2 * s + 1)
-        done["multicast"][s].succeed()
-        return out
-
-    streams = [comm.env.process(segment(s, piece)) for s, piece in enumerate(pieces)]
-    yield comm.env.all_of(streams)
-    return type(buf).concat([stream.value for stream in streams])
-
-
-def _scatter_reduce(comm: Comm, wired: Comm, blocks: list[Payload], j: int, peers: list[tuple[int, int]], op: Op,
-                    tag: int) -> Proc[Payload]:
-    """Reduce-scatter through the switch: block i of every rank of the node goes to its rank i, reduced."""
-    sends = [wired.isend(blocks[i], dest=r, tag=tag) for i, r in peers]
-    incoming = yield from wired.waitall([wired.irecv(source=r, tag=tag) for _, r in peers])
+    # Reduce-scatter through the switch: block i of every rank of the node goes to its rank i.
+    sends = [wired.isend(blocks[i], dest=r, tag=0) for i, r in peers]
+    incoming = yield from wired.waitall([wired.irecv(source=r, tag=0) for _, r in peers])
     mine = blocks[j]
     for part in incoming:
         mine = yield from comm.reduce_local(op, part, mine)
     yield from wired.waitall(sends)
-    return mine
-
-
-def _multicast(wired: Comm, blocks: list[Payload], mine: Payload, j: int, peers: list[tuple[int, int]],
-               tag: int) -> Proc[Payload]:
-    """Multicast: the reduced block j reaches every rank of the node; returns the node's whole vector."""
-    sends = [wired.isend(mine, dest=r, tag=tag) for _, r in peers]
-    received = yield from wired.waitall([wired.irecv(source=r, tag=tag) for _, r in peers])
+    if len(groups) > 1 and comm.world.fidelity == "collective" and fluid(comm, buf) and (
+            not comm.world.validated_only or validated.rail_trees(comm, buf.nbytes)):
+        # At collective fidelity the rail trees run as flows (the in-node exchanges stay messages).
+        yield from fluid_trees(comm, lambda: _rail_trees_of(comm, buf, groups), ("nvls", buf.count, buf.dtype.str))
+    elif len(groups) > 1:
+        # Between nodes: local rank j of every node allreduces block j over rail j (NVLS + tree).
+        simple = comm.with_wire(protocols(comm.world.topology.spec)["Simple"].wire, shared=True)
+        trees = [tree[comm.rank] for tree in rail_trees(groups, j, p)]
+        halves = mine.split(2)
+        streams = [comm.env.process(tree_allreduce(simple, halves[t], op, *trees[t], t, NCCL_STEPS)) for t in (0, 1)]
+        yield comm.env.all_of(streams)
+        mine = type(buf).concat([stream.value for stream in streams])
+    # Multicast: the reduced block j reaches every rank of the node.
+    sends = [wired.isend(mine, dest=r, tag=1) for _, r in peers]
+    received = yield from wired.waitall([wired.irecv(source=r, tag=1) for _, r in peers])
     yield from wired.waitall(sends)
     for (i, _), block in zip(peers, received, strict=True):
         blocks[i] = block
     blocks[j] = mine
-    return type(mine).concat(blocks)
-
-
-def _rail_allreduce(comm: Comm, buf: Payload, piece: Payload, mine: Payload, op: Op,
-                    groups: Sequence[Sequence[int]], j: int, s: int) -> Proc[Payload]:
-    """Segment *s*'s block j allreduced with local rank j of every other node over rail j's two trees."""
-    if comm.world.fidelity == "collective" and fluid(comm, buf) and (
-            not comm.world.validated_only or validated.rail_trees(comm, piece.nbytes)):
-        # At collective fidelity the rail trees run as flows (the in-node exchanges stay messages).
-        yield from fluid_trees(comm, lambda: _rail_trees_of(comm, piece, groups),
-                               ("nvls", piece.count, piece.dtype.str))
-        return mine
-    simple = comm.with_wire(protocols(comm.world.topology.spec)["Simple"].wire, shared=True)
-    trees = [tree[comm.rank] for tree in rail_trees(groups, j, comm.size)]
-    halves = mine.split(2)
-    streams = [comm.env.process(tree_allreduce(simple, halves[t], op, *trees[t], 2 * s + t, NCCL_STEPS))
-               for t in (0, 1)]
-    yield comm.env.all_of(streams)
-    return type(mine).concat([stream.value for stream in streams])
+    return type(buf).concat(blocks)

@@ -96,24 +96,6 @@ def ring_orders(comm: Comm) -> list[list[int]]:
 
 
 
-#: NVLSTree's pipeline across nodes (NCCL enqueue.cc / device all_reduce.h): each of its
-#: channels moves the vector in chunks of NVLS_CHUNK bytes per local rank, a chunk passing the
-#: in-switch reduce-scatter, the network tree and the in-switch multicast one after another
-#: while the next chunk enters behind it. With NVLS_CHANNELS channels (NCCL's nvlsChannels on
-#: Hopper across nodes) one pipeline step of a node moves q x NVLS_CHUNK x NVLS_CHANNELS bytes.
-NVLS_CHUNK = 128 * 1024
-NVLS_CHANNELS = 16
-#: At most this many segments are simulated: past it a step carries several chunks, and the
-#: pipeline's fill (one segment through the stages it does not wait on) is at most 1/32 of them.
-NVLS_MAX_SEGMENTS = 32
-
-
-def segment_count(nbytes: int, q: int) -> int:
-    """How many segments NVLSTree's pipeline cuts an *nbytes* call into, on nodes of *q* ranks (see NVLS_CHUNK)."""
-    step = q * NVLS_CHUNK * NVLS_CHANNELS
-    return max(1, min(NVLS_MAX_SEGMENTS, -(-nbytes // step)))
-
-
 def nvls_groups(comm: Comm) -> Sequence[Sequence[int]] | None:
     """Return *comm*'s ranks by node if every node's NVSwitch can reduce in the switch (NVLS), else None.
 

@@ -51,7 +51,6 @@ from mpisim.collectives.nccl.topology import (
     nvls_groups,
     rail_trees,
     ring_orders,
-    segment_count,
     tree_links,
 )
 from mpisim.collectives.trees import DBT_SEGMENT, NCCL_STEPS
@@ -291,17 +290,13 @@ def _hop_costs_unshared(comm: Comm, hops: list[tuple[int, int]], wire: Wire) -> 
 
 
 def predict_nvls(comm: Comm, protocol: Protocol, nbytes: int) -> float:
-    """Predicted time of ``nvls``: NVLS inside a node; across nodes NVLSTree's pipeline of segments.
+    """Predicted time of ``nvls``: the in-node exchanges, and between nodes a pipelined tree per rail.
 
     In a node of q ranks: two exchanges of q-1 blocks of n/q bytes (a rank's port carries its
     q-1 blocks: at once on the ``fairshare`` network, in turn on the analytic one) and q-1
-    reductions. Across m nodes the call is cut into k segments (:func:`segment_count`) that
-    pass three stages one after another -- the in-switch reduce-scatter, a double binary tree
-    per rail over each rank's reduced block (:func:`_tree_time`, as :func:`predict_tree`) and
-    the in-switch multicast -- each in-switch stage taking one segment at a time, the trees
-    taking each as it comes: the longer of the trees' stream over the whole block (after the
-    first segment's reduce-scatter, before the last one's multicast) and k rounds of the two
-    in-switch stages (which share the GPU's NVLink port) with the last segment's trees.
+    reductions. Across m nodes, each rank's reduced block of n/q bytes
+    is allreduced with its counterparts on the other nodes over a double binary tree (see
+    :func:`predict_tree`, whose closed form it shares).
     """
     p = comm.size
     if p == 1:
@@ -309,24 +304,16 @@ def predict_nvls(comm: Comm, protocol: Protocol, nbytes: int) -> float:
     groups = nvls_groups(comm) or [list(range(p))]
     members = groups[0]
     q = len(members)
-    k = 1 if len(groups) == 1 else segment_count(nbytes, q)
-    block = nbytes / (k * q)
+    block = nbytes / q
     costs = _hop_costs_unshared(comm, [(members[0], j) for j in members[1:]], protocol.wire)
     phase = max(lat + (q - 1) * block * per_byte for lat, per_byte in costs)
-    scatter = phase + (q - 1) * block * comm.world.config.reduce_cost
+    intra = protocol.base + 2 * phase + (q - 1) * block * comm.world.config.reduce_cost
     if len(groups) == 1:
-        return protocol.base + scatter + phase
-    simple = protocols(comm.world.topology.spec)["Simple"].wire
+        return intra
+    simple = protocols(comm.world.topology.spec)["Simple"]
+    return intra + _tree_time(comm, lambda: [tree for j in range(q) for tree in rail_trees(groups, j, comm.size)],
+                              block / 2, simple.wire, "nvls")
 
-    def trees() -> list[list[tuple[int | None, list[int]]]]:
-        return [tree for j in range(q) for tree in rail_trees(groups, j, comm.size)]
-
-    # The trees stream the segments back to back: as one pipelined tree over the whole block,
-    # from the first segment's reduce-scatter; the multicast of the last follows it. Unless the
-    # NVLink port is the bottleneck: k rounds of the two in-switch stages, and one segment's tree.
-    streamed = scatter + _tree_time(comm, trees, k * block / 2, simple, "nvls") + phase
-    in_switch = k * (scatter + phase) + _tree_time(comm, trees, block / 2, simple, "nvls")
-    return protocol.base + max(streamed, in_switch)
 
 
 _PREDICTORS = {"nccl_ring": predict_ring, "nccl_tree": predict_tree, "nvls": predict_nvls}
