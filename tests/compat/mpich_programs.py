@@ -32,6 +32,8 @@ CASES = [
     ("persistent_bsend.py", 3),
     ("neighbors.py", 2),
     ("neighbors.py", 4),
+    ("mprobe.py", 3),
+    ("mprobe.py", 4),
 ]
 
 
