@@ -34,6 +34,8 @@ CASES = [
     ("neighbors.py", 4),
     ("mprobe.py", 3),
     ("mprobe.py", 4),
+    ("rma.py", 3),
+    ("rma.py", 4),
 ]
 
 

@@ -117,6 +117,28 @@ from mpisim.compat.mpi4py.persistent import Prequest  # noqa: F401
 from mpisim.compat.mpi4py.request import REQUEST_NULL, Request  # noqa: F401
 from mpisim.compat.mpi4py.status import Status  # noqa: F401
 from mpisim.compat.mpi4py.topology import Compute_dims  # noqa: F401
+from mpisim.compat.mpi4py.win import (  # noqa: F401
+    LOCK_EXCLUSIVE,
+    LOCK_SHARED,
+    MODE_NOCHECK,
+    MODE_NOPRECEDE,
+    MODE_NOPUT,
+    MODE_NOSTORE,
+    MODE_NOSUCCEED,
+    WIN_BASE,
+    WIN_CREATE_FLAVOR,
+    WIN_DISP_UNIT,
+    WIN_FLAVOR_ALLOCATE,
+    WIN_FLAVOR_CREATE,
+    WIN_FLAVOR_DYNAMIC,
+    WIN_FLAVOR_SHARED,
+    WIN_MODEL,
+    WIN_NULL,
+    WIN_SEPARATE,
+    WIN_SIZE,
+    WIN_UNIFIED,
+    Win,
+)
 from mpisim.compat.ranks import ProgramExit, RankContext, UnsupportedCall  # noqa: F401
 from mpisim.compat.unsupported import unsupported as _unsupported
 from mpisim.errors import MPIError
