@@ -36,6 +36,8 @@ CASES = [
     ("mprobe.py", 4),
     ("rma.py", 3),
     ("rma.py", 4),
+    ("alltoallw.py", 3),
+    ("alltoallw.py", 4),
 ]
 
 
