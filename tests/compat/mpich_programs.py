@@ -38,6 +38,8 @@ CASES = [
     ("rma.py", 4),
     ("alltoallw.py", 3),
     ("alltoallw.py", 4),
+    ("intercomm.py", 3),
+    ("intercomm.py", 4),
 ]
 
 
