@@ -524,14 +524,17 @@ class ExecCommand(Command):
         if out_dir is not None:
             _make_dir(out_dir)
         redirect = contextlib.redirect_stdout(err) if args.json else contextlib.nullcontext()
+        worlds: list[Any] = []
         try:
             with redirect:
-                result = scenario_run.run_scenario(scenario)
-        except ProgramExit as exc:
-            err.write(f"mpisim exec: {exc}\n")
-            # An exit status is one byte: sys.exit(256) would read as success; a failed rank never does.
-            return exc.code % 256 or EXIT_FAILED
+                result = scenario_run.run_scenario(scenario, worlds=worlds)
         except MPIError as exc:
+            if out_dir is not None:  # a failed program's timeline is the figure most wanted
+                write_outputs(scenario_run.failed_run(scenario, worlds, exc), out_dir)
+            if isinstance(exc, ProgramExit):
+                err.write(f"mpisim exec: {exc}\n")
+                # An exit status is one byte: sys.exit(256) would read as success; a failed rank never does.
+                return exc.code % 256 or EXIT_FAILED
             if not args.json:
                 raise
             out.write(json.dumps(failure_document(scenario, exc), indent=2, sort_keys=True) + "\n")

@@ -729,7 +729,8 @@ def all_findings(result: RunResult, worlds: Sequence[WorldRecords], link_worlds:
         out += time_share_findings(world)
     out += closed_form_findings(result)
     if result.failure is not None:
-        out.append(f"**The simulated program failed, as the scenario expected ({result.failure.get('kind')}).**")
+        how = "as the scenario expected" if result.scenario.get("expect_failure") else "unexpectedly"
+        out.append(f"**The simulated program failed, {how} ({result.failure.get('kind')}).**")
     if result.expectations:
         failed = result.failed_expectations
         if failed:

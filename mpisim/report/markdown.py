@@ -298,8 +298,9 @@ def markdown_report(result: RunResult, figures: Sequence[FigureInfo], findings: 
         rows = [["PASS" if e.get("passed") else "FAIL", e.get("detail", "")] for e in result.expectations]
         out += ["## Expectations", "", md_table(["result", "detail"], rows, "ll"), ""]
     if result.failure is not None:
+        how = "expected by the scenario" if result.scenario.get("expect_failure") else "not expected"
         out += ["## Failure of the simulated program", "", f"Kind: **{result.failure.get('kind')}** "
-                "(expected by the scenario).", "", "```", str(result.failure.get("message", "")).strip(), "```", ""]
+                f"({how}).", "", "```", str(result.failure.get("message", "")).strip(), "```", ""]
     if result.notes:
         out += ["## Notes", ""] + [f"- {note}" for note in result.notes] + [""]
     if files:

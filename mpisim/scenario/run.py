@@ -241,6 +241,19 @@ def run_point(scenario: Scenario, point: Mapping[str, Any] | None = None, log: T
     )
 
 
+def failed_run(scenario: Scenario, worlds: list[World], err: MPIError) -> RunResult:
+    """The result of a run whose program failed unexpectedly: its failure and what its worlds recorded.
+
+    ``mpisim exec -o DIR`` writes it, so the deadlock timeline (every rank's calls up to where
+    it blocked) exists for any failing program, not only for a scenario that declared
+    ``expect_failure`` in advance. *worlds* are those the run made (``run_scenario(worlds=...)``).
+    """
+    network = network_summary(worlds[0]) if worlds else {}
+    failure = {"kind": failure_kind(err), "error": type(err).__name__, "message": str(err), "point": {}}
+    records = [_world_records(f"world {i}", world, {}, network) for i, world in enumerate(worlds)]
+    return assemble(scenario, [PointResult(records=records, failure=failure)])
+
+
 def _cost(row: dict[str, Any], per_gpu_hour: float | None) -> dict[str, Any]:
     """A training row's cost (``price: {per_gpu_hour}`` x its GPU-hours), where it has both."""
     hours = row.get("gpu_hours")
