@@ -88,7 +88,10 @@ class Message(metaclass=Strict):
         if self._sim is None:
             raise MPIError(f"rank {here(call).rank}: {call}: the message is MPI.MESSAGE_NULL (already received?)")
         sim, comm = self._sim, self._comm
-        self._sim = None  # a received message handle becomes MESSAGE_NULL, as in MPI
+        if comm is None:  # MPI.MESSAGE_NO_PROC itself: received on the caller's world, as an empty message
+            comm = here(call).comm
+        if self is not MESSAGE_NO_PROC:  # a received handle becomes MESSAGE_NULL; the predefined one stays, as in mpi4py
+            self._sim = None
         return matched.mrecv(comm, None if sim is _NO_PROC else sim, buf, status)
 
     def Recv(self, buf: Any, status: Status | None = None) -> None:
