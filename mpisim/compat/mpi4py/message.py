@@ -60,6 +60,15 @@ class Message(metaclass=Strict):
     def __repr__(self) -> str:
         return "<mpi4py.MPI.Message>"
 
+    def __reduce__(self) -> Any:
+        """The predefined handles pickle as themselves, copies of them as copies; a live message cannot be pickled."""
+        for name, predefined in (("MESSAGE_NULL", MESSAGE_NULL), ("MESSAGE_NO_PROC", MESSAGE_NO_PROC)):
+            if self is predefined:
+                return _predefined, (name,)
+            if self == predefined:
+                return Message, (predefined,)
+        raise ValueError("cannot serialize 'mpi4py.MPI.Message' instance")
+
     # ---- probing (also as Comm.Mprobe / Comm.Improbe)
 
     @classmethod
@@ -81,6 +90,9 @@ class Message(metaclass=Strict):
             ctx.poll()
             return None
         return cls._of(sim, c)
+
+    Probe = probe
+    Iprobe = iprobe
 
     # ---- receiving
 
@@ -123,6 +135,11 @@ class Message(metaclass=Strict):
         ctx.enter()
         no_proc = self._sim is _NO_PROC
         return Request(self._start("Message.irecv", None, Status()), decode=None if no_proc else unpickled)
+
+
+def _predefined(name: str) -> Message:
+    """``MPI.MESSAGE_NULL`` or ``MPI.MESSAGE_NO_PROC`` by name (unpickling one)."""
+    return {"MESSAGE_NULL": MESSAGE_NULL, "MESSAGE_NO_PROC": MESSAGE_NO_PROC}[name]
 
 
 MESSAGE_NULL = Message()
