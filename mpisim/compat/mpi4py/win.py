@@ -40,6 +40,7 @@ from mpisim.compat.unsupported import Strict, unsupported
 from mpisim.engine.events import AllDone
 from mpisim.errors import InvalidArgumentError, MPIError
 from mpisim.mpi import rma
+from mpisim.mpi.constants import PROC_NULL
 
 LOCK_EXCLUSIVE, LOCK_SHARED = 234, 235  # MPICH's values
 MODE_NOCHECK, MODE_NOSTORE, MODE_NOPUT, MODE_NOPRECEDE, MODE_NOSUCCEED = 1024, 2048, 4096, 8192, 16384
@@ -205,10 +206,12 @@ class Win(metaclass=Strict):
 
     def Fetch_and_op(self, origin: Any, result: Any, target_rank: int, target_disp: int = 0, op: Op = SUM) -> None:
         """One element: fetch into *result*, combine *origin* into the target with *op* (``MPI_Fetch_and_op``)."""
+        _one_element("Win.Fetch_and_op", origin, result)
         self._fetch("Win.Fetch_and_op", origin, result, target_rank, target_disp, op)
 
     def Compare_and_swap(self, origin: Any, compare: Any, result: Any, target_rank: int, target_disp: int = 0) -> None:
         """One element: fetch into *result*; replace with *origin* if it equalled *compare* (``MPI_Compare_and_swap``)."""
+        _one_element("Win.Compare_and_swap", origin, compare, result)
         expect = np.array(elements(compare, "Win.Compare_and_swap")[:1], copy=True)
         swap = Op("cas", None, None)
         swap._sim = _CompareSwap(expect)
@@ -239,6 +242,8 @@ class Win(metaclass=Strict):
     def Lock(self, rank: int, lock_type: int = LOCK_EXCLUSIVE, assertion: int = 0) -> None:
         """Start a passive-target epoch at *rank* (``MPI_Win_lock``): wait for its lock to be granted."""
         ctx = here("Win.Lock")
+        if rank == PROC_NULL:
+            return
         target = self._target(rank, "Win.Lock")
         if target in self._held:
             raise MPIError(f"rank {ctx.rank}: Win.Lock: the window at rank {rank} is already locked by this rank")
@@ -254,6 +259,8 @@ class Win(metaclass=Strict):
     def Unlock(self, rank: int) -> None:
         """End the epoch at *rank*: its operations complete, then the lock is released (``MPI_Win_unlock``)."""
         ctx = here("Win.Unlock")
+        if rank == PROC_NULL:
+            return
         target = self._target(rank, "Win.Unlock")
         if target not in self._held:
             raise MPIError(f"rank {ctx.rank}: Win.Unlock: the window at rank {rank} is not locked by this rank")
@@ -332,7 +339,7 @@ class Win(metaclass=Strict):
         """True once every origin of ``Post``'s group has completed (``MPI_Win_test``); never waits."""
         shared, me = self._shared, self._c.rank
         if shared.completed.get(me, 0) >= self._exposed:
-            shared.completed[me] -= self._exposed
+            shared.completed[me] = shared.completed.get(me, 0) - self._exposed
             self._exposed = 0
             return True
         return False
@@ -378,6 +385,8 @@ class Win(metaclass=Strict):
     def _post(self, call: str, origin: Any, rank: int, target: Any, op: Op | None) -> Any:
         ctx = here(call)
         ctx.enter()
+        if rank == PROC_NULL:  # an operation on no process: nothing moves, done at once
+            return ctx.env.event().succeed()
         rank = self._target(rank, call)
         data = np.array(elements(origin, call), copy=True).reshape(-1)
         offset, size = self._region(call, rank, target, data.nbytes, data.itemsize)
@@ -400,6 +409,8 @@ class Win(metaclass=Strict):
     def _fetch(self, call: str, origin: Any, result: Any, rank: int, target: Any, op: Op | None) -> Any:
         ctx = here(call)
         ctx.enter()
+        if rank == PROC_NULL:
+            return ctx.env.event().succeed()
         rank = self._target(rank, call)
         into, finish = receiving(result, call)
         data = None if origin is None else np.array(elements(origin, call), copy=True).reshape(-1)
@@ -448,6 +459,13 @@ class Win(metaclass=Strict):
     def _wait(self, ctx: Any, event: Any, call: str) -> None:
         c = self._c
         ctx.block(c.world.block(c.world_rank, event, call, [], "wait"))
+
+
+def _one_element(call: str, *buffers: Any) -> None:
+    """The atomics move one element: each buffer holds exactly one, all of one type (mpi4py's ValueError otherwise)."""
+    arrays = [elements(buf, call) for buf in buffers]
+    if any(a.size != 1 for a in arrays) or len({a.dtype.str for a in arrays}) != 1:
+        raise ValueError(f"{call}: origin, result (and compare) buffers must each hold one element of one datatype")
 
 
 def _comm(comm: Any) -> Any:
