@@ -139,3 +139,21 @@ def test_a_matched_receive_too_small_is_a_truncation_and_a_used_handle_is_refuse
                 print("MESSAGE_NULL" in str(err))
         """, 2)
     assert out.split() == ["True", "True"]
+
+
+def test_fromcode_info_and_alloc_mem_as_mpi4py_has_them(tmp_path):
+    out = ok(tmp_path, """\
+        from mpi4py import MPI
+        mem = MPI.Alloc_mem(16)
+        mem[:] = 7
+        info = MPI.Info.Create()
+        info.Set("no_locks", "true")
+        win = MPI.Win.Create(mem, 1, info, MPI.COMM_WORLD)
+        win.Fence()
+        win.Fence()
+        print(MPI.Datatype.fromcode("d") == MPI.DOUBLE, bytes(mem[:2]) == b"\\x07\\x07", info.Get("no_locks"),
+              bool(MPI.INFO_NULL), len(info))
+        win.Free()
+        MPI.Free_mem(mem)
+        """, 2)
+    assert out.split() == ["True", "True", "true", "False", "1"] * 2
