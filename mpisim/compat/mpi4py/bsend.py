@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from mpisim.compat.mpi4py import memory as _memory
 from mpisim.compat.mpi4py.environment import here
 from mpisim.compat.ranks import RankContext
 from mpisim.errors import MPIError
@@ -59,19 +60,10 @@ def send(ctx: RankContext, comm: Any, data: np.ndarray, dest: int, tag: int, cal
     return request
 
 
-class _Memory(bytearray):
-    """mpi4py's ``MPI.buffer`` from ``Alloc_mem``: bytes that ``mem[:] = 0`` (one value for a slice) fills, as mpi4py's does."""
-
-    def __setitem__(self, key: Any, value: Any) -> None:
-        if isinstance(key, slice) and isinstance(value, int):
-            value = bytes([value]) * len(range(*key.indices(len(self))))
-        super().__setitem__(key, value)
-
-
-def Alloc_mem(size: int, info: Any = None) -> bytearray:
+def Alloc_mem(size: int, info: Any = None) -> _memory.buffer:
     """Memory for the program (``MPI_Alloc_mem``): plain bytes here, as MPI's is to a program (buffers, windows)."""
     here("Alloc_mem")
-    return _Memory(int(size))
+    return _memory.allocate(size)
 
 
 def Free_mem(mem: Any) -> None:

@@ -30,8 +30,10 @@ from typing import Any
 import numpy as np
 
 from mpisim.compat.mpi4py.comm import COMM_SELF
+from mpisim.compat.mpi4py import memory as _memory
 from mpisim.compat.mpi4py.environment import here
 from mpisim.compat.mpi4py.group import Group
+from mpisim.compat.mpi4py.info import Info
 from mpisim.compat.mpi4py.nbc import CollectiveRequest
 from mpisim.compat.mpi4py.msgbuffer import elements, receiving
 from mpisim.compat.mpi4py.op import SUM, Op
@@ -82,10 +84,33 @@ class Win(metaclass=Strict):
     """An RMA window of the calling rank (see the module docstring)."""
 
     def __init__(self, win: Any = None) -> None:
+        self._name, self._info = "", None
         if isinstance(win, Win):
             self.__dict__.update(win.__dict__)
         else:
             self._c = None
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Win) and other._c is self._c and getattr(other, "_shared", None) is \
+            getattr(self, "_shared", None)
+
+    def __hash__(self) -> int:
+        return id(getattr(self, "_shared", None))
+
+    def __reduce__(self) -> Any:
+        """``WIN_NULL`` pickles as itself; a live window cannot be pickled (mpi4py's ValueError)."""
+        if self._c is None:
+            return _win_null, ()
+        raise ValueError("cannot serialize 'mpi4py.MPI.Win' instance")
+
+    def Get_info(self) -> Any:
+        """The hints given at creation or with ``Set_info`` (a copy), as an ``MPI.Info``."""
+        return (self._info or Info.Create()).Dup()
+
+    def Set_info(self, info: Any) -> None:
+        self._info = info.Dup() if info else None
+
+    info = property(Get_info, Set_info)
 
     # ---- creation and release (collective over the communicator)
 
@@ -103,7 +128,7 @@ class Win(metaclass=Strict):
         ctx.block(c.barrier())  # MPICH exchanges every member's base, size and disp_unit
         win = cls()
         win._c, win._shared, win._flavor, win._pending, win._held = c, shared, flavor, [], {}
-        win._name, win._exposed, win._access = "", 0, []
+        win._exposed, win._access = 0, []
         return win
 
     @classmethod
@@ -125,15 +150,18 @@ class Win(metaclass=Strict):
         return cls._make("Win.Allocate_shared", np.zeros(int(size), np.uint8), disp_unit, _comm(comm),
                          WIN_FLAVOR_SHARED)
 
-    def Shared_query(self, rank: int) -> tuple[memoryview, int]:
+    def Shared_query(self, rank: int) -> tuple[_memory.buffer, int]:
         """``(memory, disp_unit)`` of *rank*'s part of a shared window, to load and store directly."""
         self._live("Win.Shared_query")
-        return memoryview(self._shared.memory[self._target(rank, "Win.Shared_query")]), self._shared.disp_unit[rank]
+        if rank == PROC_NULL:  # MPI: the segment of the lowest rank that has one
+            rank = next((r for r in sorted(self._shared.memory) if self._shared.memory[r].size), 0)
+        rank = self._target(rank, "Win.Shared_query")
+        return _memory.of(self._shared.memory[rank]), self._shared.disp_unit[rank]
 
-    def tomemory(self) -> memoryview:
+    def tomemory(self) -> _memory.buffer:
         """This rank's window memory (``np.frombuffer(win.tomemory(), dtype=...)`` reads and writes it)."""
         self._live("Win.tomemory")
-        return memoryview(self._shared.memory[self._c.rank])
+        return _memory.of(self._shared.memory[self._c.rank])
 
     def Free(self) -> None:
         """Release the window (collective: MPICH completes and synchronizes, a barrier)."""
@@ -482,4 +510,10 @@ class _CompareSwap:
         return np.where(here_ == self.expect.view(here_.dtype), origin, here_)
 
 
+def _win_null() -> Win:
+    """``MPI.WIN_NULL`` (unpickling it)."""
+    return WIN_NULL
+
+
 WIN_NULL = Win()
+WIN_NULL._name = "MPI_WIN_NULL"
