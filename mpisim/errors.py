@@ -253,6 +253,16 @@ class LimitReached(MPIError):
     limit: str = ""
 
 
+class WorkerLost(LimitReached):
+    """A sweep's worker process died (killed by a signal or by the system's out-of-memory killer) before its point finished.
+
+    Reported as a run that was stopped (one line, exit 1), naming the sweep point it was
+    running; the points finished before it are kept for ``--resume``.
+    """
+
+    limit = "worker"
+
+
 class ProgramError(MPIError):
     """A user's program raised an exception on one rank; the message shows that rank's frames in the user's files."""
 

@@ -57,6 +57,14 @@ class Datatype(metaclass=Strict):
         return self.tmap if self.tmap is not None else _typemap.named(self.dtype)
 
     # mpi4py's methods, as programs call them
+    @classmethod
+    def fromcode(cls, code: str) -> Datatype:
+        """The named type of a numpy/struct type code (``'i'``, ``'f8'``, ``'d'``, ...), as ``MPI._typedict`` has it."""
+        try:
+            return TYPEDICT[code]
+        except (KeyError, TypeError):
+            raise ValueError(f"cannot map code {code!r} to MPI datatype") from None
+
     def Get_size(self) -> int:
         """Bytes of data in one element (``MPI_Type_size``): a pair type's padding is not data (DOUBLE_INT: 12)."""
         return self.tmap.size if self.tmap is not None else _data_size(self.dtype)

@@ -39,14 +39,16 @@ import os
 import signal
 from collections.abc import Callable, Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
 from mpisim import errors
-from mpisim.errors import ConfigError
+from mpisim.errors import ConfigError, WorkerLost
 from mpisim.report.records import jsonable
 from mpisim.scenario.executors import parse_executor, run_on_dask
+from mpisim.scenario.expect import describe_where
 from mpisim.scenario.files import write_atomic
 from mpisim.scenario.load import dump, load_dict, point_raw
 from mpisim.scenario.model import Scenario, sweep_points
@@ -130,7 +132,14 @@ def _plugin_modules() -> list[str]:
     return sorted(m for m in modules if not m.startswith("mpisim.") and m not in ("__main__", "__mp_main__"))
 
 
-def _init_worker(modules: list[str]) -> None:
+#: In a pool worker: where it says which point it starts (pid, task index), so that the parent
+#: can name the point of a worker that dies (see _worker_lost).
+_STARTED: Any = None
+
+
+def _init_worker(modules: list[str], started: Any = None) -> None:
+    global _STARTED
+    _STARTED = started
     # Ctrl-C goes to the whole process group; the parent alone decides what to do about it.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     for module in modules:
@@ -269,22 +278,72 @@ def run_sweep(
     return [results[task.index] for task in tasks]
 
 
+def _run_started(task: PointTask) -> PointResult | tuple[str, str, str, str, str]:
+    """Pool worker entry point: say which point this process starts, then run it."""
+    if _STARTED is not None:
+        _STARTED.put((os.getpid(), task.index))
+    return _run_task(task)
+
+
 def _run_pool(todo: list[PointTask], workers: int, finish: Callable[[PointTask, PointResult], None]) -> None:
     context = multiprocessing.get_context("spawn")
-    pool = ProcessPoolExecutor(workers, mp_context=context, initializer=_init_worker, initargs=(_plugin_modules(),))
-    pending: dict[Future[Any], PointTask] = {pool.submit(_run_task, task): task for task in todo}
+    started = context.SimpleQueue()
+    pool = ProcessPoolExecutor(workers, mp_context=context, initializer=_init_worker,
+                               initargs=(_plugin_modules(), started))
+    pending: dict[Future[Any], PointTask] = {pool.submit(_run_started, task): task for task in todo}
+    seen: dict[int, Any] = {}  # pid -> worker process: a broken pool may forget its workers
     try:
         while pending:
+            seen.update(getattr(pool, "_processes", None) or {})  # NOTE: no public list before 3.14 (as in _stop)
             finished, _ = wait(pending, return_when=FIRST_COMPLETED)
+            seen.update(getattr(pool, "_processes", None) or {})
             # Record in grid order among points that finished together, so the results file
             # does not depend on which of them the pool reported first.
             for future in sorted(finished, key=lambda f: pending[f].index):
                 task = pending.pop(future)
-                finish(task, _raise_if_error(future.result()))
+                try:
+                    outcome = future.result()
+                except BrokenProcessPool:
+                    tasks = {t.index: t for t in (task, *pending.values())}
+                    raise _worker_lost(tasks.get(_dead_point(seen, started), task), len(tasks) - 1) from None
+                finish(task, _raise_if_error(outcome))
     except BaseException:
         _stop(pool)
         raise
     pool.shutdown(wait=True)
+
+
+def _dead_point(workers: dict[int, Any], started: Any) -> int | None:
+    """The index of the point the dead worker was running: the last one it said it started.
+
+    A broken pool terminates its other workers itself (SIGTERM): the one that died first is
+    the one whose end was anything else.
+    """
+    running: dict[int, int] = {}
+    with contextlib.suppress(Exception):  # the dead worker may have left the queue half-written
+        while not started.empty():
+            pid, index = started.get()
+            running[pid] = index
+    ended = {}
+    for pid, process in workers.items():
+        if pid in running:
+            process.join(timeout=1.0)  # the pool is ending the others: their codes come at once
+            if process.exitcode is not None:
+                ended[pid] = process.exitcode
+    culprits = [pid for pid, code in ended.items() if code != -signal.SIGTERM] or list(ended)
+    return running[culprits[0]] if len(culprits) == 1 else None
+
+
+def _worker_lost(task: PointTask, others: int) -> WorkerLost:
+    """The error of a worker process that died under *task*, in one line naming its point.
+
+    When a worker dies the pool breaks and every unfinished point fails with it: the one named
+    is the dead worker's (or, if that cannot be told, the first unfinished in grid order).
+    """
+    where = describe_where(task.point) or f"point {task.index + 1}"
+    rest = f"; {others} other unfinished point(s) stopped with it" if others else ""
+    return WorkerLost(f"sweep point {where}: its worker process died before finishing (killed by a signal, or "
+                      f"by the system when out of memory){rest}; the finished points are kept (rerun with --resume)")
 
 
 def _stop(pool: ProcessPoolExecutor) -> None:

@@ -32,6 +32,14 @@ CASES = [
     ("persistent_bsend.py", 3),
     ("neighbors.py", 2),
     ("neighbors.py", 4),
+    ("mprobe.py", 3),
+    ("mprobe.py", 4),
+    ("rma.py", 3),
+    ("rma.py", 4),
+    ("alltoallw.py", 3),
+    ("alltoallw.py", 4),
+    ("intercomm.py", 3),
+    ("intercomm.py", 4),
 ]
 
 

@@ -322,7 +322,7 @@ def test_rc_finalize_decides_whether_a_rank_ends_without_finalizing(tmp_path, in
 @pytest.mark.parametrize(("statement", "name"), [
     ("MPI.DOUBLE.Create_darray(2, 0, 1, [2], [1], [0], [1])", "MPI.Datatype.Create_darray"),
     ("MPI.Datatype.Create_f90_real(8, 30)", "MPI.Datatype.Create_f90_real"),
-    ("MPI.Datatype.fromcode('d')", "MPI.Datatype.fromcode"),
+    ("MPI.Datatype.Get_envelope(MPI.DOUBLE)", "MPI.Datatype.Get_envelope"),
     ("MPI.Comm.Get_parent()", "MPI.Comm.Get_parent"),
     ("MPI.COMM_WORLD.Get_parent()", "MPI.Comm.Get_parent"),
     ("MPI.SUM.Reduce_local(a, b)", "MPI.Op.Reduce_local"),

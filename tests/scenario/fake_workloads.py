@@ -8,6 +8,8 @@ tests can interrupt a run and see which points a resumed run repeats.
 
 from __future__ import annotations
 
+import os
+import signal
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,8 +48,8 @@ def parse(raw: dict[str, Any]) -> FakeParams:
         except ConfigError as err:
             raise ConfigError(err.message, f"sizes[{i}]") from None
     mode = raw.get("mode", "ok")
-    if mode not in ("ok", "deadlock"):
-        raise ConfigError(f"expected ok or deadlock, got {mode!r}", "mode")
+    if mode not in ("ok", "deadlock", "die"):
+        raise ConfigError(f"expected ok, deadlock or die, got {mode!r}", "mode")
     try:
         sleep = parse_time(raw.get("sleep", 0))
     except ConfigError as err:
@@ -64,6 +66,8 @@ def dump(params: FakeParams) -> dict[str, Any]:
 
 def run(params: FakeParams, ctx: RunContext) -> WorkloadOutput:
     output = WorkloadOutput()
+    if params.mode == "die":  # the process running the point is killed, as by the OOM killer
+        os.kill(os.getpid(), signal.SIGKILL)
     if params.log_file:
         with Path(params.log_file).open("a") as log:
             log.write(f"seed={ctx.seed}\n")

@@ -14,8 +14,8 @@ import pytest
 import yaml
 
 import tests.scenario.fake_workloads  # noqa: F401  (registers the fake_pingpong workload)
-from mpisim.cli import main
-from mpisim.errors import ConfigError, DeadlockError
+from mpisim.cli import _failure_text, main
+from mpisim.errors import ConfigError, DeadlockError, WorkerLost
 from mpisim.scenario import load_dict, load_file, run_scenario
 from mpisim.scenario.sweep import PointTask, _raise_if_error, _run_task, read_results_file
 
@@ -72,6 +72,18 @@ def test_a_failing_point_in_the_pool_raises_its_mpi_error(tmp_path):
     s = load_dict(raw_scenario(tmp_path, {"workload.mode": ["ok", "deadlock"]}))
     with pytest.raises(DeadlockError, match="cycle of waits"):
         run_scenario(s, jobs=2)
+
+
+def test_a_killed_worker_is_one_line_naming_its_sweep_point(tmp_path):
+    # The ok points sleep, so they are still running when the other worker dies: the message
+    # must name the dead worker's point, not the first unfinished one.
+    s = load_dict(raw_scenario(tmp_path, {"workload.mode": ["ok", "die", "ok"]}, sleep="1 s"))
+    with pytest.raises(WorkerLost) as info:
+        run_scenario(s, jobs=2)
+    message = str(info.value)
+    assert message.startswith("sweep point workload.mode=die: its worker process died"), message
+    assert "\n" not in message and "--resume" in message
+    assert _failure_text(info.value) == message + "\n"  # what mpisim run prints: no 'internal error'
 
 
 def test_config_errors_from_workers_keep_their_path():

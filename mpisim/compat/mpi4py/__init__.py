@@ -93,6 +93,10 @@ from mpisim.compat.mpi4py.environment import (  # noqa: F401
 )
 from mpisim.compat.mpi4py.environment import imported as _imported  # noqa: F401 - the package calls it
 from mpisim.compat.mpi4py.group import GROUP_EMPTY, GROUP_NULL, Group  # noqa: F401
+from mpisim.compat.mpi4py.info import INFO_NULL, Info  # noqa: F401
+from mpisim.compat.mpi4py.intercomm import Intercomm  # noqa: F401
+from mpisim.compat.mpi4py.memory import Aint_add, Aint_diff, Get_address, buffer  # noqa: F401
+from mpisim.compat.mpi4py.message import MESSAGE_NO_PROC, MESSAGE_NULL, Message  # noqa: F401
 from mpisim.compat.mpi4py.msgbuffer import BOTTOM, IN_PLACE  # noqa: F401
 from mpisim.compat.mpi4py.op import (  # noqa: F401
     BAND,
@@ -116,6 +120,28 @@ from mpisim.compat.mpi4py.persistent import Prequest  # noqa: F401
 from mpisim.compat.mpi4py.request import REQUEST_NULL, Request  # noqa: F401
 from mpisim.compat.mpi4py.status import Status  # noqa: F401
 from mpisim.compat.mpi4py.topology import Compute_dims  # noqa: F401
+from mpisim.compat.mpi4py.win import (  # noqa: F401
+    LOCK_EXCLUSIVE,
+    LOCK_SHARED,
+    MODE_NOCHECK,
+    MODE_NOPRECEDE,
+    MODE_NOPUT,
+    MODE_NOSTORE,
+    MODE_NOSUCCEED,
+    WIN_BASE,
+    WIN_CREATE_FLAVOR,
+    WIN_DISP_UNIT,
+    WIN_FLAVOR_ALLOCATE,
+    WIN_FLAVOR_CREATE,
+    WIN_FLAVOR_DYNAMIC,
+    WIN_FLAVOR_SHARED,
+    WIN_MODEL,
+    WIN_NULL,
+    WIN_SEPARATE,
+    WIN_SIZE,
+    WIN_UNIFIED,
+    Win,
+)
 from mpisim.compat.ranks import ProgramExit, RankContext, UnsupportedCall  # noqa: F401
 from mpisim.compat.unsupported import unsupported as _unsupported
 from mpisim.errors import MPIError

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from mpisim.compat.mpi4py import memory as _memory
 from mpisim.compat.mpi4py.environment import here
 from mpisim.compat.ranks import RankContext
 from mpisim.errors import MPIError
@@ -61,10 +62,10 @@ def send(ctx: RankContext, comm: Any, data: np.ndarray, dest: int, tag: int, cal
     return request
 
 
-def Alloc_mem(size: int, info: Any = None) -> bytearray:
-    """Memory for the program (``MPI_Alloc_mem``): plain memory here, as MPI's is to a program (buffers, windows)."""
+def Alloc_mem(size: int, info: Any = None) -> _memory.buffer:
+    """Memory for the program (``MPI_Alloc_mem``): plain bytes here, as MPI's is to a program (buffers, windows)."""
     here("Alloc_mem")
-    return bytearray(int(size))
+    return _memory.allocate(size)
 
 
 def Free_mem(mem: Any) -> None:

@@ -312,6 +312,43 @@ def _Alltoallv(c: Any, ctx: RankContext, sendbuf: Any, recvbuf: Any) -> Proc:
     recv.finish()
 
 
+def _Alltoallw(c: Any, ctx: RankContext, sendbuf: Any, recvbuf: Any) -> Proc:
+    """Per-pair counts, byte displacements and datatypes: ``[buf, counts, displs, types]`` on both sides (``MPI_Alltoallw``)."""
+    recv_bytes, rcounts, rdispls = _wspec(recvbuf, c.size, ctx, writable=True)
+    if sendbuf is IN_PLACE:
+        send_bytes, scounts, sdispls = recv_bytes.copy(), rcounts, rdispls
+    else:
+        send_bytes, scounts, sdispls = _wspec(sendbuf, c.size, ctx, writable=False)
+    yield from _coll.collective(c, "alltoallw", "alltoallw()", int(sum(scounts)), _coll.alltoallv(
+        c, send_bytes, scounts, sdispls, recv_bytes, rcounts, rdispls))
+
+
+def _wspec(spec: Any, size: int, ctx: RankContext, writable: bool) -> tuple[np.ndarray, list[int], list[int]]:
+    """An alltoallw buffer ``[buf, counts, displs, types]`` as its bytes, each block's byte count and byte displacement.
+
+    MPI_Alltoallw's displacements are in bytes (not elements), one datatype per peer. A type
+    whose data is not one contiguous run (extent beyond its size) is refused: its gaps would
+    need the type map per block.
+    """
+    try:
+        buf, counts, displs, types = spec
+    except (TypeError, ValueError):
+        raise TypeError(f"rank {ctx.rank}: Alltoallw: a buffer is [buf, counts, displs, datatypes]") from None
+    if not (len(counts) == len(displs) == len(types) == size):
+        raise ValueError(f"rank {ctx.rank}: Alltoallw: counts, displs and datatypes need one entry per rank ({size})")
+    memory = buf.reshape(-1).view(np.uint8) if isinstance(buf, np.ndarray) else np.frombuffer(buf, dtype=np.uint8)
+    if writable and not memory.flags.writeable:
+        raise BufferError(f"rank {ctx.rank}: Alltoallw: the receive buffer is not writable")
+    nbytes = []
+    for count, datatype in zip(counts, types, strict=True):
+        lb, extent = datatype.Get_extent()
+        if lb != 0 or (int(count) > 1 and extent != datatype.Get_size()):
+            raise TypeError(f"rank {ctx.rank}: Alltoallw: datatype {datatype.Get_name()} is not contiguous "
+                            "(mpisim moves alltoallw blocks of contiguous types only)")
+        nbytes.append(int(count) * datatype.Get_size())
+    return memory, nbytes, [int(d) for d in displs]
+
+
 class Collectives:
     """``barrier``/``Barrier``, ``bcast``/``Bcast``, ``Ibcast`` and the rest: the collective half of a communicator."""
 
@@ -344,6 +381,7 @@ class Collectives:
     Scatterv = _blocking("Scatterv", _Scatterv)
     Allgatherv = _blocking("Allgatherv", _Allgatherv)
     Alltoallv = _blocking("Alltoallv", _Alltoallv)
+    Alltoallw = _blocking("Alltoallw", _Alltoallw)
 
     # ---- nonblocking (MPI-3): the same bodies, started beside the program (mpisim.compat.mpi4py.nbc)
 
@@ -363,3 +401,4 @@ class Collectives:
     Iscatterv = _nonblocking("Iscatterv", _Scatterv)
     Iallgatherv = _nonblocking("Iallgatherv", _Allgatherv)
     Ialltoallv = _nonblocking("Ialltoallv", _Alltoallv)
+    Ialltoallw = _nonblocking("Ialltoallw", _Alltoallw)

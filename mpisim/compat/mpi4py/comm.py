@@ -287,7 +287,12 @@ class Comm(PointToPoint, Persistent, Collectives, metaclass=Strict):
 
 
 class Intracomm(Comm):
-    """An intra-communicator (every communicator mpisim makes is one); programs may subclass it."""
+    """An intra-communicator (every communicator mpisim makes but ``Create_intercomm``'s); programs may subclass it."""
+
+    def Create_intercomm(self, local_leader: int, peer_comm: Comm, remote_leader: int, tag: int = 0) -> Any:
+        """An intercommunicator between this group and another (``MPI_Intercomm_create``; :mod:`.intercomm`)."""
+        from mpisim.compat.mpi4py import intercomm  # it builds on this module's classes
+        return intercomm.create(self, local_leader, peer_comm, remote_leader, tag)
 
 
 

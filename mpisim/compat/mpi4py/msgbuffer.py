@@ -23,7 +23,9 @@ BOTTOM = None
 
 
 def unpickled(value: Any) -> Any:
-    """The object of an object message: its bytes unpickled, as mpi4py does."""
+    """The object of an object message: its bytes unpickled, as mpi4py does (an empty message is ``None``)."""
+    if value is None or getattr(value, "nbytes", 1) == 0:
+        return None
     return _coll.loads(value)
 
 

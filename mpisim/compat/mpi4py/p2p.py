@@ -16,6 +16,7 @@ import numpy as np
 from mpisim.compat import collectives as _coll
 from mpisim.compat.mpi4py import bsend as _bsend
 from mpisim.compat.mpi4py.environment import here
+from mpisim.compat.mpi4py.message import Message
 from mpisim.compat.mpi4py.msgbuffer import as_bytes, elements, nothing, receiving, unpickled
 from mpisim.compat.mpi4py.request import Request
 from mpisim.compat.mpi4py.status import Status
@@ -108,6 +109,18 @@ class PointToPoint:
         return found
 
     Iprobe = iprobe
+
+    def Mprobe(self, source: int = ANY_SOURCE, tag: int = ANY_TAG, status: Status | None = None) -> Message:
+        """Wait for a matching message and take it: only the returned ``MPI.Message`` receives it (``MPI_Mprobe``)."""
+        return Message.probe(self, source, tag, status)
+
+    mprobe = Mprobe
+
+    def Improbe(self, source: int = ANY_SOURCE, tag: int = ANY_TAG, status: Status | None = None) -> Message | None:
+        """Take a matching message if one has arrived: an ``MPI.Message``, else None (``MPI_Improbe``)."""
+        return Message.iprobe(self, source, tag, status)
+
+    improbe = Improbe
 
     # ---- point-to-point, buffers
 

@@ -41,6 +41,12 @@ class Request(metaclass=Strict):
     def __bool__(self) -> bool:
         return self._sim is not None
 
+    def __reduce__(self) -> Any:
+        """``REQUEST_NULL`` pickles as itself; an active request cannot be pickled (mpi4py's ValueError)."""
+        if self._sim is None:
+            return _request_null, ()
+        raise ValueError(f"cannot serialize 'mpi4py.MPI.{type(self).__name__}' instance")
+
     def _done(self, value: Any) -> Any:
         self._sim = None
         ctx = current()
@@ -345,3 +351,8 @@ def _empty(status: Status | None) -> None:
 def _done_already(sim: Any) -> Any:
     return sim.outcome()
     yield  # a generator: ctx.block runs it
+
+
+def _request_null() -> Request:
+    """``MPI.REQUEST_NULL`` (unpickling it)."""
+    return REQUEST_NULL

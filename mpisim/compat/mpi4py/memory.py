@@ -1,0 +1,69 @@
+"""``MPI.buffer``: raw memory as mpi4py hands it out (``MPI.Alloc_mem``, ``Win.tomemory``, ``Win.Shared_query``).
+
+mpi4py's ``buffer`` is a byte buffer that a program indexes by byte, fills with ``mem[:] = 0``,
+reads with ``np.frombuffer(mem, dtype=...)`` and asks for its ``address``. Here it is a numpy
+view of bytes (so it aliases the window's memory and exports the buffer protocol) with
+mpi4py's truth value (non-empty) and attributes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+
+class buffer(np.ndarray):
+    """Bytes of memory: ``len``, indexing by byte, ``mem[:] = 0``, ``address``, ``nbytes``, ``readonly``, ``tobytes``."""
+
+    def __bool__(self) -> bool:
+        return self.size > 0
+
+    def __eq__(self, other: object) -> Any:  # a buffer compares as its bytes, not element-wise
+        try:
+            return bytes(memoryview(self)) == bytes(memoryview(other))  # type: ignore[arg-type]
+        except TypeError:
+            return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    @property
+    def address(self) -> int:
+        return int(self.ctypes.data) if self.size else 0
+
+    format = "B"
+
+    @property
+    def readonly(self) -> bool:
+        return not self.flags.writeable
+
+    def tomemory(self) -> memoryview:
+        return memoryview(self)
+
+    def cast(self, typecode: str, shape: Any = None) -> memoryview:
+        return memoryview(self).cast(typecode) if shape is None else memoryview(self).cast(typecode, shape)
+
+
+def of(array: np.ndarray) -> buffer:
+    """*array*'s bytes as a :class:`buffer` (a view: writes go to *array*)."""
+    return array.reshape(-1).view(np.uint8).view(buffer)
+
+
+def allocate(nbytes: int) -> buffer:
+    return of(np.zeros(int(nbytes), np.uint8))
+
+
+def Get_address(location: Any) -> int:
+    """The address of *location*'s memory (``MPI_Get_address``): for displacements in derived types and windows."""
+    if isinstance(location, np.ndarray):
+        return int(location.ctypes.data)
+    view = memoryview(location)
+    return int(np.frombuffer(view.cast("B"), np.uint8).ctypes.data) if view.nbytes else 0
+
+
+def Aint_add(base: int, disp: int) -> int:
+    return int(base) + int(disp)
+
+
+def Aint_diff(addr1: int, addr2: int) -> int:
+    return int(addr1) - int(addr2)
