@@ -17,6 +17,7 @@ from mpisim.teaching.explain import Explanation
 from mpisim.teaching.explain import explain as _explain
 from mpisim.teaching.printing import format_explanation
 from mpisim.teaching.rounds import Round, round_costs, round_formula
+from mpisim.teaching.spacetime import plot_spacetime
 from mpisim.teaching.steps import Message, message_label
 
 
@@ -74,8 +75,6 @@ class Lesson:
 
     def figure(self, upto: int | None = None) -> Any:
         """The space-time diagram (a matplotlib Figure) showing rounds 1..*upto* (default: all)."""
-        from mpisim.teaching.spacetime import plot_spacetime  # lazy: matplotlib is slow to import
-
         return plot_spacetime(self.explanation, self.rounds, upto)
 
     def frames(self) -> list[Any]:

@@ -35,5 +35,5 @@ def test_auto_is_the_fastest_candidate_and_monotone_in_size(nodes):
     for s, t in zip(SIZES, auto, strict=True):
         fastest = min(times[a, s] for a in ALGORITHMS if (a, s) in times)
         assert t <= fastest * (1 + TOL), f"{nodes} nodes, {s} B: auto {t * 1e6:.2f} us > fastest {fastest * 1e6:.2f} us"
-    for (s0, t0), (s1, t1) in zip(zip(SIZES, auto), zip(SIZES[1:], auto[1:]), strict=False):
+    for (s0, t0), (s1, t1) in zip(zip(SIZES, auto, strict=True), zip(SIZES[1:], auto[1:], strict=True), strict=False):
         assert t1 >= t0 * (1 - TOL), f"{nodes} nodes: {s1} B in {t1 * 1e6:.2f} us, faster than {s0} B in {t0 * 1e6:.2f} us"

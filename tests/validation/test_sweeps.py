@@ -35,7 +35,8 @@ def test_a_faster_network_is_not_slower_and_a_1_percent_change_moves_time_by_at_
     # x % more bandwidth saves at most x % of the time (all of it only if every byte waits on the
     # network), beyond the wobble of max-min sharing (nccl_tree's message path: segments of two
     # trees that meet on a NIC in another order, 0.002 % of the call at 402 Gb/s).
-    for (b0, t0), (b1, t1) in zip(zip(bandwidths, times), zip(bandwidths[1:], times[1:])):
+    for (b0, t0), (b1, t1) in zip(zip(bandwidths, times, strict=True), zip(bandwidths[1:], times[1:], strict=True),
+                                  strict=False):
         assert t1 >= t0 * b0 / b1 * (1 - sweeps.MONOTONE_SLACK), (b0, t0, b1, t1)
     assert monotone  # within sweeps.MONOTONE_SLACK
     # Around the preset's own value (+-0.5 %) the series moves by less than 1 %: no jump at it.
