@@ -14,7 +14,8 @@ import pytest
 import yaml
 
 import tests.scenario.fake_workloads  # noqa: F401  (registers the fake_pingpong workload)
-from mpisim.cli import _failure_text, main
+from mpisim.cli import main
+from mpisim.report.terminal import failure_text
 from mpisim.errors import ConfigError, DeadlockError, WorkerLost
 from mpisim.scenario import load_dict, load_file, run_scenario
 from mpisim.scenario.sweep import PointTask, _raise_if_error, _run_task, read_results_file
@@ -83,7 +84,7 @@ def test_a_killed_worker_is_one_line_naming_its_sweep_point(tmp_path):
     message = str(info.value)
     assert message.startswith("sweep point workload.mode=die: its worker process died"), message
     assert "\n" not in message and "--resume" in message
-    assert _failure_text(info.value) == message + "\n"  # what mpisim run prints: no 'internal error'
+    assert failure_text(info.value) == message + "\n"  # what mpisim run prints: no 'internal error'
 
 
 def test_config_errors_from_workers_keep_their_path():
