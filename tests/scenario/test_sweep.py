@@ -15,8 +15,8 @@ import yaml
 
 import tests.scenario.fake_workloads  # noqa: F401  (registers the fake_pingpong workload)
 from mpisim.cli import main
-from mpisim.report.terminal import failure_text
 from mpisim.errors import ConfigError, DeadlockError, WorkerLost
+from mpisim.report.terminal import failure_text
 from mpisim.scenario import load_dict, load_file, run_scenario
 from mpisim.scenario.sweep import PointTask, _raise_if_error, _run_task, read_results_file
 
