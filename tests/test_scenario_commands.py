@@ -180,6 +180,19 @@ def printed_rows(text: str) -> list[dict[str, str]]:
     return rows
 
 
+_SECONDS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}
+
+
+def _in_column_unit(cell: str, column: str) -> float:
+    """The number in *cell* in its column's unit: a time column in us prints a second or more as "1.2 s"."""
+    number, *unit = cell.replace(",", "").split()
+    value = float(number)
+    header_unit = column.rsplit("(", 1)[-1].rstrip(")") if column.endswith(")") else ""
+    if unit and unit[0] in _SECONDS and header_unit in _SECONDS:
+        value *= _SECONDS[unit[0]] / _SECONDS[header_unit]
+    return value
+
+
 def check_claims(scenario: str, command: str, printed: str) -> None:
     """Every number :data:`CLAIMS` lists for this command reads in the scenario's comments as the run printed it."""
     comments = " ".join(line.lstrip("#").strip() for line in (ROOT / "scenarios" / scenario).read_text().splitlines()
@@ -191,7 +204,7 @@ def check_claims(scenario: str, command: str, printed: str) -> None:
         for where, column, text, scale in claims:
             matching = [row for row in rows if all(row.get(key) == value for key, value in where.items())]
             assert len(matching) == 1, f"{scenario}: {len(matching)} printed rows match {where}"
-            value = float(matching[0][column].replace(",", "").split()[0]) * scale
+            value = _in_column_unit(matching[0][column], column) * scale
             expected = text.format(value)
             assert expected in comments, f"{scenario}: the run prints {column} {matching[0][column]} for {where}, " \
                                          f"so its comments should say {expected!r}"
