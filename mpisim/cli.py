@@ -15,21 +15,20 @@
 Each subcommand is a small class whose docstring is its ``--help`` text and whose ``run`` calls one
 library function (:mod:`mpisim.scenario.invocation` for run, exec, check and report).
 
-Exit codes: 0 success; 1 an expectation failed, the simulated program failed (deadlock,
-MPI error: the full MPI report goes to stderr) or a run limit stopped it (``--limit``); 2 bad input (YAML, schema, units, unknown
-algorithm, impossible topology, missing file), reported as one line
-``<file>: <path>: <message>`` on stderr. Tracebacks appear only with ``-v``; an unexpected
-internal error prints one ``internal error: ...`` line (exit 1).
+Exit codes: 0 success; 1 an expectation failed, the simulated program failed (deadlock, MPI
+error: the full MPI report goes to stderr) or a run limit stopped it (``--limit``); 2 bad input
+(YAML, schema, units, unknown algorithm, impossible topology, missing file), one line
+``<file>: <path>: <message>`` on stderr. Tracebacks only with ``-v``; an unexpected internal
+error prints one ``internal error: ...`` line (exit 1).
 
 ``--json`` prints exactly one JSON document on stdout (keys sorted, no wall-clock times, so
 the same scenario and seed give byte-identical output). ``-o DIR`` writes ``results.json``,
 the CSV tables, ``report.md`` with ``figures/`` and ``trace.json`` there (rendered by the report
 layer, moved into place only once all of it exists).
 
-A sweep appends each finished point to a JSON-lines file as it completes: ``DIR/sweep.jsonl``
-with ``-o DIR`` (kept with the other outputs), else ``<scenario stem>.sweep.jsonl`` in the
-current directory, which is removed once the sweep has finished. After an interruption or a
-failed point, ``--resume`` (same command line) skips the points that file already holds.
+A sweep appends each finished point to ``DIR/sweep.jsonl`` (``-o DIR``) or to
+``<scenario stem>.sweep.jsonl`` here, removed once the sweep has finished; after an interruption
+or a failed point, ``--resume`` (same command line) skips the points that file already holds.
 """
 
 from __future__ import annotations
@@ -64,9 +63,6 @@ from mpisim.teaching import explain_to
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 
-# --- commands -----------------------------------------------------------------------------------
-
-
 class Command(ABC):
     """Base class: a subcommand adds its arguments and runs; the docstring is its help."""
 
@@ -78,7 +74,6 @@ class Command(ABC):
     @abstractmethod
     def run(self, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         """Do the work; return the exit code."""
-        ...
 
 
 def _add_set(parser: argparse.ArgumentParser) -> None:
@@ -331,18 +326,15 @@ COMMANDS: tuple[type[Command], ...] = (RunCommand, CheckCommand, ListCommand, Re
 
 def build_parser() -> argparse.ArgumentParser:
     """Return the argument parser with every subcommand."""
-    parser = argparse.ArgumentParser(
-        prog="mpisim", description="Simulate MPI communication and its cost on a described cluster."
-    )
+    parser = argparse.ArgumentParser(prog="mpisim", description="Simulate MPI communication and its cost on a described cluster.")
     parser.add_argument("--version", action="version", version=f"mpisim {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="show tracebacks")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for cls in COMMANDS:
         command = cls()
         doc = (cls.__doc__ or "").strip()
-        child = sub.add_parser(
-            command.name, help=doc.splitlines()[0], description=doc, formatter_class=argparse.RawDescriptionHelpFormatter
-        )
+        child = sub.add_parser(command.name, help=doc.splitlines()[0], description=doc,
+                               formatter_class=argparse.RawDescriptionHelpFormatter)
         child.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help="show tracebacks")
         command.add_arguments(child)
         child.set_defaults(handler=command)
