@@ -90,9 +90,8 @@ class NeighborCollectives:
     """The neighbourhood collectives of a communicator with a topology (its ``neighbors()`` say who)."""
 
     _on: Callable[[Any], Any]
-
-    def neighbors(self) -> tuple[list[int], list[int]]:  # pragma: no cover - each topology defines it
-        raise NotImplementedError
+    #: ``(sources, destinations)``: each topology communicator (cartesian, graph, dist graph) defines it.
+    neighbors: Callable[[], tuple[list[int], list[int]]]
 
     def _run(self, name: str, body: Callable[..., Proc], args: tuple[Any, ...], start: bool) -> Any:
         ctx = here(f"Comm.{name}")
