@@ -48,6 +48,7 @@ from mpisim.mpi.config import MpiConfig
 from mpisim.mpi.constants import ANY_SOURCE, ANY_TAG, MAX_TAG, PROC_NULL
 from mpisim.mpi.diagnose import Diagnosis
 from mpisim.mpi.direct import DirectPath
+from mpisim.mpi.matchqueue import PostedQueue, UnexpectedQueue
 from mpisim.mpi.ops import Op
 from mpisim.mpi.payload import as_payload
 from mpisim.mpi.protocols import Message, Protocols
@@ -66,8 +67,8 @@ class Mailbox:
     __slots__ = ("held", "next_seq", "posted", "probes", "unexpected")
 
     def __init__(self) -> None:
-        self.posted: list[Request] = []
-        self.unexpected: list[Message] = []
+        self.posted = PostedQueue()
+        self.unexpected = UnexpectedQueue()
         self.probes: list[tuple[int, int, int, simpy.Event]] = []
         self.next_seq: dict[int, int] = {}  # source world rank -> next sequence number to match
         self.held: dict[tuple[int, int], Message] = {}  # (source, seq) arrived ahead of its turn
@@ -323,12 +324,9 @@ class World(Protocols, DirectPath, Diagnosis):
     def _deliver(self, box: Mailbox, msg: Message) -> None:
         if self.wildcards is not None:
             self.wildcards.arrived(msg, self.env.now)
-        context, src_rank, tag = msg.context, msg.src_rank, msg.tag
-        for i, req in enumerate(box.posted):
-            # NOTE: _matches, inlined: this runs for every message.
-            if (req.comm.context == context and (req.peer == src_rank or req.peer == ANY_SOURCE)
-                    and (req.tag == tag or req.tag == ANY_TAG)):
-                del box.posted[i]
+        if box.posted:
+            req = box.posted.take(msg.context, msg.src_rank, msg.tag)
+            if req is not None:
                 self._pair(msg, req)
                 return
         msg.unexpected = True
@@ -366,11 +364,10 @@ class World(Protocols, DirectPath, Diagnosis):
             return req
         box = self.mailboxes[comm.group[comm._rank]]  # NOTE: Comm.world_rank, inlined
         if box.unexpected:
-            for i, msg in enumerate(box.unexpected):
-                if _matches(req, msg.context, msg.src_rank, msg.tag):
-                    del box.unexpected[i]
-                    self._pair(msg, req)
-                    return req
+            msg = box.unexpected.take(comm.context, req.peer, tag)  # req.peer: a checker may force a wildcard's source
+            if msg is not None:
+                self._pair(msg, req)
+                return req
         box.posted.append(req)
         return req
 
@@ -437,20 +434,16 @@ class World(Protocols, DirectPath, Diagnosis):
         """Return an event that fires with the first matching unexpected message (``MPI_Probe``)."""
         box = self.mailboxes[comm.world_rank]
         probe = Request(self.env, "recv", comm, source, tag)
-        for msg in box.unexpected:
-            if _matches(probe, msg.context, msg.src_rank, msg.tag):
-                probe.succeed(msg)
-                return probe, msg
+        msg = box.unexpected.first(comm.context, source, tag)
+        if msg is not None:
+            probe.succeed(msg)
+            return probe, msg
         box.probes.append((comm.context, source, tag, probe))
         return probe, None
 
     def find_unexpected(self, comm: Comm, source: int, tag: int) -> Message | None:
         """Return the first matching unexpected message without removing it (``MPI_Iprobe``)."""
-        probe = Request(self.env, "recv", comm, source, tag)
-        for msg in self.mailboxes[comm.world_rank].unexpected:
-            if _matches(probe, msg.context, msg.src_rank, msg.tag):
-                return msg
-        return None
+        return self.mailboxes[comm.world_rank].unexpected.first(comm.context, source, tag)
 
     def _wake_probes(self, box: Mailbox, msg: Message) -> None:
         still = []
