@@ -18,6 +18,16 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--update-golden", action="store_true", help="rewrite tests/golden/*.json from current results")
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Schedule the modules marked ``first`` first (a stable sort: the rest keep their order).
+
+    The suite runs on parallel workers, one test file at a time each (``--dist loadfile``); a
+    file whose module fixture runs for minutes (every validation scenario) must start at once,
+    or it starts last and the other workers wait for it.
+    """
+    items.sort(key=lambda item: item.get_closest_marker("first") is None)
+
+
 def make_world(
     p: int = 2,
     *,

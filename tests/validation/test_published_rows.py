@@ -15,6 +15,8 @@ import pytest
 from mpisim.scenario import load_file
 from mpisim.validation import published as validation
 
+pytestmark = pytest.mark.first  # its fixture runs every validation scenario: minutes
+
 ROWS = ("C1", "C2", "C3", "C4", "C5", "C6", "C7", "C8a", "C8b", "C8c")
 
 
