@@ -42,6 +42,7 @@ a max-plus recurrence), so a 1024-rank ring costs a few steps, not 2046.
 
 from __future__ import annotations
 
+import functools
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -324,10 +325,16 @@ def replay(start: np.ndarray, blocks: np.ndarray, phases: Sequence[RingPhase], h
 # ---------------------------------------------------------------------------------------- the twins
 
 
+@functools.lru_cache(maxsize=64)
+def _allreduce_phases(p: int) -> tuple[RingPhase, ...]:
+    """The ring allreduce's program on *p* ranks (one tuple for every rank of a call, not one each)."""
+    return RingPhase(p - 1, 1, True), RingPhase(p - 1, 0, False)
+
+
 def _ring_allreduce(comm: Comm, buf: Payload, op: Op) -> Proc[Payload]:
     """MPICH's ring allreduce (ceil-cut blocks): p-1 reducing steps, then p-1 plain ones."""
     p = comm.size
-    yield from fluid_mpi_ring(comm, lambda: ceil_blocks(buf, p), (RingPhase(p - 1, 1, True), RingPhase(p - 1, 0, False)))
+    yield from fluid_mpi_ring(comm, functools.partial(ceil_blocks, buf, p), _allreduce_phases(p))
     return buf
 
 
