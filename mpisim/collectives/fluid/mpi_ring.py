@@ -173,10 +173,14 @@ def _hops(comm: Comm, distance: int, moves_bytes: bool) -> _Hops:
     if hops is None:
         world, p = comm.world, comm.size
         pairs = [(comm.group[r], comm.group[(r + distance) % p]) for r in range(p)]
-        costs = [world.direct_costs(a, b, moves_bytes) for a, b in pairs]
+        if moves_bytes:  # the hops' routes, which their flows take: their costs are the forward paths'
+            routes = [world.topology.route(a, b) for a, b in pairs]
+            costs = [world.direct_costs(a, b, True, (route.latency, route.beta) if route.links else (0.0, 0.0))
+                     for (a, b), route in zip(pairs, routes, strict=True)]
+        else:
+            costs = [world.direct_costs(a, b, False) for a, b in pairs]
         hops = _Hops(*(np.array(column) for column in zip(*costs, strict=True)))
         if moves_bytes:  # only then do the routes' links matter
-            routes = [world.topology.route(a, b) for a, b in pairs]
             sharing: dict[int, int] = {}
             for route in routes:
                 for i in route.ids:
