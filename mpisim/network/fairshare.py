@@ -379,11 +379,22 @@ class FairShareNetwork(CompletionDriver):
 
     # -- link statistics ------------------------------------------------------------------
 
-    def link_stats(self) -> dict[str, LinkStats]:
-        """Return bytes (of finished flows) and busy seconds per link name, for every link (pace links aside)."""
+    def used_link_stats(self) -> dict[str, LinkStats]:
+        """:meth:`link_stats` of the links that carried bytes only, in the same order."""
+        return self.link_stats(used_only=True)
+
+    def link_stats(self, used_only: bool = False) -> dict[str, LinkStats]:
+        """Return bytes (of finished flows) and busy seconds per link name, for every link (pace links aside).
+
+        With *used_only*, only the links that carried bytes, in the same order (a million-rank
+        world has millions of links, and a summary of the busiest needs only those).
+        """
         now = self.env.now
         stats = {}
-        for link in self.topology.links:
+        links = [link for link in self._links if link is not None] if used_only else self.topology.links
+        for link in links:
+            if used_only and not self.link_bytes[link.index]:
+                continue
             if link.kind == "pace":
                 continue
             i = link.index
