@@ -3,7 +3,7 @@
     python -m benchmarks                 # everything (several minutes)
     python -m benchmarks --only scale    # one module: engine_overhead, scale, scenario_run,
                                          # realdata, sweeps, training, gpu, fairshare_bench,
-                                         # exec_pingpong, hybrid, fidelity, scaling
+                                         # exec_pingpong, hybrid, fidelity, scaling, million
     python -m benchmarks --list          # the modules and their cases
 
 Each case runs in a fresh process (so its peak memory is its own), one after the other (so
@@ -30,6 +30,10 @@ a 2-core machine with 24 GiB:
    and < 4 GiB, double_binary_tree 1 GiB on 128 ranks in <= 10 s.
 9. scaling (``fidelity: collective``): a dissemination barrier and a ring allreduce from 128 to
    131072 ranks, wall time and memory; the barrier over 131072 ranks in <= 60 s.
+10. million (processor time, issue 32): a 1.2 GB ring allreduce at collective fidelity from 16384 to
+   1048576 ranks (the curve: time, memory, growth exponent), <= 60 s and 8 GB at 1048576; auto
+   allreduce and bcast on 131072 ranks run or are refused up front; message fidelity per message
+   (ring steps, 256 to 4096 ranks) against a bare SimPy ring, events per message flat.
 
 Exit status 0 when every target is met, 1 otherwise.
 """
@@ -48,6 +52,7 @@ from benchmarks import (
     fidelity,
     gpu,
     hybrid,
+    million,
     realdata,
     scale,
     scaling,
@@ -71,6 +76,7 @@ MODULES = [
     ("hybrid", hybrid.CASES, None),
     ("fidelity", fidelity.CASES, None),
     ("scaling", scaling.CASES, scaling.table),
+    ("million", million.CASES, million.curve),
 ]
 
 

@@ -60,7 +60,8 @@ class DirectPath:
         """
         return message_cost(self.config, self.direct_costs(src, dst), nbytes)
 
-    def direct_costs(self, src: int, dst: int, handshake: bool = True) -> DirectCosts:
+    def direct_costs(self, src: int, dst: int, handshake: bool = True,
+                     forward: tuple[float, float] | None = None) -> DirectCosts:
         """What the direct path charges an MPI message from world rank *src* to *dst* (module docstring).
 
         With *n* bytes, the send posted at *s* and the receive posted at *r* (and nothing else
@@ -78,11 +79,13 @@ class DirectPath:
         Algorithms timed as step programs (mpisim.collectives.fluid_mpi_ring) use these, and
         tests/mpi/test_direct_costs.py holds them to the simulated messages. Without
         *handshake* (a program whose messages are all eager) ``rts`` and ``cts`` are left 0.
+        *forward*, if given, is ``Topology.path_costs(src, dst)`` already known (from the route
+        the caller holds: the same floats), so the path is not walked again.
         """
         cfg = self.config
         # NOTE: Topology.path_costs, not route(): a barrier over 131072 ranks asks for 2.2 million
         # pairs once each, which the route cache would keep.
-        latency, beta = self.topology.path_costs(src, dst)
+        latency, beta = self.topology.path_costs(src, dst) if forward is None else forward
         back_latency, back_beta = self.topology.path_costs(dst, src) if handshake else (0.0, 0.0)
         header = cfg.header_bytes
         between_nodes = self._node_of[src] != self._node_of[dst]

@@ -263,14 +263,21 @@ class AnalyticNetwork:
         if delivery.fn is not None:
             delivery.fn(delivery.arg)
 
-    def link_stats(self) -> dict[str, LinkStats]:
-        """Return bytes and busy seconds per link name, for every link of the topology (pace links aside)."""
+    def used_link_stats(self) -> dict[str, LinkStats]:
+        """:meth:`link_stats` of the links that carried bytes only, in the same order."""
+        return self.link_stats(used_only=True)
+
+    def link_stats(self, used_only: bool = False) -> dict[str, LinkStats]:
+        """Return bytes and busy seconds per link name, for every link of the topology (pace links aside);
+        with *used_only*, only the links that carried bytes, in the same order."""
         stats = {}
         for link in self.topology.links:
             if link.kind == "pace":
                 continue
             i = link.index
             used = i < len(self.link_bytes)
+            if used_only and not (used and self.link_bytes[i]):
+                continue
             stats[link.name] = LinkStats(
                 link.name,
                 self.link_bytes[i] if used else 0,

@@ -117,11 +117,16 @@ class CompletionDriver:
                     Call(self.env, self._arrived_cb, arrivals)
                 arrivals.append(flow)
         self.flows_finished += posted
-        self._arrivals = None
         if completed:
-            self._request_solve()
+            if arrivals is not None and self._arrivals is arrivals and not self._solve_scheduled:
+                # The solve goes with the last callers told (see _arrived_cb), unless more is due by then.
+                self._solve_scheduled = True
+                self._solve_after = arrivals
+            else:
+                self._request_solve()
         else:
             self._arm_driver(now)
+        self._arrivals = None
 
     def _complete(self, flow: Flow) -> None:
         flow.finished = True
@@ -153,4 +158,12 @@ class CompletionDriver:
         here, between the calls, keeps exactly that order.
         """
         call_in_turn(self.env, arrivals)
+        if self._solve_after is arrivals:
+            # The driver's solve (see _on_driver): at once if nothing else is due now, else as
+            # the instant's last event, where the driver would have scheduled it.
+            self._solve_after = None
+            if self._alone_now():
+                self._solve(None)
+            else:
+                self._schedule_solve()
 

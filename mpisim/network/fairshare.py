@@ -47,6 +47,14 @@ the URGENT work each caller starts run in between, as SimPy would have run it.
 **Transfers waited for together.** :meth:`FairShareNetwork.post_all` posts many transfers for
 a caller that needs each one's arrival time and waits for all (:class:`~mpisim.network.flows.Arrivals`).
 
+**Solves without an event.** The solve of an instant is an event of its own only when
+something else is due at that instant. When the flows starting at an instant are the only
+thing due then (the event that turns them into flows is the instant's last), or the callers
+told of the flows finishing are (see :mod:`mpisim.network.completions`), the solve runs at
+once, after them: the place its event would have had. A ring whose ranks drift apart (uneven
+blocks, hops of different speeds) starts and finishes its flows at distinct instants, and pays
+one event less for each.
+
 **Completions** are driven by one timeout over a heap of due flows
 (:mod:`mpisim.network.completions`, SimGrid's *lazy action heap*, with groups).
 
@@ -161,6 +169,8 @@ class FairShareNetwork(CompletionDriver):
         self._route_cache: dict = cache if isinstance(cache, dict) else {}
         self._finishing: list[Flow] = []
         self._solve_scheduled = False
+        #: The arrivals whose callback runs the pending solve, or None (completions.py, _on_driver).
+        self._solve_after: list[Flow] | None = None
         self._stamp = 0
         self._heap: list[tuple[float, int, int, Flow]] = []
         self._driver_at = math.inf
@@ -251,7 +261,7 @@ class FairShareNetwork(CompletionDriver):
             batch = self._first_bytes.get(t_first)
             if batch is None:
                 batch = self._first_bytes[t_first] = []
-                Call(env, self._first_bytes_cb, t_first, latency)
+                Call(env, self._first_bytes_due, t_first, latency)
             batch.append(Flow(-1, route, nbytes, None, fn, arg, weight))
             return False
         if nbytes <= 0:
@@ -293,7 +303,7 @@ class FairShareNetwork(CompletionDriver):
                 batch = first_bytes.get(t_first)  # type: ignore[assignment]
                 if batch is None:
                     batch = first_bytes[t_first] = []
-                    Call(env, self._first_bytes_cb, t_first, latency)
+                    Call(env, self._first_bytes_due, t_first, latency)
             batch.append(Flow(-1, route, nbytes, None, fn, i, weight))
         for i in over:
             fn(i)
@@ -323,8 +333,16 @@ class FairShareNetwork(CompletionDriver):
             arrived(None)
         return False
 
-    def _first_bytes_cb(self, t_first: float) -> None:
-        """Turn the posted transfers whose latency ends at *t_first* into flows, in posting order."""
+    def _first_bytes_due(self, t_first: float) -> None:
+        """The event at *t_first*: :meth:`_first_bytes_cb`, solved at once when nothing else is due now."""
+        self._first_bytes_cb(t_first, True)
+
+    def _first_bytes_cb(self, t_first: float, due: bool = False) -> None:
+        """Turn the posted transfers whose latency ends at *t_first* into flows, in posting order.
+
+        *due*: called as its event, which nothing else of this instant follows if
+        :meth:`_alone_now`; then the solve runs here instead of as an event of its own.
+        """
         batch = self._first_bytes.pop(t_first, None)
         if batch:
             seq = self._next_seq
@@ -335,6 +353,9 @@ class FairShareNetwork(CompletionDriver):
             self._starting.extend(batch)
             self.flows_started += len(batch)
             if not self._solve_scheduled:
+                if due and self._alone_now():
+                    self._solve(None)
+                    return
                 self._solve_scheduled = True
                 Call(self.env, self._solve_cb, None, 0, LATE)
 
@@ -358,11 +379,22 @@ class FairShareNetwork(CompletionDriver):
 
     # -- link statistics ------------------------------------------------------------------
 
-    def link_stats(self) -> dict[str, LinkStats]:
-        """Return bytes (of finished flows) and busy seconds per link name, for every link (pace links aside)."""
+    def used_link_stats(self) -> dict[str, LinkStats]:
+        """:meth:`link_stats` of the links that carried bytes only, in the same order."""
+        return self.link_stats(used_only=True)
+
+    def link_stats(self, used_only: bool = False) -> dict[str, LinkStats]:
+        """Return bytes (of finished flows) and busy seconds per link name, for every link (pace links aside).
+
+        With *used_only*, only the links that carried bytes, in the same order (a million-rank
+        world has millions of links, and a summary of the busiest needs only those).
+        """
         now = self.env.now
         stats = {}
-        for link in self.topology.links:
+        links = [link for link in self._links if link is not None] if used_only else self.topology.links
+        for link in links:
+            if used_only and not self.link_bytes[link.index]:
+                continue
             if link.kind == "pace":
                 continue
             i = link.index
@@ -381,6 +413,18 @@ class FairShareNetwork(CompletionDriver):
         if not self._solve_scheduled:
             self._solve_scheduled = True
             Call(self.env, self._solve_cb, None, 0, LATE)
+
+    def _schedule_solve(self) -> None:
+        """The solve event of this instant (a solve already pending: see _arrived_cb)."""
+        Call(self.env, self._solve_cb, None, 0, LATE)
+
+    def _alone_now(self) -> bool:
+        """True if no event is due at this instant: a solve event scheduled now would be the next
+        one processed, so solving at once is the same (module docstring, "Solves without an event")."""
+        env = self.env
+        queue = env._queue
+        return not getattr(env, "_soon", None) and not getattr(env, "_lane", None) and (
+            not queue or queue[0][0] != env._now)
 
     def _solve(self, _: None) -> None:
         """Apply this instant's starts and finishes and re-solve the components they touch."""

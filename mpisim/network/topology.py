@@ -648,6 +648,17 @@ class Topology:
         bottleneck = min(link.effective_bandwidth for link in links)
         return sum(link.latency for link in links), 0.0 if math.isinf(bottleneck) else 1.0 / bottleneck
 
+    def route_summary(self, src: int, dst: int) -> tuple[float, float, int]:
+        """Return (latency, bottleneck, links) of :meth:`route` from *src* to *dst*, the same
+        floats, without keeping a Route for a pair never routed (rank 0's paths to each of a
+        million ranks, asked once to measure alpha and beta)."""
+        route = self._routes.get((src, dst))
+        if route is not None:
+            return route.latency, route.bottleneck, len(route.links)
+        links = self._links_between(src, dst)
+        return (sum(link.latency for link in links),
+                min((link.effective_bandwidth for link in links), default=math.inf), len(links))
+
     def _links_between(self, src: int, dst: int) -> list[Link]:
         for rank in (src, dst):
             if not 0 <= rank < self.size:

@@ -48,11 +48,15 @@ def link_totals(world: World, limit: int = MAX_LINK_TOTALS) -> list[dict[str, An
     stats = getattr(world.network, "link_stats", None)
     if stats is None:
         return []
-    kinds = {link.name: link.kind for link in world.topology.links}
-    totals = stats()
     # Traffic timed off the world (a folded training run's tensor-parallel collectives).
     memo = getattr(world, "memo", None)
-    for name, (nbytes, busy) in (credited(memo) if memo is not None else {}).items():
+    credits = credited(memo) if memo is not None else {}
+    # Only links that carried bytes are ranked: without credits to add, ask for those alone
+    # (a million-rank world has millions of links; the same entries, in the same order).
+    used_stats = getattr(world.network, "used_link_stats", None)
+    totals = used_stats() if used_stats is not None and not credits else stats()
+    kinds = {link.name: link.kind for link in world.topology.links if link.name in totals}
+    for name, (nbytes, busy) in credits.items():
         held = totals[name]
         totals[name] = type(held)(name, held.nbytes + int(nbytes), held.busy_time + busy, held.capacity)
     used = [s for s in totals.values() if s.nbytes > 0]

@@ -42,6 +42,7 @@ a max-plus recurrence), so a 1024-rank ring costs a few steps, not 2046.
 
 from __future__ import annotations
 
+import functools
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -172,10 +173,14 @@ def _hops(comm: Comm, distance: int, moves_bytes: bool) -> _Hops:
     if hops is None:
         world, p = comm.world, comm.size
         pairs = [(comm.group[r], comm.group[(r + distance) % p]) for r in range(p)]
-        costs = [world.direct_costs(a, b, moves_bytes) for a, b in pairs]
+        if moves_bytes:  # the hops' routes, which their flows take: their costs are the forward paths'
+            routes = [world.topology.route(a, b) for a, b in pairs]
+            costs = [world.direct_costs(a, b, True, (route.latency, route.beta) if route.links else (0.0, 0.0))
+                     for (a, b), route in zip(pairs, routes, strict=True)]
+        else:
+            costs = [world.direct_costs(a, b, False) for a, b in pairs]
         hops = _Hops(*(np.array(column) for column in zip(*costs, strict=True)))
         if moves_bytes:  # only then do the routes' links matter
-            routes = [world.topology.route(a, b) for a, b in pairs]
             sharing: dict[int, int] = {}
             for route in routes:
                 for i in route.ids:
@@ -324,10 +329,16 @@ def replay(start: np.ndarray, blocks: np.ndarray, phases: Sequence[RingPhase], h
 # ---------------------------------------------------------------------------------------- the twins
 
 
+@functools.lru_cache(maxsize=64)
+def _allreduce_phases(p: int) -> tuple[RingPhase, ...]:
+    """The ring allreduce's program on *p* ranks (one tuple for every rank of a call, not one each)."""
+    return RingPhase(p - 1, 1, True), RingPhase(p - 1, 0, False)
+
+
 def _ring_allreduce(comm: Comm, buf: Payload, op: Op) -> Proc[Payload]:
     """MPICH's ring allreduce (ceil-cut blocks): p-1 reducing steps, then p-1 plain ones."""
     p = comm.size
-    yield from fluid_mpi_ring(comm, lambda: ceil_blocks(buf, p), (RingPhase(p - 1, 1, True), RingPhase(p - 1, 0, False)))
+    yield from fluid_mpi_ring(comm, functools.partial(ceil_blocks, buf, p), _allreduce_phases(p))
     return buf
 
 
