@@ -40,6 +40,9 @@ CASES = [
     ("alltoallw.py", 4),
     ("intercomm.py", 3),
     ("intercomm.py", 4),
+    ("intercomm_rooted.py", 3),
+    ("intercomm_rooted.py", 5),
+    ("dynamic_window.py", 3),
 ]
 
 
