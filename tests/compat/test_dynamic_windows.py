@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from tests.compat.test_mpi4py_api import run
 
+
 def test_an_address_in_no_attached_region_is_an_error_naming_the_target(tmp_path):
     code, _, err = run(tmp_path, """\
         import numpy as np

@@ -1,6 +1,7 @@
 """A dynamic RMA window: two regions attached per rank, Put/Get/Accumulate at their addresses (sent with allgather)."""
 import numpy as np
 from mpi4py import MPI
+
 comm = MPI.COMM_WORLD
 r, p = comm.rank, comm.size
 win = MPI.Win.Create_dynamic(comm=comm)
@@ -21,5 +22,6 @@ win.Accumulate(np.ones(1, dtype="i4"), t, MPI.Aint_add(addrs[t][1], 4), op=MPI.S
 win.Unlock(t)
 win.Fence()
 print(r, buf.tolist(), got.tolist(), other.tolist())
-win.Detach(buf); win.Detach(other)
+win.Detach(buf)
+win.Detach(other)
 win.Free()
