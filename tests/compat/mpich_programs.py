@@ -43,6 +43,7 @@ CASES = [
     ("intercomm_rooted.py", 3),
     ("intercomm_rooted.py", 5),
     ("dynamic_window.py", 3),
+    ("alltoallw_derived.py", 3),
 ]
 
 

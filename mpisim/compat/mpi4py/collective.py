@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from mpisim.compat import collectives as _coll
+from mpisim.compat import typemap as _typemap
 from mpisim.compat.mpi4py import nbc
 from mpisim.compat.mpi4py.environment import here
 from mpisim.compat.mpi4py.msgbuffer import (
@@ -313,22 +314,39 @@ def _Alltoallv(c: Any, ctx: RankContext, sendbuf: Any, recvbuf: Any) -> Proc:
 
 
 def _Alltoallw(c: Any, ctx: RankContext, sendbuf: Any, recvbuf: Any) -> Proc:
-    """Per-pair counts, byte displacements and datatypes: ``[buf, counts, displs, types]`` on both sides (``MPI_Alltoallw``)."""
-    recv_bytes, rcounts, rdispls = _wspec(recvbuf, c.size, ctx, writable=True)
+    """Per-pair counts, byte displacements and datatypes: ``[buf, counts, displs, types]`` on both sides (``MPI_Alltoallw``).
+
+    Blocks of derived types travel packed, as MPICH packs them: exactly the bytes each type map
+    covers, written back through the receive side's type map when they land.
+    """
+    recv_memory, rcounts, rdispls, rmaps = _wspec(recvbuf, c.size, ctx, writable=True)
     if sendbuf is IN_PLACE:
-        send_bytes, scounts, sdispls = recv_bytes.copy(), rcounts, rdispls
+        send_memory, scounts, sdispls, smaps = recv_memory.copy(), rcounts, rdispls, rmaps
     else:
-        send_bytes, scounts, sdispls = _wspec(sendbuf, c.size, ctx, writable=False)
+        send_memory, scounts, sdispls, smaps = _wspec(sendbuf, c.size, ctx, writable=False)
+    send_bytes = np.concatenate([send_memory[i] for i in _block_bytes(smaps, sdispls)] or [np.zeros(0, np.uint8)])
+    rindex = _block_bytes(rmaps, rdispls)
+    recv_bytes = np.zeros(sum(i.size for i in rindex), np.uint8)
     yield from _coll.collective(c, "alltoallw", "alltoallw()", int(sum(scounts)), _coll.alltoallv(
-        c, send_bytes, scounts, sdispls, recv_bytes, rcounts, rdispls))
+        c, send_bytes, scounts, _starts(scounts), recv_bytes, rcounts, _starts(rcounts)))
+    if rindex:
+        recv_memory[np.concatenate(rindex)] = recv_bytes
 
 
-def _wspec(spec: Any, size: int, ctx: RankContext, writable: bool) -> tuple[np.ndarray, list[int], list[int]]:
-    """An alltoallw buffer ``[buf, counts, displs, types]`` as its bytes, each block's byte count and byte displacement.
+def _starts(counts: list[int]) -> list[int]:
+    return [int(x) for x in np.concatenate([[0], np.cumsum(counts)[:-1]])] if counts else []
 
-    MPI_Alltoallw's displacements are in bytes (not elements), one datatype per peer. A type
-    whose data is not one contiguous run (extent beyond its size) is refused: its gaps would
-    need the type map per block.
+
+def _block_bytes(maps: list[tuple[Any, int]], displs: list[int]) -> list[np.ndarray]:
+    """Per peer, the byte indices of its block in the buffer, in the order they travel."""
+    return [_typemap.indices(tmap, count) + displ for (tmap, count), displ in zip(maps, displs, strict=True)]
+
+
+def _wspec(spec: Any, size: int, ctx: RankContext, writable: bool) -> tuple[np.ndarray, list[int], list[int], list]:
+    """An alltoallw buffer ``[buf, counts, displs, types]``: its bytes, each block's byte count, byte displacement
+    and (type map, count).
+
+    MPI_Alltoallw's displacements are in bytes (not elements), one datatype per peer.
     """
     try:
         buf, counts, displs, types = spec
@@ -336,17 +354,18 @@ def _wspec(spec: Any, size: int, ctx: RankContext, writable: bool) -> tuple[np.n
         raise TypeError(f"rank {ctx.rank}: Alltoallw: a buffer is [buf, counts, displs, datatypes]") from None
     if not (len(counts) == len(displs) == len(types) == size):
         raise ValueError(f"rank {ctx.rank}: Alltoallw: counts, displs and datatypes need one entry per rank ({size})")
-    memory = buf.reshape(-1).view(np.uint8) if isinstance(buf, np.ndarray) else np.frombuffer(buf, dtype=np.uint8)
+    memory = buffer_spec(buf, "Alltoallw").array.reshape(-1).view(np.uint8)
     if writable and not memory.flags.writeable:
         raise BufferError(f"rank {ctx.rank}: Alltoallw: the receive buffer is not writable")
-    nbytes = []
-    for count, datatype in zip(counts, types, strict=True):
-        lb, extent = datatype.Get_extent()
-        if lb != 0 or (int(count) > 1 and extent != datatype.Get_size()):
-            raise TypeError(f"rank {ctx.rank}: Alltoallw: datatype {datatype.Get_name()} is not contiguous "
-                            "(mpisim moves alltoallw blocks of contiguous types only)")
-        nbytes.append(int(count) * datatype.Get_size())
-    return memory, nbytes, [int(d) for d in displs]
+    maps = [(datatype.tmap if datatype.tmap is not None else _typemap.named(datatype.dtype), int(count))
+            for count, datatype in zip(counts, types, strict=True)]
+    nbytes = [tmap.size * count for tmap, count in maps]
+    displs = [int(d) for d in displs]
+    for (tmap, count), displ in zip(maps, displs, strict=True):
+        if count and (displ + tmap.true_extent()[0] < 0 or displ + _typemap.reach(tmap, count) > memory.size):
+            raise ValueError(f"rank {ctx.rank}: Alltoallw: a block at byte {displ} reaches past the buffer's "
+                             f"{memory.size} B")
+    return memory, nbytes, displs, maps
 
 
 class Collectives:
