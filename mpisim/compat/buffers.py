@@ -321,6 +321,14 @@ class Spec:
             at += count * per
 
 
+def memory_of(obj: Any) -> np.ndarray:
+    """*obj*'s memory as a one-dimensional numpy view (any buffer mpi4py accepts); BufferError or TypeError if none."""
+    try:
+        return _memory(obj)
+    except BufferSpecError as err:
+        raise err.raises(str(err)) from None
+
+
 def _memory(obj: Any) -> np.ndarray:
     """*obj*'s memory as a one-dimensional numpy array of its own element type (a view)."""
     if obj is None:  # mpi4py's empty message: no memory, zero bytes (MPI.BOTTOM with no count)

@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from mpisim.compat.buffers import memory_of
 from mpisim.compat.mpi4py import memory as _memory
 from mpisim.compat.mpi4py.comm import COMM_SELF
 from mpisim.compat.mpi4py.environment import here
@@ -77,7 +78,7 @@ def _as_bytes_of(memory: Any) -> np.ndarray:
         return np.zeros(0, np.uint8)
     if isinstance(memory, list | tuple):  # [buf, datatype] or [buf, count, datatype]: the buffer
         memory = memory[0]
-    array = np.frombuffer(memory, dtype=np.uint8) if not isinstance(memory, np.ndarray) else memory.reshape(-1).view(np.uint8)
+    array = memory_of(memory).view(np.uint8)
     return array
 
 
