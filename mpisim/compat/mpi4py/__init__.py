@@ -170,6 +170,7 @@ globals().update({name: getattr(_constants, name) for name in dir(_constants) if
 Exception = MPIError
 
 globals().update(_datatype.NAMED)  # MPI.DOUBLE, MPI.INT, MPI.BYTE, ...
+globals().update(_datatype.CONSTANTS)  # MPI.ORDER_C, MPI.COMBINER_VECTOR, ...
 
 
 def __getattr__(name: str) -> Any:
