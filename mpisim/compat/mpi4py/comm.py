@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from mpisim.compat.mpi4py import bsend as _bsend
 from mpisim.compat.mpi4py.collective import Collectives
 from mpisim.compat.mpi4py.environment import ERRORS_RETURN, Errhandler, alive, here
 from mpisim.compat.mpi4py.group import Group
@@ -254,12 +255,10 @@ class Comm(PointToPoint, Persistent, Collectives, metaclass=Strict):
 
     def Attach_buffer(self, buf: Any) -> None:
         """A buffer for this communicator's ``Bsend``s (MPI 4.1); mpisim keeps one pool per process."""
-        from mpisim.compat.mpi4py.bsend import Attach_buffer
-        Attach_buffer(buf)
+        _bsend.Attach_buffer(buf)
 
     def Detach_buffer(self) -> Any:
-        from mpisim.compat.mpi4py.bsend import Detach_buffer
-        return Detach_buffer()
+        return _bsend.Detach_buffer()
 
     def __reduce__(self) -> Any:
         """``COMM_NULL``, ``COMM_SELF`` and ``COMM_WORLD`` pickle as themselves (a copy of one as an equal
