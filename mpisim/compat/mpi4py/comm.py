@@ -247,12 +247,6 @@ class Comm(PointToPoint, Persistent, Collectives, metaclass=Strict):
 
     info = property(Get_info, Set_info)
 
-    @classmethod
-    def Get_parent(cls) -> Any:
-        """A null intercommunicator: no mpisim process was started by ``Spawn`` (``MPI_Comm_get_parent``)."""
-        from mpisim.compat.mpi4py.intercomm import Intercomm  # (intercomm builds on this module)
-        return Intercomm()
-
     def Attach_buffer(self, buf: Any) -> None:
         """A buffer for this communicator's ``Bsend``s (MPI 4.1); mpisim keeps one pool per process."""
         _bsend.Attach_buffer(buf)

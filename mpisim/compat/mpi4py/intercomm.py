@@ -374,6 +374,14 @@ class Intercomm(Comm):
         self._fixed = None
 
 
+def _get_parent(cls: type) -> Intercomm:
+    """A null intercommunicator: no mpisim process was started by ``Spawn`` (``MPI_Comm_get_parent``)."""
+    return Intercomm()
+
+
+Comm.Get_parent = classmethod(_get_parent)  # a Comm method whose result is of this module's type
+
+
 def _refuse(name: str) -> Any:
     def call(self: Any, *args: Any, **kwargs: Any) -> Any:
         raise unsupported(f"Intercomm.{name}")
@@ -387,5 +395,5 @@ for _name in dir(Comm):
     if not _name.startswith("_") and _name not in Intercomm.__dict__ and callable(getattr(Comm, _name)) and \
             _name[0].isalpha() and _name not in ("Get_rank", "Get_size", "Get_group", "Get_name", "Set_name",
                                                  "Get_errhandler", "Set_errhandler", "Get_attr", "Abort", "Compare",
-                                                 "Get_topology", "Dup", "Clone"):
+                                                 "Get_topology", "Dup", "Clone", "Get_parent"):
         setattr(Intercomm, _name, _refuse(_name))
