@@ -15,6 +15,7 @@ with MPICH's algorithms for objects (:mod:`mpisim.compat.collectives`).
 from __future__ import annotations
 
 import contextlib
+import inspect
 import re
 from collections.abc import Callable, Generator, Iterator, Sequence
 from typing import Any
@@ -49,7 +50,10 @@ def _blocking(name: str, body: Body) -> Callable[..., Any]:
     """``comm.<name>(...)``: run *body* on the calling rank's communicator to its end; return its value."""
     def call(self: Any, *args: Any, **kwargs: Any) -> Any:
         ctx = here(f"Comm.{name}")
-        return ctx.block(body(self._on(ctx), ctx, *args, **kwargs))
+        c = self._on(ctx)
+        if any(a is None for a in args) or any(v is None for v in kwargs.values()):
+            args, kwargs = _none_in_place(body, c, ctx, args, kwargs)
+        return ctx.block(body(c, ctx, *args, **kwargs))
 
     call.__name__ = call.__qualname__ = name
     call.__doc__ = body.__doc__
@@ -61,6 +65,8 @@ def _nonblocking(name: str, body: Body) -> Callable[..., Request]:
     def call(self: Any, *args: Any, **kwargs: Any) -> Request:
         ctx = here(f"Comm.{name}")
         ctx.enter()
+        if any(a is None for a in args) or any(v is None for v in kwargs.values()):
+            args, kwargs = _none_in_place(body, self._on(ctx), ctx, args, kwargs)
         request = Request(nbc.start(ctx, self._on(ctx), f"{name.lower()}()", lambda c: body(c, ctx, *args, **kwargs)))
         if ctx.runner.checker is not None:  # --check: it must be completed too
             ctx.runner.checker.requests.started(ctx, request, f"{name}()")
@@ -69,6 +75,22 @@ def _nonblocking(name: str, body: Body) -> Callable[..., Request]:
     call.__name__ = call.__qualname__ = name
     call.__doc__ = f"Start ``{name[1:]}`` and return its Request at once (``MPI_{name}``): " + (body.__doc__ or "")
     return call
+
+
+def _none_in_place(body: Body, c: Any, ctx: RankContext, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+    """mpi4py 4 reads ``None`` as ``MPI.IN_PLACE`` where MPI allows it: the send buffer of every
+    rank in the all-to-all and reduction calls, the root's send buffer of ``Gather(v)`` and
+    ``Reduce``, the root's receive buffer of ``Scatter(v)``."""
+    bound = inspect.signature(body).bind(c, ctx, *args, **kwargs)
+    bound.apply_defaults()
+    given = bound.arguments
+    at_root = c.rank == given.get("root", -1)
+    if body in _ROOT_RECV:
+        if at_root and given["recvbuf"] is None:
+            given["recvbuf"] = IN_PLACE
+    elif given.get("sendbuf", 0) is None and (body in _ALL_IN_PLACE or (body in _ROOT_SEND and at_root)):
+        given["sendbuf"] = IN_PLACE
+    return bound.args[2:], bound.kwargs
 
 
 # ---- objects (pickled, as mpi4py moves them)
@@ -366,6 +388,12 @@ def _wspec(spec: Any, size: int, ctx: RankContext, writable: bool) -> tuple[np.n
             raise ValueError(f"rank {ctx.rank}: Alltoallw: a block at byte {displ} reaches past the buffer's "
                              f"{memory.size} B")
     return memory, nbytes, displs, maps
+
+
+_ALL_IN_PLACE = {_Allreduce, _Reduce_scatter_block, _Reduce_scatter, _Scan, _Exscan, _Allgather, _Alltoall,
+                 _Allgatherv, _Alltoallv, _Alltoallw}
+_ROOT_SEND = {_Reduce, _Gather, _Gatherv}
+_ROOT_RECV = {_Scatter, _Scatterv}
 
 
 class Collectives:
