@@ -57,6 +57,8 @@ def allocate(nbytes: int) -> buffer:
 
 def Get_address(location: Any) -> int:
     """The address of *location*'s memory (``MPI_Get_address``): for displacements in derived types and windows."""
+    if isinstance(location, buffer) and not location.nbytes:  # mpi4py's empty memory has no base address
+        return 0
     if isinstance(location, np.ndarray):
         return int(location.ctypes.data)
     if location is None:  # MPI.BOTTOM

@@ -32,7 +32,7 @@ import numpy as np
 from mpisim.compat.buffers import memory_of
 from mpisim.compat.mpi4py import memory as _memory
 from mpisim.compat.mpi4py.comm import COMM_SELF
-from mpisim.compat.mpi4py.environment import here
+from mpisim.compat.mpi4py.environment import ERRORS_RETURN, Errhandler, here
 from mpisim.compat.mpi4py.group import Group
 from mpisim.compat.mpi4py.info import Info
 from mpisim.compat.mpi4py.msgbuffer import elements, receiving
@@ -232,6 +232,13 @@ class Win(metaclass=Strict):
     attrs = property(lambda self: (self.Get_attr(WIN_BASE), self.Get_attr(WIN_SIZE), self.Get_attr(WIN_DISP_UNIT)))
     flavor = property(lambda self: self._flavor)
     model = property(lambda self: WIN_UNIFIED)
+
+    def Get_errhandler(self) -> Errhandler:
+        """The window's error handler (``ERRORS_RETURN`` unless set: errors raise ``MPI.Exception``)."""
+        return self.__dict__.get("_errhandler", ERRORS_RETURN)
+
+    def Set_errhandler(self, errhandler: Errhandler) -> None:
+        self._errhandler = errhandler
 
     def Get_name(self) -> str:
         return self._name
