@@ -11,8 +11,8 @@ list with a count, a displacement and a datatype::
 
 Every form becomes a one-dimensional numpy array that *is* the caller's memory (a view,
 never a copy), typed by the datatype, so a receive writes straight into the program's buffer
-and a send reads from it, as MPI does. Objects exposing ``__cuda_array_interface__`` or DLPack
-(CuPy, PyTorch) are read through ``numpy.from_dlpack`` when they live in host memory.
+and a send reads from it, as MPI does. Objects exposing DLPack or ``__cuda_array_interface__``
+(PyTorch, CuPy, Numba) are read as the host memory their pointer names (:mod:`.devicebuf`).
 
 :class:`Datatype` is MPI's named type: a numpy dtype with MPI's name and size.
 
@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from mpisim.compat import devicebuf as _device
 from mpisim.compat import typemap as _typemap
 from mpisim.compat.unsupported import Strict, unsupported
 
@@ -320,6 +321,14 @@ class Spec:
             at += count * per
 
 
+def memory_of(obj: Any) -> np.ndarray:
+    """*obj*'s memory as a one-dimensional numpy view (any buffer mpi4py accepts); BufferError or TypeError if none."""
+    try:
+        return _memory(obj)
+    except BufferSpecError as err:
+        raise err.raises(str(err)) from None
+
+
 def _memory(obj: Any) -> np.ndarray:
     """*obj*'s memory as a one-dimensional numpy array of its own element type (a view)."""
     if obj is None:  # mpi4py's empty message: no memory, zero bytes (MPI.BOTTOM with no count)
@@ -329,14 +338,14 @@ def _memory(obj: Any) -> np.ndarray:
             raise BufferSpecError("dlpack: buffer is not contiguous (MPI needs one block of memory; "
                                   "pass a copy: np.ascontiguousarray)", BufferError)
         return obj.reshape(-1, order="A")
-    if hasattr(obj, "__dlpack__") and not isinstance(obj, bytes | bytearray | memoryview):
-        try:
-            return _memory(np.from_dlpack(obj))
-        except (TypeError, RuntimeError, BufferError, ValueError):  # BufferError: the builtin (not contiguous)
-            pass  # a device array numpy cannot read in place: fall back to its buffer, if any
     try:
         view = memoryview(obj)
     except TypeError:
+        if _device.is_device(obj):  # mpi4py's order: the buffer protocol, then DLPack, then CUDA's interface
+            try:
+                return _device.host_view(obj)
+            except _device.DeviceBufferError as err:
+                raise BufferSpecError(str(err), BufferError) from None
         raise BufferSpecError(f"expected a buffer (numpy array, bytearray, array.array, mmap), got "
                               f"{type(obj).__name__}") from None
     if view.format in ("B", "b", "c") or view.itemsize == 1:

@@ -32,7 +32,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-ORDER_C, ORDER_FORTRAN = 0, 1  # MPICH's values of MPI.ORDER_C and MPI.ORDER_FORTRAN
+from mpisim.errors import MPIError
+from mpisim.mpi.constants import ERR_OTHER
+
+ORDER_C, ORDER_FORTRAN = 56, 57  # MPICH's values of MPI.ORDER_C and MPI.ORDER_FORTRAN (ORDER_F)
 
 
 @dataclass(frozen=True)
@@ -81,11 +84,24 @@ def _copies(displacements: Sequence[int], old: TypeMap) -> TypeMap:
     return TypeMap(offsets, int(disps.min()) + old.lb, int(disps.max()) + old.ub, old.basic, old.align)
 
 
+#: The most bytes one derived type may cover: its map is kept byte by byte (8 B of offset per byte),
+#: so a larger type (mpi4py's tests build a 2 GiB one) is refused before it exhausts the memory.
+MAX_TYPE_BYTES = 1 << 26
+
+
+def _bounded(copies: int, old: TypeMap) -> None:
+    if copies * old.size > MAX_TYPE_BYTES:
+        raise MPIError(f"a derived datatype covering {copies * old.size} bytes: mpisim keeps type maps byte by byte "
+                       f"and takes types of at most {MAX_TYPE_BYTES} bytes", error_class=ERR_OTHER)
+
+
 def contiguous(count: int, old: TypeMap) -> TypeMap:
+    _bounded(count, old)
     return _copies([i * old.extent for i in range(count)], old)
 
 
 def hvector(count: int, blocklength: int, stride_bytes: int, old: TypeMap) -> TypeMap:
+    _bounded(count * blocklength, old)
     return _copies([j * stride_bytes + i * old.extent for j in range(count) for i in range(blocklength)], old)
 
 
@@ -94,6 +110,7 @@ def vector(count: int, blocklength: int, stride: int, old: TypeMap) -> TypeMap:
 
 
 def hindexed(blocklengths: Sequence[int], displacements_bytes: Sequence[int], old: TypeMap) -> TypeMap:
+    _bounded(sum(int(b) for b in blocklengths), old)
     return _copies([d + i * old.extent for b, d in zip(blocklengths, displacements_bytes, strict=True)
                     for i in range(b)], old)
 
@@ -103,6 +120,7 @@ def indexed(blocklengths: Sequence[int], displacements: Sequence[int], old: Type
 
 
 def struct(blocklengths: Sequence[int], displacements: Sequence[int], types: Sequence[TypeMap]) -> TypeMap:
+    _bounded(sum(int(b) * t.size for b, t in zip(blocklengths, types, strict=True)), named(np.dtype("u1")))
     parts = [_copies([d + i * t.extent for i in range(b)], t)
              for b, d, t in zip(blocklengths, displacements, types, strict=True) if b > 0]
     if not parts:
@@ -118,6 +136,7 @@ def struct(blocklengths: Sequence[int], displacements: Sequence[int], types: Seq
 def subarray(sizes: Sequence[int], subsizes: Sequence[int], starts: Sequence[int], order: int,
              old: TypeMap) -> TypeMap:
     sizes, subsizes, starts = list(sizes), list(subsizes), list(starts)
+    _bounded(int(np.prod(subsizes, dtype=np.int64)), old)
     if order == ORDER_FORTRAN:  # the first index fastest: the same box of the reversed shape
         sizes, subsizes, starts = sizes[::-1], subsizes[::-1], starts[::-1]
     index = np.ix_(*[np.arange(s, s + n) for s, n in zip(starts, subsizes, strict=True)])

@@ -40,6 +40,10 @@ CASES = [
     ("alltoallw.py", 4),
     ("intercomm.py", 3),
     ("intercomm.py", 4),
+    ("intercomm_rooted.py", 3),
+    ("intercomm_rooted.py", 5),
+    ("dynamic_window.py", 3),
+    ("alltoallw_derived.py", 3),
 ]
 
 

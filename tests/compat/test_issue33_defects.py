@@ -189,3 +189,26 @@ def test_a_buffered_send_returns_before_its_rendezvous_receive_is_posted(tmp_pat
             comm.Recv(np.zeros(n, dtype="B"), source=0)
         """, 2)
     assert float(out) < 1e-6
+
+
+def test_none_is_in_place_where_mpi4py_reads_it_so(tmp_path):
+    # mpi4py 4: a None send buffer is MPI.IN_PLACE (MPICH 5 + mpi4py 4.1 print these lines at 3 ranks)
+    out = ok(tmp_path, """\
+        import numpy as np
+        from mpi4py import MPI
+        comm = MPI.COMM_WORLD
+        r, p = comm.rank, comm.size
+        a = np.full(2, r + 1.0)
+        comm.Allreduce(None, a, MPI.SUM)
+        g = np.full(2 * p, -1.0)
+        g[2 * r:2 * r + 2] = r
+        if r == 0:
+            comm.Gather(None, g, root=0)
+        else:
+            comm.Gather(g[2 * r:2 * r + 2].copy(), None, root=0)
+        s = np.arange(2 * p, dtype="f8") if r == 0 else np.zeros(2)
+        comm.Scatter(s if r == 0 else None, None if r == 0 else s, root=0)
+        print(r, a.tolist(), g.tolist() if r == 0 else "-", s[:2].tolist())
+        """, 3)
+    assert sorted(out.splitlines()) == ["0 [6.0, 6.0] [0.0, 0.0, 1.0, 1.0, 2.0, 2.0] [0.0, 1.0]",
+                                        "1 [6.0, 6.0] - [2.0, 3.0]", "2 [6.0, 6.0] - [4.0, 5.0]"]

@@ -152,7 +152,8 @@ from mpisim.mpi import constants as _constants
 # One table for both APIs (mpisim.mpi.constants); these are the names mpi4py shows. (MAX_TAG,
 # mpisim's name for the TAG_UB attribute's value, is not one of them.)
 _CONSTANTS = (
-    "ANY_SOURCE", "ANY_TAG", "APPNUM", "BSEND_OVERHEAD", "CART", "COMM_TYPE_SHARED", "CONGRUENT", "DIST_GRAPH",
+    "ANY_SOURCE", "ANY_TAG", "APPNUM", "BSEND_OVERHEAD", "CART", "COMM_TYPE_SHARED", "COMM_TYPE_HW_GUIDED",
+    "COMM_TYPE_HW_UNGUIDED", "COMM_TYPE_RESOURCE_GUIDED", "CONGRUENT", "DIST_GRAPH",
     "ERR_COMM", "ERR_IN_STATUS", "ERR_LASTCODE", "ERR_OTHER", "ERR_PENDING", "ERR_RANK", "ERR_TAG",
     "ERR_TRUNCATE", "GRAPH", "IDENT", "IO", "KEYVAL_INVALID", "LASTUSEDCODE", "MAX_ERROR_STRING",
     "MAX_PROCESSOR_NAME", "PROC_NULL", "ROOT", "SIMILAR", "SUBVERSION", "SUCCESS", "TAG_UB", "THREAD_FUNNELED",
@@ -169,6 +170,7 @@ globals().update({name: getattr(_constants, name) for name in dir(_constants) if
 Exception = MPIError
 
 globals().update(_datatype.NAMED)  # MPI.DOUBLE, MPI.INT, MPI.BYTE, ...
+globals().update(_datatype.CONSTANTS)  # MPI.ORDER_C, MPI.COMBINER_VECTOR, ...
 
 
 def __getattr__(name: str) -> Any:

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from mpisim.compat.buffers import memory_of
 from mpisim.compat.mpi4py import memory as _memory
 from mpisim.compat.mpi4py.environment import here
 from mpisim.compat.ranks import RankContext
@@ -31,7 +32,7 @@ def Attach_buffer(buf: Any) -> None:
     state = _state(ctx)
     if state["buffer"] is not None:
         raise MPIError(f"rank {ctx.rank}: MPI.Attach_buffer: a buffer is already attached", error_class=ERR_BUFFER)
-    size = int(buf) if isinstance(buf, int) else memoryview(buf).nbytes
+    size = int(buf) if isinstance(buf, int) else memory_of(buf).nbytes
     state["buffer"], state["size"] = buf, size
 
 

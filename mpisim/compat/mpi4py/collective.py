@@ -15,6 +15,7 @@ with MPICH's algorithms for objects (:mod:`mpisim.compat.collectives`).
 from __future__ import annotations
 
 import contextlib
+import inspect
 import re
 from collections.abc import Callable, Generator, Iterator, Sequence
 from typing import Any
@@ -22,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from mpisim.compat import collectives as _coll
+from mpisim.compat import typemap as _typemap
 from mpisim.compat.mpi4py import nbc
 from mpisim.compat.mpi4py.environment import here
 from mpisim.compat.mpi4py.msgbuffer import (
@@ -48,7 +50,10 @@ def _blocking(name: str, body: Body) -> Callable[..., Any]:
     """``comm.<name>(...)``: run *body* on the calling rank's communicator to its end; return its value."""
     def call(self: Any, *args: Any, **kwargs: Any) -> Any:
         ctx = here(f"Comm.{name}")
-        return ctx.block(body(self._on(ctx), ctx, *args, **kwargs))
+        c = self._on(ctx)
+        if any(a is None for a in args) or any(v is None for v in kwargs.values()):
+            args, kwargs = _none_in_place(body, c, ctx, args, kwargs)
+        return ctx.block(body(c, ctx, *args, **kwargs))
 
     call.__name__ = call.__qualname__ = name
     call.__doc__ = body.__doc__
@@ -60,6 +65,8 @@ def _nonblocking(name: str, body: Body) -> Callable[..., Request]:
     def call(self: Any, *args: Any, **kwargs: Any) -> Request:
         ctx = here(f"Comm.{name}")
         ctx.enter()
+        if any(a is None for a in args) or any(v is None for v in kwargs.values()):
+            args, kwargs = _none_in_place(body, self._on(ctx), ctx, args, kwargs)
         request = Request(nbc.start(ctx, self._on(ctx), f"{name.lower()}()", lambda c: body(c, ctx, *args, **kwargs)))
         if ctx.runner.checker is not None:  # --check: it must be completed too
             ctx.runner.checker.requests.started(ctx, request, f"{name}()")
@@ -68,6 +75,22 @@ def _nonblocking(name: str, body: Body) -> Callable[..., Request]:
     call.__name__ = call.__qualname__ = name
     call.__doc__ = f"Start ``{name[1:]}`` and return its Request at once (``MPI_{name}``): " + (body.__doc__ or "")
     return call
+
+
+def _none_in_place(body: Body, c: Any, ctx: RankContext, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+    """mpi4py 4 reads ``None`` as ``MPI.IN_PLACE`` where MPI allows it: the send buffer of every
+    rank in the all-to-all and reduction calls, the root's send buffer of ``Gather(v)`` and
+    ``Reduce``, the root's receive buffer of ``Scatter(v)``."""
+    bound = inspect.signature(body).bind(c, ctx, *args, **kwargs)
+    bound.apply_defaults()
+    given = bound.arguments
+    at_root = c.rank == given.get("root", -1)
+    if body in _ROOT_RECV:
+        if at_root and given["recvbuf"] is None:
+            given["recvbuf"] = IN_PLACE
+    elif given.get("sendbuf", 0) is None and (body in _ALL_IN_PLACE or (body in _ROOT_SEND and at_root)):
+        given["sendbuf"] = IN_PLACE
+    return bound.args[2:], bound.kwargs
 
 
 # ---- objects (pickled, as mpi4py moves them)
@@ -313,22 +336,39 @@ def _Alltoallv(c: Any, ctx: RankContext, sendbuf: Any, recvbuf: Any) -> Proc:
 
 
 def _Alltoallw(c: Any, ctx: RankContext, sendbuf: Any, recvbuf: Any) -> Proc:
-    """Per-pair counts, byte displacements and datatypes: ``[buf, counts, displs, types]`` on both sides (``MPI_Alltoallw``)."""
-    recv_bytes, rcounts, rdispls = _wspec(recvbuf, c.size, ctx, writable=True)
+    """Per-pair counts, byte displacements and datatypes: ``[buf, counts, displs, types]`` on both sides (``MPI_Alltoallw``).
+
+    Blocks of derived types travel packed, as MPICH packs them: exactly the bytes each type map
+    covers, written back through the receive side's type map when they land.
+    """
+    recv_memory, rcounts, rdispls, rmaps = _wspec(recvbuf, c.size, ctx, writable=True)
     if sendbuf is IN_PLACE:
-        send_bytes, scounts, sdispls = recv_bytes.copy(), rcounts, rdispls
+        send_memory, scounts, sdispls, smaps = recv_memory.copy(), rcounts, rdispls, rmaps
     else:
-        send_bytes, scounts, sdispls = _wspec(sendbuf, c.size, ctx, writable=False)
+        send_memory, scounts, sdispls, smaps = _wspec(sendbuf, c.size, ctx, writable=False)
+    send_bytes = np.concatenate([send_memory[i] for i in _block_bytes(smaps, sdispls)] or [np.zeros(0, np.uint8)])
+    rindex = _block_bytes(rmaps, rdispls)
+    recv_bytes = np.zeros(sum(i.size for i in rindex), np.uint8)
     yield from _coll.collective(c, "alltoallw", "alltoallw()", int(sum(scounts)), _coll.alltoallv(
-        c, send_bytes, scounts, sdispls, recv_bytes, rcounts, rdispls))
+        c, send_bytes, scounts, _starts(scounts), recv_bytes, rcounts, _starts(rcounts)))
+    if rindex:
+        recv_memory[np.concatenate(rindex)] = recv_bytes
 
 
-def _wspec(spec: Any, size: int, ctx: RankContext, writable: bool) -> tuple[np.ndarray, list[int], list[int]]:
-    """An alltoallw buffer ``[buf, counts, displs, types]`` as its bytes, each block's byte count and byte displacement.
+def _starts(counts: list[int]) -> list[int]:
+    return [int(x) for x in np.concatenate([[0], np.cumsum(counts)[:-1]])] if counts else []
 
-    MPI_Alltoallw's displacements are in bytes (not elements), one datatype per peer. A type
-    whose data is not one contiguous run (extent beyond its size) is refused: its gaps would
-    need the type map per block.
+
+def _block_bytes(maps: list[tuple[Any, int]], displs: list[int]) -> list[np.ndarray]:
+    """Per peer, the byte indices of its block in the buffer, in the order they travel."""
+    return [_typemap.indices(tmap, count) + displ for (tmap, count), displ in zip(maps, displs, strict=True)]
+
+
+def _wspec(spec: Any, size: int, ctx: RankContext, writable: bool) -> tuple[np.ndarray, list[int], list[int], list]:
+    """An alltoallw buffer ``[buf, counts, displs, types]``: its bytes, each block's byte count, byte displacement
+    and (type map, count).
+
+    MPI_Alltoallw's displacements are in bytes (not elements), one datatype per peer.
     """
     try:
         buf, counts, displs, types = spec
@@ -336,17 +376,24 @@ def _wspec(spec: Any, size: int, ctx: RankContext, writable: bool) -> tuple[np.n
         raise TypeError(f"rank {ctx.rank}: Alltoallw: a buffer is [buf, counts, displs, datatypes]") from None
     if not (len(counts) == len(displs) == len(types) == size):
         raise ValueError(f"rank {ctx.rank}: Alltoallw: counts, displs and datatypes need one entry per rank ({size})")
-    memory = buf.reshape(-1).view(np.uint8) if isinstance(buf, np.ndarray) else np.frombuffer(buf, dtype=np.uint8)
+    memory = buffer_spec(buf, "Alltoallw").array.reshape(-1).view(np.uint8)
     if writable and not memory.flags.writeable:
         raise BufferError(f"rank {ctx.rank}: Alltoallw: the receive buffer is not writable")
-    nbytes = []
-    for count, datatype in zip(counts, types, strict=True):
-        lb, extent = datatype.Get_extent()
-        if lb != 0 or (int(count) > 1 and extent != datatype.Get_size()):
-            raise TypeError(f"rank {ctx.rank}: Alltoallw: datatype {datatype.Get_name()} is not contiguous "
-                            "(mpisim moves alltoallw blocks of contiguous types only)")
-        nbytes.append(int(count) * datatype.Get_size())
-    return memory, nbytes, [int(d) for d in displs]
+    maps = [(datatype.tmap if datatype.tmap is not None else _typemap.named(datatype.dtype), int(count))
+            for count, datatype in zip(counts, types, strict=True)]
+    nbytes = [tmap.size * count for tmap, count in maps]
+    displs = [int(d) for d in displs]
+    for (tmap, count), displ in zip(maps, displs, strict=True):
+        if count and (displ + tmap.true_extent()[0] < 0 or displ + _typemap.reach(tmap, count) > memory.size):
+            raise ValueError(f"rank {ctx.rank}: Alltoallw: a block at byte {displ} reaches past the buffer's "
+                             f"{memory.size} B")
+    return memory, nbytes, displs, maps
+
+
+_ALL_IN_PLACE = {_Allreduce, _Reduce_scatter_block, _Reduce_scatter, _Scan, _Exscan, _Allgather, _Alltoall,
+                 _Allgatherv, _Alltoallv, _Alltoallw}
+_ROOT_SEND = {_Reduce, _Gather, _Gatherv}
+_ROOT_RECV = {_Scatter, _Scatterv}
 
 
 class Collectives:

@@ -12,22 +12,36 @@ point-to-point in :mod:`~mpisim.compat.mpi4py.p2p`, collectives in
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
+from mpisim.compat.mpi4py import bsend as _bsend
 from mpisim.compat.mpi4py.collective import Collectives
 from mpisim.compat.mpi4py.environment import ERRORS_RETURN, Errhandler, alive, here
 from mpisim.compat.mpi4py.group import Group
+from mpisim.compat.mpi4py.info import Info
+from mpisim.compat.mpi4py.nbc import CollectiveRequest
 from mpisim.compat.mpi4py.neighbors import NeighborCollectives
 from mpisim.compat.mpi4py.p2p import PointToPoint
 from mpisim.compat.mpi4py.persistent import Persistent
+from mpisim.compat.mpi4py.request import Request
 from mpisim.compat.mpi4py.topology import CartGrid, DistGraphTopology, GraphTopology, graph_index_edges
 from mpisim.compat.ranks import RankContext, require
 from mpisim.compat.unsupported import Strict, unsupported
 from mpisim.errors import InvalidArgumentError, InvalidCommunicatorError, MPIError
-from mpisim.mpi.constants import COMM_TYPE_SHARED, CONGRUENT, IDENT, UNDEFINED, UNEQUAL
+from mpisim.mpi.constants import (
+    COMM_TYPE_HW_GUIDED,
+    COMM_TYPE_HW_UNGUIDED,
+    COMM_TYPE_RESOURCE_GUIDED,
+    COMM_TYPE_SHARED,
+    CONGRUENT,
+    IDENT,
+    UNDEFINED,
+    UNEQUAL,
+)
 from mpisim.mpi.constants import attribute as _attribute
 
 
@@ -185,13 +199,70 @@ class Comm(PointToPoint, Persistent, Collectives, metaclass=Strict):
         return Intracomm(new) if new is not None else COMM_NULL
 
     def Split_type(self, split_type: int, key: int = 0, info: Any = None) -> Intracomm:
-        """``COMM_TYPE_SHARED``: the ranks on this rank's simulated node."""
-        if split_type == UNDEFINED:
-            return self.Split(UNDEFINED, key)
-        if split_type != COMM_TYPE_SHARED:
-            raise unsupported(f"Comm.Split_type({split_type})")
+        """The ranks that share a piece of hardware; the simulated node is the one level mpisim models.
+
+        ``COMM_TYPE_SHARED``: the ranks on this rank's node. ``COMM_TYPE_HW_GUIDED`` and
+        ``COMM_TYPE_RESOURCE_GUIDED`` with the info hint ``mpi_hw_resource_type`` =
+        ``mpi_shared_memory``: the same; with another resource, ``COMM_NULL`` (as MPICH for a
+        resource it does not know). ``COMM_TYPE_HW_UNGUIDED``: the node, when that is a smaller
+        communicator than this one (its resource type set in *info*), else ``COMM_NULL``.
+        """
         c = self._c
-        return self.Split(c.node_of(c.rank), key)
+        node = c.node_of(c.rank)
+        if split_type in (COMM_TYPE_HW_GUIDED, COMM_TYPE_RESOURCE_GUIDED):
+            wanted = info.Get(_RESOURCE) if info else None
+            return self.Split(node if wanted == "mpi_shared_memory" else UNDEFINED, key)
+        if split_type == COMM_TYPE_HW_UNGUIDED:
+            smaller = len({c.node_of(r) for r in range(c.size)}) > 1
+            if smaller and info:
+                info.Set(_RESOURCE, "mpi_shared_memory")
+            return self.Split(node if smaller else UNDEFINED, key)
+        if split_type not in (UNDEFINED, COMM_TYPE_SHARED):
+            raise unsupported(f"Comm.Split_type({split_type})")
+        return self.Split(node if split_type == COMM_TYPE_SHARED else UNDEFINED, key)
+
+    def Dup_with_info(self, info: Any) -> Intracomm:
+        """``Dup`` with hints for the copy (``MPI_Comm_dup_with_info``)."""
+        new = self.Dup()
+        new._info = info.Dup() if info else None
+        return new
+
+    def Idup(self, info: Any = None) -> tuple[Intracomm, Any]:
+        """``(copy, request)`` (``MPI_Comm_idup``): the copy is made at once, the request already complete."""
+        new = self.Dup_with_info(info) if info else self.Dup()
+        done = CollectiveRequest(here("Comm.Idup").env, new._c, "Comm.Idup")
+        done.succeed(None)
+        return new, Request(done)
+
+    def Idup_with_info(self, info: Any) -> tuple[Intracomm, Any]:
+        return self.Idup(info)
+
+    def Get_info(self) -> Any:
+        """The hints set on the communicator (a copy, as an ``MPI.Info``; ``MPI_Comm_get_info``)."""
+        mine = self.__dict__.get("_info")
+        return mine.Dup() if mine else Info.Create()
+
+    def Set_info(self, info: Any) -> None:
+        self._info = info.Dup() if info else None
+
+    info = property(Get_info, Set_info)
+
+    def Attach_buffer(self, buf: Any) -> None:
+        """A buffer for this communicator's ``Bsend``s (MPI 4.1); mpisim keeps one pool per process."""
+        _bsend.Attach_buffer(buf)
+
+    def Detach_buffer(self) -> Any:
+        return _bsend.Detach_buffer()
+
+    def __reduce__(self) -> Any:
+        """``COMM_NULL``, ``COMM_SELF`` and ``COMM_WORLD`` pickle as themselves (a copy of one as an equal
+        new handle); any other communicator cannot be pickled (mpi4py's ValueError)."""
+        if self._fixed is None:
+            for name in ("COMM_NULL", "COMM_SELF", "COMM_WORLD"):
+                if self is globals()[name]:
+                    return name
+            return _predefined, (type(self), self._which)
+        raise ValueError(f"cannot serialize 'mpi4py.MPI.{type(self).__name__}' instance")
 
     def Get_group(self) -> Group:
         """This communicator's group of processes (``MPI_Comm_group``)."""
@@ -294,6 +365,14 @@ class Intracomm(Comm):
         from mpisim.compat.mpi4py import intercomm  # it builds on this module's classes
         return intercomm.create(self, local_leader, peer_comm, remote_leader, tag)
 
+    @classmethod
+    def Create_from_group(cls, group: Group, stringtag: str = "org.mpi4py", info: Any = None,
+                          errhandler: Any = None) -> Intracomm:
+        """A communicator of *group*'s members, called by them only, told apart by *stringtag* (MPI 4 sessions)."""
+        ctx = here("Intracomm.Create_from_group")
+        tag = zlib.crc32(str(stringtag).encode()) & 0x7FFF  # the members agree on it without messages
+        return cls(ctx.block(ctx.comm.create_group(group._members, tag)))
+
 
 
 class Topocomm(NeighborCollectives, Intracomm):
@@ -312,6 +391,16 @@ class Graphcomm(GraphTopology, Topocomm):
 
 class Distgraphcomm(DistGraphTopology, Topocomm):
     """A communicator with a distributed graph (:class:`~mpisim.compat.mpi4py.topology.DistGraphTopology`)."""
+
+
+_RESOURCE = "mpi_hw_resource_type"
+
+
+def _predefined(cls: type, which: str | None) -> Comm:
+    """A new handle to a predefined communicator (unpickling ``MPI.Intracomm(MPI.COMM_WORLD)``)."""
+    comm = cls()
+    comm._which = which
+    return comm
 
 
 #: The attributes a topology keeps on its communicator object.

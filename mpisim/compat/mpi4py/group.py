@@ -118,7 +118,9 @@ class Group:
         return cls(m for m in group1._members if m not in group2._members)
 
     def Free(self) -> None:
-        """Release the group (nothing to release here)."""
+        """Release the group: the handle becomes ``GROUP_NULL`` (the predefined groups stay)."""
+        if self is not GROUP_NULL and self is not GROUP_EMPTY:
+            self._members = None
 
 
 def _ranges(ranges: Sequence[Sequence[Any]]) -> list[int]:

@@ -259,8 +259,127 @@ class Intercomm(Comm):
         theirs = self._leaders_swap_obj(ctx, mine) if self._c.rank == 0 else None
         return ctx.block(_coll.bcast_obj(self._c, theirs, 0))
 
+    # Rooted collectives: the root passes MPI.ROOT, its group's other ranks MPI.PROC_NULL, and the
+    # other group the root's rank in it. MPICH's short-message algorithms: the other group meets
+    # at its rank 0 (a local gather, reduce or, after the root's one message, scatter), and one
+    # message crosses between that rank and the root.
+
+    def _from_leader(self, ctx: Any, into: np.ndarray) -> None:
+        ctx.block(self._inner.recv(DataPayload(into.view(np.uint8), writable=True), self._remote_offset, _TAG))
+
+    def Reduce(self, sendbuf: Any, recvbuf: Any, op: Op = SUM, root: int = 0) -> None:
+        """The other group's buffers reduced with *op* into the root's *recvbuf* (``MPI_Reduce``)."""
+        ctx = here("Intercomm.Reduce")
+        if root == ROOT:
+            self._from_leader(ctx, recv_array(recvbuf, "Reduce"))
+        elif root != PROC_NULL:
+            data = elements(sendbuf, "Reduce")
+            mine = np.empty_like(data)
+            ctx.block(_c._Reduce(self._c, ctx, data, mine, op, 0))
+            if self._c.rank == 0:
+                ctx.block(self._inner.send(mine.view(np.uint8), self._to(root), _TAG))
+
+    def Gather(self, sendbuf: Any, recvbuf: Any, root: int = 0) -> None:
+        """The other group's blocks, in its rank order, into the root's *recvbuf* (``MPI_Gather``)."""
+        ctx = here("Intercomm.Gather")
+        if root == ROOT:
+            self._from_leader(ctx, recv_array(recvbuf, "Gather", blocks=self.Get_remote_size()))
+        elif root != PROC_NULL:
+            data = elements(sendbuf, "Gather")
+            mine = np.empty(data.size * self._c.size, dtype=data.dtype)
+            ctx.block(_c._Gather(self._c, ctx, data, mine, 0))
+            if self._c.rank == 0:
+                ctx.block(self._inner.send(mine.view(np.uint8), self._to(root), _TAG))
+
+    def Scatter(self, sendbuf: Any, recvbuf: Any, root: int = 0) -> None:
+        """Block r of the root's *sendbuf* to rank r of the other group (``MPI_Scatter``)."""
+        ctx = here("Intercomm.Scatter")
+        if root == ROOT:
+            data = elements(sendbuf, "Scatter", blocks=self.Get_remote_size())
+            ctx.block(self._inner.send(data.view(np.uint8), self._remote_offset, _TAG))
+        elif root != PROC_NULL:
+            into = recv_array(recvbuf, "Scatter")
+            whole = np.empty(into.size * self._c.size, dtype=into.dtype) if self._c.rank == 0 else None
+            if whole is not None:
+                ctx.block(self._inner.recv(DataPayload(whole.view(np.uint8), writable=True), self._to(root), _TAG))
+            ctx.block(_c._Scatter(self._c, ctx, whole, into, 0))
+
+    def Alltoall(self, sendbuf: Any, recvbuf: Any) -> None:
+        """Block j of each rank's *sendbuf* to rank j of the other group (MPICH's pairwise exchange)."""
+        ctx = here("Intercomm.Alltoall")
+        remote = self.Get_remote_size()
+        data = elements(sendbuf, "Alltoall", blocks=remote)
+        into = recv_array(recvbuf, "Alltoall", blocks=remote)
+        send_n, recv_n = data.size // max(remote, 1), into.size // max(remote, 1)
+        for dst, src in self._pairs(remote):
+            send = data[dst * send_n:(dst + 1) * send_n].view(np.uint8) if dst is not None else None
+            recv = into[src * recv_n:(src + 1) * recv_n].view(np.uint8) if src is not None else None
+            self._exchange(ctx, send, dst, None if recv is None else DataPayload(recv, writable=True), src)
+
+    def _pairs(self, remote: int) -> list[tuple[int | None, int | None]]:
+        """Step i: send to remote rank + i, receive from rank - i, modulo the larger group (``None``: no one)."""
+        top, me = max(self._c.size, remote), self._c.rank
+        return [((me + i) % top if (me + i) % top < remote else None,
+                 (me - i) % top if (me - i) % top < remote else None) for i in range(top)]
+
+    def _exchange(self, ctx: Any, send: Any, dst: int | None, into: Any, src: int | None) -> Any:
+        if dst is not None and src is not None:
+            return ctx.block(self._inner.sendrecv(send, self._to(dst), _TAG, into, self._to(src), _TAG))
+        if dst is not None:
+            ctx.block(self._inner.send(send, self._to(dst), _TAG))
+        elif src is not None:
+            return ctx.block(self._inner.recv(into, self._to(src), _TAG))
+        return None
+
+    def reduce(self, sendobj: Any, op: Op = SUM, root: int = 0) -> Any:
+        ctx = here("Intercomm.reduce")
+        if root == ROOT:
+            return _coll.loads(ctx.block(self._inner.recv(None, self._remote_offset, _TAG)))
+        if root != PROC_NULL:
+            mine = ctx.block(_c._reduce(self._c, ctx, sendobj, op, 0))
+            if self._c.rank == 0:
+                ctx.block(self._inner.send(_coll.dumps(mine), self._to(root), _TAG))
+        return None
+
+    def gather(self, sendobj: Any, root: int = 0) -> Any:
+        ctx = here("Intercomm.gather")
+        if root == ROOT:
+            return _coll.loads(ctx.block(self._inner.recv(None, self._remote_offset, _TAG)))
+        if root != PROC_NULL:
+            mine = ctx.block(_c._gather(self._c, ctx, sendobj, 0))
+            if self._c.rank == 0:
+                ctx.block(self._inner.send(_coll.dumps(mine), self._to(root), _TAG))
+        return None
+
+    def scatter(self, sendobj: Any = None, root: int = 0) -> Any:
+        ctx = here("Intercomm.scatter")
+        if root == ROOT:
+            ctx.block(self._inner.send(_coll.dumps(list(sendobj)), self._remote_offset, _TAG))
+            return None
+        if root == PROC_NULL:
+            return None
+        items = _coll.loads(ctx.block(self._inner.recv(None, self._to(root), _TAG))) if self._c.rank == 0 else None
+        return ctx.block(_coll.scatter_obj(self._c, items, 0))
+
+    def alltoall(self, sendobj: Any) -> list[Any]:
+        ctx = here("Intercomm.alltoall")
+        out: list[Any] = [None] * self.Get_remote_size()
+        for dst, src in self._pairs(self.Get_remote_size()):
+            got = self._exchange(ctx, None if dst is None else _coll.dumps(sendobj[dst]), dst, None, src)
+            if src is not None:
+                out[src] = _coll.loads(got)
+        return out
+
     def Free(self) -> None:
         self._fixed = None
+
+
+def _get_parent(cls: type) -> Intercomm:
+    """A null intercommunicator: no mpisim process was started by ``Spawn`` (``MPI_Comm_get_parent``)."""
+    return Intercomm()
+
+
+Comm.Get_parent = classmethod(_get_parent)  # a Comm method whose result is of this module's type
 
 
 def _refuse(name: str) -> Any:
@@ -276,5 +395,5 @@ for _name in dir(Comm):
     if not _name.startswith("_") and _name not in Intercomm.__dict__ and callable(getattr(Comm, _name)) and \
             _name[0].isalpha() and _name not in ("Get_rank", "Get_size", "Get_group", "Get_name", "Set_name",
                                                  "Get_errhandler", "Set_errhandler", "Get_attr", "Abort", "Compare",
-                                                 "Get_topology", "Dup", "Clone"):
+                                                 "Get_topology", "Dup", "Clone", "Get_parent"):
         setattr(Intercomm, _name, _refuse(_name))

@@ -12,6 +12,8 @@ from typing import Any
 
 import numpy as np
 
+from mpisim.compat import buffers as _buffers
+
 
 class buffer(np.ndarray):
     """Bytes of memory: ``len``, indexing by byte, ``mem[:] = 0``, ``address``, ``nbytes``, ``readonly``, ``tobytes``."""
@@ -55,9 +57,17 @@ def allocate(nbytes: int) -> buffer:
 
 def Get_address(location: Any) -> int:
     """The address of *location*'s memory (``MPI_Get_address``): for displacements in derived types and windows."""
+    if isinstance(location, buffer) and not location.nbytes:  # mpi4py's empty memory has no base address
+        return 0
     if isinstance(location, np.ndarray):
         return int(location.ctypes.data)
-    view = memoryview(location)
+    if location is None:  # MPI.BOTTOM
+        return 0
+    try:
+        view = memoryview(location)
+    except TypeError:  # a DLPack or CUDA-array-interface buffer: the address its pointer names
+        array = _buffers.parse(location).array
+        return int(array.ctypes.data) if array.nbytes else 0
     return int(np.frombuffer(view.cast("B"), np.uint8).ctypes.data) if view.nbytes else 0
 
 

@@ -29,9 +29,10 @@ from typing import Any
 
 import numpy as np
 
+from mpisim.compat.buffers import memory_of
 from mpisim.compat.mpi4py import memory as _memory
 from mpisim.compat.mpi4py.comm import COMM_SELF
-from mpisim.compat.mpi4py.environment import here
+from mpisim.compat.mpi4py.environment import ERRORS_RETURN, Errhandler, here
 from mpisim.compat.mpi4py.group import Group
 from mpisim.compat.mpi4py.info import Info
 from mpisim.compat.mpi4py.msgbuffer import elements, receiving
@@ -64,6 +65,7 @@ class _Shared:
         self.posted: dict[int, set[int]] = {}  # target -> origins its Post exposed it to, not yet started
         self.completed: dict[int, int] = {}  # target -> origins whose Complete has reached it
         self.changed: dict[int, Any] = {}  # rank -> the event its Start or Wait sleeps on until a header arrives
+        self.attached: dict[int, list[np.ndarray]] = {}  # a dynamic window: rank -> the regions it attached
 
     def wake(self, rank: int) -> None:
         event = self.changed.pop(rank, None)
@@ -76,7 +78,7 @@ def _as_bytes_of(memory: Any) -> np.ndarray:
         return np.zeros(0, np.uint8)
     if isinstance(memory, list | tuple):  # [buf, datatype] or [buf, count, datatype]: the buffer
         memory = memory[0]
-    array = np.frombuffer(memory, dtype=np.uint8) if not isinstance(memory, np.ndarray) else memory.reshape(-1).view(np.uint8)
+    array = memory_of(memory).view(np.uint8)
     return array
 
 
@@ -150,6 +152,31 @@ class Win(metaclass=Strict):
         return cls._make("Win.Allocate_shared", np.zeros(int(size), np.uint8), disp_unit, _comm(comm),
                          WIN_FLAVOR_SHARED)
 
+    @classmethod
+    def Create_dynamic(cls, info: Any = None, comm: Any = None) -> Win:
+        """A window with no memory yet (``MPI_Win_create_dynamic``): each rank ``Attach``es regions later.
+
+        Targets then name bytes by their absolute address at the target (``MPI.Get_address`` of
+        the target's buffer, usually sent to the origin first); the disp_unit is 1.
+        """
+        return cls._make("Win.Create_dynamic", np.zeros(0, np.uint8), 1, _comm(comm), WIN_FLAVOR_DYNAMIC)
+
+    def Attach(self, memory: Any) -> None:
+        """Expose *memory* through this rank's part of a dynamic window (``MPI_Win_attach``; local)."""
+        self._dynamic("Win.Attach")
+        self._shared.attached.setdefault(self._c.rank, []).append(_as_bytes_of(memory))
+
+    def Detach(self, memory: Any) -> None:
+        """Stop exposing the region *memory* starts (``MPI_Win_detach``; local)."""
+        self._dynamic("Win.Detach")
+        start = _as_bytes_of(memory).ctypes.data
+        regions = self._shared.attached.get(self._c.rank, [])
+        for i, region in enumerate(regions):
+            if region.ctypes.data == start:
+                del regions[i]
+                return
+        raise MPIError(f"rank {here('Win.Detach').rank}: Win.Detach: the memory at {start:#x} is not attached")
+
     def Shared_query(self, rank: int) -> tuple[_memory.buffer, int]:
         """``(memory, disp_unit)`` of *rank*'s part of a shared window, to load and store directly."""
         self._live("Win.Shared_query")
@@ -205,6 +232,13 @@ class Win(metaclass=Strict):
     attrs = property(lambda self: (self.Get_attr(WIN_BASE), self.Get_attr(WIN_SIZE), self.Get_attr(WIN_DISP_UNIT)))
     flavor = property(lambda self: self._flavor)
     model = property(lambda self: WIN_UNIFIED)
+
+    def Get_errhandler(self) -> Errhandler:
+        """The window's error handler (``ERRORS_RETURN`` unless set: errors raise ``MPI.Exception``)."""
+        return self.__dict__.get("_errhandler", ERRORS_RETURN)
+
+    def Set_errhandler(self, errhandler: Errhandler) -> None:
+        self._errhandler = errhandler
 
     def Get_name(self) -> str:
         return self._name
@@ -379,6 +413,11 @@ class Win(metaclass=Strict):
         event = self._shared.changed.setdefault(self._c.rank, ctx.env.event())
         self._wait(ctx, event, call)
 
+    def _dynamic(self, call: str) -> None:
+        self._live(call)
+        if self._flavor != WIN_FLAVOR_DYNAMIC:
+            raise MPIError(f"rank {here(call).rank}: {call}: the window was not made by Win.Create_dynamic")
+
     def _live(self, call: str) -> None:
         if self._c is None:
             raise MPIError(f"rank {here(call).rank}: {call}: the window was freed (MPI.WIN_NULL)")
@@ -390,8 +429,8 @@ class Win(metaclass=Strict):
                                        f"group of {self._c.size}")
         return int(rank)
 
-    def _region(self, call: str, rank: int, target: Any, nbytes: int, itemsize: int) -> tuple[int, int]:
-        """The byte offset and length at *rank* that a target spec names; refuses one outside the window.
+    def _region(self, call: str, rank: int, target: Any, nbytes: int, itemsize: int) -> tuple[np.ndarray, int, int]:
+        """The memory, byte offset and length at *rank* a target spec names; refuses bytes outside the window.
 
         ``(disp, count)`` counts elements of the origin's type, ``(disp, count, datatype)`` of *datatype*.
         """
@@ -403,12 +442,19 @@ class Win(metaclass=Strict):
                 size = int(spec[1]) * int(spec[2].Get_size())
             elif len(spec) >= 2 and spec[1] is not None:
                 size = int(spec[1]) * itemsize
+        if self._flavor == WIN_FLAVOR_DYNAMIC:  # disp is an address at the target: find the region holding it
+            for region in self._shared.attached.get(rank, []):
+                start = region.ctypes.data
+                if start <= disp and disp + size <= start + region.size:
+                    return region, disp - start, size
+            raise MPIError(f"rank {here(call).rank}: {call}: bytes {disp:#x}..{disp + size:#x} are in no region "
+                           f"rank {rank} attached to the dynamic window")
         offset = disp * self._shared.disp_unit[rank]
-        window = self._shared.memory[rank].size
-        if disp < 0 or offset + size > window:
+        memory = self._shared.memory[rank]
+        if disp < 0 or offset + size > memory.size:
             raise MPIError(f"rank {here(call).rank}: {call}: bytes {offset}..{offset + size} are outside rank "
-                           f"{rank}'s window of {window} B")
-        return offset, size
+                           f"{rank}'s window of {memory.size} B")
+        return memory, offset, size
 
     def _post(self, call: str, origin: Any, rank: int, target: Any, op: Op | None) -> Any:
         ctx = here(call)
@@ -417,8 +463,7 @@ class Win(metaclass=Strict):
             return ctx.env.event().succeed()
         rank = self._target(rank, call)
         data = np.array(elements(origin, call), copy=True).reshape(-1)
-        offset, size = self._region(call, rank, target, data.nbytes, data.itemsize)
-        memory = self._shared.memory[rank]
+        memory, offset, size = self._region(call, rank, target, data.nbytes, data.itemsize)
         if op is None:
             def land() -> None:
                 memory[offset:offset + size] = data.view(np.uint8)[:size]
@@ -442,8 +487,7 @@ class Win(metaclass=Strict):
         rank = self._target(rank, call)
         into, finish = receiving(result, call)
         data = None if origin is None else np.array(elements(origin, call), copy=True).reshape(-1)
-        offset, size = self._region(call, rank, target, into.nbytes, into.itemsize)
-        memory = self._shared.memory[rank]
+        memory, offset, size = self._region(call, rank, target, into.nbytes, into.itemsize)
         sim = None if op is None else op.sim(call)
 
         def at_target() -> np.ndarray:
