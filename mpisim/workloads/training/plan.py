@@ -43,6 +43,7 @@ from mpisim.network.topology import TopologySpec
 from mpisim.workloads.fields import parse_dtype
 from mpisim.workloads.training.buckets import ddp_buckets
 from mpisim.workloads.training.config import PEAK_FORMAT, HybridParams
+from mpisim.workloads.training.contention import channels_for, overlap_slowdown
 from mpisim.workloads.training.ddp import DDPPlan, TrainingParams, as_hybrid, make_plan
 from mpisim.workloads.training.layout import Layout
 from mpisim.workloads.training.memory import (
@@ -134,7 +135,33 @@ def make_job(params: HybridParams, world: World, new_world: Callable[[], World])
     job.fold = _can_fold(params, job.layout, world)
     if job.fold:
         job.tp_times = measure_tp(job, new_world)
+    _fsdp_contention(job, new_world)
     return job
+
+
+def _fsdp_contention(job: Job, new_world: Callable[[], World]) -> None:
+    """ZeRO 3 on the GEMM-shape model: slow each layer by the SMs its overlapped allgather and
+    reduce-scatter hold (:mod:`~mpisim.workloads.training.contention`), each timed alone on a fresh world."""
+    dev = job.timing.device if job.timing is not None else None
+    if job.params.zero != 3 or dev is None or job.layout.dp < 2 or not job.fsdp_layer:
+        return
+    group = job.layout.group(0, "dp")
+    took = {}
+    for kind in ("allgather", "reduce_scatter"):
+        fresh = new_world()
+        finish: list[float] = []
+
+        def one(comm: Comm, kind: str = kind, finish: list[float] = finish) -> Proc[None]:
+            yield from run_collective(comm.sub(group, "dp"), kind, job.fsdp_layer, job.dtype)
+            finish.append(comm.now)
+
+        fresh.launch(one, ranks=group)
+        fresh.run()
+        took[kind] = max(finish)
+    channels = channels_for(dev.name)
+    job.forward_layer_s += overlap_slowdown(job.forward_layer_s, took["allgather"], channels, dev.sms)
+    job.backward_layer_s += overlap_slowdown(job.backward_layer_s, took["allgather"] + took["reduce_scatter"],
+                                             channels, dev.sms)
 
 
 def plan_job(params: HybridParams, ranks: int, spec: TopologySpec) -> Job:
