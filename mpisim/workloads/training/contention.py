@@ -17,11 +17,21 @@ HGX A100, NVIDIA/nccl-tests issue #100; ``Channel 15/16`` on H100 NVSwitch nodes
 issue #1453). The HBM contention the same issues describe (a GEMM 1.18 ms alone, 2.08 ms under
 an allgather on an A100, issue #1428) is larger still and is left out: no published figure
 separates it from the SM share, so this is a lower bound of the slowdown.
+
+FSDP's mixed precision may reduce gradients in a wider format than it computes them in
+(``MixedPrecision(param_dtype=bf16, reduce_dtype=fp32)``: Composer's and llm-foundry's
+``mixed_precision: DEFAULT``). FSDP then casts each block's unsharded gradient before its
+reduce-scatter (PyTorch ``torch/distributed/fsdp/_runtime_utils.py``, ``_post_backward_hook``:
+``flat_param.grad.to(handle._reduce_dtype)``): a copy kernel reading the bf16 gradient and
+writing the fp32 one through HBM, every micro-batch (:func:`grad_cast_time`); the reduce-scatter
+itself then moves twice the bytes.
 """
 
 from __future__ import annotations
 
-__all__ = ["NCCL_CHANNELS", "channels_for", "overlap_slowdown"]
+from typing import Any
+
+__all__ = ["NCCL_CHANNELS", "channels_for", "grad_cast_time", "overlap_slowdown"]
 
 #: Channels (= CTAs = SMs) an intra-node NCCL allgather or reduce-scatter holds, by device.
 #: A100: 24 (nccl-tests #100, HGX A100); Hopper and later: 16 (nccl #1453, H100) -- ASSUMED for B200.
@@ -53,3 +63,17 @@ def overlap_slowdown(compute_s: float, comm_s: float, channels: int, sms: int) -
         return 0.0
     share = min(channels, sms - 1) / sms
     return min(comm_s * share, compute_s * share / (1 - share))
+
+
+def grad_cast_time(count: int, itemsize: int, reduce_itemsize: int, dev: Any) -> float:
+    """Seconds to cast one block's *count* gradients from *itemsize* to *reduce_itemsize* bytes on *dev*'s HBM.
+
+    Nothing when the formats are the same size (no cast: FSDP reduces the gradient as computed).
+
+    >>> class _Hbm: hbm_rate = 1e12
+    >>> grad_cast_time(10**9, 2, 4, _Hbm())
+    0.006
+    """
+    if reduce_itemsize == itemsize:
+        return 0.0
+    return count * (itemsize + reduce_itemsize) / dev.hbm_rate
