@@ -78,3 +78,15 @@ def test_fp32_reduction_never_faster():
 def test_reduce_dtype_bad_input():
     with pytest.raises(ConfigError, match="reduce_dtype"):
         load_dict(scenario(reduce_dtype="int8"))
+
+
+def test_step_charges_adam_and_clipping_on_the_shard():
+    """The once-per-step compute: (Adam 30 + clipping 12) bytes per parameter of the GPU's shard on HBM."""
+    from mpisim.workloads.compute.estimate import ADAM_BYTES_PER_PARAM
+    from mpisim.workloads.training.timing import CLIP_BYTES_PER_PARAM, step_overhead
+
+    job = job_of(scenario(zero=1))
+    dev = job.timing.device
+    params = 8e9
+    assert step_overhead(job.timing, params, 8, 0) == pytest.approx(
+        (ADAM_BYTES_PER_PARAM + CLIP_BYTES_PER_PARAM) * params / 8 / dev.hbm_rate)
