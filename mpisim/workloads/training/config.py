@@ -15,6 +15,7 @@ A ``kind: training`` block with a ``model:`` key is a hybrid-parallel LLM iterat
       sequence_parallel: false
       attention: flash              # flash (fused kernels, 2022+) | standard (materialised s x s scores)
       dtype: bf16                   # the compute format: the device's peak for it (topology device_flops)
+      reduce_dtype: fp32            # gradients' format in their reduction (FSDP MixedPrecision.reduce_dtype); default dtype
       compute: {efficiency: 0.5}    # leave out: each GEMM's shape on the cluster's GPU (topology gpu:, or the
                                     # preset's); or the achieved fraction of the peak (or 50%); or measured
                                     # {layer_forward: 1.2 ms, layer_backward: 2.4 ms}; or a time per micro-batch
@@ -54,7 +55,7 @@ from mpisim.workloads.training.stages import split_layers
 __all__ = ["KEYS", "HybridParams", "dump", "parse"]
 
 KEYS = ("kind", "model", "parallel", "batch", "schedule", "chunks", "zero", "recompute", "sequence_parallel", "attention",
-        "dtype", "compute", "backward_share", "overlap", "sync", "bucket_cap", "memory_check", "fold", "iterations", "tokens")
+        "dtype", "reduce_dtype", "compute", "backward_share", "overlap", "sync", "bucket_cap", "memory_check", "fold", "iterations", "tokens")
 RECOMPUTE = ("none", "selective", "full")
 ATTENTION = ("flash", "standard")
 MEMORY_CHECKS = ("error", "mark")
@@ -87,6 +88,8 @@ class HybridParams:
     sequence_parallel: bool = False
     attention: str = "flash"  # flash: fused, no s x s scores in memory; standard: materialised (Megatron 2021)
     dtype: str = "bfloat16"
+    #: The gradients' format on the wire (PyTorch FSDP's MixedPrecision.reduce_dtype); None: ``dtype``.
+    reduce_dtype: str | None = None
     efficiency: float | None = None
     peak: float | None = None  # overrides the topology's device_flops
     layer_forward_s: float | None = None  # explicit: one layer's forward of one micro-batch on one GPU
@@ -184,6 +187,9 @@ SCHEMA = workload_block("training", {
     "sequence_parallel": Flag(description="Megatron sequence parallelism."),
     "attention": _choice(ATTENTION, "flash: fused; standard: scores materialised."),
     "dtype": DTYPE,
+    "reduce_dtype": Custom(_as_given, {"type": "string"},
+                           description="The gradients' format in their reduction (FSDP's reduce_dtype, e.g. fp32); "
+                                       "default: dtype."),
     "compute": Custom(_as_given, {"anyOf": [Unit(parse_time, "300 ms").json(), _COMPUTE.json()]},
                       description="Leave out for the GEMM-shape model of the cluster's GPU; or {efficiency: 0.5}, "
                                   "measured layer times, or (params: models) a time."),
@@ -231,6 +237,11 @@ def parse(raw: Any) -> HybridParams:
     if not is_floating(dtype):
         raise ConfigError(f"training computes in a floating-point format; got {dtype.name}", "dtype")
     fields["dtype"] = dtype.name
+    if raw.get("reduce_dtype") is not None:
+        reduce = parse_dtype(_DTYPE_ALIASES.get(raw["reduce_dtype"], raw["reduce_dtype"]), "reduce_dtype")
+        if not is_floating(reduce):
+            raise ConfigError(f"gradients are reduced in a floating-point format; got {reduce.name}", "reduce_dtype")
+        fields["reduce_dtype"] = reduce.name
     fields.update(_parse_compute(raw.get("compute"), model))
     if "backward_share" in raw:
         share = raw["backward_share"]
@@ -369,6 +380,8 @@ def dump(params: HybridParams) -> dict[str, Any]:
                            "zero": params.zero, "recompute": params.recompute,
                            "sequence_parallel": params.sequence_parallel, "attention": params.attention,
                            "dtype": params.dtype}
+    if params.reduce_dtype is not None:
+        out["reduce_dtype"] = params.reduce_dtype
     if params.model.flat:
         out["compute"] = params.compute_s
         out["backward_share"] = params.backward_share

@@ -43,6 +43,7 @@ from mpisim.network.topology import TopologySpec
 from mpisim.workloads.fields import parse_dtype
 from mpisim.workloads.training.buckets import ddp_buckets
 from mpisim.workloads.training.config import PEAK_FORMAT, HybridParams
+from mpisim.workloads.training.contention import channels_for, grad_cast_time, overlap_slowdown
 from mpisim.workloads.training.ddp import DDPPlan, TrainingParams, as_hybrid, make_plan
 from mpisim.workloads.training.layout import Layout
 from mpisim.workloads.training.memory import (
@@ -114,6 +115,13 @@ class Job:
     gemm_share: float = 1.0
     #: Compute once per step after the micro-batches: the optimizer, FP8 weight casts (GEMM-shape model only).
     step_s: float = 0.0
+    #: The gradients' format in their reduction (``reduce_dtype``); None: ``dtype``.
+    grad_dtype: np.dtype | None = None
+
+    @property
+    def reduce_dtype(self) -> np.dtype:
+        """The format gradients are reduced in: ``reduce_dtype`` if given, else the training's."""
+        return self.grad_dtype if self.grad_dtype is not None else self.dtype
 
     @property
     def stages(self) -> int:
@@ -134,7 +142,35 @@ def make_job(params: HybridParams, world: World, new_world: Callable[[], World])
     job.fold = _can_fold(params, job.layout, world)
     if job.fold:
         job.tp_times = measure_tp(job, new_world)
+    _fsdp_contention(job, new_world)
     return job
+
+
+def _fsdp_contention(job: Job, new_world: Callable[[], World]) -> None:
+    """ZeRO 3 on the GEMM-shape model: slow each layer by the SMs its overlapped allgather and
+    reduce-scatter hold (:mod:`~mpisim.workloads.training.contention`), each timed alone on a fresh world."""
+    dev = job.timing.device if job.timing is not None else None
+    if job.params.zero != 3 or dev is None or job.layout.dp < 2 or not job.fsdp_layer:
+        return
+    group = job.layout.group(0, "dp")
+    took = {}
+    for kind in ("allgather", "reduce_scatter"):
+        fresh = new_world()
+        finish: list[float] = []
+
+        def one(comm: Comm, kind: str = kind, finish: list[float] = finish) -> Proc[None]:
+            dtype = job.reduce_dtype if kind == "reduce_scatter" else job.dtype
+            yield from run_collective(comm.sub(group, "dp"), kind, job.fsdp_layer, dtype)
+            finish.append(comm.now)
+
+        fresh.launch(one, ranks=group)
+        fresh.run()
+        took[kind] = max(finish)
+    channels = channels_for(dev.name)
+    job.backward_layer_s += grad_cast_time(job.fsdp_layer, job.dtype.itemsize, job.reduce_dtype.itemsize, dev)
+    job.forward_layer_s += overlap_slowdown(job.forward_layer_s, took["allgather"], channels, dev.sms)
+    job.backward_layer_s += overlap_slowdown(job.backward_layer_s, took["allgather"] + took["reduce_scatter"],
+                                             channels, dev.sms)
 
 
 def plan_job(params: HybridParams, ranks: int, spec: TopologySpec) -> Job:
@@ -198,6 +234,8 @@ def plan_job(params: HybridParams, ranks: int, spec: TopologySpec) -> Job:
     if params.zero == 3:  # pp == 1: one virtual stage holds everything
         job.fsdp_layer = dense_layer + (expert_layer if model.moe else 0)
         job.fsdp_rest = (model.embedding_params() + model.output_params()) // tp
+    if params.reduce_dtype is not None:
+        job.grad_dtype = parse_dtype(params.reduce_dtype)
     job.memory = _memory(job)
     # Once per step, on the GPU that updates the most parameters: the optimizer (FP8: weight casts too).
     per_stage = [sum(sum(job.chunk_params[virtual_stage(stage, k, layout.pp)]) for k in range(params.chunks))

@@ -312,11 +312,11 @@ class _Rank:
             if job.ddp is not None:
                 yield from self.ddp_reduce(comm, key[1])
             elif job.params.zero == 0:
-                yield from run_collective(comm, "allreduce", bucket.count, job.dtype, job.params.sync)
-                self.tally.dp_volume += 2 * bucket.count * job.itemsize
+                yield from run_collective(comm, "allreduce", bucket.count, job.reduce_dtype, job.params.sync)
+                self.tally.dp_volume += 2 * bucket.count * job.reduce_dtype.itemsize
             else:
-                yield from run_collective(comm, "reduce_scatter", bucket.count, job.dtype)
-                self.tally.dp_volume += bucket.count * job.itemsize
+                yield from run_collective(comm, "reduce_scatter", bucket.count, job.reduce_dtype)
+                self.tally.dp_volume += bucket.count * job.reduce_dtype.itemsize
             self.tally.dp += self.comm.now - t0
 
     def ddp_reduce(self, comm: Comm, k: int) -> Proc[None]:

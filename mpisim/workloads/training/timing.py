@@ -18,7 +18,14 @@ Three sources, most specific first:
 
 The GEMM-shape model also times what happens once per step (:func:`step_overhead`): the
 optimizer (Adam with FP32 master weights streams about 30 bytes per parameter it updates
-through HBM) and, with FP8, the weights' casts with the first micro-batch.
+through HBM), the gradient-norm clipping before it, and, with FP8, the weights' casts with the
+first micro-batch.
+
+Clipping (``clip_grad_norm_``, max norm 1.0 in llm-foundry's, torchtitan's, NeMo's and
+Megatron-LM's recipes) reads every FP32 gradient the GPU holds for the norm
+(``torch._foreach_norm``) and then scales them all in place by ``min(1, max / norm)``
+(``torch._foreach_mul_``: PyTorch runs it unconditionally, so as not to sync the host on the
+norm): 4 + 8 = ``CLIP_BYTES_PER_PARAM`` bytes per parameter of the shard through HBM.
 """
 
 from __future__ import annotations
@@ -34,7 +41,10 @@ from mpisim.workloads.training.config import PEAK_FORMAT, HybridParams
 from mpisim.workloads.training.layout import Layout
 from mpisim.workloads.training.memory import activation_bytes_per_layer
 
-__all__ = ["LayerTimes", "layer_times", "spec_device", "step_overhead"]
+#: Gradient-norm clipping's HBM bytes per FP32 gradient: read for the norm, read and write to scale.
+CLIP_BYTES_PER_PARAM = 12
+
+__all__ = ["CLIP_BYTES_PER_PARAM", "LayerTimes", "layer_times", "spec_device", "step_overhead"]
 
 
 @dataclass(frozen=True)
@@ -126,9 +136,9 @@ def step_overhead(times: LayerTimes, params_per_gpu: float, optimizer_shards: in
 
     Only the GEMM-shape model charges it (the efficiency and measured forms keep their numbers):
     Adam streams ``ADAM_BYTES_PER_PARAM`` bytes per parameter this GPU updates (its shard under
-    ZeRO) through HBM.
+    ZeRO) through HBM, clipping ``CLIP_BYTES_PER_PARAM`` more.
     """
     if times.device is None:
         return 0.0
-    optimizer = ADAM_BYTES_PER_PARAM * params_per_gpu / optimizer_shards / times.device.hbm_rate
+    optimizer = (ADAM_BYTES_PER_PARAM + CLIP_BYTES_PER_PARAM) * params_per_gpu / optimizer_shards / times.device.hbm_rate
     return optimizer + layers_per_gpu * times.first_micro_batch_s
