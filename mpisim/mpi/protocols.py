@@ -174,7 +174,11 @@ class Protocols:
             msg.wire = wire
             msg.connection = (src, dst, comm.context) if comm.wire_shared else (src, dst, comm.context, tag)
             req.succeed()
-            Call(self.env, self._inject_wire, msg, wire.latency(self.topology.path_kind(src, dst)), URGENT)
+            kind = self.topology.path_kind(src, dst)
+            latency = wire.latency(kind)
+            if wire.proxied(kind):  # the sender's proxy thread posts it (mpisim.mpi.wire)
+                latency += self._proxy_wait(src, wire.proxy_send, wire.proxy_channels)
+            Call(self.env, self._inject_wire, msg, latency, URGENT)
         elif protocol == "eager" and cfg.send_overhead == 0.0 and cfg.copy_time(nbytes) == 0.0:
             # NOTE: the common case needs no sender step: the send is complete at once.
             req.succeed()
@@ -230,7 +234,9 @@ class Protocols:
 
     def _inject_wire(self, msg: Message) -> None:
         msg.t_data = self.env.now
-        if msg.nbytes == 0:  # a flag (a pipeline credit): no chunk to queue behind, no port held
+        # A flag (a pipeline credit): no chunk to queue behind, no port held. Through a proxy
+        # (across nodes, mpisim.mpi.wire) an empty message is a posted step like any other.
+        if msg.nbytes == 0 and not msg.wire.proxied(self.topology.path_kind(msg.src, msg.dst)):  # type: ignore[union-attr]
             if self._post_flag(msg.src, msg.dst, 0, self._arrive, msg):
                 self._arrive(msg)
             return
@@ -279,7 +285,26 @@ class Protocols:
             self._post_wire(nxt, max(0.0, remaining))
         else:
             del self._connections[key]
+        wire = msg.wire
+        if wire.proxied(self.topology.path_kind(msg.src, msg.dst)):  # type: ignore[union-attr]
+            # The receiver's proxy thread completes it (and flushes it, for Simple): mpisim.mpi.wire.
+            delay = self._proxy_wait(msg.dst, wire.proxy_recv, wire.proxy_channels)  # type: ignore[union-attr]
+            if delay > 0.0:
+                Call(self.env, self._arrive, msg, delay)
+                return
         self._arrive(msg)
+
+    def _proxy_wait(self, rank: int, busy: float, channels: int) -> float:
+        """Queue *busy* seconds of work on world rank *rank*'s proxy thread; return the delay it adds now.
+
+        The thread serves its work first come, first served: the work starts when the thread
+        is free and keeps it busy *busy* seconds. The message waits for the start, and for the
+        posts of the other channels it stands for (the hop's latency holds one channel's).
+        """
+        now = self.env.now
+        start = max(now, self._proxy_free.get(rank, 0.0))
+        self._proxy_free[rank] = start + busy
+        return start - now + busy * (channels - 1) / channels
 
     def _rts_arrived(self, msg: Message) -> None:
         if self.tracer.record_spans:
