@@ -187,8 +187,8 @@ def nvls_wire(comm: Comm) -> Protocol:
 
 
 
-def nccl_channels(comm: Comm, protocol: str, nbytes: int) -> int:
-    """How many channels NCCL's ring runs for a call of *nbytes* (nccl-tests' size) with *protocol*.
+def nccl_channels(comm: Comm, protocol: str, nbytes: int, ring: bool = True) -> int:
+    """How many channels NCCL's ring (else tree) runs for a call of *nbytes* (nccl-tests' size) with *protocol*.
 
     A ring across nodes gets one channel per NIC from NCCL's graph search, and
     ``ncclTopoPostset`` duplicates every channel (src/graph/connect.cc: "Duplication should be
@@ -197,7 +197,7 @@ def nccl_channels(comm: Comm, protocol: str, nbytes: int) -> int:
     ``topoGetAlgoInfo``: ``while (nBytes < nc * nt * threadThreshold) nc--``).
     """
     nc = min(2 * channel_count(comm), MAX_CHANNELS)
-    work = NCCL_THREADS[protocol] * NCCL_THREAD_THRESHOLD[protocol] * (comm.size if protocol == "LL" else 1)
+    work = NCCL_THREADS[protocol] * NCCL_THREAD_THRESHOLD[protocol] * (comm.size if ring and protocol == "LL" else 1)
     while nc > 1 and nbytes < nc * work:
         nc -= 1
     return nc
@@ -293,15 +293,26 @@ def ll_pace_note(comm: Comm, label: str, protocol: str, busbw: float) -> str | N
             "buffers round no faster), its NICs far below their rate; LL128 and Simple have no such cap")
 
 
-def tree_protocol(comm: Comm, protocol: Protocol) -> Protocol:
-    """Return *protocol* as ``nccl_tree`` runs it on *comm*: LL across nodes paced as NCCL caps it (:func:`ll_pace`).
+def tree_protocol(comm: Comm, protocol: Protocol, nbytes: int | None = None) -> Protocol:
+    """Return *protocol* as ``nccl_tree`` runs it on *comm*: LL across nodes paced as NCCL caps it (:func:`ll_pace`),
+    and every hop across nodes carrying the proxy posts of the NCCL channels it stands for.
 
-    NCCL's tuner also divides a tree's LL bandwidth by 3.8 (``busBw * 1.0 / 3.8``), an
-    empirical factor with no mechanism named for a simulation to charge; it is left out.
+    As in a ring (:func:`_proxied`), one of mpisim's tree channels stands for k of NCCL's
+    (:func:`nccl_channels`, with the tree's thread thresholds), whose steps the same two proxy
+    threads post in turn: a hop across nodes waits for the other k - 1 channels' posts at both
+    ends, charged here as latency of the hop (the trees' few hops across nodes per step rarely
+    find a proxy busy, so its queue is left out). NCCL's tuner also divides a tree's LL
+    bandwidth by 3.8 (``busBw * 1.0 / 3.8``), an empirical factor with no mechanism named for a
+    simulation to charge; it is left out.
     """
-    if protocol.name != "LL":
+    wire = protocol.wire
+    if protocol.name == "LL":
+        wire = dataclasses.replace(wire, pace_inter=min(wire.pace_inter, ll_pace(comm)))
+    spec = comm.world.topology.spec
+    if nbytes is not None and protocol.name in NCCL_THREADS and spec.inter is not None and len(node_members(comm)) > 1:
+        channels = max(1, -(-nccl_channels(comm, protocol.name, nbytes, ring=False) // channel_count(comm)))
+        posts = sum(NCCL_PROXY_POSTS[protocol.name])
+        wire = dataclasses.replace(wire, latency_inter=wire.latency_inter + (channels - 1) * posts * net_overhead(spec))
+    if wire == protocol.wire:
         return protocol
-    pace = min(protocol.wire.pace_inter, ll_pace(comm))
-    if pace == protocol.wire.pace_inter:
-        return protocol
-    return Protocol(protocol.name, protocol.base, dataclasses.replace(protocol.wire, pace_inter=pace))
+    return Protocol(protocol.name, protocol.base, wire)

@@ -386,7 +386,7 @@ def tune(comm: Comm, algorithm: str, nbytes: int, collective: str = "allreduce")
         if algorithm == "nccl_ring":
             options = [ring_protocol(comm, proto, collective, nbytes) for proto in options]
         elif algorithm == "nccl_tree":
-            options = [tree_protocol(comm, proto) for proto in options]
+            options = [tree_protocol(comm, proto, nbytes) for proto in options]
     forced = comm.world.memo.table(FORCED_PROTOCOLS).get((comm.group, algorithm, nbytes, collective))
     if forced is not None:  # auto timed the protocols and found this one fastest (select.timed)
         options = [proto for proto in options if proto.name == forced] or options
