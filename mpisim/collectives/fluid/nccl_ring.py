@@ -14,7 +14,7 @@ from mpisim.collectives.calls import join_call
 from mpisim.collectives.fluid import validated
 from mpisim.collectives.fluid.tree import Tree, fluid_trees
 from mpisim.collectives.nccl.topology import ring_orders, tree_links
-from mpisim.collectives.nccl.tuner import Choice, launch, launch_label, proxy_period
+from mpisim.collectives.nccl.tuner import Choice, launch, launch_label, proxy_extra, proxy_period
 from mpisim.collectives.registry import FluidTwin
 from mpisim.engine.events import Call
 from mpisim.engine.sim import Proc
@@ -56,7 +56,8 @@ def fluid_ring(comm: Comm, wire: Wire, rings: list[list[int]], block: float, ste
       hop's flow time -- NCCL's own model (tuning.cc: a latency per step, and the bytes);
 
     and, across nodes, the proxy bound: *steps* times the busiest proxy thread's work per step
-    (:func:`~mpisim.collectives.nccl.tuner.proxy_period`) plus one mean hop latency; plus
+    (:func:`~mpisim.collectives.nccl.tuner.proxy_period`) plus the last crossing (its latency and
+    the other channels' posts, :func:`~mpisim.collectives.nccl.tuner.proxy_extra`); plus
     *reducing* blocks' reductions. These are the message path's two regimes: with
     every block in flight at once the bytes hide the latencies, with small blocks the
     latencies add up step by step. tests/validation/test_gpu_fidelity.py checks the two paths
@@ -96,8 +97,8 @@ def _start_fluid(comm: Comm, call: _FluidCall, wire: Wire, rings: list[list[int]
             bandwidth_bound = max(t + lat for t, lat in zip(call.t_flow, protocol_latency, strict=True))
             latency_bound = (steps * sum(p + r for p, r in zip(protocol_latency, route_latency, strict=True)) / n
                              + sum(t - r for t, r in zip(call.t_flow, route_latency, strict=True)) / n)
-            mean_latency = sum(p + r for p, r in zip(protocol_latency, route_latency, strict=True)) / n
-            proxy_bound = proxy + mean_latency if proxy else 0.0
+            crossing = max(p + r for p, r in zip(protocol_latency, route_latency, strict=True)) + proxy_extra(wire)
+            proxy_bound = proxy + crossing if proxy else 0.0
             end = (call.t_start + max(bandwidth_bound, latency_bound, proxy_bound)
                    + reducing * block * world.config.reduce_cost)
             for event in call.events:

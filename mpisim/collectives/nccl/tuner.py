@@ -120,6 +120,12 @@ def proxy_period(comm: Comm, wire: Wire, hops: Sequence[tuple[int, int]]) -> flo
     return max(work.values(), default=0.0)
 
 
+def proxy_extra(wire: Wire) -> float:
+    """Seconds a lone message across nodes waits for the other channels' posts at both ends (mpisim.mpi.wire)."""
+    share = (wire.proxy_channels - 1) / wire.proxy_channels
+    return (wire.proxy_send + wire.proxy_recv) * share
+
+
 def predict_ring(comm: Comm, protocol: Protocol, nbytes: int, collective: str = "allreduce") -> float:
     """Predicted time of ``nccl_ring`` with *protocol*: base + steps x (mean hop latency + slowest hop's bytes) on one channel.
 
@@ -157,8 +163,10 @@ def predict_ring(comm: Comm, protocol: Protocol, nbytes: int, collective: str = 
         flows = [steps * block * per_byte for _, per_byte in costs]
         moving = max(max(lat + flow for (lat, _), flow in zip(costs, flows, strict=True)),
                      steps * latency + sum(flows) / len(flows))
-    # Across nodes the proxies post every step: no faster than the busiest one, plus one hop.
-    moving = max(moving, steps * proxy + latency)
+    # Across nodes the proxies post every step: no faster than the busiest one, plus the last
+    # crossing (its latency and the other channels' posts).
+    if proxy:
+        moving = max(moving, steps * proxy + max(lat for lat, _ in costs) + proxy_extra(protocol.wire))
     return protocol.base + moving + reducing * block * comm.world.config.reduce_cost
 
 
