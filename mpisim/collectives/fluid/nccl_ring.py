@@ -60,12 +60,13 @@ def fluid_ring(comm: Comm, wire: Wire, rings: list[list[int]], block: float, ste
     the other channels' posts, :func:`~mpisim.collectives.nccl.tuner.proxy_extra`); plus
     *reducing* blocks' reductions. These are the message path's two regimes: with
     every block in flight at once the bytes hide the latencies, with small blocks the
-    latencies add up step by step. tests/validation/test_gpu_fidelity.py checks the two paths
-    within 1 % on the shipped GPU measurements (one node, and C7 across three) and from
-    256 MiB across nodes. At mid sizes across nodes the message path is faster (16 MiB on 2 x
-    dgx-h100: 111 us against 161 us), because channels queued on one link hide each other's
-    latencies there while this charges NCCL's per-step latency; no published multi-node row
-    at those sizes says which is nearer. No message is matched or recorded; the links' byte
+    latencies add up step by step, and where the proxies post faster than the steps' own
+    costs allow, they pace the ring. tests/validation/test_gpu_fidelity.py checks the two paths
+    within 1 % on the shipped GPU measurements (one node, and C7 across three) and from 256 MiB
+    across nodes. At mid sizes on two nodes the message path is faster (16 MiB on 2 x dgx-h100:
+    141.7 us against 166.5 us), because channels queued on one link hide each other's latencies
+    there while this charges NCCL's per-step latency; from 4 nodes on the proxies pace both
+    (8 x dgx-h100, 16 MiB: 523.2 against 525.4 us). No message is matched or recorded; the links' byte
     counters are exact.
     """
     call, event, last = join_call(comm, _FLUID, _FluidCall)

@@ -22,6 +22,17 @@ the fluid twin alike, since both read the same wire.
 Across nodes NCCL's model also adds two terms to a ring (:func:`ring_protocol`) and caps LL's pace
 (:func:`ll_pace`); the functions that apply them take the communicator's layout from
 :mod:`~mpisim.collectives.nccl.topology`.
+
+What NCCL's model leaves to its constants, and mpisim charges as a mechanism: the proxy. One
+CPU thread per GPU posts every network step of every channel through that GPU (src/proxy.cc;
+src/transport/net.cc: an ``isend`` per step at the sender, an ``irecv`` per step at the receiver,
+and an ``iflush`` for Simple over GPUDirect RDMA), each post costing the network post overhead.
+NCCL runs two channels per NIC (:func:`nccl_channels`, fewer for small calls), and each of
+mpisim's channels stands for its share of them: a ring's messages across nodes queue on their
+ends' proxies (:func:`_proxied`, :mod:`mpisim.mpi.wire`), a tree's hops pay the other
+channels' posts (:func:`tree_protocol`). On 5 nodes of 8 H100 with 4 NICs (40 ranks, row H4)
+a 1 MiB ring, 78 steps, is paced by them: 323 us against 354.9 measured (NCCL's own tuning
+model: about 195 us).
 """
 
 from __future__ import annotations

@@ -8,6 +8,12 @@ network, in turn on the analytic one and at once on the fair-share one -- so the
 contention the closed forms approximate. The ``nccl`` rule set of :mod:`~mpisim.collectives.select`
 takes the least predicted time over (algorithm, protocol).
 
+Across nodes every step of every NCCL channel is posted by the CPU proxy thread of the GPU it
+leaves and completed by that of the GPU it enters, one post after another (src/proxy.cc,
+src/transport/net.cc; :func:`~mpisim.collectives.nccl.protocols.ring_protocol`), so a ring
+goes no faster than its busiest proxy (:func:`proxy_period`): the World queues the posts of
+every message, this module and the ring's twin bound the call by them.
+
 Three rules of NCCL's tuner decide which protocols exist at all and what they cost across
 nodes, and both the tuner and the messages follow them: LL128 only where GPUs are joined by
 NVLink (:func:`ll128_enabled`); a ring spanning several nodes pays the network post overhead
