@@ -33,6 +33,7 @@ _COLUMNS: tuple[tuple[str, str, Any], ...] = (
     ("time_to_train_s", "time to train", lambda v: f"{v / 86400:,.1f} days"),
     ("gpu_hours", "GPU-hours", lambda v: f"{v:,.0f}"),
     ("cost", "cost", lambda v: f"{v:,.0f}"),
+    ("price_per_gpu_hour", "per GPU-hour", lambda v: f"{v:,.2f}"),
     ("energy_kwh", "energy", lambda v: f"{v / 1000:,.1f} MWh"),
     ("memory_per_gpu_bytes", "memory per GPU", fmt_bytes),
 )

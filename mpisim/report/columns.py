@@ -192,6 +192,8 @@ HYBRID: list[Column] = [
           ("GPU-hours", lambda x: f"{x:,.0f}" if isinstance(x, float) else "n/a")),
     _both("cost", ("cost", lambda x: f"{x:,.0f}" if isinstance(x, float) else cell(x)),
           ("cost", lambda x: f"{x:,.0f}" if isinstance(x, float) else "n/a")),
+    _both("price_per_gpu_hour", ("price per GPU-hour", lambda x: f"{x:,.2f}" if isinstance(x, float) else cell(x)),
+          ("price per GPU-hour", lambda x: f"{x:,.2f}" if isinstance(x, float) else "n/a")),
     _both("energy_kwh", ("energy (MWh)", lambda x: f"{x / 1000:,.1f}" if isinstance(x, float) else cell(x)),
           ("energy", lambda x: f"{x / 1000:,.1f} MWh" if isinstance(x, float) else "n/a")),
 ]

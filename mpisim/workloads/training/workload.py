@@ -43,7 +43,7 @@ __all__ = ["COLUMNS", "DDP_COLUMNS", "WORKLOAD", "run"]
 COLUMNS = ("ranks", "tp", "pp", "dp", "ep", "cp", "micro_batches", "schedule", "zero", "iteration_time_s", "tokens_per_s",
            "tflops_per_gpu", "mfu", "compute_s", "bubble_s", "tp_comm_s", "pp_comm_s", "ep_comm_s", "cp_comm_s", "dp_comm_s",
            "exposed_comm_s", "memory_per_gpu_bytes", "fits", "params", "simulated_ranks", "compute_model",
-           "compute_split", "optimizer_s", "time_to_train_s", "gpu_hours", "energy_kwh", "cost")
+           "compute_split", "optimizer_s", "time_to_train_s", "gpu_hours", "energy_kwh", "cost", "price_per_gpu_hour")
 
 
 DDP_COLUMNS = ("ranks", "iteration_time_s", "compute_s", "comm_time_s", "exposed_comm_s", "scaling_efficiency",
