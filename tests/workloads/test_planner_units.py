@@ -114,3 +114,18 @@ def test_llama3_405b_with_metas_one_layer_chunks_fits_80_gb_and_two_chunks_do_no
     assert max(m.total for m in job.memory) <= spec.device_memory
     _, two = _llama_405b(chunks=2, zero=2)
     assert max(m.total for m in two.memory) > spec.device_memory  # 1 + 15/32 x 126 layers do not fit
+
+
+def test_fp8_with_one_efficiency_speeds_the_gemms_only_and_counts_mfu_against_bf16():
+    """Transformer Engine: FP8 GEMMs, BF16 attention core and logits; MFU over the 16-bit peak (NeMo's)."""
+    spec, _ = resolve_topology({"preset": "dgx-h100", "nodes": 1})
+    model = PRESETS["llama3-8b"]
+    jobs = {d: plan_job(HybridParams(model=model, tp=8, global_batch=1, dtype=d, efficiency=0.5,
+                                     sequence_parallel=True), 8, spec) for d in ("bfloat16", "float8_e4m3fn")}
+    bf16, fp8 = spec.peak_flops("bf16"), spec.peak_flops("fp8")
+    gemms = (model.layer_forward_flops(1) - model.attention_core_flops(1)) / 8
+    saved = gemms / (0.5 * bf16) - gemms / (0.5 * fp8)
+    assert jobs["bfloat16"].forward_layer_s - jobs["float8_e4m3fn"].forward_layer_s == pytest.approx(saved, rel=1e-9)
+    assert jobs["float8_e4m3fn"].timing.attention_forward_s == jobs["bfloat16"].timing.attention_forward_s
+    assert jobs["float8_e4m3fn"].logits_forward_s == jobs["bfloat16"].logits_forward_s
+    assert jobs["float8_e4m3fn"].peak == jobs["bfloat16"].peak == bf16

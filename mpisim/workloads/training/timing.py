@@ -5,7 +5,9 @@ Three sources, most specific first:
 * **measured** layer times (``compute: {layer_forward: 1.2 ms, layer_backward: 2.4 ms}``), a
   profiler's: they include the element-wise kernels and the logits;
 * **one efficiency** (``compute: {efficiency: 0.5}``): a layer's FLOPs over ``efficiency x peak``
-  (the topology's ``device_flops``) divided over the tp GPUs, plus its element-wise kernels
+  (the topology's ``device_flops``; with FP8 the projections' GEMMs at the FP8 peak, the attention
+  core and the logits at the BF16 one, as Transformer Engine runs them) divided over the tp GPUs
+  (and cp), plus its element-wise kernels
   streaming about twice the activation bytes the layer keeps (Korthikanti et al.'s count)
   through HBM (``device_memory_bandwidth``). One efficiency serves every matrix whatever its
   shape and every device: the override for a measured cluster;
@@ -92,6 +94,11 @@ def layer_times(params: HybridParams, layout: Layout, spec: TopologySpec) -> Lay
         raise ConfigError(f"the topology gives no peak FLOP/s for {params.dtype} (device_flops: {{bf16: ...}}); "
                           "add it to the topology or give compute: {efficiency: 0.5, peak: 989 TFLOPS}", "compute")
     rate = params.efficiency * peak
+    # FP8 (Transformer Engine) runs the projections' GEMMs in FP8 and the attention core and the
+    # output layer in BF16; MFU counts against the 16-bit peak, as the GEMM-shape form does.
+    bf16 = spec.peak_flops("bf16") if fmt == "fp8" and not params.peak else None
+    other = params.efficiency * bf16 if bf16 else rate
+    peak = bf16 or peak
     # Fused (flash) attention never writes the s x s scores: no such traffic, but its backward
     # recomputes them, 2.5 x the forward's attention FLOPs instead of 2 x (Dao 2023); selective
     # recomputation then has nothing left to redo.
@@ -100,12 +107,13 @@ def layer_times(params: HybridParams, layout: Layout, spec: TopologySpec) -> Lay
     stored = activation_bytes_per_layer(model, b, tp, "none", params.sequence_parallel, flash) / cp
     memory_fwd = 2 * stored / hbm if hbm else 0.0
     attention_memory = 0.0 if flash or not hbm else 2 * 5 * model.heads * model.seq**2 * b / tp / hbm
-    core = model.attention_core_flops(b) / tp / cp / rate
-    forward = model.layer_forward_flops(b) / tp / cp / rate + memory_fwd
+    core_flops = model.attention_core_flops(b) / tp / cp
+    core = core_flops / other
+    forward = (model.layer_forward_flops(b) / tp / cp - core_flops) / rate + core + memory_fwd
     backward = 2 * forward + (0.5 * core if flash else 0.0)
     recompute = {"none": 0.0, "selective": 0.0 if flash else core + attention_memory,
                  "full": forward}[params.recompute]
-    logits = model.logits_forward_flops(b) / tp / cp / rate
+    logits = model.logits_forward_flops(b) / tp / cp / other
     return LayerTimes(forward, backward + recompute, logits, 2 * logits, peak, f"efficiency {params.efficiency:g}",
                       attention_forward_s=core, attention_backward_s=(2.5 if flash else 2.0) * core)
 
