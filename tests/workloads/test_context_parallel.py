@@ -118,3 +118,11 @@ def test_cp_needs_flash_attention_and_a_sequence_it_splits():
         load_dict(bad)
     with pytest.raises(ConfigError, match="tp x pp x cp"):
         load_dict({**_scenario(2), "topology": {**_scenario(2)["topology"], "nodes": 3}})
+
+
+def test_a_model_known_only_by_its_parameter_count_has_no_sequence_to_split():
+    raw = {"topology": {"preset": "dgx-h100", "nodes": 1}, "payload": "size",
+           "workload": {"kind": "training", "model": {"params": "1B"}, "compute": "1 s", "parallel": {"cp": 2}}}
+    with pytest.raises(ConfigError, match="tp, pp, cp, ep") as err:
+        load_dict(raw)
+    assert err.value.path == "workload.parallel"

@@ -343,8 +343,8 @@ def _parse_compute(raw: Any, model: TransformerModel) -> dict[str, Any]:
 def _check_shape(params: HybridParams) -> None:
     model = params.model
     if model.flat:
-        if params.tp > 1 or params.pp > 1 or params.ep > 1 or params.zero == 3:
-            raise ConfigError("a model given by params: cannot be split over tp, pp, ep or ZeRO-3 layers; "
+        if params.tp > 1 or params.pp > 1 or params.cp > 1 or params.ep > 1 or params.zero == 3:
+            raise ConfigError("a model given by params: cannot be split over tp, pp, cp, ep or ZeRO-3 layers; "
                               "give its shape (layers, hidden, heads, seq, vocab) or a preset", "parallel")
         return
     params.stage_layers()  # raises when the layers cannot split over the stages
