@@ -1,7 +1,10 @@
 """Context parallelism: ring attention's key/value exchange, and how much of it the attention hides.
 
 With ``parallel: {cp: N}`` each sequence of s tokens is split over N GPUs (Megatron-LM's
-``--context-parallel-size``; the attention is Transformer Engine's ``AttnFuncWithCPAndKVP2P``).
+``--context-parallel-size``; the attention is Transformer Engine's ``AttnFuncWithCPAndKVP2P``,
+``transformer_engine/pytorch/attention/dot_product_attention/context_parallel.py``: "Exchange KV
+between CP ranks with P2P in ring topology ... overlap current-step compute with next-step
+communication"; its buffer is K and V concatenated, sent cp - 1 times).
 Everything but attention is per token, so each GPU simply runs its s/N tokens. Attention needs
 every query to meet every earlier key: the N GPUs pass their keys and values around a ring in
 N - 1 steps, and at each step attend their own queries to the key/value block they hold while
