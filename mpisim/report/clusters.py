@@ -22,7 +22,7 @@ from typing import Any
 from mpisim.report.records import RunResult
 from mpisim.report.tables import fmt_bytes, fmt_percent, fmt_time, point_label, row_kinds, sweep_keys
 
-__all__ = ["cluster_label", "cluster_rows", "cluster_table"]
+__all__ = ["cluster_findings", "cluster_label", "cluster_rows", "cluster_table"]
 
 #: The planner's columns of the table: (row key, header, how to write it).
 _COLUMNS: tuple[tuple[str, str, Any], ...] = (
@@ -86,3 +86,27 @@ def cluster_table(result: RunResult) -> tuple[list[str], list[list[str]]]:
         cells.append("n/a" if fits is None else ("yes" if fits else "**NO**"))
         out.append(cells)
     return headers, out
+
+
+def cluster_findings(result: RunResult) -> list[str]:
+    """The answer of a sweep over clusters in one line: the cluster that trains soonest and, when
+    another costs less, the cheapest, each with its time to train and cost (clusters whose layout
+    fits the device's memory only)."""
+    rows = [r for r in cluster_rows(result) if r.get("fits") is not False]
+    if len(rows) < 2 or not all(isinstance(r.get("time_to_train_s"), int | float) for r in rows):
+        return []
+
+    def said(row: dict[str, Any]) -> str:
+        cost = row.get("cost")
+        money = f", cost {cost:,.0f}" if isinstance(cost, int | float) else ""
+        return f"{row['time_to_train_s'] / 86400:,.1f} days on {row.get('ranks')} GPUs{money}"
+
+    soonest = rows[0]
+    text = f"**Soonest trained: {cluster_label(soonest, result)}** ({said(soonest)})"
+    costed = [r for r in rows if isinstance(r.get("cost"), int | float)]
+    cheapest = min(costed, key=lambda r: r["cost"], default=None)
+    if cheapest is not None and cheapest is not soonest and cheapest["cost"] < soonest["cost"]:
+        text += (f"; **cheapest: {cluster_label(cheapest, result)}** ({said(cheapest)}: "
+                 f"{1 - cheapest['cost'] / soonest['cost']:.0%} less, "
+                 f"{cheapest['time_to_train_s'] / soonest['time_to_train_s']:.2f}x the time)")
+    return [text + "."]

@@ -129,3 +129,23 @@ def test_fp8_with_one_efficiency_speeds_the_gemms_only_and_counts_mfu_against_bf
     assert jobs["float8_e4m3fn"].timing.attention_forward_s == jobs["bfloat16"].timing.attention_forward_s
     assert jobs["float8_e4m3fn"].logits_forward_s == jobs["bfloat16"].logits_forward_s
     assert jobs["float8_e4m3fn"].peak == jobs["bfloat16"].peak == bf16
+
+
+def test_the_cluster_finding_names_the_soonest_and_the_cheapest_that_fit():
+    from mpisim.report.clusters import cluster_findings
+
+    (line,) = cluster_findings(_clusters())
+    assert line.startswith("**Soonest trained: dgx-h100, nodes=4** (48.0 days on 32 GPUs, cost 455,000)")
+    assert "**cheapest: dgx-a100, nodes=4** (112.0 days on 32 GPUs, cost 215,000: 53% less, 2.33x the time)" in line
+    assert cluster_findings(RunResult(scenario={}, rows=_clusters().rows)) == []
+
+
+def test_every_part_of_the_breakdown_has_a_name_and_advice_in_the_findings():
+    from mpisim.report.findings import COST_NAMES, hybrid_findings
+    from mpisim.report.hybrid import COSTS
+
+    assert {key for key, _ in COSTS} - {"compute"} <= set(COST_NAMES)
+    row = {**_cluster("dgx-h100", 4, 2.0, 48.0, 1.0, 0.4), "compute_s": 1.0, "exposed_comm_s": 1.0,
+           "cp": 4, "cp_comm_s": 0.9}
+    text = " ".join(hybrid_findings(RunResult(scenario={"name": "cp"}, rows=[row])))
+    assert "Context-parallel K/V exchange is 45.0 % of the iteration" in text and "ring step" in text
