@@ -126,3 +126,10 @@ def test_a_model_known_only_by_its_parameter_count_has_no_sequence_to_split():
     with pytest.raises(ConfigError, match="tp, pp, cp, ep") as err:
         load_dict(raw)
     assert err.value.path == "workload.parallel"
+
+
+def test_rows_without_context_parallelism_keep_their_columns():
+    raw = _scenario(2)
+    raw["workload"]["parallel"] = {}
+    out = _row({**raw, "topology": {**raw["topology"], "nodes": 2}})
+    assert "cp" not in out and "cp_comm_s" not in out and out["dp"] == 2
