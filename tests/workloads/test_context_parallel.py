@@ -130,6 +130,6 @@ def test_a_model_known_only_by_its_parameter_count_has_no_sequence_to_split():
 
 def test_rows_without_context_parallelism_keep_their_columns():
     raw = _scenario(2)
-    raw["workload"]["parallel"] = {}
+    raw["workload"]["parallel"], raw["workload"]["batch"] = {}, {"global": 2}
     out = _row({**raw, "topology": {**raw["topology"], "nodes": 2}})
     assert "cp" not in out and "cp_comm_s" not in out and out["dp"] == 2
