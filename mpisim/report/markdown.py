@@ -14,8 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from mpisim.report.columns import view
 from mpisim.report.clusters import cluster_table
+from mpisim.report.columns import view
 from mpisim.report.hybrid import best_row, by_gpu_count, layout_groups, layout_label
 from mpisim.report.records import RunResult
 from mpisim.report.tables import (
