@@ -165,7 +165,7 @@ TRAINING: list[Column] = [
 # Hybrid-parallel training rows (a model split tp x pp x dp): where the iteration's time goes.
 HYBRID: list[Column] = [
     _terminal("ranks", "ranks"),
-    *(_both(key, (key, cell), (key, str)) for key in ("tp", "pp", "dp", "ep")),
+    *(_both(key, (key, cell), (key, str)) for key in ("tp", "pp", "dp", "ep", "cp")),
     _both("micro_batches", ("micro-batches", cell), ("micro-batches", str)),
     _markdown("schedule", "schedule", _text),
     _markdown("zero", "zero"),
@@ -179,6 +179,7 @@ HYBRID: list[Column] = [
     _time("tp_comm_s", "tp comm (ms)", "tp comm", _ms),
     _time("pp_comm_s", "pp comm (ms)", "pp comm", _ms),
     _time("ep_comm_s", "ep comm (ms)", "ep comm", _ms),
+    _time("cp_comm_s", "cp comm (ms)", "cp comm", _ms),
     _time("dp_comm_s", "dp comm (ms)", "dp comm", _ms),
     _time("exposed_comm_s", "exposed comm (ms)", "exposed comm", _ms),
     _both("memory_per_gpu_bytes", ("memory per GPU (GB)", lambda x: f"{x / 1e9:.1f}" if isinstance(x, int) else cell(x)),
@@ -191,6 +192,8 @@ HYBRID: list[Column] = [
           ("GPU-hours", lambda x: f"{x:,.0f}" if isinstance(x, float) else "n/a")),
     _both("cost", ("cost", lambda x: f"{x:,.0f}" if isinstance(x, float) else cell(x)),
           ("cost", lambda x: f"{x:,.0f}" if isinstance(x, float) else "n/a")),
+    _both("price_per_gpu_hour", ("price per GPU-hour", lambda x: f"{x:,.2f}" if isinstance(x, float) else cell(x)),
+          ("price per GPU-hour", lambda x: f"{x:,.2f}" if isinstance(x, float) else "n/a")),
     _both("energy_kwh", ("energy (MWh)", lambda x: f"{x / 1000:,.1f}" if isinstance(x, float) else cell(x)),
           ("energy", lambda x: f"{x / 1000:,.1f} MWh" if isinstance(x, float) else "n/a")),
 ]

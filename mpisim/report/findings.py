@@ -28,6 +28,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from mpisim.engine.units import format_size
+from mpisim.report.clusters import cluster_findings
 from mpisim.report.hybrid import best_row, breakdown, by_gpu_count, layout_label
 from mpisim.report.records import RunResult, WorldRecords
 from mpisim.report.tables import (
@@ -383,6 +384,10 @@ def _cost_advice(result: RunResult, row: dict[str, Any], cost: str) -> str:
     if cost == "ep":
         return ("every MoE layer dispatches tokens to their experts and combines them back; expert parallelism inside "
                 "one NVLink domain (fewer ep), a lower `capacity_factor` or a faster network would reduce it")
+    if cost == "cp":
+        return ("each ring step's keys and values take longer than the attention they overlap; fewer context-parallel "
+                "GPUs (a longer share of the sequence each), cp groups inside one NVLink domain or a faster network "
+                "would reduce it")
     zero = int(row.get("zero") or 0)
     parts = []
     if _setting(result, row, "overlap.dp") is False:
@@ -399,7 +404,8 @@ def _cost_advice(result: RunResult, row: dict[str, Any], cost: str) -> str:
 
 
 COST_NAMES = {"bubble": "The pipeline bubble", "tp": "Tensor-parallel communication", "pp": "Pipeline transfers",
-              "ep": "Expert-parallel all-to-all", "dp": "Exposed data-parallel sync"}
+              "ep": "Expert-parallel all-to-all", "cp": "Context-parallel K/V exchange",
+              "dp": "Exposed data-parallel sync"}
 
 
 def _dominant_cost(result: RunResult, row: dict[str, Any], label: str) -> str:
@@ -740,6 +746,7 @@ def all_findings(result: RunResult, worlds: Sequence[WorldRecords], link_worlds:
                    if result.scenario.get("expect_failure") else
                    f"**The simulated program failed ({kind}): the figures show its run up to where it stopped.**")
     out += algorithm_findings(result) + p2p_findings(result) + scaling_findings(result) + hybrid_findings(result)
+    out += cluster_findings(result)
     links = [finding for world in link_worlds for finding in link_findings(world)]
     if result.failure is None:
         out += links

@@ -6,7 +6,7 @@ parallel dimension. This module turns rows and records into the numbers the figu
 "which layout" table and the findings share:
 
 * :func:`breakdown` -- the iteration as a stack of :data:`COSTS`: compute, bubble,
-  tensor-parallel, pipeline and expert-parallel communication, and the data-parallel sync left
+  tensor-parallel, pipeline, expert- and context-parallel communication, and the data-parallel sync left
   exposed (what the exposed communication holds beyond the other three: the gradient buckets
   that backward did not hide, the ZeRO allgather of updated parameters, FSDP's waits for
   parameters);
@@ -52,10 +52,11 @@ COSTS = (
     ("tp", "tensor-parallel communication"),
     ("pp", "pipeline transfers"),
     ("ep", "expert-parallel all-to-all"),
+    ("cp", "context-parallel K/V exchange"),
     ("dp", "exposed data-parallel sync"),
 )
 #: Row columns that hold the layout: a sweep key ending in one of these is shown once, as the layout.
-PARALLEL_KEYS = ("tp", "pp", "dp", "ep")
+PARALLEL_KEYS = ("tp", "cp", "pp", "dp", "ep")
 #: The layout dimensions, innermost first, when the scenario does not say (the workload's default).
 DEFAULT_ORDER = ("tp", "pp", "dp")
 #: A compute span that is part of a pipeline pass: ``F3`` (forward of micro-batch 3), ``B3.1``
@@ -78,14 +79,15 @@ def breakdown(row: dict[str, Any]) -> dict[str, float]:
     their duration (``dp_comm_s``). The parts add up to the iteration time unless the clip
     applied.
     """
-    tp, pp, ep = _num(row, "tp_comm_s"), _num(row, "pp_comm_s"), _num(row, "ep_comm_s")
+    tp, pp, ep, cp = _num(row, "tp_comm_s"), _num(row, "pp_comm_s"), _num(row, "ep_comm_s"), _num(row, "cp_comm_s")
     return {
         "compute": _num(row, "compute_s"),
         "bubble": _num(row, "bubble_s"),
         "tp": tp,
         "pp": pp,
         "ep": ep,
-        "dp": max(0.0, _num(row, "exposed_comm_s") - tp - pp - ep),
+        "cp": cp,
+        "dp": max(0.0, _num(row, "exposed_comm_s") - tp - pp - ep - cp),
     }
 
 
@@ -99,7 +101,7 @@ def layout_label(row: dict[str, Any], keys: list[str] | tuple[str, ...] = ()) ->
     *keys* are the scenario's sweep keys; those that set the layout are already said by the
     layout itself, the others (``workload.zero``, ``topology.nodes``) are added as ``zero=1``.
     """
-    parts = [f"{dim} {row[dim]}" for dim in PARALLEL_KEYS if dim in row and (dim != "ep" or row[dim] != 1)]
+    parts = [f"{dim} {row[dim]}" for dim in PARALLEL_KEYS if dim in row and (dim not in ("ep", "cp") or row[dim] != 1)]
     others = point_label(row, [k for k in keys if not _is_parallel_key(k)])
     return ", ".join(part for part in (", ".join(parts), others) if part)
 

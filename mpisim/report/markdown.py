@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from mpisim.report.clusters import cluster_table
 from mpisim.report.columns import view
 from mpisim.report.hybrid import best_row, by_gpu_count, layout_groups, layout_label
 from mpisim.report.records import RunResult
@@ -275,6 +276,10 @@ def markdown_report(result: RunResult, figures: Sequence[FigureInfo], findings: 
         out += ["## Headline numbers", "", md_table(head_headers, head_rows), ""]
     if findings:
         out += ["## Findings", ""] + [f"- {f}" for f in findings] + [""]
+    headers, clusters = cluster_table(result)
+    if clusters:
+        out += ["## Which cluster", "", "The sweep's clusters side by side, soonest trained (else fastest iteration) "
+                "first; layouts that do not fit the device's memory last.", "", md_table(headers, clusters), ""]
     layouts = layout_tables(result)
     if layouts:
         out += ["## Which layout", "", "Layouts fastest first at each GPU count; those that do not fit the device's "

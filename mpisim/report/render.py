@@ -257,6 +257,10 @@ def render_figures(result: RunResult, fig_dir: Path, worlds: list[int], links: l
         "expert-parallel all-to-alls, and the data-parallel sync that backward did not hide (the exposed "
         "communication beyond the other three). The tick and number on top are the iteration time; a layout in red "
         "does not fit the device's memory.")
+    add("clusters.png", lambda: plots.plot_clusters(result), "Which cluster",
+        "One bar per cluster of the sweep, soonest trained first: time per iteration, time to train (workload "
+        "tokens:), cost (price: x GPU-hours) and MFU, where the rows have them; grey hatched bars do not fit "
+        "the device's memory.")
     add("layouts.png", lambda: plots.plot_layouts(result), "Which layout",
         "At each GPU count, the layouts fastest first: bar height is the iteration time, the label its model FLOPs "
         "utilisation (MFU); grey hatched bars do not fit the device's memory and sort last. Diamonds (right axis) are "

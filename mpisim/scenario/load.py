@@ -272,7 +272,7 @@ def _check_layout_fits(workload: WorkloadSpec, ranks: int) -> None:
         return
     try:
         layout = params.layout(ranks)
-        params.micro_batches(layout.dp)
+        params.micro_batches(layout.replicas)
     except ConfigError as err:
         raise err.at("workload") from None
 

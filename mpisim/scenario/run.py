@@ -258,9 +258,12 @@ def _reportable(err: MPIError) -> bool:
 
 
 def _cost(row: dict[str, Any], per_gpu_hour: float | None) -> dict[str, Any]:
-    """A training row's cost (``price: {per_gpu_hour}`` x its GPU-hours), where it has both."""
+    """A training row's cost (``price: {per_gpu_hour}`` x its GPU-hours), where it has both; the
+    scenario's price replaces a device's list price (:mod:`mpisim.workloads.training.planner`)."""
     hours = row.get("gpu_hours")
-    return {} if per_gpu_hour is None or not isinstance(hours, int | float) else {"cost": hours * per_gpu_hour}
+    if per_gpu_hour is None or not isinstance(hours, int | float):
+        return {}
+    return {"cost": hours * per_gpu_hour, "price_per_gpu_hour": per_gpu_hour}
 
 
 def _failure_expectation(expected: str, points: list[PointResult]) -> dict[str, Any]:

@@ -151,7 +151,8 @@ def _model(result: RunResult, row: Mapping[str, Any]) -> str:
         return f"{row['test']}, {row['protocol']}"
     if "tp" in row and "pp" in row:  # hybrid-parallel training
         experts = f" (ep {row['ep']})" if row.get("ep", 1) > 1 else ""
-        return f"tp {row['tp']} x pp {row['pp']} x dp {row['dp']}{experts}, {row['schedule']}"
+        context = f" x cp {row['cp']}" if row.get("cp", 1) > 1 else ""
+        return f"tp {row['tp']}{context} x pp {row['pp']} x dp {row['dp']}{experts}, {row['schedule']}"
     algorithm = row.get("algorithm")
     if algorithm is None:
         return f"{row.get('pairs', '')} pairs, {row.get('messages', '')} messages"

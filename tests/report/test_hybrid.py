@@ -82,8 +82,12 @@ def test_hybrid_rows_are_a_kind_of_their_own(sweep):
 def test_breakdown_splits_exposed_communication_by_dimension():
     row = hybrid_row(2, 4, 8, iteration=1.0, compute=0.6, bubble=0.1, tp_s=0.15, pp_s=0.03, ep_s=0.02)
     parts = breakdown(row)
-    assert parts == pytest.approx({"compute": 0.6, "bubble": 0.1, "tp": 0.15, "pp": 0.03, "ep": 0.02, "dp": 0.1})
+    assert parts == pytest.approx({"compute": 0.6, "bubble": 0.1, "tp": 0.15, "pp": 0.03, "ep": 0.02, "cp": 0.0,
+                                   "dp": 0.1})
     assert sum(parts.values()) == pytest.approx(row["iteration_time_s"])
+    # Context parallelism's exposed ring is its own part, taken out of the exposed communication.
+    ring = breakdown({**row, "cp_comm_s": 0.04})
+    assert ring["cp"] == 0.04 and ring["dp"] == pytest.approx(0.06) and sum(ring.values()) == pytest.approx(1.0)
     # More tp/pp/ep time than exposed communication (the clip): no negative data-parallel part.
     assert breakdown(hybrid_row(2, 1, 8, iteration=1.0, compute=0.8, tp_s=0.3))["dp"] == 0.0
 

@@ -29,7 +29,8 @@ figure                   what it answers
 
 One module per job: :mod:`.timeline`, :mod:`.links`, :mod:`.sweeps` (size sweeps), :mod:`.p2p`,
 :mod:`.scaling` (scaling and breakdown), :mod:`.closed_form`, :mod:`.diagram` (teaching), :mod:`.arrows`,
-:mod:`.hybrid` (hybrid-parallel training: breakdown by dimension, pipeline, layouts), and
+:mod:`.hybrid` (hybrid-parallel training: breakdown by dimension, pipeline, layouts), :mod:`.clusters`
+(whole clusters of a sweep: iteration, time to train, cost, MFU), and
 :mod:`.style` for what they share (colours, legends, size and time axes).
 
 Sizes span decades, so size axes are logarithmic (base 2, labelled ``1 KiB``, ``1 MiB``) and
@@ -38,6 +39,7 @@ so are time axes where times do. Every axis names its quantity and unit.
 
 from mpisim.report.plots.arrows import plot_message_arrows
 from mpisim.report.plots.closed_form import plot_closed_form
+from mpisim.report.plots.clusters import plot_clusters
 from mpisim.report.plots.diagram import plot_message_diagram
 from mpisim.report.plots.hybrid import COST_COLOURS, plot_layouts, plot_parallel_breakdown, plot_pipeline
 from mpisim.report.plots.links import plot_links
@@ -56,6 +58,7 @@ __all__ = [
     "plot_bandwidth",
     "plot_breakdown",
     "plot_closed_form",
+    "plot_clusters",
     "plot_layouts",
     "plot_links",
     "plot_message_arrows",

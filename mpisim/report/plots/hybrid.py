@@ -41,6 +41,7 @@ COST_COLOURS = {
     "tp": "#009E73",
     "pp": "#56B4E9",
     "ep": "#CC79A7",
+    "cp": "#E69F00",
     "dp": "#D55E00",
 }
 #: Colour of a layout that fits the device's memory, and of one that does not.

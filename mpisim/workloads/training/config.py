@@ -6,7 +6,8 @@ A ``kind: training`` block with a ``model:`` key is a hybrid-parallel LLM iterat
     workload:
       kind: training
       model: gpt3-175b              # a preset, a shape {layers, hidden, heads, seq, vocab, ...} or {params: 300M}
-      parallel: {tp: 8, pp: 8}      # dp: the rest of the ranks; ep for MoE (etp: 1 for whole experts); order: [tp, pp, dp];
+      parallel: {tp: 8, pp: 8}      # dp: the rest of the ranks; cp: context parallelism (ring attention, see context);
+                                    # ep for MoE (etp: 1 for whole experts); order: [tp, pp, dp];
                                     # first_stage_layers / last_stage_layers (default: balanced, see stages)
       batch: {global: 1536, micro: 1}
       schedule: 1f1b                # gpipe | 1f1b | interleaved (chunks: 2)
@@ -74,6 +75,7 @@ class HybridParams:
     tp: int = 1
     pp: int = 1
     dp: int | None = None  # None: the ranks left over
+    cp: int = 1  # context parallelism: each sequence split over cp GPUs (mpisim.workloads.training.context)
     ep: int = 1
     etp: int | None = None  # expert tensor parallelism: None = tp, or 1 (Megatron-Core's parallel folding)
     order: tuple[str, ...] = DIMENSIONS
@@ -106,12 +108,18 @@ class HybridParams:
     tokens: int | None = None  # the run's training tokens: rows gain time_to_train_s, gpu_hours, energy_kwh
 
     def layout(self, ranks: int) -> Layout:
-        """The layout on *ranks* ranks; raises ConfigError (at ``parallel``) when they do not match."""
-        mp = self.tp * self.pp
+        """The layout on *ranks* ranks; raises ConfigError (at ``parallel``) when they do not match.
+
+        With context parallelism the layout's data-parallel group is dp x cp GPUs, cp innermost:
+        Megatron reduces the gradients over all of them (see :class:`Layout`).
+        """
+        mp = self.tp * self.pp * self.cp
         dp = self.dp if self.dp is not None else ranks // mp
         if dp < 1 or mp * dp != ranks:
-            given = f"tp x pp x dp = {self.tp} x {self.pp} x {self.dp} = {mp * (self.dp or 0)}" if self.dp else \
-                f"tp x pp = {mp}, which does not divide them"
+            cp = " x cp" if self.cp > 1 else ""
+            cps = f" x {self.cp}" if self.cp > 1 else ""
+            given = f"tp x pp{cp} x dp = {self.tp} x {self.pp}{cps} x {self.dp} = {mp * (self.dp or 0)}" if self.dp \
+                else f"tp x pp{cp} = {mp}, which does not divide them"
             raise ConfigError(f"the topology has {ranks} ranks but {given}", "parallel")
         if self.etp == 1 and self.tp > 1:
             if (self.tp * dp) % self.ep:
@@ -121,14 +129,15 @@ class HybridParams:
         if dp % self.ep:
             raise ConfigError(f"ep ({self.ep}) must divide dp ({dp}): experts are spread over data-parallel ranks",
                               "parallel.ep")
-        return Layout(self.tp, self.pp, dp, self.ep, self.order)
+        return Layout(self.tp, self.pp, dp * self.cp, self.ep, self.order, cp=self.cp)
 
     def stage_layers(self) -> list[int]:
         """Layers of each virtual stage (:func:`~mpisim.workloads.training.stages.split_layers`)."""
         return split_layers(self.model.layers, self.pp, self.chunks, self.first_stage_layers, self.last_stage_layers)
 
     def micro_batches(self, dp: int) -> int:
-        """Micro-batches each pipeline runs per iteration; raises ConfigError if the batch does not split."""
+        """Micro-batches each pipeline runs per iteration, over *dp* data-parallel replicas (a layout's
+        ``replicas``: its cp GPUs share a micro-batch); raises ConfigError if the batch does not split."""
         if self.global_batch is None:
             return 1
         per_replica, rest = divmod(self.global_batch, dp * self.micro)
@@ -152,6 +161,8 @@ def _choice(allowed: tuple[str, ...], what: str) -> Choice:
 _PARALLEL = Block({
     **{key: count(1, what) for key, what in (("tp", "Tensor-parallel ranks."), ("pp", "Pipeline stages."),
                                              ("dp", "Data-parallel replicas (default: the ranks left over)."),
+                                             ("cp", "Context-parallel ranks: each holds 1/cp of every sequence "
+                                                    "(ring attention)."),
                                              ("ep", "Expert-parallel ranks (mixture of experts)."))},
     "first_stage_layers": count(0, "Layers on the first pipeline stage (default: a balanced split)."),
     "last_stage_layers": count(0, "Layers on the last pipeline stage (default: a balanced split)."),
@@ -285,7 +296,7 @@ def parse(raw: Any) -> HybridParams:
 def _parse_parallel(raw: Any) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, value in _PARALLEL.mapping(raw, "parallel").items():
-        if key in ("tp", "pp", "dp", "ep"):
+        if key in ("tp", "pp", "dp", "cp", "ep"):
             out[key] = parse_positive_int(value, f"parallel.{key}")
         elif key in ("first_stage_layers", "last_stage_layers"):
             out[key] = _PARALLEL.fields[key].read(value, f"parallel.{key}")
@@ -343,11 +354,21 @@ def _parse_compute(raw: Any, model: TransformerModel) -> dict[str, Any]:
 def _check_shape(params: HybridParams) -> None:
     model = params.model
     if model.flat:
-        if params.tp > 1 or params.pp > 1 or params.ep > 1 or params.zero == 3:
-            raise ConfigError("a model given by params: cannot be split over tp, pp, ep or ZeRO-3 layers; "
+        if params.tp > 1 or params.pp > 1 or params.cp > 1 or params.ep > 1 or params.zero == 3:
+            raise ConfigError("a model given by params: cannot be split over tp, pp, cp, ep or ZeRO-3 layers; "
                               "give its shape (layers, hidden, heads, seq, vocab) or a preset", "parallel")
         return
     params.stage_layers()  # raises when the layers cannot split over the stages
+    if params.cp > 1:
+        # Load-balanced ring attention (Megatron / Transformer Engine) cuts each sequence into 2 cp chunks.
+        if model.seq % (2 * params.cp):
+            raise ConfigError(f"cp ({params.cp}) needs the sequence ({model.seq}) to be a multiple of 2 x cp: each GPU "
+                              "holds two of its 2 cp chunks", "parallel.cp")
+        if params.attention != "flash":
+            raise ConfigError("context parallelism is ring attention over fused (flash) kernels; set attention: flash",
+                              "parallel.cp")
+        if params.ep > 1:
+            raise ConfigError("cp with expert parallelism is not modelled; use cp: 1 or ep: 1", "parallel.cp")
     if model.heads % params.tp:
         raise ConfigError(f"tp ({params.tp}) must divide the attention heads ({model.heads})", "parallel.tp")
     if params.ep > 1 and (not model.moe or model.experts % params.ep):
@@ -365,6 +386,8 @@ def _check_shape(params: HybridParams) -> None:
 def dump(params: HybridParams) -> dict[str, Any]:
     """The resolved workload (SI numbers), loadable again by :func:`parse`."""
     parallel: dict[str, Any] = {"tp": params.tp, "pp": params.pp, "ep": params.ep, "order": list(params.order)}
+    if params.cp > 1:
+        parallel["cp"] = params.cp
     if params.dp is not None:
         parallel["dp"] = params.dp
     if params.etp is not None:

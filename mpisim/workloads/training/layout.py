@@ -17,6 +17,13 @@ Hybrid parallelism splits ``tp x pp x dp`` GPUs three ways (Narayanan et al. 202
   into their own grid, ep innermost: the ep group is ep consecutive GPUs of that grid (tp
   ranks included), so with tp inside a node it stays inside the node too.
 
+* **context parallel** (cp, Megatron's ``--context-parallel-size``): each sequence is split over
+  cp GPUs, which exchange keys and values around a ring inside every attention
+  (:mod:`~mpisim.workloads.training.context`). They hold the same weights, so Megatron reduces
+  the gradients over dp x cp GPUs: here the layout's ``dp`` *is* that group, cp innermost in it
+  (its first cp members share a micro-batch; ``replicas = dp / cp`` take different ones), the
+  way Megatron's default order ``tp-cp-ep-dp-pp`` places cp next to dp.
+
 ``order`` lists the dimensions innermost first; the default ``tp, pp, dp`` puts a stage's tp
 group in one node and the pipeline's stages on consecutive nodes (Megatron-LM's default is
 ``tp, dp, pp``: give ``order: [tp, dp, pp]``)::
@@ -57,6 +64,22 @@ class Layout:
     ep: int = 1
     order: tuple[str, ...] = DIMENSIONS
     etp: int = 0  # expert tensor parallelism: 0 = tp (experts split like the dense MLP), or 1 (whole experts)
+    cp: int = 1  # context parallelism: the dp group's innermost cp members split each sequence
+
+    @property
+    def replicas(self) -> int:
+        """Data-parallel replicas taking different micro-batches: ``dp / cp``."""
+        return self.dp // self.cp
+
+    def cp_group(self, rank: int) -> tuple[int, ...]:
+        """The context-parallel group of *rank*: cp consecutive members of its data-parallel group::
+
+            >>> Layout(tp=2, pp=1, dp=4, cp=2).cp_group(6)
+            (4, 6)
+        """
+        dp_group = self.group(rank, "dp")
+        first = self.coords(rank).dp // self.cp * self.cp
+        return dp_group[first:first + self.cp]
 
     @property
     def expert_tp(self) -> int:

@@ -44,6 +44,7 @@ from mpisim.workloads.fields import parse_dtype
 from mpisim.workloads.training.buckets import ddp_buckets
 from mpisim.workloads.training.config import PEAK_FORMAT, HybridParams
 from mpisim.workloads.training.contention import channels_for, grad_cast_time, overlap_slowdown
+from mpisim.workloads.training.context import exposed_ring_s, kv_step_bytes, measure_ring_step
 from mpisim.workloads.training.ddp import DDPPlan, TrainingParams, as_hybrid, make_plan
 from mpisim.workloads.training.layout import Layout
 from mpisim.workloads.training.memory import (
@@ -122,6 +123,9 @@ class Job:
     def reduce_dtype(self) -> np.dtype:
         """The format gradients are reduced in: ``reduce_dtype`` if given, else the training's."""
         return self.grad_dtype if self.grad_dtype is not None else self.dtype
+    #: Context parallelism: ring attention's exposed exchange per layer forward and backward (in the layer times).
+    cp_forward_s: float = 0.0
+    cp_backward_s: float = 0.0
 
     @property
     def stages(self) -> int:
@@ -143,6 +147,8 @@ def make_job(params: HybridParams, world: World, new_world: Callable[[], World])
     if job.fold:
         job.tp_times = measure_tp(job, new_world)
     _fsdp_contention(job, new_world)
+    if job.layout.cp > 1:
+        _charge_ring_attention(job, new_world)
     return job
 
 
@@ -173,6 +179,24 @@ def _fsdp_contention(job: Job, new_world: Callable[[], World]) -> None:
                                              channels, dev.sms)
 
 
+def _charge_ring_attention(job: Job, new_world: Callable[[], World]) -> None:
+    """Add context parallelism's exposed key/value exchange to each layer pass (:mod:`.context`).
+
+    Every cp group does the same exchange at the same time, as a folded tensor-parallel group
+    does its collectives: the first group's ring step is timed once on a fresh world, forward
+    (K and V) and backward (K, V and their gradients: twice the bytes).
+    """
+    layout, model, times = job.layout, job.params.model, job.timing
+    group = layout.cp_group(0)
+    nbytes = kv_step_bytes(model.seq, model.kv_width, job.params.micro, layout.tp, layout.cp, job.itemsize)
+    forward = exposed_ring_s(measure_ring_step(group, nbytes, new_world), times.attention_forward_s, layout.cp)
+    backward = exposed_ring_s(measure_ring_step(group, 2 * nbytes, new_world), times.attention_backward_s, layout.cp)
+    job.cp_forward_s = forward
+    job.cp_backward_s = backward + (forward if job.params.recompute == "full" else 0.0)
+    job.forward_layer_s += job.cp_forward_s
+    job.backward_layer_s += job.cp_backward_s
+
+
 def plan_job(params: HybridParams, ranks: int, spec: TopologySpec) -> Job:
     """The :class:`Job` of *params* on *ranks* GPUs of the cluster *spec*, before any world exists:
     everything but folding (which needs the placement) and the folded collectives' times.
@@ -180,13 +204,13 @@ def plan_job(params: HybridParams, ranks: int, spec: TopologySpec) -> Job:
     The run estimate (:mod:`mpisim.scenario.estimate`) counts a run's events from it.
     """
     layout = params.layout(ranks)
-    m = params.micro_batches(layout.dp)
+    m = params.micro_batches(layout.replicas)
     if params.schedule == "interleaved" and m % layout.pp:
         raise ConfigError(f"the interleaved schedule needs micro-batches per pipeline ({m}) to be a multiple "
                           f"of pp ({layout.pp}); raise batch.global", "batch.global")
     model, dtype = params.model, parse_dtype(params.dtype)
     itemsize = dtype.itemsize
-    tp, b = layout.tp, params.micro
+    tp, b, cp = layout.tp, params.micro, layout.cp
     if model.flat:
         peak = params.peak or spec.peak_flops(PEAK_FORMAT.get(params.dtype, ""))
         forward = (1 - params.backward_share) * params.compute_s
@@ -199,16 +223,17 @@ def plan_job(params: HybridParams, ranks: int, spec: TopologySpec) -> Job:
     times = layer_times(params, layout, spec)
     chunk_layers = params.stage_layers()
     layers_per_chunk = max(chunk_layers)
-    samples = m * b * layout.dp
+    samples = m * b * layout.replicas
+    tokens = model.activation_elements(b) // cp  # elements of a micro-batch's activation on one cp rank
     job = Job(
         params, layout, m, itemsize, dtype, layers_per_chunk,
         forward_layer_s=times.forward_s,
         backward_layer_s=times.backward_s,
         logits_forward_s=times.logits_forward_s,
         logits_backward_s=times.logits_backward_s,
-        activation_count=model.activation_elements(b) // (tp if tp > 1 else 1),
-        tp_count=model.activation_elements(b),
-        a2a_count=_round_up(int(model.activation_elements(b) * model.top_k * model.capacity_factor)
+        activation_count=tokens // (tp if tp > 1 else 1),
+        tp_count=tokens,
+        a2a_count=_round_up(int(tokens * model.top_k * model.capacity_factor)
                             // (tp if params.sequence_parallel else 1), layout.ep),
         chunk_params=[], buckets=[], fold=False, peak=times.peak, timing=times, chunk_layers=chunk_layers,
         gemm_share=times.gemm_share,
@@ -395,7 +420,7 @@ def _memory(job: Job) -> list[MemoryUse]:
     """Memory per GPU of each pipeline stage (see :mod:`mpisim.workloads.training.memory`)."""
     p, model, layout = job.params, job.params.model, job.layout
     act = layer_activation_bytes(model, p.micro, layout.tp, p.recompute, p.sequence_parallel,
-                                     p.attention == "flash")
+                                 p.attention == "flash") / layout.cp  # cp: each GPU holds s / cp tokens
     # ZeRO 1 and 2 shard expert states over the GPUs that hold the same experts (the group
     # their gradients are reduced over, as Megatron-Core's distributed optimizer does), not over
     # the whole data-parallel group; ZeRO 3 gathers experts over the data-parallel group.

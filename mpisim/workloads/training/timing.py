@@ -5,7 +5,9 @@ Three sources, most specific first:
 * **measured** layer times (``compute: {layer_forward: 1.2 ms, layer_backward: 2.4 ms}``), a
   profiler's: they include the element-wise kernels and the logits;
 * **one efficiency** (``compute: {efficiency: 0.5}``): a layer's FLOPs over ``efficiency x peak``
-  (the topology's ``device_flops``) divided over the tp GPUs, plus its element-wise kernels
+  (the topology's ``device_flops``; with FP8 the projections' GEMMs at the FP8 peak, the attention
+  core and the logits at the BF16 one, as Transformer Engine runs them) divided over the tp GPUs
+  (and cp), plus its element-wise kernels
   streaming about twice the activation bytes the layer keeps (Korthikanti et al.'s count)
   through HBM (``device_memory_bandwidth``). One efficiency serves every matrix whatever its
   shape and every device: the override for a measured cluster;
@@ -61,6 +63,9 @@ class LayerTimes:
     first_micro_batch_s: float = 0.0  # per layer, once per step (FP8 weight casts)
     #: The GEMM-shape model's split of a layer's forward + backward: gemm, attention, memory, launch (seconds).
     breakdown: tuple[tuple[str, float], ...] = ()
+    #: The attention core's part of a layer's forward and backward (what ring attention's exchange hides behind).
+    attention_forward_s: float = 0.0
+    attention_backward_s: float = 0.0
 
     @property
     def gemm_share(self) -> float:
@@ -82,13 +87,16 @@ def spec_device(spec: TopologySpec) -> Device | None:
 def layer_times(params: HybridParams, layout: Layout, spec: TopologySpec) -> LayerTimes:
     """The per-layer times of *params* on *layout* over the cluster *spec* (see the module docstring)."""
     model, b, tp = params.model, params.micro, layout.tp
+    cp = layout.cp  # each GPU runs 1/cp of every sequence's tokens and, load-balanced, of its attention
     fmt = PEAK_FORMAT.get(params.dtype, "")
     if params.layer_forward_s is not None:
         forward = params.layer_forward_s
         backward = params.layer_backward_s if params.layer_backward_s is not None else 2 * forward
         recompute = forward if params.recompute == "full" else 0.0  # selective: in the measured times
         peak = params.peak or spec.peak_flops(fmt)
-        return LayerTimes(forward, backward + recompute, 0.0, 0.0, peak, "measured")
+        core = forward * model.attention_core_flops(b) / model.layer_forward_flops(b)  # the FLOPs' share
+        return LayerTimes(forward, backward + recompute, 0.0, 0.0, peak, "measured",
+                          attention_forward_s=core, attention_backward_s=2.5 * core)
     if params.efficiency is None:
         return _gemm_shape(params, layout, spec, fmt)
     peak = params.peak or spec.peak_flops(fmt)
@@ -96,21 +104,28 @@ def layer_times(params: HybridParams, layout: Layout, spec: TopologySpec) -> Lay
         raise ConfigError(f"the topology gives no peak FLOP/s for {params.dtype} (device_flops: {{bf16: ...}}); "
                           "add it to the topology or give compute: {efficiency: 0.5, peak: 989 TFLOPS}", "compute")
     rate = params.efficiency * peak
+    # FP8 (Transformer Engine) runs the projections' GEMMs in FP8 and the attention core and the
+    # output layer in BF16; MFU counts against the 16-bit peak, as the GEMM-shape form does.
+    bf16 = spec.peak_flops("bf16") if fmt == "fp8" and not params.peak else None
+    other = params.efficiency * bf16 if bf16 else rate
+    peak = bf16 or peak
     # Fused (flash) attention never writes the s x s scores: no such traffic, but its backward
     # recomputes them, 2.5 x the forward's attention FLOPs instead of 2 x (Dao 2023); selective
     # recomputation then has nothing left to redo.
     flash = params.attention == "flash"
     hbm = spec.device_memory_bandwidth
-    stored = activation_bytes_per_layer(model, b, tp, "none", params.sequence_parallel, flash)
+    stored = activation_bytes_per_layer(model, b, tp, "none", params.sequence_parallel, flash) / cp
     memory_fwd = 2 * stored / hbm if hbm else 0.0
     attention_memory = 0.0 if flash or not hbm else 2 * 5 * model.heads * model.seq**2 * b / tp / hbm
-    core = model.attention_core_flops(b) / tp / rate
-    forward = model.layer_forward_flops(b) / tp / rate + memory_fwd
+    core_flops = model.attention_core_flops(b) / tp / cp
+    core = core_flops / other
+    forward = (model.layer_forward_flops(b) / tp / cp - core_flops) / rate + core + memory_fwd
     backward = 2 * forward + (0.5 * core if flash else 0.0)
     recompute = {"none": 0.0, "selective": 0.0 if flash else core + attention_memory,
                  "full": forward}[params.recompute]
-    logits = model.logits_forward_flops(b) / tp / rate
-    return LayerTimes(forward, backward + recompute, logits, 2 * logits, peak, f"efficiency {params.efficiency:g}")
+    logits = model.logits_forward_flops(b) / tp / cp / other
+    return LayerTimes(forward, backward + recompute, logits, 2 * logits, peak, f"efficiency {params.efficiency:g}",
+                      attention_forward_s=core, attention_backward_s=(2.5 if flash else 2.0) * core)
 
 
 def _gemm_shape(params: HybridParams, layout: Layout, spec: TopologySpec, fmt: str) -> LayerTimes:
@@ -121,14 +136,16 @@ def _gemm_shape(params: HybridParams, layout: Layout, spec: TopologySpec, fmt: s
     model = params.model
     moe = {"ep": layout.ep} if model.moe else {}
     t = job_times(model, dev, micro_batch=params.micro, dtype="fp8" if fmt == "fp8" else fmt or "bf16",
-                  tp=layout.tp, sequence_parallel=params.sequence_parallel, recompute=params.recompute,
-                  attention=params.attention, **moe)
+                  tp=layout.tp, cp=layout.cp, sequence_parallel=params.sequence_parallel,
+                  recompute=params.recompute, attention=params.attention, **moe)
     # MFU counts against the 16-bit peak even for FP8 runs (NeMo's and Megatron's convention).
     peak = params.peak or spec.peak_flops("bf16" if fmt == "fp8" else fmt) or dev.peak("bf16" if fmt == "fp8" else fmt)
     parts = dict.fromkeys(("gemm", "attention", "memory", "launch"), 0.0)
     parts.update(t.layer.breakdown())
     return LayerTimes(t.forward_layer_s, t.backward_layer_s, t.logits_forward_s, t.logits_backward_s, peak,
-                      f"gemm-shape {dev.name}", dev, t.first_micro_batch_layer_s, tuple(parts.items()))
+                      f"gemm-shape {dev.name}", dev, t.first_micro_batch_layer_s, tuple(parts.items()),
+                      sum(k.seconds for k in t.layer.forward if k.kind == "attention"),
+                      sum(k.seconds for k in t.layer.backward if k.kind == "attention"))
 
 
 def step_overhead(times: LayerTimes, params_per_gpu: float, optimizer_shards: int, layers_per_gpu: int) -> float:

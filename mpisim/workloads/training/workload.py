@@ -35,14 +35,15 @@ from mpisim.workloads.training.ddp import (
 from mpisim.workloads.training.plan import Job, ddp_job, make_job
 from mpisim.workloads.training.planner import planner_units
 from mpisim.workloads.training.play import play
+from mpisim.workloads.training.schedule import virtual_stage
 from mpisim.workloads.training.timing import spec_device
 
 __all__ = ["COLUMNS", "DDP_COLUMNS", "WORKLOAD", "run"]
 
-COLUMNS = ("ranks", "tp", "pp", "dp", "ep", "micro_batches", "schedule", "zero", "iteration_time_s", "tokens_per_s",
-           "tflops_per_gpu", "mfu", "compute_s", "bubble_s", "tp_comm_s", "pp_comm_s", "ep_comm_s", "dp_comm_s",
+COLUMNS = ("ranks", "tp", "pp", "dp", "ep", "cp", "micro_batches", "schedule", "zero", "iteration_time_s", "tokens_per_s",
+           "tflops_per_gpu", "mfu", "compute_s", "bubble_s", "tp_comm_s", "pp_comm_s", "ep_comm_s", "cp_comm_s", "dp_comm_s",
            "exposed_comm_s", "memory_per_gpu_bytes", "fits", "params", "simulated_ranks", "compute_model",
-           "compute_split", "optimizer_s", "time_to_train_s", "gpu_hours", "energy_kwh", "cost")
+           "compute_split", "optimizer_s", "time_to_train_s", "gpu_hours", "energy_kwh", "cost", "price_per_gpu_hour")
 
 
 DDP_COLUMNS = ("ranks", "iteration_time_s", "compute_s", "comm_time_s", "exposed_comm_s", "scaling_efficiency",
@@ -76,14 +77,17 @@ def run(params: TrainingParams | HybridParams, ctx: RunContext) -> WorkloadOutpu
     n = params.iterations
     iteration = (critical.end - start) / n
     model, layout = params.model, job.layout
-    tokens = None if model.flat else job.micro_batches * params.micro * layout.dp * model.seq
+    tokens = None if model.flat else job.micro_batches * params.micro * layout.replicas * model.seq
     gpus = layout.size
     flops = job.flops_per_iteration / (iteration * gpus) if job.flops_per_iteration and iteration > 0 else None
     mfu = job.model_flops_per_iteration / (iteration * gpus * job.peak) if job.peak and flops else None
-    compute = critical.compute / n
+    # Ring attention's exposed exchange is charged in the layer times: the critical rank's share goes to cp_comm_s.
+    cp_comm = _ring_exposed(job, critical_rank=max(tallies, key=lambda r: tallies[r].end))
+    compute = critical.compute / n - cp_comm
     bubble = critical.bubble / n
     out.rows.append({
-        "ranks": gpus, "tp": layout.tp, "pp": layout.pp, "dp": layout.dp, "ep": layout.ep,
+        "ranks": gpus, "tp": layout.tp, "pp": layout.pp, "dp": layout.replicas, "ep": layout.ep,
+        **({"cp": layout.cp} if layout.cp > 1 else {}),
         "micro_batches": job.micro_batches, "schedule": params.schedule, "zero": params.zero,
         "iteration_time_s": iteration,
         "tokens_per_s": tokens / iteration if tokens and iteration > 0 else None,
@@ -91,6 +95,7 @@ def run(params: TrainingParams | HybridParams, ctx: RunContext) -> WorkloadOutpu
         "mfu": mfu,
         "compute_s": compute, "bubble_s": bubble,
         "tp_comm_s": critical.tp / n, "pp_comm_s": critical.pp / n, "ep_comm_s": critical.ep / n,
+        **({"cp_comm_s": cp_comm} if layout.cp > 1 else {}),
         "dp_comm_s": critical.dp / n,
         "exposed_comm_s": max(0.0, iteration - compute - bubble),
         "memory_per_gpu_bytes": int(memory.total), "fits": fits,
@@ -101,9 +106,20 @@ def run(params: TrainingParams | HybridParams, ctx: RunContext) -> WorkloadOutpu
                         job.timing.device if job.timing and job.timing.device else spec_device(world.topology.spec)),
     })
     out.notes.append(_dominant(job, out.rows[-1]))
-    out.worlds.append((f"training {gpus} GPUs (tp {layout.tp}, pp {layout.pp}, dp {layout.dp})", world))
+    cps = f", cp {layout.cp}" if layout.cp > 1 else ""
+    out.worlds.append((f"training {gpus} GPUs (tp {layout.tp}{cps}, pp {layout.pp}, dp {layout.replicas})", world))
     out.notes.extend(world.unmatched)
     return out
+
+
+def _ring_exposed(job: Job, critical_rank: int) -> float:
+    """Context parallelism's exposed exchange in one iteration of *critical_rank*: per layer pass
+    (:func:`~mpisim.workloads.training.plan._charge_ring_attention`) times the passes its stage runs."""
+    if job.layout.cp < 2:
+        return 0.0
+    stage = job.layout.coords(critical_rank).pp
+    layers = sum(job.chunk_layers[virtual_stage(stage, k, job.layout.pp)] for k in range(job.params.chunks))
+    return job.micro_batches * layers * (job.cp_forward_s + job.cp_backward_s)
 
 
 def _split(job: Job) -> str | None:
