@@ -139,6 +139,9 @@ def format_explanation(ex: Explanation) -> str:
         if ex.collective in ("bcast", "scatter"):
             out.append("  (only the root's buffer matters; the others are overwritten)")
     out.append("")
+    # Rounds lead: on the single-port network they are what the closed form counts; the causal
+    # steps after them show how each message depends on the one before.
+    out += format_rounds(ex)
     reducing = ex.collective in REDUCING
     for step in range(1, ex.steps + 1):
         msgs = [m for m in ex.messages if m.step == step]
@@ -156,7 +159,6 @@ def format_explanation(ex: Explanation) -> str:
         out.append("")
     if not ex.messages:
         out += ["No messages: nothing to communicate.", ""]
-    out += format_rounds(ex)
     out.append("Result (what each rank's call returned, and numpy's answer):")
     for r, (got, want) in enumerate(zip(ex.outputs, ex.expected, strict=True)):
         ok = (got is None and want is None) or (got is not None and want is not None and np.array_equal(got, want))

@@ -107,3 +107,9 @@ def test_the_teaching_notebook_runs():
     for source in code:
         exec(compile(source, str(NOTEBOOK), "exec"), namespace)
     assert len(namespace["lesson"].rounds) == 3
+
+
+def test_explain_prints_the_rounds_before_the_causal_steps():
+    """The rounds are what the single-port closed form counts, so a student reads them first."""
+    text = format_explanation(explain("bcast", "binomial", 6, root=2))
+    assert text.index("Round 1") < text.index("Step 1")
