@@ -76,7 +76,7 @@ class Message:
 
     __slots__ = (
         "connection", "context", "direct", "dst", "nbytes", "payload", "protocol", "recv_req", "send_req", "seq",
-        "src", "src_rank", "t_data", "t_match", "t_phase", "t_post", "t_proxy", "tag", "unexpected", "user", "wire",
+        "src", "src_rank", "t_data", "t_match", "t_phase", "t_post", "tag", "unexpected", "user", "wire",
     )
 
     def __init__(self, src: int, dst: int, src_rank: int, context: int, tag: int,
@@ -96,7 +96,6 @@ class Message:
         self.t_match = -1.0
         self.t_data = -1.0
         self.t_phase = -1.0  # start of the protocol phase in progress (for its span)
-        self.t_proxy = 0.0  # when the receiver's proxy has posted its receive (mpisim.mpi.wire, "proxy")
         self.unexpected = False
         self.wire: Wire | None = None  # a GPU collective protocol (see mpisim.mpi.wire), else MPI's
         self.recv_req: Request | None = None  # the receive it matched
@@ -175,12 +174,7 @@ class Protocols:
             msg.wire = wire
             msg.connection = (src, dst, comm.context) if comm.wire_shared else (src, dst, comm.context, tag)
             req.succeed()
-            kind = self.topology.path_kind(src, dst)
-            latency = wire.latency(kind)
-            if wire.proxied(kind):  # the ends' proxy threads post it (mpisim.mpi.wire, "proxy")
-                latency += self._proxy_wait(src, wire.proxy_send, wire.proxy_channels)
-                msg.t_proxy = env.now + self._proxy_wait(dst, wire.proxy_recv, wire.proxy_channels)
-            Call(self.env, self._inject_wire, msg, latency, URGENT)
+            Call(self.env, self._inject_wire, msg, wire.latency(self.topology.path_kind(src, dst)), URGENT)
         elif protocol == "eager" and cfg.send_overhead == 0.0 and cfg.copy_time(nbytes) == 0.0:
             # NOTE: the common case needs no sender step: the send is complete at once.
             req.succeed()
@@ -236,9 +230,7 @@ class Protocols:
 
     def _inject_wire(self, msg: Message) -> None:
         msg.t_data = self.env.now
-        # A flag (a pipeline credit): no chunk to queue behind, no port held. Through a proxy
-        # (across nodes, mpisim.mpi.wire) an empty message is a posted step like any other.
-        if msg.nbytes == 0 and not msg.wire.proxied(self.topology.path_kind(msg.src, msg.dst)):  # type: ignore[union-attr]
+        if msg.nbytes == 0:  # a flag (a pipeline credit): no chunk to queue behind, no port held
             if self._post_flag(msg.src, msg.dst, 0, self._arrive, msg):
                 self._arrive(msg)
             return
@@ -287,25 +279,7 @@ class Protocols:
             self._post_wire(nxt, max(0.0, remaining))
         else:
             del self._connections[key]
-        if msg.t_proxy > self.env.now:  # the receiver's proxy has not posted its receive yet
-            Call(self.env, self._arrive, msg, msg.t_proxy - self.env.now)
-            return
         self._arrive(msg)
-
-    def _proxy_wait(self, rank: int, busy: float, channels: int) -> float:
-        """Queue *busy* seconds of work on world rank *rank*'s proxy thread; return the delay it adds now.
-
-        The thread serves its work first come, first served: the work starts when the thread
-        is free and keeps it busy *busy* seconds. A send waits for the start, and for the posts
-        of the other channels it stands for (the hop's latency holds one channel's), before its
-        latency runs. A receive is posted when the send is (NCCL's proxies post receives ahead,
-        up to NCCL_STEPS): its message is delivered once it has landed and the receive is posted,
-        so the network's latency and the receiver's posts overlap.
-        """
-        now = self.env.now
-        start = max(now, self._proxy_free.get(rank, 0.0))
-        self._proxy_free[rank] = start + busy
-        return start - now + busy * (channels - 1) / channels
 
     def _rts_arrived(self, msg: Message) -> None:
         if self.tracer.record_spans:

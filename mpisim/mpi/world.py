@@ -149,8 +149,6 @@ class World(Protocols, DirectPath, Diagnosis):
         #: GPU-library connections with bytes in flight: (src, dst, context[, tag]) -> messages
         #: waiting behind them, each with the instant its latency began (mpisim.mpi.protocols, "Connections").
         self._connections: dict[tuple[int, ...], list[tuple[Message, float]]] = {}
-        #: When each rank's GPU-library proxy thread is next free (mpisim.mpi.wire, "proxy").
-        self._proxy_free: dict[int, float] = {}
         # With a rendezvous overhead: per (src, dst) MPI socket between nodes, the rendezvous
         # messages whose CTS has arrived, in order; the first holds it until its data has arrived.
         self._sockets: dict[tuple[int, int], deque[Message]] = {}
