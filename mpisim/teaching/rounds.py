@@ -31,6 +31,7 @@ from bisect import bisect_right
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 
 from mpisim.teaching.steps import Message
 
@@ -168,7 +169,7 @@ def port_wait(rounds: Sequence[Round]) -> tuple[Round, Round] | None:
     the single-port network serialised two independent messages, a wait the closed forms of
     algorithms designed for it do not count.
     """
-    for before, after in zip(rounds, rounds[1:], strict=False):
+    for before, after in pairwise(rounds):
         if after.waited == RECEIVE_PORT:
             return before, after
     return None

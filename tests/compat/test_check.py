@@ -125,6 +125,7 @@ def test_every_rerun_of_the_checker_reads_the_same_stdin(tmp_path, monkeypatch):
     monkeypatch.setattr("sys.stdin", io.StringIO("3\ntail\n"))
     code, findings, output = checked(prog, 3)
     f = only(findings)
+    assert code == 1
     assert (f["kind"], f["rank"], f["line"]) == ("any-source-race", 0, line_of(prog, "got = ["))
     assert "EOFError" not in f["text"]
     assert "prints 'k 3 first 2 rest tail' instead of 'k 3 first 1 rest tail'" in f["text"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 from pathlib import Path
@@ -74,7 +75,7 @@ def test_the_rounds_add_up_to_the_simulated_time_and_never_overlap(collective, a
     rounds = ex.rounds
     assert round_costs(rounds, ex.alpha, ex.beta) == pytest.approx(ex.simulated_s, rel=1e-12)
     assert rounds[0].start == 0.0 and rounds[-1].end == pytest.approx(ex.simulated_s, rel=1e-12)
-    for before, after in zip(rounds, rounds[1:], strict=False):
+    for before, after in itertools.pairwise(rounds):
         assert after.start == pytest.approx(before.end, abs=1e-15)
     assert sorted(i for r in rounds for i in r.messages) == list(range(len(ex.messages)))
     for r in rounds:
