@@ -474,8 +474,10 @@ class Runner:
 
     def __init__(self, world: Any, path: Path, argv: list[str], *, mpi_module: types.ModuleType,
                  package: types.ModuleType, compute: str = "explicit", speed: float = 1.0, tag_output: bool = False,
-                 seed: int = 0) -> None:
+                 seed: int = 0, stdin: TextIO | None = None) -> None:
         self.world = world
+        #: What rank 0 reads as stdin (None: the real one); ``--check`` gives each run a replay of one record.
+        self.stdin = stdin
         self.seed = seed
         self.path = path.resolve()
         self.folder = self.path.parent
@@ -636,7 +638,7 @@ class Runner:
         sys.argv = list(self.argv)
         sys.path.insert(0, str(self.folder))
         sys.meta_path.insert(0, finder)
-        sys.stdout, sys.stderr, sys.stdin = out, err, _Input(self, sys.stdin)
+        sys.stdout, sys.stderr, sys.stdin = out, err, _Input(self, sys.stdin if self.stdin is None else self.stdin)
         os.environ = _RankEnviron(self, saved[5])  # type: ignore[assignment]  # noqa: B003 (a view, not a clearing)
         real_getpid = os.getpid
         os.getpid = self._getpid(real_getpid())

@@ -76,6 +76,9 @@ class PortLimitedNetwork:
         self._new: list[_Waiting] = []
         #: True while an admission is scheduled for the end of the current instant.
         self._admit_due = False
+        #: Optional ``started(arg)``, called with a transfer's callback argument when it gets its
+        #: ports (``mpisim explain`` notes when each message's bytes leave; None: nobody asks).
+        self.started: Callable[[Any], None] | None = None
 
     @property
     def capabilities(self) -> Capabilities:
@@ -127,6 +130,8 @@ class PortLimitedNetwork:
                latency: float | None, route: Route | None = None) -> bool:
         self._sending[src] = self._sending.get(src, 0) + 1
         self._receiving[dst] = self._receiving.get(dst, 0) + 1
+        if self.started is not None:
+            self.started(arg)
         if self.inner.post(src, dst, nbytes, self._finished, (src, dst, fn, arg), latency, route):  # type: ignore[attr-defined]
             self._release(src, dst)  # over at once: the ports were never really busy
             return True

@@ -3,7 +3,7 @@
 The package splits that along its jobs: :mod:`.explain` runs the algorithm and gathers the
 :class:`Explanation`; :mod:`.steps` recovers steps from the messages; :mod:`.decoding` decodes what
 each message carries; :mod:`.segments` makes a pipelined algorithm's segments small enough to show;
-:mod:`.rounds` groups them into rounds (the r-th message through a port) and
+:mod:`.rounds` groups them into rounds (one critical-path message each) and
 what each round pays, :mod:`.roundview` prints them and :mod:`.spacetime` draws them against simulated
 time, one frame per round; :mod:`.lesson` is the Python API (``mpisim.explain``);
 :mod:`.formulas` reads, evaluates and substitutes the docstring cost formulas; :mod:`.differences`

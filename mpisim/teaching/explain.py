@@ -156,7 +156,7 @@ class Explanation:
 
     @property
     def rounds(self) -> list[Round]:
-        """The rounds (:mod:`.rounds`): the r-th message through a port, what each leaves at and pays."""
+        """The rounds (:mod:`.rounds`): the run's critical path, when each message leaves, what each round pays."""
         hop = (self.alpha, self.beta) if self.model == "analytic" else None  # α + nβ exactly per message
         return rounds_of(self.messages, single_port=self.ports == 1, hop=hop)
 

@@ -1,8 +1,8 @@
 """The Python API of explain: ``mpisim.explain(...)`` for notebooks and scripts.
 
 ``mpisim.explain("bcast", "binomial", ranks=6, root=2)`` runs what ``mpisim explain`` runs and
-returns a :class:`Lesson`: the steps (causal depths), the rounds (the r-th message through a
-port, with what each pays), the algorithm's cost formula, the closed form read off the rounds,
+returns a :class:`Lesson`: the steps (causal depths), the rounds (the run's critical path, one
+message a round, with what each pays), the algorithm's cost formula, the closed form read off the rounds,
 and the figures (matplotlib ``Figure`` objects a notebook shows inline). ``mpisim`` exposes it
 as a lazy attribute (its module ``__getattr__``), so ``import mpisim`` stays light and the
 package's top level imports nothing from the layers below until it is used.

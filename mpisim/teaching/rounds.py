@@ -1,31 +1,37 @@
-"""Rounds of an explanation: the r-th message through a port, and what each round costs.
+"""Rounds of an explanation: the run's critical path, one message a round, and what each round pays.
 
 A *step* (:mod:`.steps`) is a causal depth: every message whose sender had received the same
 number of earlier messages shares one. That hides the single-port network the textbook formulas
 count on: a binomial broadcast's root sends three messages one after the other, at 0, α + nβ
-and 2(α + nβ), yet all three are causal depth 1. A **round** follows the ports instead: a
-message's round is one more than the latest round among
+and 2(α + nβ), yet all three are causal depth 1. Numbering messages by their order through a
+port does not work either: messages of different phases that do not depend on each other then
+share a number while running at different times, and the rounds overlap and add up to more
+than the run took.
 
-* the previous message its sender sent (the send port is busy until then),
-* the previous message its receiver received (the receive port is busy until then), and
-* every message its sender received before posting it (it may carry what this one forwards).
+A **round** here is one link of the run's critical path, the chain of messages the last
+arrival waited for. Walking back from the message whose last byte arrived last, each link is
+the related message that arrived last before this one's bytes left: one its sender received
+(it may carry what this one forwards), the previous one through its sender's port, or the
+previous one through its receiver's port (the single-port network serialises them). Round r
+runs from the r-th critical message's departure to its arrival; every other message belongs to
+the round in which its bytes leave. The rounds therefore never overlap, and on the analytic
+network (every message α + nβ once it has its ports) they add up to the simulated time.
 
-On the single-port network every message of round r starts after every message of round r - 1
-it could wait for, so the rounds are the textbook's: a binomial broadcast on p ranks has
-ceil(log2 p) of them, and "the set of ranks holding the data doubles every round" is visible.
-
-Each round **pays** one α (its messages travel at once, each on its own pair of ports) and the
-largest message's n·β: the round's cost is ``α + max(bytes)·β``, and the closed form of an
-algorithm whose rounds do not overlap is the sum of those terms, read off the picture round by
-round (:func:`round_costs`). Reductions also pay γ per byte combined; the terms below are the
-communication ones, which the formula's α and β parts equal.
+Each round **pays** one α and its critical message's n·β (:func:`round_costs`): the closed form
+read off the picture. Where the algorithm's rounds are what the run waited for, that is the
+algorithm's formula (a binomial broadcast's ⌈lg p⌉(α + nβ)); where they are not -- on one port a
+message can wait for a receive port that a message it does not depend on took first -- the
+rounds show the wait (:func:`port_wait`). Reductions also pay γ per byte combined, between
+rounds; the terms below are the communication ones.
 """
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 
 from mpisim.teaching.steps import Message
 
@@ -54,26 +60,64 @@ def send_starts(messages: Sequence[Message], single_port: bool,
     return starts
 
 
-def assign_rounds(messages: Sequence[Message], starts: Sequence[float] | None = None) -> dict[int, int]:
-    """Return message index -> round (1-based), following ports and causality (module docstring).
+def wire_times(messages: Sequence[Message], single_port: bool,
+               hop: tuple[float, float] | None = None) -> list[tuple[float, float]]:
+    """When each message's bytes left its sender and its last byte arrived.
 
-    *starts* (default: the posting times) orders the messages through each port.
+    Noted by the explanation's world where it could (:class:`~mpisim.teaching.steps.ObservedWorld`);
+    otherwise estimated by :func:`send_starts`, arriving when the receive completed.
     """
-    starts = [m.t_post for m in messages] if starts is None else starts
-    last_sent: dict[int, int] = defaultdict(int)
-    last_received: dict[int, int] = defaultdict(int)
-    received: dict[int, list[tuple[float, int]]] = defaultdict(list)  # rank -> (t_done, round)
-    rounds: dict[int, int] = {}
-    order = sorted(range(len(messages)), key=lambda i: (starts[i], messages[i].t_done, i))
-    for i in order:
-        msg = messages[i]
-        causal = max((r for t, r in received[msg.src] if t <= msg.t_post + 1e-15), default=0)
-        rnd = 1 + max(last_sent[msg.src], last_received[msg.dst], causal)
-        rounds[i] = rnd
-        last_sent[msg.src] = rnd
-        last_received[msg.dst] = rnd
-        received[msg.dst].append((msg.t_done, rnd))
-    return rounds
+    guessed = send_starts(messages, single_port, hop)
+    return [m.wire if m.wire is not None else (start, m.t_done) for m, start in zip(messages, guessed, strict=True)]
+
+
+#: How a critical message waited for the one before it (see :func:`critical_path`).
+CAUSAL, SEND_PORT, RECEIVE_PORT = "causal", "send port", "receive port"
+_EPS = 1e-15
+
+
+def _link(before: Message, after: Message) -> str | None:
+    """Why *after* could have waited for *before*: the kind of link, or None if it could not."""
+    if before.dst == after.src:
+        return CAUSAL
+    if before.src == after.src:
+        return SEND_PORT
+    if before.dst == after.dst:
+        return RECEIVE_PORT
+    return None
+
+
+def critical_path(messages: Sequence[Message], times: Sequence[tuple[float, float]]) -> list[tuple[int, str | None]]:
+    """The critical path, first message first: (message index, how it waited for the previous one).
+
+    From the last arrival back, each message's predecessor is the related message (:func:`_link`)
+    that arrived last no later than it left; ties prefer a causal link, then a port, then the
+    earlier message, so the path is the same on every run.
+    """
+    if not messages:
+        return []
+    rank = {CAUSAL: 0, SEND_PORT: 1, RECEIVE_PORT: 2}
+    current = max(range(len(messages)), key=lambda i: (times[i][1], times[i][0], -i))
+    path: list[tuple[int, str | None]] = []
+    while True:
+        left = times[current][0]
+        best: tuple[float, int, int] | None = None
+        kind = None
+        for j, msg in enumerate(messages):
+            if j == current or times[j][1] > left + _EPS:
+                continue
+            link = _link(msg, messages[current])
+            if link is None:
+                continue
+            key = (times[j][1], -rank[link], -j)
+            if best is None or key > best:
+                best, kind = key, link
+        path.append((current, kind))
+        if best is None:
+            break
+        current = -best[2]
+    path.reverse()  # each entry already names how it waited for the entry before it
+    return path
 
 
 @dataclass(frozen=True)
@@ -82,10 +126,13 @@ class Round:
 
     number: int
     messages: tuple[int, ...]
-    starts: tuple[float, ...]  # when each of those messages starts to leave its sender
-    start: float  # earliest send start
-    end: float  # latest receive end
-    nbytes: int  # the largest message: the n of this round's n·β
+    starts: tuple[float, ...]  # when each of those messages' bytes left its sender
+    start: float  # when the round's critical message left
+    end: float  # when its last byte arrived
+    nbytes: int  # the critical message's size: the n of this round's n·β
+    ends: tuple[float, ...] = ()  # when each message's last byte arrived
+    critical: int = -1  # the message the next round waited for (index into the explanation's messages)
+    waited: str | None = None  # how the critical message waited for the previous round's (CAUSAL, ...)
 
     def cost(self, alpha: float, beta: float) -> float:
         """The round's α + n·β."""
@@ -98,18 +145,34 @@ class Round:
 
 def rounds_of(messages: Sequence[Message], single_port: bool = True,
               hop: tuple[float, float] | None = None) -> list[Round]:
-    """Group *messages* into their :func:`assign_rounds` rounds, in order, with :func:`send_starts`."""
-    starts = send_starts(messages, single_port, hop)
-    numbers = assign_rounds(messages, starts)
+    """The rounds of *messages* (module docstring), round 1 first."""
+    times = wire_times(messages, single_port, hop)
+    path = critical_path(messages, times)
+    if not path:
+        return []
+    lefts = [times[i][0] for i, _ in path]
     grouped: dict[int, list[int]] = defaultdict(list)
-    for i, rnd in numbers.items():
-        grouped[rnd].append(i)
+    for i, (left, _) in enumerate(times):
+        grouped[max(0, bisect_right(lefts, left + _EPS) - 1)].append(i)
     out = []
-    for rnd in sorted(grouped):
-        idx = sorted(grouped[rnd], key=lambda i: (starts[i], messages[i].src, messages[i].dst))
-        out.append(Round(rnd, tuple(idx), tuple(starts[i] for i in idx), min(starts[i] for i in idx),
-                         max(messages[i].t_done for i in idx), max(messages[i].nbytes for i in idx)))
+    for k, (crit, waited) in enumerate(path):
+        idx = sorted(grouped[k], key=lambda i: (times[i][0], messages[i].src, messages[i].dst))
+        out.append(Round(k + 1, tuple(idx), tuple(times[i][0] for i in idx), times[crit][0], times[crit][1],
+                         messages[crit].nbytes, tuple(times[i][1] for i in idx), crit, waited))
     return out
+
+
+def port_wait(rounds: Sequence[Round]) -> tuple[Round, Round] | None:
+    """The first round whose critical message waited for its receive port, and the round it waited for.
+
+    The message that held the port came from another rank and the waiting one did not need it:
+    the single-port network serialised two independent messages, a wait the closed forms of
+    algorithms designed for it do not count.
+    """
+    for before, after in pairwise(rounds):
+        if after.waited == RECEIVE_PORT:
+            return before, after
+    return None
 
 
 def round_costs(rounds: Sequence[Round], alpha: float, beta: float) -> float:

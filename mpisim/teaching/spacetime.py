@@ -1,8 +1,7 @@
 """The space-time diagram of an explanation: simulated time across, ranks down, one arrow per message.
 
-Each message is an arrow from the moment its bytes leave the sender (its round's start on the
-single-port network, :func:`~mpisim.teaching.rounds.send_starts`) to the moment its last byte
-arrives, labelled with what it carries (``x2[0..5]``, or its bytes). Rounds are shaded bands,
+Each message is an arrow from the moment its bytes leave the sender (on the single-port network,
+when both its ports are free) to the moment its last byte arrives, labelled with what it carries (``x2[0..5]``, or its bytes). Rounds are shaded bands,
 each captioned with what it pays (``α + 48B·β``), so the closed form is read off the picture as
 the sum of the captions. :func:`write_frames` draws one frame per round (round r shows rounds
 1..r) as a PNG series and an animated GIF for slides; without Pillow it writes an SVG series.
@@ -33,7 +32,7 @@ def plot_spacetime(ex: Any, rounds: Sequence[Round], upto: int | None = None, fi
     from mpisim.report.plots.style import DIAGRAM_COLOURS, new_figure, time_unit
 
     upto = len(rounds) if upto is None else upto
-    end = max((r.end for r in rounds), default=0.0) or 1e-6
+    end = max((max(r.end, *r.ends) for r in rounds), default=0.0) or 1e-6
     scale, unit = time_unit(end)
     if fig is None:
         fig = new_figure(min(max(8.0, 2.2 * len(rounds) + 2.0), 22.0), min(2.4 + 0.6 * ex.p, 14.0))
@@ -49,10 +48,10 @@ def plot_spacetime(ex: Any, rounds: Sequence[Round], upto: int | None = None, fi
     for rank in range(ex.p):
         ax.axhline(rank, color="#bbbbbb", linewidth=0.8, zorder=1)
     for r in rounds[:upto]:
-        for i, start in zip(r.messages, r.starts, strict=True):
+        for i, start, arrived in zip(r.messages, r.starts, r.ends, strict=True):
             msg = ex.messages[i]
             colour = DIAGRAM_COLOURS[msg.src % len(DIAGRAM_COLOURS)]  # one colour per sender: follow a rank
-            x0, x1 = start / scale, msg.t_done / scale
+            x0, x1 = start / scale, arrived / scale
             ax.annotate("", xy=(x1, msg.dst), xytext=(x0, msg.src), zorder=3,
                         arrowprops={"arrowstyle": "->", "color": colour, "linewidth": 1.3})
             ax.text(x0 + (x1 - x0) * 0.25, msg.src + (msg.dst - msg.src) * 0.25, message_label(msg), fontsize=6.5,

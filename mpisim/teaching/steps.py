@@ -26,11 +26,25 @@ from mpisim.teaching.decoding import describe_pieces
 
 
 class ObservedWorld(World):
-    """A World that notes the contents of every message as its send is posted."""
+    """A World that notes the contents of every message as its send is posted, and its time on the wire.
+
+    The engine's message record says when a receive completed, which for an eager message that
+    waited in the unexpected queue is long after its bytes arrived. The rounds need the wire:
+    when the bytes left (on the single-port network, when both ports were free) and when the
+    last one arrived. So every data transfer the network starts is noted, at the point where
+    it gets its ports: the port limit's inner model, or the model itself without one.
+    """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.posted: list[tuple[tuple[int, int, int, int], float, np.ndarray | None]] = []
+        #: (src, dst, bytes, posted) -> [[left, arrived]] of each data transfer, in the order started.
+        self.wire: dict[tuple[int, int, int, float], list[list[float]]] = defaultdict(list)
+        self._leaving: dict[int, list[float]] = {}  # id(message) -> its times, until its ports are free
+        if hasattr(self.network, "post"):
+            self._post = self._noting(self._post)
+        if hasattr(self.network, "started"):  # the port limit: the bytes leave when the ports are free
+            self.network.started = self._left
 
     def post_send(self, comm: Any, buf: Any, dest: int, tag: int, *, synchronous: bool = False) -> Any:
         req = super().post_send(comm, buf, dest, tag, synchronous=synchronous)
@@ -39,6 +53,35 @@ class ObservedWorld(World):
             contents = None if array is None else np.array(array, copy=True)
             self.posted.append(((comm.world_rank, comm.group[dest], comm.context, tag), self.env.now, contents))
         return req
+
+    def _left(self, arg: Any) -> None:
+        times = self._leaving.pop(id(arg), None)
+        if times is not None:
+            times[0] = times[1] = self.env.now
+
+    def _noting(self, post: Any) -> Any:
+        """*post*, noting when the payload of each message leaves and when its last byte arrives."""
+        env = self.env
+
+        def noted(src: int, dst: int, nbytes: int, fn: Any, arg: Any, *rest: Any, **kw: Any) -> bool:
+            # The payload goes once its t_data is set; an RTS goes before, CTS and FIN go the other way.
+            if getattr(arg, "t_data", -1.0) < 0 or (getattr(arg, "src", None), getattr(arg, "dst", None)) != (src, dst):
+                return post(src, dst, nbytes, fn, arg, *rest, **kw)
+            times = [env.now, env.now]
+            self.wire[(src, dst, arg.nbytes, arg.t_post)].append(times)
+            self._leaving[id(arg)] = times
+
+            def arrived(value: Any) -> None:
+                times[1] = env.now
+                if fn is not None:
+                    fn(value)
+
+            over = post(src, dst, nbytes, arrived, arg, *rest, **kw)
+            if over:
+                self._leaving.pop(id(arg), None)
+            return over
+
+        return noted
 
 
 @dataclass
@@ -55,6 +98,7 @@ class Message:
     pieces: list[tuple[frozenset[int], int]] | None = None  # per element: (ranks summed in, element index)
     step: int = 0
     t_data: float | None = None  # when the payload started to move (None: not recorded)
+    wire: tuple[float, float] | None = None  # when its bytes left and the last one arrived (None: not noted)
 
 
 def message_label(msg: Message) -> str:
@@ -76,6 +120,13 @@ def observed_messages(world: ObservedWorld) -> list[Message]:
         out.append(Message(rec.src, rec.dst, rec.nbytes, rec.protocol, rec.t_post, rec.t_done, contents,
                            t_data=rec.t_data))
     out.sort(key=lambda m: (m.t_post, m.src, m.dst, m.t_done))
+    # Transfers between two ranks start and end in posting order, as their records are sorted.
+    wires = {key: list(times) for key, times in world.wire.items()}
+    for msg in out:
+        queue = wires.get((msg.src, msg.dst, msg.nbytes, msg.t_post))
+        if queue:
+            left, arrived = queue.pop(0)
+            msg.wire = (left, arrived)
     return out
 
 

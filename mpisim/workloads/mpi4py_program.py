@@ -15,6 +15,7 @@ MPICH's ``mpiexec`` takes as the end of the job.
 
 from __future__ import annotations
 
+import sys
 import types
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,7 @@ from mpisim.compat import package as _package
 from mpisim.compat.check.explore import checked_run
 from mpisim.compat.package import MPI4PY_VERSION  # noqa: F401 - the mpi4py API level the module follows
 from mpisim.compat.ranks import Runner
+from mpisim.compat.stdin import RecordedInput
 from mpisim.errors import ConfigError, DeadlockError
 from mpisim.workloads.base import RunContext, WorkloadOutput
 
@@ -57,8 +59,9 @@ def run_mpi4py(params: Any, ctx: RunContext) -> WorkloadOutput:
     file = program_file(params, ctx.base_dir)
     findings = None
     if ctx.check:
+        stdin = RecordedInput(sys.stdin)  # every re-run reads the same input (mpisim.compat.stdin)
         runner, findings = checked_run(lambda checker, wildcards, stdout: _run_once(params, ctx, file, checker,
-                                                                                     wildcards, stdout))
+                                                                                     wildcards, stdout, stdin.replay()))
     else:
         runner = _run_once(params, ctx, file)
     world = runner.world
@@ -90,12 +93,13 @@ def run_mpi4py(params: Any, ctx: RunContext) -> WorkloadOutput:
 
 
 def _run_once(params: Any, ctx: RunContext, file: Path, checker: Any = None, wildcards: Any = None,
-              stdout: Any = None) -> Runner:
+              stdout: Any = None, stdin: Any = None) -> Runner:
     """One run of the program on a fresh world (under the checker's hooks, if given); returns its runner."""
     world = ctx.new_world()
     world.wildcards = wildcards
     runner = Runner(world, file, list(params.args), mpi_module=mpi_module, package=mpi4py_package(),
-                    compute=params.compute, speed=params.speed, tag_output=params.tag_output, seed=ctx.seed)
+                    compute=params.compute, speed=params.speed, tag_output=params.tag_output, seed=ctx.seed,
+                    stdin=stdin)
     runner.checker = checker
     if stdout is not None:
         stdout.runner = runner

@@ -105,6 +105,48 @@ def test_an_order_independent_any_source_program_has_no_finding(tmp_path):
     assert "total 6" in output
 
 
+STDIN_PROGRAM = """
+    from mpi4py import MPI
+    comm = MPI.COMM_WORLD
+    if comm.rank == 0:
+        k = int(input())
+        got = [comm.recv(source=MPI.ANY_SOURCE) for _ in range(comm.size - 1)]
+        print("k", k, "first", got[0], "rest", input())
+    else:
+        comm.send(comm.rank, dest=0)
+"""
+
+
+def test_every_rerun_of_the_checker_reads_the_same_stdin(tmp_path, monkeypatch):
+    # The checker re-runs the program in the other arrival order: that run must read "3" and
+    # "tail" again, not an exhausted pipe (EOFError blamed on the arrival order).
+    prog = tmp_path / "reads_input.py"
+    prog.write_text(textwrap.dedent(STDIN_PROGRAM))
+    monkeypatch.setattr("sys.stdin", io.StringIO("3\ntail\n"))
+    code, findings, output = checked(prog, 3)
+    f = only(findings)
+    assert code == 1
+    assert (f["kind"], f["rank"], f["line"]) == ("any-source-race", 0, line_of(prog, "got = ["))
+    assert "EOFError" not in f["text"]
+    assert "prints 'k 3 first 2 rest tail' instead of 'k 3 first 1 rest tail'" in f["text"]
+    assert "k 3 first 1 rest tail" in output
+
+
+def test_recorded_input_reads_the_real_stream_once_and_lazily():
+    from mpisim.compat.stdin import RecordedInput
+
+    real = io.StringIO("a\nbc\nd")
+    record = RecordedInput(real)
+    first = record.replay()
+    assert first.readline() == "a\n"
+    assert real.tell() == 2  # no more than asked for
+    second = record.replay()
+    assert second.read(3) == "a\nb"
+    assert list(first) == ["bc\n", "d"]
+    assert second.read() == "c\nd" and record.replay().readlines() == ["a\n", "bc\n", "d"]
+    assert first.readline() == "" and record.ended
+
+
 def test_messages_far_apart_in_time_are_not_a_race(tmp_path):
     """Rank 2 sends well after the near-tie window: no real run reorders it, so nothing is reported."""
     prog = tmp_path / "late.py"
