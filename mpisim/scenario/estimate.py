@@ -78,6 +78,10 @@ VIEW_BYTES = 56
 #: A size-only block view: blocks of one size are one shared object, so a view is its list slots.
 SHARED_VIEW_BYTES = 16
 RECORD_BYTES = 200
+#: Per simulated GPU and gradient bucket of a training iteration: the event that says the bucket's
+#: gradients are ready, its key and its slots in the rank's lists (tracemalloc: 309 B apiece).
+#: A bucket_cap far below the model's size makes this the run's largest memory, by gigabytes.
+BUCKET_BYTES = 300
 #: A pair of ranks that exchanged a message: its cached route and link entries and its sequence
 #: number (resident size, allocator included: measured with dissemination barriers of 5,000 to
 #: 40,000 ranks, 13 to 16 peers each).
@@ -285,8 +289,10 @@ def _data_parallel_estimate(params: TrainingParams, scenario: Scenario, records:
                                fidelity="twin" if twin else resolve_fidelity(scenario).fidelity)
     buckets = len(plan.buckets)
     calls = buckets * params.iterations
-    return Estimate(per_bucket.events * calls, per_bucket.memory, per_bucket.wall_s * calls,
-                    per_bucket.detail.replace(collective, f"{collective} ({buckets} buckets)", 1))
+    ready = p * buckets * BUCKET_BYTES  # every rank's bucket-ready events (mpisim.workloads.training.play)
+    return Estimate(per_bucket.events * calls, per_bucket.memory + ready, per_bucket.wall_s * calls,
+                    per_bucket.detail.replace(collective, f"{collective} ({buckets} buckets)", 1)
+                    + f", bucket events {_bytes(ready)}")
 
 
 def _hybrid_estimate(params: HybridParams, scenario: Scenario, records: bool, *, spans: bool = True) -> Estimate:
@@ -352,8 +358,12 @@ def _hybrid_estimate(params: HybridParams, scenario: Scenario, records: bool, *,
                 # bucket outside the twin's validated region runs as messages.
                 events_dp //= 4
     events = (simulated * per_rank + events_dp) * params.iterations + measured
-    memory = BASE_BYTES + p * RANK_BYTES
+    # Every simulated GPU holds an event per gradient bucket it readies (ZeRO 3: per micro-batch).
+    ready = simulated * buckets * (micro_batches if params.zero == 3 and job.ddp is None else 1) * BUCKET_BYTES
+    memory = BASE_BYTES + p * RANK_BYTES + ready
     detail = f"{p} GPUs ({simulated} simulated) x {micro_batches} micro-batches x {layers} layers per stage"
+    if ready > 2**30:
+        detail += f", bucket events {_bytes(ready)}"
     return Estimate(int(events), memory, events * SECONDS_PER_EVENT, detail)
 
 
@@ -382,6 +392,8 @@ def check_fits(scenario: Scenario, available: int | None = None, *, headroom: fl
     if available is None or est.new_memory - est.payload <= headroom * available:
         return est
     advice = ["fewer ranks (topology.nodes)"]
+    if "bucket events" in est.detail:
+        advice.append("larger gradient buckets (workload.bucket_cap)")
     if "block views" in est.detail:
         advice.append("an algorithm that does not cut the buffer into one block per rank "
                       "(workload.algorithm: recursive_doubling)")
