@@ -43,28 +43,33 @@ def _accepts(req: _Recv, msg: _Msg) -> bool:
             and req.tag in (ANY_TAG, msg.tag))
 
 
-def _reference(events):
-    posted, unexpected, pairs = [], [], []
-    for kind, item in events:
-        if kind == "recv":
-            hit = next((m for m in unexpected if _accepts(item, m)), None)
-            if hit is None:
-                posted.append(item)
-            else:
-                unexpected.remove(hit)
-                pairs.append((hit.name, item.name))
-        else:
-            hit = next((r for r in posted if _accepts(r, item)), None)
-            if hit is None:
-                unexpected.append(item)
-            else:
-                posted.remove(hit)
-                pairs.append((item.name, hit.name))
-    return pairs, [r.name for r in posted], [m.name for m in unexpected]
+class _ListQueue(list):
+    """The reference: a plain list scanned in order, as the MPI standard describes (and MPICH does)."""
+
+    def __init__(self, accepts):
+        super().__init__()
+        self.accepts = accepts  # (queued entry, context, source, tag) -> bool
+
+    def take(self, context, source, tag):
+        hit = next((e for e in self if self.accepts(e, context, source, tag)), None)
+        if hit is not None:
+            self.remove(hit)
+        return hit
 
 
-def _indexed(events):
-    posted, unexpected, pairs = PostedQueue(), UnexpectedQueue(), []
+def _reference_queues():
+    def message_accepted(msg, context, source, tag):  # a queued message, by a receive's pattern
+        return _accepts(_Recv(_Comm(context), source, tag, ""), msg)
+
+    def receive_accepts(req, context, source, tag):  # a queued receive, for a message's envelope
+        return _accepts(req, _Msg(context, source, tag, ""))
+
+    return _ListQueue(receive_accepts), _ListQueue(message_accepted)
+
+
+def _play(events, posted, unexpected):
+    """Offer *events* to the two queues in turn; return the pairs made and what stays queued."""
+    pairs = []
     for kind, item in events:
         if kind == "recv":
             hit = unexpected.take(item.comm.context, item.peer, item.tag)
@@ -99,7 +104,7 @@ def test_indexed_queues_pair_as_ordered_linear_queues_do(raw):
             events.append((kind, _Recv(_Comm(context), source, tag, f"r{i}")))
         else:
             events.append((kind, _Msg(context, source, tag, f"m{i}")))
-    assert _indexed(events) == _reference(events)
+    assert _play(events, PostedQueue(), UnexpectedQueue()) == _play(events, *_reference_queues())
 
 
 def test_first_and_remove_keep_arrival_order():
