@@ -87,11 +87,18 @@ class FluidTwin:
     fidelity grid's tolerance for a call of nccl-tests *size* on *comm*
     (:mod:`mpisim.collectives.fluid.validated`): ``fidelity: auto`` takes the twin only there,
     and keeps the message path elsewhere.
+
+    ``bulk`` is the twin for a call that all ranks enter at one instant: the same timing, the
+    ranks advanced as one batch of arrays instead of one process each.
     """
 
     run: Callable[..., Any]
     applies: Callable[[Any, Any], bool]
     validated: Callable[[Any, int], bool] = lambda comm, size: True
+    #: The batch form, or None: ``bulk(comm, buf, leave)`` starts a call that every rank of
+    #: *comm* enters at this instant, without a process per rank, and calls ``leave(rank)`` when
+    #: each rank's call returns (:func:`mpisim.collectives.dispatch.bulk_driver`).
+    bulk: Callable[[Any, Any, Callable[[int], None]], None] | None = None
 
 
 @dataclass(frozen=True)

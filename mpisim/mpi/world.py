@@ -236,6 +236,13 @@ class World(Protocols, DirectPath, Diagnosis):
         self._processes.extend(procs)
         return procs
 
+    def launch_batch(self, driver: Proc[Any]) -> simpy.Process:
+        """Start *driver*, one process that advances every rank at once (a batch of collective
+        calls, :mod:`mpisim.collectives.bulk`); :meth:`run` reports a deadlock if it never ends."""
+        proc = self.env.process(driver)
+        self._processes.append(proc)
+        return proc
+
     def _rank_main(self, rank: int, program: Callable[..., Proc[Any]], args: tuple) -> Proc[Any]:
         try:
             result = yield from program(self.comm_world(rank), *args)

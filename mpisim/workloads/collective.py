@@ -75,7 +75,7 @@ from typing import Any
 import numpy as np
 
 import mpisim.collectives  # noqa: F401  (registers the algorithms that names are checked against)
-from mpisim.collectives import dispatch, memory, nccl, registry
+from mpisim.collectives import bulk, dispatch, memory, nccl, registry
 from mpisim.collectives.select import network_parameters
 from mpisim.engine.reader import Choice, Custom
 from mpisim.engine.sim import Proc
@@ -329,6 +329,19 @@ class _Point:
         return rank_input(self.collective, self.op, self.count, self.dtype, self.seed, rank, ranks)
 
 
+def _size_buffer(point: _Point) -> SizePayload | None:
+    """Every rank's buffer of a size-only point (None for a barrier)."""
+    return None if point.collective == "barrier" else SizePayload(point.count, point.dtype)
+
+
+def _call_shape(point: _Point, buf: Payload | None = None) -> tuple:
+    """The rest of :func:`dispatch.prepare`'s arguments for a call of *point* with *buf*: nbytes, op, root, itemsize."""
+    buf = _size_buffer(point) if buf is None else buf
+    nbytes = 0 if buf is None else buf.nbytes
+    itemsize = 1 if buf is None else buf.dtype.itemsize
+    return nbytes, get_op(point.op), point.root, itemsize
+
+
 def _rank_program(comm: Comm, point: _Point, outputs: list[Any], spans: list[list[tuple[float, float]]],
                   chosen: list[dispatch.PreparedCall], inputs: list[Any] | None = None) -> Proc[None]:
     buf: Payload | None = None
@@ -341,10 +354,7 @@ def _rank_program(comm: Comm, point: _Point, outputs: list[Any], spans: list[lis
             buf = SizePayload(point.count, point.dtype)
     if comm.rank == 0:
         # The call as dispatch resolves it (once per call shape): its algorithm and library choice.
-        nbytes = 0 if buf is None else buf.nbytes
-        itemsize = 1 if buf is None else buf.dtype.itemsize
-        chosen.append(dispatch.prepare(comm, point.collective, point.algorithm, nbytes, get_op(point.op),
-                                       point.root, itemsize))
+        chosen.append(dispatch.prepare(comm, point.collective, point.algorithm, *_call_shape(point, buf)))
     result = None
     for _ in range(point.iterations):
         yield from comm.world.synchronize(comm.world_rank)
@@ -451,7 +461,15 @@ def run(params: CollectiveParams, ctx: RunContext) -> WorkloadOutput:
             chosen: list[dispatch.PreparedCall] = []
             random = params.values == "random" and data
             inputs: list[Any] | None = [None] * p if random else None
-            world.launch(_rank_program, point, outputs, spans, chosen, inputs)
+            driver = None if data else bulk.bulk_driver(world, params.collective, algorithm,
+                                                        _size_buffer(point), params.op, params.root,
+                                                        params.iterations, spans)
+            if driver is None:
+                world.launch(_rank_program, point, outputs, spans, chosen, inputs)
+            else:  # every rank enters each call at one instant: one batch, no process per rank
+                chosen.append(dispatch.prepare(world.comm_world(0), point.collective, point.algorithm,
+                                               *_call_shape(point)))
+                world.launch_batch(driver)
             world.run()
             time = collective_time(spans)
             prepared = chosen[0]

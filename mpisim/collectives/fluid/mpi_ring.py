@@ -46,6 +46,7 @@ import functools
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -58,8 +59,8 @@ from mpisim.mpi.comm import Comm
 from mpisim.mpi.ops import Op
 from mpisim.mpi.payload import Payload, SizePayload, split_offsets
 
-__all__ = ["BARRIER", "RING_ALLGATHER", "RING_ALLREDUCE", "RING_REDUCE_SCATTER", "RingPhase", "ceil_blocks",
-           "even_blocks", "fluid", "fluid_mpi_ring", "listed_blocks", "replay", "size_only"]
+__all__ = ["BARRIER", "RING_ALLGATHER", "RING_ALLREDUCE", "RING_REDUCE_SCATTER", "RingPhase", "bulk_mpi_ring",
+           "ceil_blocks", "even_blocks", "fluid", "fluid_mpi_ring", "listed_blocks", "replay", "size_only"]
 
 
 @dataclass(frozen=True)
@@ -139,8 +140,27 @@ def fluid_mpi_ring(comm: Comm, blocks: Callable[[], np.ndarray] | None, phases: 
     call.joined.append(comm.env.now)
     if last:
         sizes = np.zeros(comm.size, dtype=np.int64) if blocks is None else blocks()
-        _start(comm, call, sizes, tuple(phases))
+        start = np.empty(comm.size)
+        start[call.ranks] = call.joined
+        events = dict(zip(call.ranks, call.events, strict=True))
+        _start(comm, start, sizes, tuple(phases), _succeed, events)
     yield event
+
+
+def _succeed(event) -> None:
+    event.succeed()
+
+
+def bulk_mpi_ring(comm: Comm, blocks: Callable[[], np.ndarray] | None, phases: Sequence[RingPhase],
+                  leave: Callable[[int], None]) -> None:
+    """Start a ring program that every rank of *comm* enters now, as one batch: no process per rank.
+
+    The same timing as :func:`fluid_mpi_ring` when all ranks join at this instant (one replay,
+    one flow per hop), but instead of waking each rank's process it calls ``leave(rank)`` at the
+    instant that rank's call returns, in the order the per-rank path would wake them.
+    """
+    sizes = np.zeros(comm.size, dtype=np.int64) if blocks is None else blocks()
+    _start(comm, np.full(comm.size, comm.env.now), sizes, tuple(phases), leave, range(comm.size))
 
 
 @dataclass(frozen=True)
@@ -207,15 +227,16 @@ def hop_bytes(blocks: np.ndarray, phases: Sequence[RingPhase]) -> np.ndarray:
     return total
 
 
-def _start(comm: Comm, call: _Call, blocks: np.ndarray, phases: tuple[RingPhase, ...]) -> None:
+def _start(comm: Comm, start: np.ndarray, blocks: np.ndarray, phases: tuple[RingPhase, ...],
+           wake: Callable[[Any], None], wakes: Mapping[int, Any] | Sequence[Any]) -> None:
+    """Replay the program from each rank's *start*, post its flows, and call ``wake(wakes[rank])``
+    when rank leaves (its replayed finish, later if one of its flows was slowed by other traffic)."""
     world, env = comm.world, comm.env
     cfg = world.config
     p = comm.size
     distances = sorted({phase.distance for phase in phases})
     carried = {d: hop_bytes(blocks, [phase for phase in phases if phase.distance == d]) for d in distances}
     hops = {d: _hops(comm, d, bool(carried[d].any())) for d in distances}
-    start = np.empty(p)
-    start[call.ranks] = call.joined
     finish = replay(start, blocks, phases, hops, cfg.send_overhead, cfg.recv_overhead, 1.0 / cfg.copy_bandwidth,
                     cfg.reduce_cost)
     t_post = env.now
@@ -226,7 +247,6 @@ def _start(comm: Comm, call: _Call, blocks: np.ndarray, phases: tuple[RingPhase,
     # start at the last join, while the rank's own messages went earlier).
     flows = [(d, r) for d in distances for r in range(p) if carried[d][r]]
     expected = {(d, r): t_post + hops[d].latency[r] + carried[d][r] * hops[d].beta[r] for d, r in flows}
-    events = dict(zip(call.ranks, call.events, strict=True))
     extra: dict[tuple[int, int], float] = {}  # flow -> how much later than expected it landed
     held: dict[tuple[int, int], list[int]] = {}  # flow -> ranks waiting for it (late)
 
@@ -241,7 +261,7 @@ def _start(comm: Comm, call: _Call, blocks: np.ndarray, phases: tuple[RingPhase,
             held.setdefault(late[0], []).append(rank)  # wait for that flow, then look again
             return
         end = float(finish[rank]) + max((extra[hop] for hop in mine if hop in extra), default=0.0)
-        Call(env, lambda ev: ev.succeed(), events[rank], max(0.0, end - env.now))
+        Call(env, wake, wakes[rank], max(0.0, end - env.now))
 
     def landed(hop: tuple[int, int]) -> None:
         extra[hop] = max(0.0, env.now - float(expected[hop]))
@@ -335,35 +355,56 @@ def _allreduce_phases(p: int) -> tuple[RingPhase, ...]:
     return RingPhase(p - 1, 1, True), RingPhase(p - 1, 0, False)
 
 
-def _ring_allreduce(comm: Comm, buf: Payload, op: Op) -> Proc[Payload]:
+def _allreduce_program(comm: Comm, buf: Payload) -> tuple[Callable[[], np.ndarray], tuple[RingPhase, ...]]:
     """MPICH's ring allreduce (ceil-cut blocks): p-1 reducing steps, then p-1 plain ones."""
     p = comm.size
-    yield from fluid_mpi_ring(comm, functools.partial(ceil_blocks, buf, p), _allreduce_phases(p))
+    return functools.partial(ceil_blocks, buf, p), _allreduce_phases(p)
+
+
+def _allgather_program(comm: Comm, buf: Payload) -> tuple[Callable[[], np.ndarray], tuple[RingPhase, ...]]:
+    """The ring allgather: p-1 plain steps of one rank's buffer each."""
+    p = comm.size
+    return lambda: np.full(p, buf.nbytes, dtype=np.int64), (RingPhase(p - 1, 0, False),)
+
+
+def _reduce_scatter_program(comm: Comm, buf: Payload) -> tuple[Callable[[], np.ndarray], tuple[RingPhase, ...]]:
+    """The ring reduce-scatter (np.array_split blocks): p-1 reducing steps."""
+    p = comm.size
+    return lambda: even_blocks(buf, p), (RingPhase(p - 1, 1, True),)
+
+
+def _barrier_program(comm: Comm, buf: None = None) -> tuple[None, tuple[RingPhase, ...]]:
+    """The dissemination barrier: ceil(lg p) rounds of zero-byte messages to the rank 2^k to the right."""
+    return None, tuple(RingPhase(1, 0, False, distance=1 << k) for k in range(ceil_lg(comm.size)))
+
+
+def _ring_allreduce(comm: Comm, buf: Payload, op: Op) -> Proc[Payload]:
+    yield from fluid_mpi_ring(comm, *_allreduce_program(comm, buf))
     return buf
 
 
 def _ring_allgather(comm: Comm, buf: Payload) -> Proc[Payload]:
-    """The ring allgather: p-1 plain steps of one rank's buffer each."""
-    p = comm.size
-    yield from fluid_mpi_ring(comm, lambda: np.full(p, buf.nbytes, dtype=np.int64), (RingPhase(p - 1, 0, False),))
-    return buf.like(buf.count * p)
+    yield from fluid_mpi_ring(comm, *_allgather_program(comm, buf))
+    return buf.like(buf.count * comm.size)
 
 
 def _ring_reduce_scatter(comm: Comm, buf: Payload, op: Op) -> Proc[Payload]:
-    """The ring reduce-scatter (np.array_split blocks): p-1 reducing steps."""
     p, r = comm.size, comm.rank
-    yield from fluid_mpi_ring(comm, lambda: even_blocks(buf, p), (RingPhase(p - 1, 1, True),))
+    yield from fluid_mpi_ring(comm, *_reduce_scatter_program(comm, buf))
     return buf.slice(*split_offsets(buf.count, p)[r:r + 2])
 
 
 def _dissemination_barrier(comm: Comm) -> Proc[None]:
-    """The dissemination barrier: ceil(lg p) rounds of zero-byte messages to the rank 2^k to the right."""
-    rounds = [RingPhase(1, 0, False, distance=1 << k) for k in range(ceil_lg(comm.size))]
-    yield from fluid_mpi_ring(comm, None, rounds)
+    yield from fluid_mpi_ring(comm, *_barrier_program(comm))
+
+
+def _bulk(program: Callable[[Comm, Payload | None], tuple]) -> Callable[[Comm, Payload | None, Callable[[int], None]], None]:
+    """The twin's batch form: every rank of the call enters now (see :func:`bulk_mpi_ring`)."""
+    return lambda comm, buf, leave: bulk_mpi_ring(comm, *program(comm, buf), leave)
 
 
 #: The twins of MPI's ring algorithms and the dissemination barrier (registered with them).
-RING_ALLREDUCE = FluidTwin(_ring_allreduce, size_only)
-RING_ALLGATHER = FluidTwin(_ring_allgather, size_only)
-RING_REDUCE_SCATTER = FluidTwin(_ring_reduce_scatter, size_only)
-BARRIER = FluidTwin(_dissemination_barrier, size_only)
+RING_ALLREDUCE = FluidTwin(_ring_allreduce, size_only, bulk=_bulk(_allreduce_program))
+RING_ALLGATHER = FluidTwin(_ring_allgather, size_only, bulk=_bulk(_allgather_program))
+RING_REDUCE_SCATTER = FluidTwin(_ring_reduce_scatter, size_only, bulk=_bulk(_reduce_scatter_program))
+BARRIER = FluidTwin(_dissemination_barrier, size_only, bulk=_bulk(_barrier_program))
