@@ -254,25 +254,56 @@ def _start(comm: Comm, start: np.ndarray, blocks: np.ndarray, phases: tuple[Ring
         """The flows of its sends and its receives."""
         return [hop for d in distances for hop in ((d, rank), (d, (rank - d) % p)) if hop in expected]
 
-    def leave(rank: int) -> None:
+    def leave(rank: int) -> float | None:
+        """The delay after which *rank* leaves, or None if it waits for a late flow."""
         mine = own(rank)
         late = [hop for hop in mine if hop not in extra and env.now > expected[hop]]
         if late:
             held.setdefault(late[0], []).append(rank)  # wait for that flow, then look again
-            return
+            return None
         end = float(finish[rank]) + max((extra[hop] for hop in mine if hop in extra), default=0.0)
-        Call(env, wake, wakes[rank], max(0.0, end - env.now))
+        return max(0.0, end - env.now)
+
+    def release(ranks: Sequence[int]) -> None:
+        """Let *ranks* leave, in this order: one queue entry wakes all those due at one instant."""
+        _at_instants(env, wake_all, [(delay, wakes[rank]) for rank in ranks
+                                     if (delay := leave(rank)) is not None])
+
+    def wake_all(woken: list[Any]) -> None:
+        for w in woken:
+            wake(w)
 
     def landed(hop: tuple[int, int]) -> None:
         extra[hop] = max(0.0, env.now - float(expected[hop]))
-        for rank in held.pop(hop, ()):
-            leave(rank)
+        release(held.pop(hop, ()))
 
-    for rank in range(p):
-        Call(env, leave, rank, max(0.0, float(finish[rank]) - t_post))
+    # Each rank looks at its flows at its replayed finish, the ranks due at one instant in rank order.
+    _at_instants(env, release, [(max(0.0, float(finish[rank]) - t_post), rank) for rank in range(p)])
     for d, r in flows:
         if world._post(comm.group[r], comm.group[(r + d) % p], int(carried[d][r]), landed, (d, r)):
             landed((d, r))
+
+
+def _at_instants(env, fn: Callable[[list[Any]], None], timed: Sequence[tuple[float, Any]]) -> None:
+    """Call ``fn(items)`` once per instant ``now + delay`` of the (delay, item) pairs *timed*, with that
+    instant's items in their order here.
+
+    The same order of work as one queue entry per item scheduled in this order (SimPy takes
+    entries due at one instant in the order they were scheduled, and nothing else is scheduled
+    between these), with one entry per instant instead: a million ranks leaving a call are not
+    a million queue entries.
+    """
+    now = env.now
+    due: dict[float, tuple[float, list[Any]]] = {}
+    for delay, item in timed:
+        at = now + delay  # the instant SimPy would schedule it at (now + delay, the same float)
+        entry = due.get(at)
+        if entry is None:
+            due[at] = (delay, [item])
+        else:
+            entry[1].append(item)
+    for delay, items in due.values():
+        Call(env, fn, items, delay)
 
 
 def _with_beta(hops: _Hops, beta: np.ndarray) -> _Hops:
