@@ -55,30 +55,45 @@ def bulk_driver(world: Any, collective: str, algorithm: str | None, buf: Payload
     return _drive(world, collective, prepared, twin.bulk, buf, iterations, spans)
 
 
-def _drive(world: Any, collective: str, prepared: dispatch.PreparedCall, bulk: Any, buf: Payload | None, iterations: int,
-           spans: list[list[tuple[float, float]]]) -> Proc[None]:
-    env, p = world.env, world.size
+def _drive(world: Any, collective: str, prepared: dispatch.PreparedCall, bulk: Any, buf: Payload | None,
+           iterations: int, spans: list[list[tuple[float, float]]]) -> Proc[None]:
+    p = world.size
     comms = [world.comm_world(r) for r in range(p)]
     choice = prepared.choice
     library = (None, None, None) if choice is None else (choice.protocol.name, choice.channels, choice.chunk_bytes)
-    name, size, tracer = prepared.algorithm.name, prepared.size, world.tracer
     for _ in range(iterations):
-        t_enter = env.now
         numbers = [c.next_collective(prepared.signature) for c in comms]
-        done = env.event()
-        left = [0]
-
-        def leave(rank: int) -> None:
-            now = env.now
-            tracer.collective(CollectiveRecord(collective, name, rank, size, t_enter, now, numbers[rank], *library))
-            spans[rank].append((t_enter, now))
-            left[0] += 1
-            if left[0] == p:
-                # The per-rank path re-enters two same-instant hops after its last exit (the
-                # rank's wake-up, then the synchronised entry's release): so does the batch.
-                Call(env, lambda _: done.succeed(), None)
-
-        bulk(comms[0].coll, buf, leave)
-        yield done
+        call = _Call(world, p, spans, numbers,
+                     (collective, prepared.algorithm.name, prepared.size, library))
+        bulk(comms[0].coll, buf, call.leave)
+        yield call.done
     for state in world.states:
         state.finished = True
+
+
+class _Call:
+    """One batched call in progress: its entry instant, and the ranks that have left it."""
+
+    def __init__(self, world: Any, p: int, spans: list[list[tuple[float, float]]], numbers: list[int],
+                 record: tuple) -> None:
+        self.env, self.tracer, self.p, self.spans, self.numbers = world.env, world.tracer, p, spans, numbers
+        self.collective, self.name, self.size, self.library = record
+        self.t_enter = world.env.now
+        self.left = 0
+        self.done = world.env.event()
+
+    def leave(self, rank: int) -> None:
+        """Rank *rank*'s call returns now: its record and span, as its rank program would write them."""
+        now = self.env.now
+        self.tracer.collective(CollectiveRecord(self.collective, self.name, rank, self.size, self.t_enter, now,
+                                                self.numbers[rank], *self.library))
+        self.spans[rank].append((self.t_enter, now))
+        self.left += 1
+        if self.left == self.p:
+            # The per-rank path re-enters two same-instant hops after its last exit (the
+            # rank's wake-up, then the synchronised entry's release): so does the batch.
+            Call(self.env, _succeed, self.done)
+
+
+def _succeed(event: Any) -> None:
+    event.succeed()
