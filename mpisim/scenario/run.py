@@ -356,15 +356,19 @@ def run_scenario(
     ConfigError for input problems found only while running.
     """
     t_start = time.perf_counter()
+    # Without a sweep, the estimate and the run share the limit's one clock; each sweep point has its own.
+    limit = scenario.limits.wall_time
     try:
-        run_estimate(scenario)  # refuses, before anything is allocated, what cannot fit in memory
-        if scenario.sweep:
-            from mpisim.scenario.sweep import run_sweep  # sweep.py builds on this module
+        with wall_clock_watchdog(None if scenario.sweep else limit):
+            with wall_clock_watchdog(limit):
+                run_estimate(scenario)  # refuses, before anything is allocated, what cannot fit in memory
+            if scenario.sweep:
+                from mpisim.scenario.sweep import run_sweep  # sweep.py builds on this module
 
-            points = run_sweep(scenario, jobs=jobs, results_file=results_file, resume=resume, progress=progress,
-                               executor=executor)
-        else:
-            points = [run_point(scenario, log=log, worlds=worlds, keep_failure=keep_failure)]
+                points = run_sweep(scenario, jobs=jobs, results_file=results_file, resume=resume, progress=progress,
+                                   executor=executor)
+            else:
+                points = [run_point(scenario, log=log, worlds=worlds, keep_failure=keep_failure)]
     except ConfigError as err:
         if scenario.file and not err.file:
             raise err.in_file(scenario.file) from None
