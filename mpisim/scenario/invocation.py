@@ -141,7 +141,8 @@ def run_file(file: str, overrides: list[tuple[str, Any]], options: RunOptions, o
                                                    worlds=worlds,
                                                    # -o: a failed program's run gets its report (timeline, arrows)
                                                    keep_failure=out_dir is not None and not options.json
-                                                   and scenario.workload.kind == "program")
+                                                   and scenario.workload.kind == "program",
+                                                   estimated=True)
         except MPIError as exc:
             if not options.json:
                 raise
