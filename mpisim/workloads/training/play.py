@@ -131,7 +131,7 @@ class _BucketsReady:
     the stream sees is what a list of an event per bucket made up front gave it -- a bucket
     whose event was processed is passed without waiting, one fired but not yet processed, or
     not yet fired, is waited for -- so the run is the same, event for event; but a step of
-    200,000 buckets on 32 ranks holds a few events instead of 6.4 million, whose garbage
+    218,735 buckets on 32 ranks holds a few events instead of 7 million, whose garbage
     collection over a heap of gigabytes would hold a wall-time limit off by seconds.
     """
 
