@@ -126,6 +126,10 @@ class WallTimeReached(LimitReached):
 WATCHDOG_REPEAT_S = 0.25
 
 
+#: When the innermost active :func:`wall_clock_watchdog` fires (``time.perf_counter``), inf if none.
+_deadline = math.inf
+
+
 @contextlib.contextmanager
 def wall_clock_watchdog(wall_time: float | None) -> Iterator[None]:
     """Stop the code in this block when *wall_time* seconds have passed, whatever it is doing.
@@ -136,12 +140,20 @@ def wall_clock_watchdog(wall_time: float | None) -> Iterator[None]:
     handler raises :class:`WallTimeReached` in the main thread at the next bytecode, and
     ``time.sleep`` returns early when a handler raises. Signals reach only the main thread, so
     elsewhere (a Dask worker thread) the event loop's own checks are the limit.
+
+    Watchdogs nest: inside one that fires first, another is nothing, so the phases of one run
+    (its estimate, planning, the event loop) share one clock rather than each starting its own.
     """
+    global _deadline
     if wall_time is None or threading.current_thread() is not threading.main_thread() \
             or not hasattr(signal, "setitimer"):
         yield
         return
     started = time.perf_counter()
+    if _deadline <= started + wall_time:  # an enclosing watchdog stops this block first
+        yield
+        return
+    outer_deadline, _deadline = _deadline, started + wall_time
 
     def interrupt(signum: int, frame: FrameType | None) -> None:
         elapsed = time.perf_counter() - started
@@ -164,6 +176,7 @@ def wall_clock_watchdog(wall_time: float | None) -> Iterator[None]:
     try:
         yield
     finally:
+        _deadline = outer_deadline
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous_handler)
         if previous_timer[0] > 0:  # someone else's timer (pytest-timeout): give back what is left of it

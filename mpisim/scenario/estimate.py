@@ -80,10 +80,12 @@ VIEW_BYTES = 56
 #: A size-only block view: blocks of one size are one shared object, so a view is its list slots.
 SHARED_VIEW_BYTES = 16
 RECORD_BYTES = 200
-#: Per simulated GPU and gradient bucket of a training iteration: the event that says the bucket's
-#: gradients are ready, its key and its slots in the rank's lists (tracemalloc: 309 B apiece).
-#: A bucket_cap far below the model's size makes this the run's largest memory, by gigabytes.
-BUCKET_BYTES = 300
+#: Per gradient bucket of a training job, once for all its GPUs: the plan's bucket and the job's
+#: (tracemalloc: 176 B apiece). The ranks hold no event per bucket, only the few fired and not yet
+#: processed (mpisim.workloads.training.play._BucketsReady): with an event per GPU and bucket
+#: (309 B each) a bucket_cap far below the model's size made gigabytes, whose garbage collection
+#: held a wall-time limit off by seconds.
+BUCKET_BYTES = 200
 #: A pair of ranks that exchanged a message: its cached route and link entries and its sequence
 #: number (resident size, allocator included: measured with dissemination barriers of 5,000 to
 #: 40,000 ranks, 13 to 16 peers each).
@@ -305,10 +307,10 @@ def _data_parallel_estimate(params: TrainingParams, scenario: Scenario, records:
                                fidelity="twin" if twin else resolve_fidelity(scenario).fidelity)
     buckets = len(plan.buckets)
     calls = buckets * params.iterations
-    ready = p * buckets * BUCKET_BYTES  # every rank's bucket-ready events (mpisim.workloads.training.play)
+    ready = buckets * BUCKET_BYTES  # the plan's buckets, once for all ranks
     return Estimate(per_bucket.events * calls, per_bucket.memory + ready, per_bucket.wall_s * calls,
                     per_bucket.detail.replace(collective, f"{collective} ({buckets} buckets)", 1)
-                    + f", bucket events {_bytes(ready)}")
+                    + f", gradient buckets {_bytes(ready)}")
 
 
 def _hybrid_estimate(params: HybridParams, scenario: Scenario, records: bool, *, spans: bool = True) -> Estimate:
@@ -374,12 +376,12 @@ def _hybrid_estimate(params: HybridParams, scenario: Scenario, records: bool, *,
                 # bucket outside the twin's validated region runs as messages.
                 events_dp //= 4
     events = (simulated * per_rank + events_dp) * params.iterations + measured
-    # Every simulated GPU holds an event per gradient bucket it readies (ZeRO 3: per micro-batch).
-    ready = simulated * buckets * (micro_batches if params.zero == 3 and job.ddp is None else 1) * BUCKET_BYTES
+    # The job's gradient buckets, every virtual stage's, once for all GPUs.
+    ready = sum(len(stage_buckets) for stage_buckets in job.buckets) * BUCKET_BYTES
     memory = BASE_BYTES + p * RANK_BYTES + ready
     detail = f"{p} GPUs ({simulated} simulated) x {micro_batches} micro-batches x {layers} layers per stage"
     if ready > 2**30:
-        detail += f", bucket events {_bytes(ready)}"
+        detail += f", gradient buckets {_bytes(ready)}"
     return Estimate(int(events), memory, events * SECONDS_PER_EVENT, detail)
 
 
@@ -408,7 +410,7 @@ def check_fits(scenario: Scenario, available: int | None = None, *, headroom: fl
     if available is None or est.new_memory - est.payload <= headroom * available:
         return est
     advice = ["fewer ranks (topology.nodes)"]
-    if "bucket events" in est.detail:
+    if "gradient buckets" in est.detail:
         advice.append("larger gradient buckets (workload.bucket_cap)")
     if "block views" in est.detail:
         advice.append("an algorithm that does not cut the buffer into one block per rank "

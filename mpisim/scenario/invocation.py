@@ -107,43 +107,49 @@ def run_file(file: str, overrides: list[tuple[str, Any]], options: RunOptions, o
     if out_dir is not None and wants_link_records(scenario):  # small: record link activity for the heat map
         scenario = load_file(file, [*overrides, ("trace.links", True)])
 
-    with wall_clock_watchdog(scenario.limits.wall_time):  # planning counts against the limit too
+    # Without a sweep, the estimate, the planning and the event loop share the limit's one clock
+    # (each sweep point has its own); the outputs are written after it stopped.
+    with contextlib.ExitStack() as clock:
+        clock.enter_context(wall_clock_watchdog(scenario.limits.wall_time))  # planning counts too
         estimated = run_estimate(scenario)  # exit 2 here, before any work, for what cannot fit in memory
-    if estimated.wall_s > REFUSED_RUN_S and scenario.limits.wall_time is None and not options.long_run:
-        raise ConfigError(f"estimate before the run: {estimated.describe()} ({estimated.detail}); a run this long "
-                          "starts only when asked: --limit wall_time=1h runs part of it, --long-run all of it",
-                          "", file)
-    if estimated.wall_s > LONG_RUN_S:
-        err.write(f"note: estimate before the run: {estimated.describe()} ({estimated.detail}); "
-                  "--limit wall_time=... stops it early\n")
-    if out_dir is not None:
-        make_dir(out_dir)
-    results_file = default_results_file(scenario, out_dir) if scenario.sweep else None
-    if results_file is not None and out_dir is None and not os.access(results_file.parent, os.W_OK):
-        # The file only serves --resume; a read-only folder must not stop the sweep itself.
-        err.write(f"note: {results_file.parent.absolute()} is not writable: the sweep runs without a results "
-                  "file, so an interrupted run cannot --resume (give -o DIR to keep one)\n")
-        results_file = None
-    worlds: list[Any] = []
-    # An mpi4py program prints; with --json its output must not mix with the document.
-    quiet_stdout = contextlib.redirect_stdout(err) if options.json else contextlib.nullcontext()
-    try:
-        with quiet_stdout, SweepProgress(err, enabled=bool(scenario.sweep) and not options.quiet) as progress, \
-                RunProgress(err, worlds, enabled=not scenario.sweep and not options.json and not options.quiet,
-                            estimate_events=estimated.events if estimated.events_known else None):
-            result = scenario_run.run_scenario(scenario, jobs=options.jobs, results_file=results_file,
-                                               resume=options.resume, progress=progress, executor=options.executor,
-                                               worlds=worlds,
-                                               # -o: a failed program's run gets its report (timeline, arrows)
-                                               keep_failure=out_dir is not None and not options.json
-                                               and scenario.workload.kind == "program")
-    except MPIError as exc:
-        if not options.json:
-            raise
-        # A pipeline parses stdout whatever happened: the document carries the failure.
-        _write_json(out, failure_document(scenario, exc))
-        err.write(failure_text(exc))
-        return False
+        if scenario.sweep:
+            clock.close()
+        if estimated.wall_s > REFUSED_RUN_S and scenario.limits.wall_time is None and not options.long_run:
+            raise ConfigError(f"estimate before the run: {estimated.describe()} ({estimated.detail}); a run this long "
+                              "starts only when asked: --limit wall_time=1h runs part of it, --long-run all of it",
+                              "", file)
+        if estimated.wall_s > LONG_RUN_S:
+            err.write(f"note: estimate before the run: {estimated.describe()} ({estimated.detail}); "
+                      "--limit wall_time=... stops it early\n")
+        if out_dir is not None:
+            make_dir(out_dir)
+        results_file = default_results_file(scenario, out_dir) if scenario.sweep else None
+        if results_file is not None and out_dir is None and not os.access(results_file.parent, os.W_OK):
+            # The file only serves --resume; a read-only folder must not stop the sweep itself.
+            err.write(f"note: {results_file.parent.absolute()} is not writable: the sweep runs without a results "
+                      "file, so an interrupted run cannot --resume (give -o DIR to keep one)\n")
+            results_file = None
+        worlds: list[Any] = []
+        # An mpi4py program prints; with --json its output must not mix with the document.
+        quiet_stdout = contextlib.redirect_stdout(err) if options.json else contextlib.nullcontext()
+        try:
+            with quiet_stdout, SweepProgress(err, enabled=bool(scenario.sweep) and not options.quiet) as progress, \
+                    RunProgress(err, worlds, enabled=not scenario.sweep and not options.json and not options.quiet,
+                                estimate_events=estimated.events if estimated.events_known else None):
+                result = scenario_run.run_scenario(scenario, jobs=options.jobs, results_file=results_file,
+                                                   resume=options.resume, progress=progress, executor=options.executor,
+                                                   worlds=worlds,
+                                                   # -o: a failed program's run gets its report (timeline, arrows)
+                                                   keep_failure=out_dir is not None and not options.json
+                                                   and scenario.workload.kind == "program",
+                                                   estimated=True)
+        except MPIError as exc:
+            if not options.json:
+                raise
+            # A pipeline parses stdout whatever happened: the document carries the failure.
+            _write_json(out, failure_document(scenario, exc))
+            err.write(failure_text(exc))
+            return False
     if results_file is not None and out_dir is None:
         # The file only served to resume an interrupted run; this one finished.
         results_file.unlink(missing_ok=True)

@@ -323,6 +323,7 @@ def run_scenario(
     executor: str | None = None,
     worlds: list[World] | None = None,
     keep_failure: bool = False,
+    estimated: bool = False,
 ) -> RunResult:
     """Run *scenario* (every grid point of its sweep, if it has one) and check its expectations.
 
@@ -351,20 +352,28 @@ def run_scenario(
         Without a sweep: a failure of the simulated program (deadlock, truncation, an exception)
         is recorded in the result (``result.failure``) as if the scenario expected it, so that
         its report can be written; the caller says it failed.
+    estimated
+        The caller has just estimated the run (:func:`~mpisim.scenario.estimate.run_estimate`):
+        a capacity plan of a million buckets is not planned twice against the same wall-time limit.
 
     Raises MPIError when the simulated program fails and the scenario did not expect it, and
     ConfigError for input problems found only while running.
     """
     t_start = time.perf_counter()
+    # Without a sweep, the estimate and the run share the limit's one clock; each sweep point has its own.
+    limit = scenario.limits.wall_time
     try:
-        run_estimate(scenario)  # refuses, before anything is allocated, what cannot fit in memory
-        if scenario.sweep:
-            from mpisim.scenario.sweep import run_sweep  # sweep.py builds on this module
+        with wall_clock_watchdog(None if scenario.sweep else limit):
+            if not estimated:
+                with wall_clock_watchdog(limit):
+                    run_estimate(scenario)  # refuses, before anything is allocated, what cannot fit in memory
+            if scenario.sweep:
+                from mpisim.scenario.sweep import run_sweep  # sweep.py builds on this module
 
-            points = run_sweep(scenario, jobs=jobs, results_file=results_file, resume=resume, progress=progress,
-                               executor=executor)
-        else:
-            points = [run_point(scenario, log=log, worlds=worlds, keep_failure=keep_failure)]
+                points = run_sweep(scenario, jobs=jobs, results_file=results_file, resume=resume, progress=progress,
+                                   executor=executor)
+            else:
+                points = [run_point(scenario, log=log, worlds=worlds, keep_failure=keep_failure)]
     except ConfigError as err:
         if scenario.file and not err.file:
             raise err.in_file(scenario.file) from None

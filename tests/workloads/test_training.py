@@ -199,6 +199,48 @@ def test_ranks_share_one_backward_timeline_and_see_what_their_own_would_give(mon
     assert shared[3] < own[3]
 
 
+class _EventPerBucket:
+    """The reference for play._BucketsReady: an event per bucket, kept for the whole step, as
+    before -- the stream yields each bucket's event, processed or not."""
+
+    peak = 0
+
+    def __init__(self, env) -> None:
+        self.env, self.fired, self.events = env, 0, {}
+
+    def _event(self, n):
+        return self.events.setdefault(n, self.env.event())
+
+    def fire(self) -> None:
+        self._event(self.fired).succeed()
+        self.fired += 1
+
+    def wait(self, n):
+        return self._event(n)
+
+
+def test_bucket_events_exist_only_while_they_matter_and_change_nothing(monkeypatch):
+    """play._BucketsReady makes an event only from a bucket's firing to its processing (or while
+    the stream waits for it): the same spans, collective records and event count as an event per
+    bucket made up front, with at most a handful alive at once where the step has 200 buckets."""
+    raw = {"layers": [3_000] * 200, "compute": "3 ms", "bucket_cap": "12 KB", "first_bucket": "4 KB",
+           "sync": "ring", "iterations": 2}
+    peak = [0]
+    fire = play._BucketsReady.fire
+
+    def counting_fire(self):
+        fire(self)
+        peak[0] = max(peak[0], len(self.pending))
+
+    monkeypatch.setattr(play._BucketsReady, "fire", counting_fire)
+    lazy = _run_keeping_the_world(raw, 4)
+    monkeypatch.setattr(play, "_BucketsReady", _EventPerBucket)
+    eager = _run_keeping_the_world(raw, 4)
+    assert lazy[0][0]["buckets"] == 200
+    assert lazy == eager
+    assert 1 <= peak[0] <= 4, peak
+
+
 # ------------------------------------------------------------------------------ data and compression
 
 

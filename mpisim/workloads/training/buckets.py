@@ -22,7 +22,7 @@ __all__ = ["MAX_BUCKETS", "Bucket", "ddp_buckets"]
 MAX_BUCKETS = 1_000_000
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # a step can have a million: no __dict__ each
 class Bucket:
     """One DDP bucket: its element count and the backward fraction done when it is ready."""
 

@@ -61,7 +61,7 @@ __all__ = ["GradBucket", "Job", "ddp_job", "foldable", "make_job", "plan_job", "
 DDP_FIRST_BUCKET = 2**20  # PyTorch DDP's first bucket (1 MiB); later ones bucket_cap
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # a step can have a million: no __dict__ each
 class GradBucket:
     """Gradients reduced together: ``count`` elements over the ``group`` communicator ("dp" or "edp")."""
 

@@ -46,6 +46,7 @@ communication on the critical path).
 
 from __future__ import annotations
 
+import functools
 import math
 import weakref
 from collections import Counter, defaultdict
@@ -111,11 +112,63 @@ class _Shared:
 
     posted: dict[tuple[int, int, int], float] = field(default_factory=dict)  # (src, dst, tag) -> time sent
     tallies: dict[int, Tally] = field(default_factory=lambda: defaultdict(Tally))
-    #: The data-parallel form (job.ddp): each rank's (entry, exit) of every gradient collective,
-    #: the numpy checks of real data, and the algorithms that ran.
-    spans: dict[int, list[tuple[float, float]]] = field(default_factory=lambda: defaultdict(list))
+    #: The data-parallel form (job.ddp): every gradient collective's [first entry, last exit] over
+    #: the ranks (a pair per call, not per rank and call: a step can have 200,000 buckets), the
+    #: calls each rank made so far, the numpy checks of real data, and the algorithms that ran.
+    spans: list[list[float]] = field(default_factory=list)
+    calls: Counter[int] = field(default_factory=Counter)
     results: list[bool] = field(default_factory=list)
     ran: set[str] = field(default_factory=set)
+
+
+class _BucketsReady:
+    """When one rank's gradient buckets of an iteration are ready, without an event per bucket.
+
+    The sync stream reduces the buckets in the order backward readies them (``order`` in
+    :meth:`_Rank.run`), so readiness is one sequence: bucket n is ready once :meth:`fire` has been
+    called n + 1 times. An event exists only while it matters: from its firing until SimPy
+    processes it (the same instant), or while the stream waits for a bucket not yet fired. What
+    the stream sees is what a list of an event per bucket made up front gave it -- a bucket
+    whose event was processed is passed without waiting, one fired but not yet processed, or
+    not yet fired, is waited for -- so the run is the same, event for event; but a step of
+    218,735 buckets on 32 ranks holds a few events instead of 7 million, whose garbage
+    collection over a heap of gigabytes would hold a wall-time limit off by seconds.
+    """
+
+    __slots__ = ("env", "fired", "pending")
+
+    def __init__(self, env: Any) -> None:
+        self.env = env
+        self.fired = 0  # buckets fired: 0 .. fired - 1
+        self.pending: dict[int, Any] = {}  # bucket -> its event, from its first use until SimPy processed it
+
+    def fire(self) -> None:
+        """The next bucket is ready."""
+        n, self.fired = self.fired, self.fired + 1
+        event = self.pending.get(n)
+        if event is None:
+            event = self.pending[n] = self.env.event()
+        event.callbacks.append(functools.partial(self._processed, n))
+        event.succeed()
+
+    def _processed(self, n: int, _event: Any) -> None:
+        del self.pending[n]
+
+    def wait(self, n: int) -> Any:
+        """The event to wait for before reducing bucket *n*, or None when it was ready before now."""
+        event = self.pending.get(n)
+        if event is None:
+            if n < self.fired:  # fired and processed
+                return None
+            event = self.pending[n] = self.env.event()
+        return event
+
+
+def _bucket_keys(order: list[tuple[int, int]], job: Job) -> Any:
+    """The (virtual stage, bucket) of every bucket of *order*'s backward passes, in reduction order."""
+    for vs, _ in order:
+        for k in range(len(job.buckets[vs])):
+            yield vs, k
 
 
 class _Rank:
@@ -250,8 +303,8 @@ class _Rank:
         else:
             self.send(vs + 1, self.tag(iteration, op.micro, vs, False))
 
-    def backward(self, iteration: int, op: Op, ready: list[Any] | None, params_ready: Any) -> Proc[None]:
-        """The backward pass of *op*; *ready* (the chunk's last backward) are its buckets' events."""
+    def backward(self, iteration: int, op: Op, ready: _BucketsReady | None, params_ready: Any) -> Proc[None]:
+        """The backward pass of *op*; *ready* (when its buckets are reduced after it) fires them."""
         job = self.job
         vs = virtual_stage(self.coords.pp, op.chunk, job.stages)
         label = _label(job, op)
@@ -265,7 +318,7 @@ class _Rank:
         def fire(done: float) -> None:
             nonlocal fired
             while ready is not None and fired < len(buckets) and buckets[fired].ready <= done:
-                ready[fired].succeed()
+                ready.fire()
                 fired += 1
 
         if job.params.model.flat:
@@ -299,11 +352,13 @@ class _Rank:
 
     # ------------------------------------------------------------------ data parallelism
 
-    def sync_stream(self, order: list[tuple[int, int, int]], ready: dict[tuple[int, int, int], Any]) -> Proc[None]:
+    def sync_stream(self, order: list[tuple[int, int]], ready: _BucketsReady) -> Proc[None]:
         """Reduce the gradient buckets one after another, each once it is ready (one stream)."""
         job = self.job
-        for key in order:
-            yield ready[key]
+        for n, key in enumerate(_bucket_keys(order, job)):
+            event = ready.wait(n)
+            if event is not None:
+                yield event
             bucket = job.buckets[key[0]][key[1]]
             comm = self.dp if bucket.group == "dp" else self.edp
             if comm is None:
@@ -349,12 +404,18 @@ class _Rank:
             if plan.data:
                 dense = unpack_sum(out.array, p, keep, bucket.count, plan.wire_dtype)
                 self.shared.results.append(check_average(plan, k, p, dense / p))
-        self.shared.spans[comm.rank].append((t_enter, comm.now))
+        spans, call = self.shared.spans, self.shared.calls[comm.rank]
+        self.shared.calls[comm.rank] += 1
+        if call == len(spans):
+            spans.append([t_enter, comm.now])
+        else:
+            span = spans[call]
+            span[0], span[1] = min(span[0], t_enter), max(span[1], comm.now)
 
-    def gather_updated(self, order: list[tuple[int, int, int]]) -> Proc[None]:
+    def gather_updated(self, order: list[tuple[int, int]]) -> Proc[None]:
         """ZeRO 1 and 2: every rank updated its shard; allgather the new parameters."""
         job = self.job
-        for key in order:
+        for key in _bucket_keys(order, job):
             bucket = job.buckets[key[0]][key[1]]
             comm = self.dp if bucket.group == "dp" else self.edp
             if comm is not None:
@@ -405,28 +466,21 @@ class _Rank:
         every_backward = job.params.zero == 3 and job.ddp is None
         self.tally.start = self.comm.now
         for iteration in range(job.params.iterations):
-            # (virtual stage, bucket, pass): DDP and ZeRO 1-2 accumulate gradients over the micro-batches
-            # and reduce the last backward's; ZeRO 3 (FSDP) keeps only its shard of them, so it
-            # reduce-scatters every micro-batch's gradients as its backward makes them.
-            order: list[tuple[int, int, int]] = []
-            ready: dict[tuple[int, int, int], Any] = {}
-            for i, op in enumerate(ops):
-                if op.kind == "B" and (last_backward[op.chunk] == i or every_backward):
-                    vs = virtual_stage(self.coords.pp, op.chunk, job.stages)
-                    order += [(vs, k, i) for k in range(len(job.buckets[vs]))]
-            for key in order:
-                ready[key] = env.event()
+            # (virtual stage, pass) of the backward passes whose buckets are reduced, in order: DDP and
+            # ZeRO 1-2 accumulate gradients over the micro-batches and reduce the last backward's; ZeRO 3
+            # (FSDP) keeps only its shard of them, so it reduce-scatters every micro-batch's gradients
+            # as its backward makes them.
+            order = [(virtual_stage(self.coords.pp, op.chunk, job.stages), i) for i, op in enumerate(ops)
+                     if op.kind == "B" and (last_backward[op.chunk] == i or every_backward)]
+            ready = _BucketsReady(env)
             sync = self.comm.start(self.sync_stream(order, ready)) if job.params.overlap_dp else None
             params_stream, params_ready = (self.fsdp_params(ops) if self.dp_params is not None else (None, None))
             for i, op in enumerate(ops):
                 if op.kind == "F":
                     yield from self.forward(iteration, op, params_ready)
                     continue
-                chunk_ready = None
-                if last_backward[op.chunk] == i or every_backward:
-                    vs = virtual_stage(self.coords.pp, op.chunk, job.stages)
-                    chunk_ready = [ready[(vs, k, i)] for k in range(len(job.buckets[vs]))]
-                yield from self.backward(iteration, op, chunk_ready, params_ready)
+                reduced = last_backward[op.chunk] == i or every_backward
+                yield from self.backward(iteration, op, ready if reduced else None, params_ready)
             if sync is None:
                 yield from self.sync_stream(order, ready)
             else:
@@ -457,7 +511,7 @@ def _label(job: Job, op: Op) -> str:
 # A flat model's last backward, shared by the ranks that start it together
 
 
-def _backward(comm: Comm, job: Job, t_start: float, ready: list[Any], label: str) -> Proc[None]:
+def _backward(comm: Comm, job: Job, t_start: float, ready: _BucketsReady, label: str) -> Proc[None]:
     """Compute the backward pass tick by tick (:attr:`Job.ticks`), firing each bucket's event when it is ready.
 
     Each tick ends at an absolute time ``t_start + fraction x backward``, so rounding does not
@@ -467,7 +521,7 @@ def _backward(comm: Comm, job: Job, t_start: float, ready: list[Any], label: str
     for fraction in job.ticks:
         yield from comm.compute(t_start + fraction * job.backward_layer_s - comm.now, label)
         while k < len(buckets) and buckets[k].ready <= fraction:
-            ready[k].succeed()
+            ready.fire()
             k += 1
 
 
@@ -477,14 +531,14 @@ class _SharedBackward:
     __slots__ = ("members",)
 
     def __init__(self) -> None:
-        self.members: list[tuple[int, list[Any], Any]] = []  # (world rank, bucket events, end event)
+        self.members: list[tuple[int, _BucketsReady, Any]] = []  # (world rank, its buckets, end event)
 
 
 #: Per world: the shared backward pass of each (job, start instant) still taking members.
 _SHARED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def _start_backward(comm: Comm, job: Job, ready: list[Any], label: str) -> Any:
+def _start_backward(comm: Comm, job: Job, ready: _BucketsReady, label: str) -> Any:
     """Start this rank's backward pass now (:func:`_backward`); return the event of its end.
 
     Every rank of a data-parallel job runs the same backward timeline, and all of them start
@@ -538,14 +592,14 @@ def _shared_backward(comm: Comm, job: Job, t_start: float, shared: _SharedBackwa
     _act(members, tracer, t_span, k_from, k, True, label)
 
 
-def _act(members: list[tuple[int, list[Any], Any]], tracer: Any, t_span: tuple[float, float] | None,
+def _act(members: list[tuple[int, _BucketsReady, Any]], tracer: Any, t_span: tuple[float, float] | None,
          k_from: int, k_to: int, end: bool | None, label: str) -> None:
     """Each member's share of one wake-up of a shared backward pass (see _shared_backward)."""
     for rank, ready, done in members:
         if t_span is not None and tracer.record_spans:
             tracer.span(SpanRecord(rank, "compute", t_span[0], t_span[1], label))
-        for k in range(k_from, k_to):
-            ready[k].succeed()
+        for _ in range(k_from, k_to):
+            ready.fire()
         if end:
             done.succeed()
 

@@ -181,10 +181,9 @@ def run_data_parallel(params: TrainingParams, ctx: RunContext) -> WorkloadOutput
     shared = play(job, world)
     tallies = shared.tallies.values()
     iteration = (max(t.end for t in tallies) - min(t.start for t in tallies)) / params.iterations
-    spans = [shared.spans[r] for r in range(p)]
     comm_time = 0.0
-    for call in range(len(spans[0])):
-        comm_time += max(s[call][1] for s in spans) - min(s[call][0] for s in spans)
+    for first_entry, last_exit in shared.spans:  # each gradient collective, first entry to last exit
+        comm_time += last_exit - first_entry
     comm_time /= params.iterations
     exposed = iteration - params.compute_s
     if abs(exposed) <= ROUNDING * params.compute_s:
