@@ -41,7 +41,7 @@ def _rail_trees_of(comm: Comm, buf: Payload, groups: Sequence[Sequence[int]]) ->
            reference="NCCL 2.17+ NVLS (NVLink SHARP: multimem.ld_reduce / multimem.st); NVIDIA NVSwitch gen 3",
            plan=planner("nvls", "allreduce"))
 def nvls_allreduce(comm: Comm, buf: Payload, op: Op, choice: Choice) -> Proc[Payload]:
-    """In-switch (NVLS) allreduce; across nodes the fabric reduces where it can, else as ``nvls_tree``.
+    """In-switch (NVLS) allreduce; across nodes the network's switches reduce too (SHARP), or as nvls_tree.
 
     Inside a node as :func:`nvls_tree_allreduce`. Across nodes with ``in_network_reduction``
     (NVLS + CollNet) each rank's reduced block crosses its NIC once up and once down, streamed
@@ -55,7 +55,9 @@ def nvls_allreduce(comm: Comm, buf: Payload, op: Op, choice: Choice) -> Proc[Pay
            reference="NCCL 2.18+ NVLSTree (NVLS in the node, a tree per NIC between nodes); src/device/all_reduce.h",
            plan=planner("nvls_tree", "allreduce"))
 def nvls_tree_allreduce(comm: Comm, buf: Payload, op: Op, choice: Choice) -> Proc[Payload]:
-    """In-switch (NVLS) allreduce: blocks reduced on their way through the switch, results multicast.
+    """NCCL's NVLSTree allreduce: blocks reduced in each node's switch, a tree per NIC between nodes.
+
+    Inside a node: blocks reduced on their way through the switch, results multicast.
 
     Rank r sends block j of its vector to rank j, for every j != r, and adds the p-1 blocks it
     receives into its own block r; then it sends the reduced block r to every rank. On an
