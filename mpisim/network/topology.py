@@ -152,6 +152,10 @@ class FabricSpec:
         ones not listed take the library's defaults.
     in_switch_reduction
         Intra-node ``nvswitch`` only: the switch reduces and multicasts (NVLink SHARP, NVLS).
+    in_network_reduction
+        Inter-node only: the network's switches reduce (InfiniBand SHARP, NCCL's CollNet), so
+        NVLS may span nodes: each GPU's in-switch-reduced block goes up to the fabric once and
+        comes back reduced once. Off unless the fabric declares it.
     host_bandwidth
         Inter-node only: bytes/s the host's network stack moves through one NIC, *sent and
         received together* (0: no such cap). The cable is full duplex, but a kernel TCP stack
@@ -175,6 +179,7 @@ class FabricSpec:
     hop_latency: float = 0.0
     protocols: tuple[ProtocolSpec, ...] = ()
     in_switch_reduction: bool = False
+    in_network_reduction: bool = False
     host_bandwidth: float = 0.0
     routing: str = "adaptive"
     qps_per_connection: int = 1
@@ -212,6 +217,8 @@ class FabricSpec:
             )
             if self.host_bandwidth:
                 out["host_bandwidth"] = self.host_bandwidth
+            if self.in_network_reduction:
+                out["in_network_reduction"] = True
             if self.kind in MULTIPATH_KINDS:
                 out["routing"] = self.routing
                 if self.routing == "ecmp":
@@ -358,6 +365,12 @@ def validate(spec: TopologySpec) -> None:
             raise TopologyError(f"must be zero or positive, got {seconds!r}", f"base_latency.{name}")
     if spec.inter is not None:
         _validate_fabric(spec.inter, "inter", INTER_FABRICS)
+        if spec.inter.in_network_reduction and not (spec.intra is not None and spec.intra.in_switch_reduction):
+            raise TopologyError(
+                "in-network reduction (NCCL's NVLS + CollNet) needs nodes whose NVSwitch reduces: "
+                "set intra.in_switch_reduction too",
+                "inter.in_network_reduction",
+            )
         if spec.inter.kind == "rail" and spec.inter.nics != spec.ranks_per_node:
             raise TopologyError(
                 f"a rail-optimized fabric needs one NIC per rank: nics must equal ranks_per_node "
@@ -496,6 +509,8 @@ INTER_FABRIC = _fabric(INTER_FABRICS, {
     "qps_per_connection": Whole(parse_whole, description="routing: ecmp: queue pairs a connection is split over, "
                                                          "each hashed on its own."),
     "pod_size": Whole(parse_whole, description="fat_tree and rail: nodes per pod under a core level (0: automatic)."),
+    "in_network_reduction": Flag(description="The switches reduce (InfiniBand SHARP, NCCL CollNet): NVLS may span "
+                                             "nodes. Off unless declared."),
 })
 INTRA_FABRIC = _fabric(INTRA_FABRICS, {
     "in_switch_reduction": Flag(description="nvswitch only: the switch reduces and multicasts (NVLS)."),

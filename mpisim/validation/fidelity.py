@@ -55,7 +55,7 @@ RANKS = (8, 64)
 FABRICS = ("full", "star", "fat_tree", "rail")
 #: The GPU cluster: 4 x dgx-h100 (32 GPUs), where the NCCL-style algorithms run as well.
 GPU_CASE = "dgx-h100 x 4"
-GPU_ALGORITHMS = frozenset({"nccl_ring", "nccl_tree", "nvls", "nccl_p2p"})
+GPU_ALGORITHMS = frozenset({"nccl_ring", "nccl_tree", "nvls", "nvls_tree", "nccl_p2p"})
 #: The GPU presets at scale: (preset, nodes) with 64 to 1,024 GPUs, and what runs there.
 GPU_SCALE_NODES = (8, 16, 32, 64, 128)
 GPU_SCALE_ALGORITHMS = ("nccl_ring", "nccl_tree", "nvls")

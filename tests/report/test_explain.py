@@ -166,9 +166,10 @@ def test_pipelined_chain_shows_several_segments():
 
 
 def closed_form_cases(ranks=(2, 4, 8, 5, 3, 6, 7)) -> list:
-    # nvls runs only on a switch that reduces, not on the teaching network: its own test below.
+    # nvls and nvls_tree run only on a switch that reduces, not on the teaching network: their own test below.
     return [pytest.param(algo, p, id=f"{algo.collective}-{algo.name}-p{p}")
-            for algo in registry.available() for p in ranks if algo.allows(p) and algo.name != "nvls"]
+            for algo in registry.available() for p in ranks
+            if algo.allows(p) and "in_switch_reduction" not in algo.requires]
 
 
 @pytest.mark.parametrize(("algo", "p"), closed_form_cases())

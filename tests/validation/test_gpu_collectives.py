@@ -286,8 +286,11 @@ def test_small_messages_on_a_dgx_cost_tens_of_microseconds():
 def test_nvls_is_a_candidate_only_where_the_switch_reduces():
     assert "nvls" in nccl.candidates(coll_comm(H100))
     assert "nvls" not in nccl.candidates(coll_comm(A100))
-    # Across nodes NVLS runs as NCCL's NVLS + tree: in-switch inside each node, a tree per rail.
-    assert "nvls" in nccl.candidates(coll_comm({"preset": "dgx-h100", "nodes": 2}))
+    # Across nodes NCCL runs NVLSTree (in-switch inside each node, a tree per rail), and NVLS
+    # itself only where the network reduces too (tuning.cc disables it at nNodes > 1 without CollNet).
+    across = nccl.candidates(coll_comm({"preset": "dgx-h100", "nodes": 2}))
+    assert "nvls_tree" in across and "nvls" not in across
+    assert "nvls_tree" not in nccl.candidates(coll_comm(H100))
 
 
 def test_in_switch_reduction_beats_the_ring_bound_on_h100():

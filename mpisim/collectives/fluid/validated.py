@@ -100,4 +100,4 @@ def rail_trees(comm: Comm, size: int) -> bool:
 
 
 #: Per algorithm name, its region on (nodes, size): what the estimate reads without a world.
-REGIONS = {"nccl_ring": ring_region, "nccl_tree": tree_region, "nvls": rail_region}
+REGIONS = {"nccl_ring": ring_region, "nccl_tree": tree_region, "nvls": rail_region, "nvls_tree": rail_region}

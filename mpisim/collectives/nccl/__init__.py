@@ -48,7 +48,12 @@ the launch.
     2(q-1)/(q+1) so that each port is charged the in-switch byte count. Across nodes it is
     NCCL's NVLS + tree: between the two in-node phases, local rank j of every node allreduces
     its block over a double binary tree on rail j (Simple protocol), so every NIC carries
-    n/q each way. Without ``in_switch_reduction`` the same direct exchange runs over all
+    n/q each way -- unless the network's switches reduce (``inter.in_network_reduction``,
+    SHARP: NCCL's NVLS + CollNet), where that block goes up to the fabric once and comes back
+    reduced once. NCCL's tuner offers ``nvls`` across nodes only with in-network reduction.
+``nvls_tree``
+    NCCL's NVLSTree: ``nvls``'s in-node phases with the rail trees between them, always; what
+    NCCL's tuner offers across nodes without in-network reduction, and never on one node. Without ``in_switch_reduction`` the same direct exchange runs over all
     ranks as Simple-protocol messages, with no switch help (the ``nccl`` selector never picks
     it there, and a scenario that names it there is refused: NVLS is not what such hardware runs).
 
@@ -86,6 +91,7 @@ from mpisim.collectives.nccl.protocols import (
 from mpisim.collectives.nccl.topology import (
     MAX_CHANNELS,
     channel_count,
+    in_network_reduction,
     in_switch_reduction,
     node_members,
     node_order,
@@ -102,6 +108,7 @@ from mpisim.collectives.nccl.tuner import (
     candidates,
     link_loads,
     predict_nvls,
+    predict_nvls_tree,
     predict_ring,
     predict_tree,
     tune,
@@ -110,8 +117,8 @@ from mpisim.collectives.nccl.tuner import (
 __all__ = [
     "ALGORITHMS", "GPU_ALGORITHMS", "MAX_CHANNELS", "NCCL_BASE_LATENCY", "NCCL_EFFICIENCY", "NCCL_HOP_LATENCY",
     "NCCL_LL_MAX_BUSBW", "NCCL_NET_OVERHEAD", "NCCL_NET_OVERHEAD_POSTS", "PROTOCOLS", "Choice", "Protocol", "best",
-    "call_shape", "candidates", "channel_count", "in_switch_reduction", "link_loads", "ll128_enabled",
+    "call_shape", "candidates", "channel_count", "in_network_reduction", "in_switch_reduction", "link_loads", "ll128_enabled",
     "ll_max_busbw", "ll_pace", "ll_pace_note", "net_overhead", "node_members", "node_order", "nvls_groups",
-    "nvls_wire", "predict_nvls", "predict_ring", "predict_tree", "protocols", "ring_orders", "ring_protocol",
+    "nvls_wire", "predict_nvls", "predict_nvls_tree", "predict_ring", "predict_tree", "protocols", "ring_orders", "ring_protocol",
     "tree_links", "tree_protocol", "tune",
 ]

@@ -128,6 +128,17 @@ def in_switch_reduction(comm: Comm) -> bool:
     return nvls_groups(comm) is not None
 
 
+def in_network_reduction(comm: Comm) -> bool:
+    """True if the fabric between *comm*'s nodes reduces in its switches (SHARP: ``inter.in_network_reduction``).
+
+    NCCL runs plain NVLS across nodes only then (NVLS + CollNet: the InfiniBand switches reduce
+    each GPU's block); without it tuning.cc disables NVLS as soon as nNodes > 1 and NVLSTree
+    takes its place (``collnetEnable == 0 && a == NVLS && nNodes > 1``).
+    """
+    inter = comm.world.topology.spec.inter
+    return inter is not None and inter.in_network_reduction
+
+
 
 def tree_links(comm: Comm, channel: int = 0) -> list[list[tuple[int | None, list[int]]]]:
     """Return ``links[t][r] = (parent, children)`` of comm rank r in channel *channel*'s tree t (t = 0, 1).

@@ -47,7 +47,7 @@ from mpisim.collectives.nccl.protocols import (
 from mpisim.collectives.nccl.topology import (
     _LAYOUTS,
     channel_count,
-    in_switch_reduction,
+    in_network_reduction,
     nvls_groups,
     rail_trees,
     ring_orders,
@@ -59,7 +59,9 @@ from mpisim.mpi.comm import Comm
 from mpisim.mpi.wire import Wire
 
 #: Algorithms the ``nccl`` rule set chooses between, in order of preference on a tie.
-ALGORITHMS = ("nccl_ring", "nccl_tree", "nvls")
+ALGORITHMS = ("nccl_ring", "nccl_tree", "nvls", "nvls_tree")
+#: The in-switch algorithms: one protocol (NVLS, :func:`nvls_wire`).
+NVLS_ALGORITHMS = ("nvls", "nvls_tree")
 #: Every NCCL-style algorithm name: the allreduce family above, and NCCL's grouped
 #: point-to-point alltoall (:mod:`~mpisim.collectives.nccl.p2p`).
 GPU_ALGORITHMS = (*ALGORITHMS, "nccl_p2p")
@@ -290,11 +292,41 @@ def _hop_costs_unshared(comm: Comm, hops: list[tuple[int, int]], wire: Wire) -> 
 
 
 def predict_nvls(comm: Comm, protocol: Protocol, nbytes: int) -> float:
-    """Predicted time of ``nvls``: the in-node exchanges, and between nodes a pipelined tree per rail.
+    """Predicted time of ``nvls``: the in-node exchanges, and between nodes the switches' reduction or a tree per rail.
 
     In a node of q ranks: two exchanges of q-1 blocks of n/q bytes (a rank's port carries its
     q-1 blocks: at once on the ``fairshare`` network, in turn on the analytic one) and q-1
-    reductions. Across m nodes, each rank's reduced block of n/q bytes
+    reductions. Across m nodes, each rank's reduced block of n/q bytes is reduced with its
+    counterparts on the other nodes: where the fabric reduces (``in_network_reduction``, NCCL's
+    NVLS + CollNet) it crosses the rank's NIC up once and comes back once, streamed, so once
+    its route's time; elsewhere over a double binary tree per rail, as ``nvls_tree``
+    (:func:`predict_tree`'s closed form).
+    """
+    groups = nvls_groups(comm)
+    if groups is not None and len(groups) > 1 and in_network_reduction(comm):
+        intra, block = _nvls_in_node(comm, protocol, nbytes)
+        simple = protocols(comm.world.topology.spec)["Simple"]
+        members = groups[0]
+        (latency, per_byte), = _hop_costs_unshared(comm, [(members[0], groups[1][0])], simple.wire)
+        return intra + latency + block * per_byte
+    return predict_nvls_tree(comm, protocol, nbytes)
+
+
+def _nvls_in_node(comm: Comm, protocol: Protocol, nbytes: int) -> tuple[float, float]:
+    """The in-node part of an NVLS call (base, reduce-scatter, multicast) and each rank's block: (seconds, bytes)."""
+    groups = nvls_groups(comm) or [list(range(comm.size))]
+    members = groups[0]
+    q = len(members)
+    block = nbytes / q
+    costs = _hop_costs_unshared(comm, [(members[0], j) for j in members[1:]], protocol.wire)
+    phase = max(lat + (q - 1) * block * per_byte for lat, per_byte in costs)
+    return protocol.base + 2 * phase + (q - 1) * block * comm.world.config.reduce_cost, block
+
+
+def predict_nvls_tree(comm: Comm, protocol: Protocol, nbytes: int) -> float:
+    """Predicted time of ``nvls_tree`` (NCCL's NVLSTree): the in-node exchanges, and between nodes a pipelined tree per rail.
+
+    In a node as :func:`predict_nvls`. Across m nodes, each rank's reduced block of n/q bytes
     is allreduced with its counterparts on the other nodes over a double binary tree (see
     :func:`predict_tree`, whose closed form it shares).
     """
@@ -302,12 +334,8 @@ def predict_nvls(comm: Comm, protocol: Protocol, nbytes: int) -> float:
     if p == 1:
         return 0.0
     groups = nvls_groups(comm) or [list(range(p))]
-    members = groups[0]
-    q = len(members)
-    block = nbytes / q
-    costs = _hop_costs_unshared(comm, [(members[0], j) for j in members[1:]], protocol.wire)
-    phase = max(lat + (q - 1) * block * per_byte for lat, per_byte in costs)
-    intra = protocol.base + 2 * phase + (q - 1) * block * comm.world.config.reduce_cost
+    q = len(groups[0])
+    intra, block = _nvls_in_node(comm, protocol, nbytes)
     if len(groups) == 1:
         return intra
     simple = protocols(comm.world.topology.spec)["Simple"]
@@ -316,7 +344,8 @@ def predict_nvls(comm: Comm, protocol: Protocol, nbytes: int) -> float:
 
 
 
-_PREDICTORS = {"nccl_ring": predict_ring, "nccl_tree": predict_tree, "nvls": predict_nvls}
+_PREDICTORS = {"nccl_ring": predict_ring, "nccl_tree": predict_tree, "nvls": predict_nvls,
+               "nvls_tree": predict_nvls_tree}
 #: Predictors of other collectives' NCCL-style algorithms, by (collective, algorithm): the
 #: modules that define them register them here (register_predictor).
 _COLLECTIVE_PREDICTORS: dict[tuple[str, str], Callable[[Comm, Protocol, int], float]] = {}
@@ -358,7 +387,7 @@ def tune(comm: Comm, algorithm: str, nbytes: int, collective: str = "allreduce")
     *nbytes* follows nccl-tests (the whole array for allgather and reduce_scatter). Ties go to
     the protocol listed first in PROTOCOLS. ``nvls`` has one protocol (see :func:`nvls_wire`).
     """
-    if algorithm == "nvls":
+    if algorithm in NVLS_ALGORITHMS:
         options = [nvls_wire(comm)]
     else:
         spec = comm.world.topology.spec
@@ -391,7 +420,7 @@ FORCED_PROTOCOLS = "nccl.forced_protocols"
 
 def protocol_names(comm: Comm, algorithm: str) -> list[str]:
     """The protocols :func:`tune` chooses between for *algorithm* on *comm*."""
-    if algorithm == "nvls":
+    if algorithm in NVLS_ALGORITHMS:
         return [nvls_wire(comm).name]
     return [name for name in PROTOCOLS if name != "LL128" or ll128_enabled(comm.world.topology.spec)]
 
@@ -408,12 +437,22 @@ def planner(algorithm: str, collective: str) -> Callable[[Comm, int], Choice]:
 def candidates(comm: Comm, collective: str = "allreduce") -> list[str]:
     """Return the algorithms NCCL would consider for *collective* on *comm*.
 
-    Allreduce: ring, tree and, where the switch reduces, nvls; allgather and reduce_scatter:
+    Allreduce: ring, tree and, where the NVSwitch reduces, NCCL's in-switch algorithms by its
+    rule (tuning.cc): ``nvls`` inside one node (one NVLink domain), and across nodes only
+    where the network's switches reduce too (``in_network_reduction``, NVLS + CollNet);
+    ``nvls_tree`` (NVLSTree) across nodes, never on one node. Allgather and reduce_scatter:
     the ring.
     """
     if collective != "allreduce":
         return ["nccl_ring"]
-    return [name for name in ALGORITHMS if name != "nvls" or in_switch_reduction(comm)]
+    names = ["nccl_ring", "nccl_tree"]
+    groups = nvls_groups(comm)
+    if groups is not None:
+        if len(groups) == 1 or in_network_reduction(comm):
+            names.append("nvls")
+        if len(groups) > 1:
+            names.append("nvls_tree")
+    return names
 
 
 def best(comm: Comm, nbytes: int, collective: str = "allreduce") -> Choice:
@@ -428,7 +467,7 @@ def shape(comm: Comm, algorithm: str, protocol: Protocol, nbytes: int, collectiv
     if cut is not None:
         return cut(comm, protocol, nbytes)
     p = comm.size
-    if algorithm == "nvls":
+    if algorithm in NVLS_ALGORITHMS:
         groups = nvls_groups(comm) or [list(range(p))]
         return (len(groups[0]) if len(groups) > 1 else 1), nbytes // len(groups[0])
     if algorithm == "nccl_tree":
