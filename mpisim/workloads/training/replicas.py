@@ -37,6 +37,7 @@ import numpy as np
 from mpisim.engine.sim import Proc
 from mpisim.mpi.comm import Comm
 from mpisim.mpi.world import World
+from mpisim.network.topology import TopologySpec
 from mpisim.workloads.training.plan import Job, run_collective
 
 __all__ = ["fold_reason", "measure_dp", "replica_ranks"]
@@ -45,10 +46,10 @@ __all__ = ["fold_reason", "measure_dp", "replica_ranks"]
 Reason = str | None
 
 
-def fold_reason(job: Job, world: World) -> Reason:
-    """Why the replicas of *job* must all be simulated, or None if replica 0 stands for them all.
-
-    Returns "" (no note) when there is nothing to fold (one replica, or folding switched off).
+def fold_reason(job: Job, spec: TopologySpec) -> Reason:
+    """Why the replicas of *job* on the cluster *spec* must all be simulated, or None if replica 0
+    stands for them all. Returns "" (no note) when there is nothing to fold (one replica, or
+    folding switched off).
     """
     params, layout = job.params, job.layout
     if params.fold != "auto" or layout.dp < 2 or job.ddp is not None:
@@ -61,7 +62,6 @@ def fold_reason(job: Job, world: World) -> Reason:
                 "overlap the compute, which delays timed alone do not see")
     if "dp" not in layout.order:
         return ""
-    spec = world.topology.spec
     inter = spec.inter
     if spec.nodes > 1 and inter is not None and (
             inter.nics != spec.ranks_per_node or inter.oversubscription > 1 or inter.kind == "ring"

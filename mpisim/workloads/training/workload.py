@@ -71,7 +71,7 @@ def run(params: TrainingParams | HybridParams, ctx: RunContext) -> WorkloadOutpu
         out.notes.append(f"does not fit: {text}; use {advice}")
     if ctx.data:
         out.notes.append("hybrid-parallel training moves sizes only (its timing does not depend on the numbers)")
-    reason = fold_reason(job, world)
+    reason = fold_reason(job, world.topology.spec)
     if reason is None:
         job.dp_times = measure_dp(job, ctx.new_world)
         out.notes.append(f"replicas folded: replica 0 of {job.layout.replicas} simulated, its data-parallel "
@@ -186,7 +186,7 @@ def run_data_parallel(params: TrainingParams, ctx: RunContext) -> WorkloadOutput
     plan = job.ddp
     if data:
         payload_memory.check_memory(memory_estimate(plan, p, world.algorithms.get("allreduce")))
-    reason = fold_reason(job, world)
+    reason = fold_reason(job, world.topology.spec)
     if reason is None:
         job.dp_times = measure_dp(job, ctx.new_world)
         out.notes.append(f"replicas folded: replica 0 of {job.layout.replicas} simulated, its data-parallel "
