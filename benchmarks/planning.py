@@ -32,7 +32,7 @@ def _case(stem: str):
         from mpisim.scenario.run import run_scenario
 
         t0 = time.process_time()
-        path = next(_ROOT.rglob(f"{stem}.yaml"))  # validation/ or its at-scale/ folder
+        path = next(_ROOT.rglob(f"{stem}.yaml"))  # validation/ (T11-T13) or its at-scale/ folder (T14)
         rows = run_scenario(load_file(str(path))).rows
         cpu = time.process_time() - t0
         row = rows[0]
