@@ -3,7 +3,8 @@
     python -m benchmarks                 # everything (several minutes)
     python -m benchmarks --only scale    # one module: engine_overhead, scale, scenario_run,
                                          # realdata, sweeps, training, gpu, fairshare_bench,
-                                         # exec_pingpong, hybrid, fidelity, scaling, million
+                                         # exec_pingpong, hybrid, fidelity, scaling, million,
+                                         # planning
     python -m benchmarks --list          # the modules and their cases
 
 Each case runs in a fresh process (so its peak memory is its own), one after the other (so
@@ -34,6 +35,8 @@ a 2-core machine with 24 GiB:
    1048576 ranks (the curve: time, memory, growth exponent), <= 60 s and 8 GB at 1048576; auto
    allreduce and bcast on 131072 ranks run or are refused up front; message fidelity per message
    (ring steps, 256 to 4096 ranks) against a bare SimPy ring, events per message flat.
+11. planning (processor time, issue 32): the published at-scale rows T11-T14 (Llama 3 405B on 8,192
+   and 16,384 H100s, 131K context; BLOOM 176B on 384 A100s) through ``mpisim run``, with peak memory.
 
 Exit status 0 when every target is met, 1 otherwise.
 """
@@ -53,6 +56,7 @@ from benchmarks import (
     gpu,
     hybrid,
     million,
+    planning,
     realdata,
     scale,
     scaling,
@@ -74,6 +78,7 @@ MODULES = [
     ("fairshare_bench", {"cost-per-event": fairshare_bench.cost_per_event}, None),
     ("exec_pingpong", exec_pingpong.CASES, None),
     ("hybrid", hybrid.CASES, None),
+    ("planning", planning.CASES, None),
     ("fidelity", fidelity.CASES, None),
     ("scaling", scaling.CASES, scaling.table),
     ("million", million.CASES, million.curve),

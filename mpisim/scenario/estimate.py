@@ -63,6 +63,7 @@ from mpisim.workloads.training.ddp import INDEX_DTYPE, TrainingParams, make_plan
 from mpisim.workloads.training.layout import Layout
 from mpisim.workloads.training.plan import foldable, plan_job, tp_blocks, tp_calls
 from mpisim.workloads.training.play import layers_are_one_delay
+from mpisim.workloads.training.replicas import fold_reason
 from mpisim.workloads.training.schedule import virtual_stage
 
 __all__ = ["Estimate", "check_fits", "estimate", "run_estimate"]
@@ -375,6 +376,12 @@ def _hybrid_estimate(params: HybridParams, scenario: Scenario, records: bool, *,
                 # A ring step is one flow per hop, not a message's protocol steps; under auto, a
                 # bucket outside the twin's validated region runs as messages.
                 events_dp //= 4
+    if fold_reason(job, spec) is None:
+        # Folded replicas (workloads/training/replicas.py): replica 0's GPUs play the iterations;
+        # each stage's distinct data-parallel calls run once, every group of the stage at once.
+        simulated //= layout.replicas
+        distinct = len({b.count for b in stage}) * (2 if params.zero in (1, 2) else 1)
+        events_dp = events_dp * distinct // max(1, buckets * (2 if params.zero else 1) * params.iterations)
     events = (simulated * per_rank + events_dp) * params.iterations + measured
     # The job's gradient buckets, every virtual stage's, once for all GPUs.
     ready = sum(len(stage_buckets) for stage_buckets in job.buckets) * BUCKET_BYTES

@@ -610,7 +610,7 @@ def _training_section(checks: Sequence[Check]) -> list[str]:
     by_row = {c.row: c for c in rows}
     lines = [
         "", "## Training with the default compute model", "",
-        "Rows T1-T10 leave `compute:` out: every layer is timed by the GEMM-shape model of the preset's GPU "
+        "Rows T1-T13 leave `compute:` out: every layer is timed by the GEMM-shape model of the preset's GPU "
         "(`mpisim.workloads.compute`: each GEMM's shape on the device's measured best matmul rate with "
         "tile and wave quantisation, flash attention and element-wise kernels on their measured rates), "
         "never by an efficiency fitted to the row. Target (issue 31): median within 10 %, worst within "

@@ -25,7 +25,7 @@ A ``kind: training`` block with a ``model:`` key is a hybrid-parallel LLM iterat
                                     # tp-comm-overlap (tensor-parallel collectives behind the GEMMs)
       bucket_cap: 25 MiB            # gradient bucket for the data-parallel sync
       memory_check: error           # error | mark (a sweep over layouts marks what does not fit)
-      fold: auto                    # auto | none: time tensor-parallel groups once (see plan)
+      fold: auto                    # auto | tp | none: fold tp groups and replicas (plan, replicas)
       tokens: 1T                    # the run's tokens: rows gain time_to_train_s, gpu_hours, energy_kwh
 """
 
@@ -60,7 +60,7 @@ KEYS = ("kind", "model", "parallel", "batch", "schedule", "chunks", "zero", "rec
 RECOMPUTE = ("none", "selective", "full")
 ATTENTION = ("flash", "standard")
 MEMORY_CHECKS = ("error", "mark")
-FOLDS = ("auto", "none")
+FOLDS = ("auto", "tp", "none")
 #: The device peak's number format for each compute dtype.
 PEAK_FORMAT = {"bfloat16": "bf16", "float16": "fp16", "float32": "tf32", "float64": "fp64",
                "float8_e4m3fn": "fp8", "float8_e5m2": "fp8"}
@@ -210,7 +210,7 @@ SCHEMA = workload_block("training", {
     "sync": Custom(_as_given, {"type": "string"}, description="The gradient allreduce algorithm, or auto."),
     "bucket_cap": Unit(parse_size, "25 MiB", integer=True, description="Gradient bucket size."),
     "memory_check": _choice(MEMORY_CHECKS, "error: refuse a layout that does not fit; mark: say so in the row."),
-    "fold": _choice(FOLDS, "auto: simulate one replica where replicas are alike."),
+    "fold": _choice(FOLDS, "auto: simulate one tp rank and one replica where alike; tp: fold tensor-parallel groups only."),
     "iterations": count(1, "Iterations to run."),
     "tokens": Unit(parse_count, "1T", integer=True,
                    description="Tokens the whole run trains on: rows gain time_to_train_s, gpu_hours, energy_kwh."),

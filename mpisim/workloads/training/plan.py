@@ -96,6 +96,9 @@ class Job:
     fsdp_rest: int = 0
     chunk_expert_params: int = 0  # expert parameters one GPU holds per virtual stage (in chunk_params too)
     tp_times: dict[tuple[str, int], float] = field(default_factory=dict)
+    #: Folded replicas (:mod:`~mpisim.workloads.training.replicas`): each data-parallel collective's
+    #: time on the whole fabric, (stage, group, collective, elements, dtype) -> seconds; empty: every replica runs.
+    dp_times: dict[tuple[int, str, str, int, str], float] = field(default_factory=dict)
     #: Where each folded collective's bytes went on its fresh world: link name -> (bytes, busy seconds).
     tp_links: dict[tuple[str, int], dict[str, tuple[int, float]]] = field(default_factory=dict)
     memory: list[MemoryUse] = field(default_factory=list)  # per stage

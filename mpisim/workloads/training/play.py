@@ -74,6 +74,7 @@ from mpisim.workloads.training.ddp import (
 )
 from mpisim.workloads.training.folded import credit_folded_tp
 from mpisim.workloads.training.plan import Job, run_collective, tp_blocks, tp_calls
+from mpisim.workloads.training.replicas import replica_ranks
 from mpisim.workloads.training.schedule import Op, schedule, virtual_stage
 
 __all__ = ["Tally", "layers_are_one_delay", "play"]
@@ -352,6 +353,15 @@ class _Rank:
 
     # ------------------------------------------------------------------ data parallelism
 
+    def dp_collective(self, comm: Comm, group: str, kind: str, count: int, dtype: np.dtype,
+                      algorithm: str | None = None) -> Proc[None]:
+        """A data-parallel collective: on *comm*, or with folded replicas its time on the whole fabric."""
+        if self.job.dp_times:
+            key = (self.coords.pp, group, kind, count, np.dtype(dtype).str)
+            yield self.comm.env.timeout(self.job.dp_times[key])
+        else:
+            yield from run_collective(comm, kind, count, dtype, algorithm)
+
     def sync_stream(self, order: list[tuple[int, int]], ready: _BucketsReady) -> Proc[None]:
         """Reduce the gradient buckets one after another, each once it is ready (one stream)."""
         job = self.job
@@ -367,10 +377,11 @@ class _Rank:
             if job.ddp is not None:
                 yield from self.ddp_reduce(comm, key[1])
             elif job.params.zero == 0:
-                yield from run_collective(comm, "allreduce", bucket.count, job.reduce_dtype, job.params.sync)
+                yield from self.dp_collective(comm, bucket.group, "allreduce", bucket.count, job.reduce_dtype,
+                                              job.params.sync)
                 self.tally.dp_volume += 2 * bucket.count * job.reduce_dtype.itemsize
             else:
-                yield from run_collective(comm, "reduce_scatter", bucket.count, job.reduce_dtype)
+                yield from self.dp_collective(comm, bucket.group, "reduce_scatter", bucket.count, job.reduce_dtype)
                 self.tally.dp_volume += bucket.count * job.reduce_dtype.itemsize
             self.tally.dp += self.comm.now - t0
 
@@ -420,7 +431,7 @@ class _Rank:
             comm = self.dp if bucket.group == "dp" else self.edp
             if comm is not None:
                 t0 = self.comm.now
-                yield from run_collective(comm, "allgather", bucket.count, job.dtype)
+                yield from self.dp_collective(comm, bucket.group, "allgather", bucket.count, job.dtype)
                 self.tally.dp += self.comm.now - t0
                 self.tally.dp_volume += bucket.count * job.itemsize
 
@@ -442,7 +453,7 @@ class _Rank:
             for u, count in enumerate(units):
                 yield may_start[u]
                 t0 = self.comm.now
-                yield from run_collective(self.dp_params, "allgather", count, job.dtype)
+                yield from self.dp_collective(self.dp_params, "dp-params", "allgather", count, job.dtype)
                 self.tally.dp += self.comm.now - t0
                 self.tally.dp_volume += count * job.itemsize
                 have[u].succeed()
@@ -605,9 +616,12 @@ def _act(members: list[tuple[int, _BucketsReady, Any]], tracer: Any, t_span: tup
 
 
 def play(job: Job, world: World) -> _Shared:
-    """Run *job* on *world*: every rank, or with folding tp rank 0 of each tensor-parallel group."""
+    """Run *job* on *world*: every rank, or with folding tp rank 0 of each tensor-parallel group
+    and, with folded replicas, of replica 0 only."""
     shared = _Shared()
     ranks = [r for r in range(world.size) if not job.fold or job.layout.coords(r).tp == 0]
+    if job.dp_times:
+        ranks = replica_ranks(job, ranks)
 
     def program(comm: Comm) -> Proc[None]:
         yield from _Rank(job, comm, shared).run()

@@ -1,0 +1,76 @@
+"""Folded data-parallel replicas (mpisim.workloads.training.replicas) against the full run.
+
+``fold: auto`` simulates replica 0 and times its data-parallel collectives on a fresh world;
+``fold: tp`` simulates every replica (tensor-parallel groups still folded). Where nothing else
+shares the collective's links while it runs, the two are the same run up to rounding.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+
+from mpisim.scenario import load_dict
+from mpisim.scenario.run import run_point
+from tests.workloads.test_hybrid import row, scenario
+
+PHASES = ("iteration_time_s", "compute_s", "bubble_s", "tp_comm_s", "pp_comm_s", "dp_comm_s", "exposed_comm_s")
+
+
+def hybrid(parallel: dict[str, int], zero: int, overlap: bool, sync: str | None = None,
+           inter: dict[str, Any] | None = None) -> dict[str, Any]:
+    nodes = max(1, math.prod(parallel.values()) // 8)
+    topology = {"preset": "dgx-h100", "nodes": nodes, **({"inter": inter} if inter else {})}
+    raw = scenario(topology, parallel=parallel, batch={"global": 4 * parallel["dp"]}, zero=zero,
+                   overlap={"dp": overlap}, **({"sync": sync} if sync else {}))
+    raw["network"] = {"model": "fairshare"}
+    return raw
+
+
+def both(raw: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(folded, every replica simulated) rows of one scenario."""
+    return row(raw), row({**raw, "workload": {**raw["workload"], "fold": "tp"}})
+
+
+@pytest.mark.parametrize(("parallel", "zero", "overlap"), [
+    ({"tp": 8, "pp": 2, "dp": 2}, 0, False),
+    ({"tp": 8, "pp": 2, "dp": 2}, 1, True),
+    ({"tp": 8, "pp": 2, "dp": 4}, 1, False),
+    ({"tp": 8, "pp": 2, "dp": 4}, 1, True),
+    ({"tp": 8, "dp": 8}, 0, True),
+    ({"tp": 8, "dp": 4}, 3, False),
+    ({"tp": 2, "pp": 2, "dp": 4}, 1, False),
+    ({"tp": 1, "pp": 2, "dp": 8}, 1, True),
+])
+def test_folded_replicas_give_the_full_runs_iteration_and_phases(parallel, zero, overlap):
+    folded, full = both(hybrid(parallel, zero, overlap))
+    assert folded["simulated_ranks"] == full["simulated_ranks"] // parallel["dp"]
+    for key in PHASES:
+        assert folded[key] == pytest.approx(full[key], rel=1e-9, abs=1e-15), key
+
+
+def test_a_sync_sharing_links_with_a_pipeline_send_is_the_one_difference():
+    # tp 2 puts two replicas in a node: stage 1's ring allreduce starts while its last backward
+    # send to stage 0 is still on the links the ring uses. The full run shares them; the
+    # folded delay was timed on an idle fabric, so the send finishes sooner (pp_comm_s
+    # smaller) and the iteration moves by far less than the overlap itself.
+    folded, full = both(hybrid({"tp": 2, "pp": 2, "dp": 4}, 0, False, sync="ring"))
+    assert folded["pp_comm_s"] < full["pp_comm_s"]
+    assert folded["iteration_time_s"] == pytest.approx(full["iteration_time_s"], rel=1e-3)
+
+
+def test_a_blocking_spine_simulates_every_replica_and_says_so():
+    # Replicas' syncs meet on the shared uplinks at times that differ per stage and replica.
+    raw = hybrid({"tp": 8, "pp": 2, "dp": 4}, 1, True, inter={"oversubscription": 2})
+    out = run_point(load_dict(raw))
+    assert out.rows[0]["simulated_ranks"] == out.rows[0]["ranks"] == 64  # tp groups are not folded there either
+    assert any("every replica simulated" in note and "blocking" in note for note in out.notes)
+
+
+def test_overlapped_zero3_streams_are_not_folded():
+    # The parameter gathers and gradient reduce-scatters share the NIC at a phase the run decides.
+    raw = hybrid({"tp": 8, "dp": 4}, 3, True)
+    folded, full = both(raw)
+    assert folded == full
