@@ -151,3 +151,43 @@ def test_standard_attention_is_the_unfused_kernels():
     shape = LayerShape(hidden=2304, heads=24, seq=2048, micro_batch=4, attention="standard")
     assert shape.attention == "unfused"
     assert any(k.name == "softmax" for k in layer_time(shape, A100).forward)
+
+
+def _with_slower_hbm(dev, factor):
+    """*dev* with HBM *factor* times slower and the same tensor cores.
+
+    The GEMM model calibrates its tensor rate on the device's measured best matmul, so a copy with
+    another bandwidth would recalibrate and could gain tensor throughput; a slower memory on the
+    same silicon keeps the rate: it is copied over.
+    """
+    from mpisim.workloads.compute.gemm import achievable_rate
+
+    slow = replace(dev, hbm_bandwidth=dev.hbm_bandwidth / factor)
+    for dtype in dev.peaks:
+        if dtype in ("bf16", "fp16", "fp8", "tf32"):
+            slow._cache[("rate", dtype)] = achievable_rate(dev, dtype)
+    return slow
+
+
+@settings(max_examples=120, deadline=None)
+@given(shape=shapes, factor=st.sampled_from([1.25, 2.0, 4.0]), name=st.sampled_from(["a100-sxm4-80gb", "h100-sxm"]))
+def test_slower_hbm_never_makes_a_layer_faster(shape, factor, name):
+    """Every kernel is bound by its FLOPs or its bytes (or the launches): less bandwidth can only add time."""
+    dev = device(name)
+    slow = _with_slower_hbm(dev, factor)
+    fast_t, slow_t = layer_time(shape, dev), layer_time(shape, slow)
+    assert slow_t.forward_s >= fast_t.forward_s * (1 - 1e-12)
+    assert slow_t.total_s >= fast_t.total_s * (1 - 1e-12)
+
+
+@settings(max_examples=60, deadline=None)
+@given(preset=st.sampled_from(["llama3-8b", "gpt3-175b", "megatron-18.4b"]), micro=st.integers(1, 4),
+       zero=st.sampled_from([1, 8]), factor=st.sampled_from([1.5, 3.0]))
+def test_slower_hbm_never_makes_a_step_faster(preset, micro, zero, factor):
+    """The whole step, output layer and optimizer included (the optimizer is pure HBM traffic)."""
+    model = PRESETS[preset]
+    slow = _with_slower_hbm(H100, factor)
+    kw = dict(micro_batch=micro, micro_batches=4, zero_shards=zero, tp=8)
+    fast_step, slow_step = estimate_step(model, H100, **kw), estimate_step(model, slow, **kw)
+    assert slow_step.step_s >= fast_step.step_s * (1 - 1e-12)
+    assert slow_step.optimizer_s > fast_step.optimizer_s  # bytes over bandwidth: strictly more

@@ -90,3 +90,38 @@ def test_step_charges_adam_and_clipping_on_the_shard():
     params = 8e9
     assert step_overhead(job.timing, params, 8, 0) == pytest.approx(
         (ADAM_BYTES_PER_PARAM + CLIP_BYTES_PER_PARAM) * params / 8 / dev.hbm_rate)
+
+
+def test_overlap_share_is_the_measured_interference_or_the_sms_held():
+    """nccl #1428: a GEMM 1.18 ms alone, 2.08 ms under an allgather -> it lost 1 - 1.18/2.08 of its rate."""
+    from mpisim.workloads.training.contention import OVERLAP_INTERFERENCE, overlap_share
+
+    assert OVERLAP_INTERFERENCE == pytest.approx(0.90 / 2.08)
+    assert overlap_share(16, 132) == pytest.approx(OVERLAP_INTERFERENCE)  # H100: memory, not SMs, decides
+    assert overlap_share(24, 108) == pytest.approx(OVERLAP_INTERFERENCE)
+    assert overlap_share(100, 132) == pytest.approx(100 / 132)  # more SMs held than the measured loss
+    assert overlap_share(0, 132) == 0.0
+
+
+def test_contended_slowdown_closed_form():
+    """Compute that outlasts the collective loses comm x share; shorter compute is stretched by 1/(1-share)."""
+    from mpisim.workloads.training.contention import contended_slowdown
+
+    assert contended_slowdown(10.0, 2.0, 0.4) == pytest.approx(0.8)
+    assert contended_slowdown(1.0, 5.0, 0.4) == pytest.approx(1.0 * 0.4 / 0.6)
+    assert contended_slowdown(1.0, 0.0, 0.4) == 0.0
+    # the stretched compute ends exactly when its work is done at the reduced rate, never after the collective + work
+    compute, comm, share = 3.0, 4.0, 0.43
+    assert compute + contended_slowdown(compute, comm, share) <= compute + comm
+
+
+@settings(max_examples=80, deadline=None)
+@given(compute=st.floats(1e-4, 10.0), comm=st.floats(1e-4, 10.0), share=st.floats(0.01, 0.9),
+       more=st.floats(0.0, 1.0))
+def test_contended_slowdown_grows_with_the_collective_and_the_share(compute, comm, share, more):
+    from mpisim.workloads.training.contention import contended_slowdown
+
+    base = contended_slowdown(compute, comm, share)
+    assert contended_slowdown(compute, comm + more, share) >= base
+    assert contended_slowdown(compute, comm, min(0.95, share + more / 10)) >= base
+    assert 0.0 <= base <= comm * share + 1e-12

@@ -43,7 +43,7 @@ from mpisim.network.topology import TopologySpec
 from mpisim.workloads.fields import parse_dtype
 from mpisim.workloads.training.buckets import ddp_buckets
 from mpisim.workloads.training.config import PEAK_FORMAT, HybridParams
-from mpisim.workloads.training.contention import channels_for, grad_cast_time, overlap_slowdown
+from mpisim.workloads.training.contention import channels_for, contended_slowdown, grad_cast_time, overlap_share
 from mpisim.workloads.training.context import exposed_ring_s, kv_step_bytes, measure_ring_step
 from mpisim.workloads.training.ddp import DDPPlan, TrainingParams, as_hybrid, make_plan
 from mpisim.workloads.training.layout import Layout
@@ -175,11 +175,11 @@ def _fsdp_contention(job: Job, new_world: Callable[[], World]) -> None:
         fresh.launch(one, ranks=group)
         fresh.run()
         took[kind] = max(finish)
-    channels = channels_for(dev.name)
+    share = overlap_share(channels_for(dev.name), dev.sms)  # SMs, HBM and L2 the collectives take
     job.backward_layer_s += grad_cast_time(job.fsdp_layer, job.dtype.itemsize, job.reduce_dtype.itemsize, dev)
-    job.forward_layer_s += overlap_slowdown(job.forward_layer_s, took["allgather"], channels, dev.sms)
-    job.backward_layer_s += overlap_slowdown(job.backward_layer_s, took["allgather"] + took["reduce_scatter"],
-                                             channels, dev.sms)
+    job.forward_layer_s += contended_slowdown(job.forward_layer_s, took["allgather"], share)
+    job.backward_layer_s += contended_slowdown(job.backward_layer_s, took["allgather"] + took["reduce_scatter"],
+                                               share)
 
 
 def _charge_ring_attention(job: Job, new_world: Callable[[], World]) -> None:
