@@ -182,10 +182,10 @@ class Protocols:
             msg.connection = (src, dst, comm.context) if comm.wire_shared else (src, dst, comm.context, tag)
             req.succeed()
             kind = self.topology.path_kind(src, dst)
-            if wire.proxied(kind):  # the ends' proxy threads post it (mpisim.mpi.wire, "proxy")
+            if wire.proxied(kind) and not payload.flag:  # the ends' proxy threads post it (mpisim.mpi.wire, "proxy")
                 self._post_proxied(msg)
-            else:
-                Call(self.env, self._inject_wire, msg, wire.latency(kind), URGENT)
+            else:  # a credit across nodes waits for the other channels' posts, not in the threads' queues
+                Call(self.env, self._inject_wire, msg, wire.lone_latency(kind), URGENT)
         elif protocol == "eager" and cfg.send_overhead == 0.0 and cfg.copy_time(nbytes) == 0.0:
             # NOTE: the common case needs no sender step: the send is complete at once.
             req.succeed()
@@ -242,8 +242,8 @@ class Protocols:
     def _inject_wire(self, msg: Message) -> None:
         msg.t_data = self.env.now
         # A flag (a pipeline credit): no chunk to queue behind, no port held. Through a proxy
-        # (across nodes, mpisim.mpi.wire) an empty message is a posted step like any other.
-        if msg.nbytes == 0 and not msg.wire.proxied(self.topology.path_kind(msg.src, msg.dst)):  # type: ignore[union-attr]
+        # (across nodes, mpisim.mpi.wire) an empty block of data is a posted step like any other.
+        if msg.nbytes == 0 and (msg.payload.flag or not msg.wire.proxied(self.topology.path_kind(msg.src, msg.dst))):  # type: ignore[union-attr]
             if self._post_flag(msg.src, msg.dst, 0, self._arrive, msg):
                 self._arrive(msg)
             return
@@ -306,17 +306,21 @@ class Protocols:
         before the latency). The receiver's thread posts the receive at the same time (NCCL's
         proxies post receives ahead, up to NCCL_STEPS): the message is delivered once it has
         landed and the thread has done the receive's posts, so the network's latency and the
-        receiver's posts overlap. Both threads share themselves among their active posts
-        (:class:`~mpisim.mpi.proxy.ProxyThread`), so the answer does not depend on the order of
-        posts made at one instant.
+        receiver's posts overlap. Each thread serves its posts one at a time, those of one
+        instant in the order of their keys (:class:`~mpisim.mpi.proxy.ProxyThread`), so the
+        answer does not depend on the order in which the simulator processes them.
         """
         wire = msg.wire
         connection = msg.connection
-        msg.seq = self._proxy_seq.get(connection, 0)  # the key of same-instant completions: no event order
+        msg.seq = self._proxy_seq.get(connection, 0)  # its place among same-instant posts: no event order
         self._proxy_seq[connection] = msg.seq + 1
-        msg.t_proxy = _PROXY_POSTING
-        self._proxy(msg.src).submit(wire.proxy_send, (0, connection, msg.seq), self._proxy_sent, msg)  # type: ignore[union-attr]
-        self._proxy(msg.dst).submit(wire.proxy_recv, (1, connection, msg.seq), self._proxy_received, msg)  # type: ignore[union-attr]
+        if wire.proxy_send > 0.0:  # type: ignore[union-attr]
+            self._proxy(msg.src).submit(wire.proxy_send, (0, connection, msg.seq), self._proxy_sent, msg)  # type: ignore[union-attr]
+        else:
+            self._proxy_sent(msg)
+        if wire.proxy_recv > 0.0:  # type: ignore[union-attr]
+            msg.t_proxy = _PROXY_POSTING
+            self._proxy(msg.dst).submit(wire.proxy_recv, (1, connection, msg.seq), self._proxy_received, msg)  # type: ignore[union-attr]
 
     def _proxy(self, rank: int) -> ProxyThread:
         thread = self._proxies.get(rank)

@@ -42,10 +42,10 @@ and receive of every channel that crosses the network through that GPU, one afte
 (``src/transport/net.cc``, ``sendProxyProgress`` / ``recvProxyProgress``). A message across nodes
 keeps its sender's proxy busy ``proxy_send`` seconds and its receiver's ``proxy_recv`` seconds;
 it stands for ``proxy_channels`` of the library's channels, whose posts it carries in turn, and
-the protocol's latency already holds one channel's share. So a message shares its proxy with
-the others that thread is posting (the World keeps each rank's proxy as a processor-sharing
-server, :mod:`mpisim.mpi.proxy`), and alone pays the other channels' posts:
-``proxy x (channels - 1) / channels`` on each side.
+the protocol's latency already holds one channel's share. So a message waits while its proxy
+is busy with earlier posts (the World keeps each rank's proxy as a queue served in an order
+that does not depend on the simulator's order of same-instant events, :mod:`mpisim.mpi.proxy`),
+and pays the other channels' posts: ``proxy x (channels - 1) / channels`` on each side.
 """
 
 from __future__ import annotations
@@ -96,6 +96,19 @@ class Wire:
     def proxied(self, path_kind: str) -> bool:
         """True if a message on a path of kind *path_kind* goes through the ends' proxy threads."""
         return path_kind == "inter" and (self.proxy_send > 0.0 or self.proxy_recv > 0.0)
+
+    def proxy_extra(self) -> float:
+        """Seconds a lone message across nodes waits for the other channels' posts at both ends."""
+        return (self.proxy_send + self.proxy_recv) * (self.proxy_channels - 1) / self.proxy_channels
+
+    def lone_latency(self, path_kind: str) -> float:
+        """:meth:`latency`, plus through the proxies the other channels' posts: what a lone message pays.
+
+        A flag (a pipeline's credit) pays it too without queueing on the threads: NCCL's credit
+        across nodes is the receiver's posted receive, which its thread posts for every channel.
+        """
+        latency = self.latency(path_kind)
+        return latency + self.proxy_extra() if self.proxied(path_kind) else latency
 
     def wire_rate_cap(self, path_kind: str) -> float:
         """Wire bytes per second a rank may send on paths of kind *path_kind* (``inf``: no pace)."""
