@@ -407,7 +407,7 @@ def _plan(comm: Comm, trees: list[Tree]) -> _Plan:
         key = (skeleton.classes[t], tree.wire, tree.segments, tree.window)
         one = bounds.get(key)
         if one is None:
-            latency = tree.wire.lone_latency  # the protocol's (and the proxies' other channels'), added to the route's
+            latency = tree.wire.latency  # the protocol's, added to the route's
             edges = [_Edge(t, a, b, up, latency(kind) + route_latency, solo, wires[t, kind][0], pairs, shares_pair)
                      for _, a, b, up, kind, route_latency, solo, pairs, shares_pair, _
                      in map(shapes.__getitem__, skeleton.by_tree[t])]

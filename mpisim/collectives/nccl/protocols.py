@@ -214,8 +214,8 @@ def nccl_channels(comm: Comm, protocol: str, nbytes: int, ring: bool = True) -> 
     return nc
 
 
-def _proxied(comm: Comm, wire: Wire, protocol: str, nbytes: int, ring: bool = True) -> Wire:
-    """*wire* with the proxy threads' work of a ring (else a tree) across nodes (:mod:`mpisim.mpi.wire`, "proxy").
+def _proxied(comm: Comm, wire: Wire, protocol: str, nbytes: int) -> Wire:
+    """*wire* with the proxy threads' work of a ring across nodes (:mod:`mpisim.mpi.wire`, "proxy").
 
     Every network step of every channel is posted by the proxy thread of the GPU it leaves
     and completed by that of the GPU it enters (NCCL src/proxy.cc, one progress thread per GPU;
@@ -227,7 +227,7 @@ def _proxied(comm: Comm, wire: Wire, protocol: str, nbytes: int, ring: bool = Tr
     spec = comm.world.topology.spec
     post = net_overhead(spec)
     send_posts, recv_posts = NCCL_PROXY_POSTS[protocol]
-    channels = max(1, -(-nccl_channels(comm, protocol, nbytes, ring) // channel_count(comm)))
+    channels = max(1, -(-nccl_channels(comm, protocol, nbytes) // channel_count(comm)))
     return dataclasses.replace(wire, proxy_send=channels * post * send_posts, proxy_recv=channels * post * recv_posts,
                                proxy_channels=channels)
 
@@ -310,9 +310,9 @@ def tree_protocol(comm: Comm, protocol: Protocol, nbytes: int | None = None) -> 
 
     As in a ring (:func:`_proxied`), one of mpisim's tree channels stands for k of NCCL's
     (:func:`nccl_channels`, with the tree's thread thresholds), whose steps the same two proxy
-    threads post: a tree's segments across nodes queue on their ends' proxies (shared with
-    the other tree of the channel and the up and down directions), and a lone one waits for
-    the other k - 1 channels' posts at both ends. NCCL's tuner also divides a tree's LL
+    threads post in turn: a hop across nodes waits for the other k - 1 channels' posts at both
+    ends, charged here as latency of the hop (the trees' few hops across nodes per step rarely
+    find a proxy busy, so its queue is left out). NCCL's tuner also divides a tree's LL
     bandwidth by 3.8 (``busBw * 1.0 / 3.8``), an empirical factor with no mechanism named for a
     simulation to charge; it is left out.
     """
@@ -321,7 +321,9 @@ def tree_protocol(comm: Comm, protocol: Protocol, nbytes: int | None = None) -> 
         wire = dataclasses.replace(wire, pace_inter=min(wire.pace_inter, ll_pace(comm)))
     spec = comm.world.topology.spec
     if nbytes is not None and protocol.name in NCCL_THREADS and spec.inter is not None and len(node_members(comm)) > 1:
-        wire = _proxied(comm, wire, protocol.name, nbytes, ring=False)
+        channels = max(1, -(-nccl_channels(comm, protocol.name, nbytes, ring=False) // channel_count(comm)))
+        posts = sum(NCCL_PROXY_POSTS[protocol.name])
+        wire = dataclasses.replace(wire, latency_inter=wire.latency_inter + (channels - 1) * posts * net_overhead(spec))
     if wire == protocol.wire:
         return protocol
     return Protocol(protocol.name, protocol.base, wire)

@@ -242,9 +242,7 @@ def _tree_hop_costs(comm: Comm, build: Callable[[], list[list[tuple[int | None, 
     if cached is None:
         classes, hop_classes, path_classes = _tree_hop_classes(comm, build, trees, wire)
         # Each class's costs, as _hop_costs_unshared and _hop_costs work them out for its hops.
-        # Through the proxies (across nodes) a lone segment or credit also waits for the other channels' posts.
-        factors = {kind: (wire.wire_bytes(1 << 20, kind) / (1 << 20), wire.lone_latency(kind))
-                   for kind in {c[0] for c in classes}}
+        factors = {kind: (wire.wire_bytes(1 << 20, kind) / (1 << 20), wire.latency(kind)) for kind in {c[0] for c in classes}}
         alone, shared = [], []
         for kind, latency, bottleneck, rate in classes:
             per_byte, wire_latency = factors[kind]
