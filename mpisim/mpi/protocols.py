@@ -59,6 +59,7 @@ from mpisim.engine.sim import succeed_now
 from mpisim.errors import InvalidTagError
 from mpisim.mpi.constants import MAX_TAG, PROC_NULL
 from mpisim.mpi.payload import DataPayload, Payload, SizePayload, as_payload
+from mpisim.mpi.proxy import ProxyThread
 from mpisim.mpi.request import Request
 from mpisim.mpi.wire import Wire
 
@@ -71,12 +72,17 @@ if TYPE_CHECKING:
     from mpisim.network.topology import Topology
 
 
+#: States of a proxied message's receive (Message.t_proxy): posted (or no proxy), being posted, or
+#: being posted with the message landed and waiting for it.
+_PROXY_POSTED, _PROXY_POSTING, _PROXY_LANDED = 0.0, 1.0, 2.0
+
+
 class Message:
     """A message in flight: its envelope (context, source, tag), payload and protocol state."""
 
     __slots__ = (
         "connection", "context", "direct", "dst", "nbytes", "payload", "protocol", "recv_req", "send_req", "seq",
-        "src", "src_rank", "t_data", "t_match", "t_phase", "t_post", "tag", "unexpected", "user", "wire",
+        "src", "src_rank", "t_data", "t_match", "t_phase", "t_post", "t_proxy", "tag", "unexpected", "user", "wire",
     )
 
     def __init__(self, src: int, dst: int, src_rank: int, context: int, tag: int,
@@ -96,6 +102,7 @@ class Message:
         self.t_match = -1.0
         self.t_data = -1.0
         self.t_phase = -1.0  # start of the protocol phase in progress (for its span)
+        self.t_proxy = _PROXY_POSTED  # across nodes through a proxy: is the receive posted? (_post_proxied)
         self.unexpected = False
         self.wire: Wire | None = None  # a GPU collective protocol (see mpisim.mpi.wire), else MPI's
         self.recv_req: Request | None = None  # the receive it matched
@@ -174,7 +181,11 @@ class Protocols:
             msg.wire = wire
             msg.connection = (src, dst, comm.context) if comm.wire_shared else (src, dst, comm.context, tag)
             req.succeed()
-            Call(self.env, self._inject_wire, msg, wire.latency(self.topology.path_kind(src, dst)), URGENT)
+            kind = self.topology.path_kind(src, dst)
+            if wire.proxied(kind) and not payload.flag:  # the ends' proxy threads post it (mpisim.mpi.wire, "proxy")
+                self._post_proxied(msg)
+            else:  # a credit across nodes waits for the other channels' posts, not in the threads' queues
+                Call(self.env, self._inject_wire, msg, wire.lone_latency(kind), URGENT)
         elif protocol == "eager" and cfg.send_overhead == 0.0 and cfg.copy_time(nbytes) == 0.0:
             # NOTE: the common case needs no sender step: the send is complete at once.
             req.succeed()
@@ -230,7 +241,9 @@ class Protocols:
 
     def _inject_wire(self, msg: Message) -> None:
         msg.t_data = self.env.now
-        if msg.nbytes == 0:  # a flag (a pipeline credit): no chunk to queue behind, no port held
+        # A flag (a pipeline credit): no chunk to queue behind, no port held. Through a proxy
+        # (across nodes, mpisim.mpi.wire) an empty block of data is a posted step like any other.
+        if msg.nbytes == 0 and (msg.payload.flag or not msg.wire.proxied(self.topology.path_kind(msg.src, msg.dst))):  # type: ignore[union-attr]
             if self._post_flag(msg.src, msg.dst, 0, self._arrive, msg):
                 self._arrive(msg)
             return
@@ -279,7 +292,52 @@ class Protocols:
             self._post_wire(nxt, max(0.0, remaining))
         else:
             del self._connections[key]
+        if msg.t_proxy == _PROXY_POSTING:  # the receiver's proxy has not posted its receive yet
+            msg.t_proxy = _PROXY_LANDED
+            return
         self._arrive(msg)
+
+    def _post_proxied(self, msg: Message) -> None:
+        """Hand a message across nodes to its ends' proxy threads (:mod:`mpisim.mpi.proxy`).
+
+        The sender's thread posts the send's steps (``proxy_send`` seconds of its time, for the
+        ``proxy_channels`` channels the message stands for); the hop's latency then runs, less
+        the one channel's post it already holds (alone: ``proxy_send x (channels - 1) / channels``
+        before the latency). The receiver's thread posts the receive at the same time (NCCL's
+        proxies post receives ahead, up to NCCL_STEPS): the message is delivered once it has
+        landed and the thread has done the receive's posts, so the network's latency and the
+        receiver's posts overlap. Each thread serves its posts one at a time, those of one
+        instant in the order of their keys (:class:`~mpisim.mpi.proxy.ProxyThread`), so the
+        answer does not depend on the order in which the simulator processes them.
+        """
+        wire = msg.wire
+        connection = msg.connection
+        msg.seq = self._proxy_seq.get(connection, 0)  # its place among same-instant posts: no event order
+        self._proxy_seq[connection] = msg.seq + 1
+        if wire.proxy_send > 0.0:  # type: ignore[union-attr]
+            self._proxy(msg.src).submit(wire.proxy_send, (0, connection, msg.seq), self._proxy_sent, msg)  # type: ignore[union-attr]
+        else:
+            self._proxy_sent(msg)
+        if wire.proxy_recv > 0.0:  # type: ignore[union-attr]
+            msg.t_proxy = _PROXY_POSTING
+            self._proxy(msg.dst).submit(wire.proxy_recv, (1, connection, msg.seq), self._proxy_received, msg)  # type: ignore[union-attr]
+
+    def _proxy(self, rank: int) -> ProxyThread:
+        thread = self._proxies.get(rank)
+        if thread is None:
+            thread = self._proxies[rank] = ProxyThread(self.env)
+        return thread
+
+    def _proxy_sent(self, msg: Message) -> None:
+        wire = msg.wire
+        latency = wire.latency("inter") - wire.proxy_send / wire.proxy_channels  # type: ignore[union-attr]
+        Call(self.env, self._inject_wire, msg, max(0.0, latency), URGENT)
+
+    def _proxy_received(self, msg: Message) -> None:
+        landed = msg.t_proxy == _PROXY_LANDED
+        msg.t_proxy = _PROXY_POSTED
+        if landed:
+            self._arrive(msg)
 
     def _rts_arrived(self, msg: Message) -> None:
         if self.tracer.record_spans:

@@ -35,6 +35,17 @@ faster than the proxy thread recycles the LL buffers (tuning.cc ``llMaxBws``; se
 :func:`mpisim.collectives.nccl.ll_pace`). The World routes such messages through their
 sender's *pace link* of that rate (:meth:`mpisim.network.topology.Topology.paced_route`), so on
 either network model they move at the lesser of their share of the links and of the pace.
+
+A protocol may also pass through a **proxy** between nodes. A GPU does not drive its NIC itself:
+one CPU thread per GPU (NCCL's proxy progress thread, ``src/proxy.cc``) posts every network send
+and receive of every channel that crosses the network through that GPU, one after another
+(``src/transport/net.cc``, ``sendProxyProgress`` / ``recvProxyProgress``). A message across nodes
+keeps its sender's proxy busy ``proxy_send`` seconds and its receiver's ``proxy_recv`` seconds;
+it stands for ``proxy_channels`` of the library's channels, whose posts it carries in turn, and
+the protocol's latency already holds one channel's share. So a message waits while its proxy
+is busy with earlier posts (the World keeps each rank's proxy as a queue served in an order
+that does not depend on the simulator's order of same-instant events, :mod:`mpisim.mpi.proxy`),
+and pays the other channels' posts: ``proxy x (channels - 1) / channels`` on each side.
 """
 
 from __future__ import annotations
@@ -53,7 +64,9 @@ class Wire:
     relayed over the node's fabric by the GPU attached to that NIC (NCCL's PXN, used by its
     point-to-point operations: :meth:`~mpisim.network.topology.Topology.pxn_route`).
     ``pace_inter`` (bytes of payload per second, ``inf`` for none) caps what one rank sends
-    across nodes (see the module docstring).
+    across nodes; ``proxy_send`` and ``proxy_recv`` (seconds) are what one message across nodes
+    costs its sender's and its receiver's proxy thread, standing for ``proxy_channels`` channels
+    (see the module docstring).
     """
 
     name: str
@@ -63,6 +76,9 @@ class Wire:
     efficiency_inter: float = 1.0
     pxn: bool = False
     pace_inter: float = math.inf
+    proxy_send: float = 0.0
+    proxy_recv: float = 0.0
+    proxy_channels: int = 1
 
     def latency(self, path_kind: str) -> float:
         """Seconds the protocol adds to a message on a path of kind ``intra``, ``inter`` or ``self``."""
@@ -76,6 +92,23 @@ class Wire:
         if efficiency == 1.0 or nbytes == 0:
             return nbytes
         return math.ceil(nbytes / efficiency)
+
+    def proxied(self, path_kind: str) -> bool:
+        """True if a message on a path of kind *path_kind* goes through the ends' proxy threads."""
+        return path_kind == "inter" and (self.proxy_send > 0.0 or self.proxy_recv > 0.0)
+
+    def proxy_extra(self) -> float:
+        """Seconds a lone message across nodes waits for the other channels' posts at both ends."""
+        return (self.proxy_send + self.proxy_recv) * (self.proxy_channels - 1) / self.proxy_channels
+
+    def lone_latency(self, path_kind: str) -> float:
+        """:meth:`latency`, plus through the proxies the other channels' posts: what a lone message pays.
+
+        A flag (a pipeline's credit) pays it too without queueing on the threads: NCCL's credit
+        across nodes is the receiver's posted receive, which its thread posts for every channel.
+        """
+        latency = self.latency(path_kind)
+        return latency + self.proxy_extra() if self.proxied(path_kind) else latency
 
     def wire_rate_cap(self, path_kind: str) -> float:
         """Wire bytes per second a rank may send on paths of kind *path_kind* (``inf``: no pace)."""

@@ -52,6 +52,7 @@ from mpisim.mpi.matchqueue import PostedQueue, UnexpectedQueue
 from mpisim.mpi.ops import Op
 from mpisim.mpi.payload import as_payload
 from mpisim.mpi.protocols import Message, Protocols
+from mpisim.mpi.proxy import ProxyThread
 from mpisim.mpi.request import Request, Status
 
 if TYPE_CHECKING:
@@ -149,6 +150,10 @@ class World(Protocols, DirectPath, Diagnosis):
         #: GPU-library connections with bytes in flight: (src, dst, context[, tag]) -> messages
         #: waiting behind them, each with the instant its latency began (mpisim.mpi.protocols, "Connections").
         self._connections: dict[tuple[int, ...], list[tuple[Message, float]]] = {}
+        #: Each rank's GPU-library proxy thread (mpisim.mpi.proxy), and per connection the
+        #: number of messages posted through them (their order at one instant).
+        self._proxies: dict[int, ProxyThread] = {}
+        self._proxy_seq: dict[tuple[int, ...], int] = {}
         # With a rendezvous overhead: per (src, dst) MPI socket between nodes, the rendezvous
         # messages whose CTS has arrived, in order; the first holds it until its data has arrived.
         self._sockets: dict[tuple[int, int], deque[Message]] = {}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import re
+import sys
 from typing import Any
 
 import pytest
@@ -221,7 +222,10 @@ def test_folded_layers_as_one_delay_give_the_same_iteration(recompute, zero, pp)
         timeout, count = world.env.timeout, [0]
 
         def counted(delay, value=None, timeout=timeout, count=count):
-            count[0] += 1
+            # The network model's own completion timers are as many either way (and move with
+            # how flows are staggered, e.g. by the proxy threads): count the workload's delays.
+            if not sys._getframe(1).f_globals["__name__"].startswith("mpisim.network"):
+                count[0] += 1
             return timeout(delay, value)
 
         world.env.timeout = counted

@@ -14,7 +14,7 @@ from mpisim.collectives.calls import join_call
 from mpisim.collectives.fluid import validated
 from mpisim.collectives.fluid.tree import Tree, fluid_trees
 from mpisim.collectives.nccl.topology import ring_orders, tree_links
-from mpisim.collectives.nccl.tuner import Choice, launch, launch_label
+from mpisim.collectives.nccl.tuner import Choice, launch, launch_label, proxy_extra, proxy_period
 from mpisim.collectives.registry import FluidTwin
 from mpisim.engine.events import Call
 from mpisim.engine.sim import Proc
@@ -55,14 +55,18 @@ def fluid_ring(comm: Comm, wire: Wire, rings: list[list[int]], block: float, ste
     * the latency bound: *steps* times the mean hop latency (protocol + route), plus the mean
       hop's flow time -- NCCL's own model (tuning.cc: a latency per step, and the bytes);
 
-    plus *reducing* blocks' reductions. These are the message path's two regimes: with
+    and, across nodes, the proxy bound: *steps* times the busiest proxy thread's work per step
+    (:func:`~mpisim.collectives.nccl.tuner.proxy_period`) plus the last crossing (its latency and
+    the other channels' posts, :func:`~mpisim.collectives.nccl.tuner.proxy_extra`); plus
+    *reducing* blocks' reductions. These are the message path's two regimes: with
     every block in flight at once the bytes hide the latencies, with small blocks the
-    latencies add up step by step. tests/validation/test_gpu_fidelity.py checks the two paths
-    within 1 % on the shipped GPU measurements (one node, and C7 across three) and from
-    256 MiB across nodes. At mid sizes across nodes the message path is faster (16 MiB on 2 x
-    dgx-h100: 111 us against 161 us), because channels queued on one link hide each other's
-    latencies there while this charges NCCL's per-step latency; no published multi-node row
-    at those sizes says which is nearer. No message is matched or recorded; the links' byte
+    latencies add up step by step, and where the proxies post faster than the steps' own
+    costs allow, they pace the ring. tests/validation/test_gpu_fidelity.py checks the two paths
+    within 1 % on the shipped GPU measurements (one node, and C7 across three) and from 256 MiB
+    across nodes. At mid sizes on two nodes the message path is faster (16 MiB on 2 x dgx-h100:
+    141.7 us against 166.5 us), because channels queued on one link hide each other's latencies
+    there while this charges NCCL's per-step latency; from 4 nodes on the proxies pace both
+    (8 x dgx-h100, 16 MiB: 523.2 against 525.4 us). No message is matched or recorded; the links' byte
     counters are exact.
     """
     call, event, last = join_call(comm, _FLUID, _FluidCall)
@@ -79,6 +83,9 @@ def _start_fluid(comm: Comm, call: _FluidCall, wire: Wire, rings: list[list[int]
     kinds = [topology.path_kind(a, b) for a, b in hops]
     protocol_latency = [wire.latency(kind) for kind in kinds]
     route_latency = [topology.route(a, b).latency for a, b in hops]
+    # Across nodes the proxy threads post every step: the busiest one paces the call (tuner.proxy_period).
+    proxy = steps * proxy_period(comm, wire, [(ring[i], ring[(i + 1) % len(ring)]) for ring in rings
+                                              for i in range(len(ring))])
     call.t_start = env.now
     call.t_flow = [0.0] * len(hops)
     call.pending = len(hops)
@@ -91,7 +98,10 @@ def _start_fluid(comm: Comm, call: _FluidCall, wire: Wire, rings: list[list[int]
             bandwidth_bound = max(t + lat for t, lat in zip(call.t_flow, protocol_latency, strict=True))
             latency_bound = (steps * sum(p + r for p, r in zip(protocol_latency, route_latency, strict=True)) / n
                              + sum(t - r for t, r in zip(call.t_flow, route_latency, strict=True)) / n)
-            end = call.t_start + max(bandwidth_bound, latency_bound) + reducing * block * world.config.reduce_cost
+            crossing = max(p + r for p, r in zip(protocol_latency, route_latency, strict=True)) + proxy_extra(wire)
+            proxy_bound = proxy + crossing if proxy else 0.0
+            end = (call.t_start + max(bandwidth_bound, latency_bound, proxy_bound)
+                   + reducing * block * world.config.reduce_cost)
             for event in call.events:
                 Call(env, lambda ev: ev.succeed(), event, max(0.0, end - env.now))
 

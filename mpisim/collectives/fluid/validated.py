@@ -20,8 +20,9 @@ everywhere it applies: the user asked for speed and knows the tables below.
   steps per channel the message path's channels still stagger (dgx-h100, LL128: 256 MiB on
   8 nodes +9.3 %, 512 MiB on 16 nodes +9.6 %) where from :data:`RING_NODE_SHARE` per node the
   two agree (512 MiB on 8 nodes, 1 GiB on 16, 256 MiB on 4 and 128 MiB on 2: 0.0 %; Simple
-  at 1 GiB on 8 nodes +1.6 %). At mid sizes across nodes the message path's channels hide
-  each other's latencies (16 MiB: +20 % on 8 nodes, +11 % on 16).
+  at 1 GiB on 8 nodes +1.6 %). At mid sizes on two nodes the message path's channels hide
+  each other's latencies (16 MiB: +17.5 %); from 4 nodes the proxies' posts pace both paths
+  (8 nodes, 16 MiB: +0.4 %), which the grid has not yet swept.
 * ``nccl_tree`` (one flow per tree edge): within 2 % on one node, and with one segment per
   tree (up to 1 MiB) on up to :data:`TREE_NODES` nodes (1 MiB on 2 to 32 nodes: 0.0 %); once
   segments pipeline across nodes the message path's NICs idle while the twin charges the

@@ -17,7 +17,10 @@ and in mpisim's simulation of it:
   (``protocols.<P>.latency`` of each fabric: what the protocol adds to the path's own latency;
   by default NCCL's ``hwLat`` minus the path's latency, since ``hwLat`` is the whole hop);
 * a **share of each link's bandwidth**, by protocol (``protocols.<P>.efficiency``; 0.5 for
-  LL, 0.92 for LL128, 1 for Simple by default).
+  LL, 0.92 for LL128, 1 for Simple by default);
+* across nodes, the **proxy**: one CPU thread per GPU posts every network step of every
+  channel, one post after another (NCCL's network post overhead each; see
+  :mod:`~mpisim.collectives.nccl.protocols`), so a ring's steps queue on their GPUs' proxies.
 
 mpisim charges the base latency as local work on every rank before the first message (a
 ``launch`` span), and the other two on every message the algorithm sends, through a

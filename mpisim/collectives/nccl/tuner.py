@@ -8,6 +8,12 @@ network, in turn on the analytic one and at once on the fair-share one -- so the
 contention the closed forms approximate. The ``nccl`` rule set of :mod:`~mpisim.collectives.select`
 takes the least predicted time over (algorithm, protocol).
 
+Across nodes every step of every NCCL channel is posted by the CPU proxy thread of the GPU it
+leaves and completed by that of the GPU it enters, one post after another (src/proxy.cc,
+src/transport/net.cc; :func:`~mpisim.collectives.nccl.protocols.ring_protocol`), so a ring
+goes no faster than its busiest proxy (:func:`proxy_period`): the World queues the posts of
+every message, this module and the ring's twin bound the call by them.
+
 Three rules of NCCL's tuner decide which protocols exist at all and what they cost across
 nodes, and both the tuner and the messages follow them: LL128 only where GPUs are joined by
 NVLink (:func:`ll128_enabled`); a ring spanning several nodes pays the network post overhead
@@ -106,6 +112,27 @@ def _hop_costs(comm: Comm, hops: list[tuple[int, int]], wire: Wire) -> list[tupl
     return out
 
 
+def proxy_period(comm: Comm, wire: Wire, hops: Sequence[tuple[int, int]]) -> float:
+    """Seconds the busiest proxy thread works per step when every hop (comm ranks src -> dst) sends one message.
+
+    A message across nodes keeps its sender's proxy busy ``wire.proxy_send`` and its receiver's
+    ``wire.proxy_recv`` (:mod:`mpisim.mpi.wire`, "proxy"); a GPU's one proxy thread does its
+    sends and receives in turn, so a pipeline of steps goes no faster than its busiest proxy.
+    """
+    topology, group = comm.world.topology, comm.group
+    work: dict[int, float] = {}
+    for a, b in hops:
+        if wire.proxied(topology.path_kind(group[a], group[b])):
+            work[a] = work.get(a, 0.0) + wire.proxy_send
+            work[b] = work.get(b, 0.0) + wire.proxy_recv
+    return max(work.values(), default=0.0)
+
+
+def proxy_extra(wire: Wire) -> float:
+    """Seconds a lone message across nodes waits for the other channels' posts at both ends (mpisim.mpi.wire)."""
+    return wire.proxy_extra()
+
+
 def predict_ring(comm: Comm, protocol: Protocol, nbytes: int, collective: str = "allreduce") -> float:
     """Predicted time of ``nccl_ring`` with *protocol*: base + steps x (mean hop latency + slowest hop's bytes) on one channel.
 
@@ -130,7 +157,8 @@ def predict_ring(comm: Comm, protocol: Protocol, nbytes: int, collective: str = 
     costs = layouts.get(key)
     if costs is None:  # the tuner asks once per size and protocol; the hops are the same
         hops = [(ring[i], ring[(i + 1) % p]) for ring in rings for i in range(p)]
-        costs = layouts[key] = _hop_costs(comm, hops, protocol.wire)
+        costs = layouts[key] = (_hop_costs(comm, hops, protocol.wire), proxy_period(comm, protocol.wire, hops))
+    costs, proxy = costs
     latency = sum(lat for lat, _ in costs) / len(costs)
     steps = 2 * (p - 1) if collective == "allreduce" else p - 1
     reducing = 0 if collective == "allgather" else p - 1
@@ -142,6 +170,10 @@ def predict_ring(comm: Comm, protocol: Protocol, nbytes: int, collective: str = 
         flows = [steps * block * per_byte for _, per_byte in costs]
         moving = max(max(lat + flow for (lat, _), flow in zip(costs, flows, strict=True)),
                      steps * latency + sum(flows) / len(flows))
+    # Across nodes the proxies post every step: no faster than the busiest one, plus the last
+    # crossing (its latency and the other channels' posts).
+    if proxy:
+        moving = max(moving, steps * proxy + max(lat for lat, _ in costs) + proxy_extra(protocol.wire))
     return protocol.base + moving + reducing * block * comm.world.config.reduce_cost
 
 
@@ -394,9 +426,9 @@ def tune(comm: Comm, algorithm: str, nbytes: int, collective: str = "allreduce")
         table = protocols(spec)
         options = [table[name] for name in PROTOCOLS if name != "LL128" or ll128_enabled(spec)]
         if algorithm == "nccl_ring":
-            options = [ring_protocol(comm, proto, collective) for proto in options]
+            options = [ring_protocol(comm, proto, collective, nbytes) for proto in options]
         elif algorithm == "nccl_tree":
-            options = [tree_protocol(comm, proto) for proto in options]
+            options = [tree_protocol(comm, proto, nbytes) for proto in options]
     forced = comm.world.memo.table(FORCED_PROTOCOLS).get((comm.group, algorithm, nbytes, collective))
     if forced is not None:  # auto timed the protocols and found this one fastest (select.timed)
         options = [proto for proto in options if proto.name == forced] or options
