@@ -14,7 +14,7 @@ share (the spine, a node's NICs) is loaded as it is when all replicas sync toget
 **When it is exact.** The folded collective starts when replica 0's rank calls it; in the full
 run its peers in the other replicas call it at the same instant (they are replica 0 shifted),
 so the collective alone takes what the fresh world measured. Two things the delay does not
-see: the rank's own pipeline sends still on its NIC while the collective runs (with
+see: the rank's own pipeline sends still on its NIC and its NCCL proxy thread while the collective runs (with
 ``overlap: {dp: true}`` the sync overlaps the backward's sends), and other stages' groups
 syncing at other times. On a non-blocking fabric the second changes nothing; the first is
 the difference (tests/workloads/test_replicas.py pins 1e-9 where nothing overlaps the sync):
