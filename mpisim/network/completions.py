@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import heapq
 import math
+
 from mpisim.engine.events import Call
 from mpisim.engine.sim import call_in_turn
 from mpisim.network.flows import GROUP, Arrivals, Flow, entry_due_order, entry_live, member_seq
