@@ -215,17 +215,36 @@ def _Reduce_scatter(c: Any, ctx: RankContext, sendbuf: Any, recvbuf: Any, recvco
                     op: Op = SUM) -> Proc:
     """Reduce, then rank r keeps ``recvcounts[r]`` elements (``MPI_Reduce_scatter``).
 
-    Blocks of ``np.array_split`` sizes run the registry's reduce_scatter; other counts are a
-    reduce to rank 0 followed by a scatterv.
+    Without *recvcounts*, mpi4py first allgathers each rank's receive count (one ``MPI_Count``
+    each), so ranks may keep blocks of any sizes. Blocks of ``np.array_split`` sizes run the
+    registry's reduce_scatter; other counts are a reduce to rank 0 followed by a scatterv.
     """
     if sendbuf is IN_PLACE:
+        if recvcounts is None:
+            raise TypeError(f"rank {ctx.rank}: Reduce_scatter: IN_PLACE needs recvcounts")
         whole = recv_array(recvbuf, "Reduce_scatter")
         send = whole.copy()
     else:
         send = elements(sendbuf, "Reduce_scatter")
         whole = None
-    counts = [int(x) for x in recvcounts] if recvcounts is not None else split_counts(send.size, c.size)
+    if recvcounts is None:
+        mine = recv_array(recvbuf, "Reduce_scatter")
+        everyone = np.zeros(c.size, np.int64)
+        yield from c.Allgather(np.array([mine.size], np.int64), everyone)
+        recvcounts = everyone
+    counts = [int(x) for x in recvcounts]
+    if len(counts) != c.size:
+        raise ValueError(f"rank {ctx.rank}: Reduce_scatter: expecting {c.size} items, got {len(counts)}")
     into = whole[:counts[c.rank]] if whole is not None else recv_array(recvbuf, "Reduce_scatter")
+    if whole is not None and whole.size != sum(counts):
+        raise ValueError(f"rank {ctx.rank}: Reduce_scatter: mismatch in receive count {whole.size} "
+                         f"and sum(counts) {sum(counts)}")
+    if whole is None and send.size != sum(counts):  # mpi4py's checks, before any reduction message
+        raise ValueError(f"rank {ctx.rank}: Reduce_scatter: mismatch in send count {send.size} "
+                         f"and sum(counts) {sum(counts)}")
+    if whole is None and into.size != counts[c.rank]:
+        raise ValueError(f"rank {ctx.rank}: Reduce_scatter: mismatch in receive count {into.size} "
+                         f"and counts[{c.rank}] {counts[c.rank]}")
     op_ = as_op(op).sim("Reduce_scatter")
     if counts == split_counts(send.size, c.size):
         _payload.fill(in_place(into), (yield from c.reduce_scatter(send, op_)))
@@ -370,10 +389,20 @@ def _wspec(spec: Any, size: int, ctx: RankContext, writable: bool) -> tuple[np.n
 
     MPI_Alltoallw's displacements are in bytes (not elements), one datatype per peer.
     """
+    # mpi4py's forms: [buf, counts, displs, types], [buf, (counts, displs), types], and [buf, types]
+    # (one element of each peer's type, every block at byte 0)
     try:
-        buf, counts, displs, types = spec
+        if len(spec) == 2:
+            buf, types = spec
+            counts, displs = [1] * size, [0] * size
+        elif len(spec) == 3:
+            buf, (counts, displs), types = spec
+        else:
+            buf, counts, displs, types = spec
     except (TypeError, ValueError):
         raise TypeError(f"rank {ctx.rank}: Alltoallw: a buffer is [buf, counts, displs, datatypes]") from None
+    if not isinstance(types, list | tuple):  # one datatype for every peer
+        types = [types] * size
     if not (len(counts) == len(displs) == len(types) == size):
         raise ValueError(f"rank {ctx.rank}: Alltoallw: counts, displs and datatypes need one entry per rank ({size})")
     memory = buffer_spec(buf, "Alltoallw").array.reshape(-1).view(np.uint8)
