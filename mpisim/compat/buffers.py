@@ -447,7 +447,7 @@ def parse(spec: Any, *, vector: bool = False, blocks: int | None = None) -> Spec
     count, displ = int(count), int(displ)
     if displ + count > array.size:
         raise BufferSpecError(f"count {count} (from element {displ}) is more than the buffer's {array.size} "
-                              f"elements of {datatype.name}")
+                              f"elements of {datatype.name}", ValueError)  # mpi4py's count errors are ValueErrors
     return Spec(array[displ:displ + count], datatype)
 
 

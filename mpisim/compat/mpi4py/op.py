@@ -17,6 +17,7 @@ import numpy as np
 
 from mpisim.compat import buffers as _buffers
 from mpisim.compat.check.findings import running
+from mpisim.compat.mpi4py.msgbuffer import buffer_spec, refused
 from mpisim.compat.ranks import current
 from mpisim.compat.unsupported import Strict, unsupported
 from mpisim.mpi import ops as _ops
@@ -98,6 +99,24 @@ class Op(metaclass=Strict):
     @property
     def is_commutative(self) -> bool:
         return self.commute
+
+    def Reduce_local(self, inbuf: Any, inoutbuf: Any) -> None:
+        """*inoutbuf* = *inbuf* op *inoutbuf*, element by element, on this rank alone (``MPI_Reduce_local``).
+
+        mpi4py's checks come first: both buffers must hold the same count of the same datatype.
+        """
+        out = buffer_spec(inoutbuf, "Op.Reduce_local")
+        src = buffer_spec(inbuf, "Op.Reduce_local")
+        if src.datatype.name != out.datatype.name:
+            raise ValueError("mismatch in send and receive MPI datatypes")
+        if src.array.size != out.array.size:
+            raise ValueError(f"mismatch in send count {src.array.size} and receive count {out.array.size}")
+        try:
+            into = _buffers.writable(out, "Op.Reduce_local")
+        except _buffers.BufferSpecError as err:
+            raise refused(err, "Op.Reduce_local") from None
+        into[...] = self.sim("Op.Reduce_local")(src.array, into.copy())
+        out.finish()
 
     def Free(self) -> None:
         """Nothing to free."""
