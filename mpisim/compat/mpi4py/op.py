@@ -17,6 +17,7 @@ import numpy as np
 
 from mpisim.compat import buffers as _buffers
 from mpisim.compat.check.findings import running
+from mpisim.compat.mpi4py import memory as _memory
 from mpisim.compat.mpi4py.msgbuffer import buffer_spec, refused
 from mpisim.compat.ranks import current
 from mpisim.compat.unsupported import Strict, unsupported
@@ -63,14 +64,13 @@ class Op(metaclass=Strict):
     def Create(cls, function: Callable[..., Any], commute: bool = False) -> Op:
         """A user op: ``function(invec, inoutvec, datatype)`` writes ``invec op inoutvec`` into *inoutvec*.
 
-        As in mpi4py, the buffers it gets are the memory of the operands (read them with
-        ``np.frombuffer(invec, dtype=...)``); for objects (lowercase calls) it is called as
+        As in mpi4py, the buffers it gets are the operands' bytes as ``MPI.buffer`` objects (read
+        them with ``np.frombuffer(invec, dtype=...)``, fill with ``inoutvec[:] = any_buffer``); for objects (lowercase calls) it is called as
         ``function(x, y, None)`` and returns the result.
         """
         def apply(a: np.ndarray, b: np.ndarray) -> np.ndarray:
             out = np.array(b, copy=True)
-            function(memoryview(np.ascontiguousarray(a)).cast("B"), memoryview(out).cast("B"),
-                     _buffers.datatype_of(out.dtype))
+            function(_memory.of(np.ascontiguousarray(a)), _memory.of(out), _buffers.datatype_of(out.dtype))
             return out
 
         def call(x: Any, y: Any) -> Any:
