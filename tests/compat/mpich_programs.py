@@ -46,6 +46,7 @@ CASES = [
     ("alltoallw_derived.py", 3),
     ("countless_vcalls.py", 3),
     ("countless_vcalls.py", 4),
+    ("op_buffers.py", 3),
 ]
 
 
