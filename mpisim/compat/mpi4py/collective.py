@@ -15,6 +15,7 @@ with MPICH's algorithms for objects (:mod:`mpisim.compat.collectives`).
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import inspect
 import re
 from collections.abc import Callable, Generator, Iterator, Sequence
@@ -27,6 +28,7 @@ from mpisim.compat import typemap as _typemap
 from mpisim.compat.mpi4py import nbc
 from mpisim.compat.mpi4py.environment import here
 from mpisim.compat.mpi4py.msgbuffer import (
+    BOTTOM,
     IN_PLACE,
     buffer_spec,
     elements,
@@ -405,18 +407,44 @@ def _wspec(spec: Any, size: int, ctx: RankContext, writable: bool) -> tuple[np.n
         types = [types] * size
     if not (len(counts) == len(displs) == len(types) == size):
         raise ValueError(f"rank {ctx.rank}: Alltoallw: counts, displs and datatypes need one entry per rank ({size})")
-    memory = buffer_spec(buf, "Alltoallw").array.reshape(-1).view(np.uint8)
-    if writable and not memory.flags.writeable:
-        raise BufferError(f"rank {ctx.rank}: Alltoallw: the receive buffer is not writable")
     maps = [(datatype.tmap if datatype.tmap is not None else _typemap.named(datatype.dtype), int(count))
             for count, datatype in zip(counts, types, strict=True)]
     nbytes = [tmap.size * count for tmap, count in maps]
     displs = [int(d) for d in displs]
+    if buf is BOTTOM:
+        memory, displs = _absolute(maps, displs, ctx)
+    else:
+        memory = buffer_spec(buf, "Alltoallw").array.reshape(-1).view(np.uint8)
+    if writable and not memory.flags.writeable:
+        raise BufferError(f"rank {ctx.rank}: Alltoallw: the receive buffer is not writable")
     for (tmap, count), displ in zip(maps, displs, strict=True):
         if count and (displ + tmap.true_extent()[0] < 0 or displ + _typemap.reach(tmap, count) > memory.size):
             raise ValueError(f"rank {ctx.rank}: Alltoallw: a block at byte {displ} reaches past the buffer's "
                              f"{memory.size} B")
     return memory, nbytes, displs, maps
+
+
+#: The most bytes the blocks of an ``MPI.BOTTOM`` buffer may span (the derived-type limit).
+_BOTTOM_SPAN = 64 << 20
+
+
+def _absolute(maps: list[tuple[Any, int]], displs: list[int], ctx: RankContext) -> tuple[np.ndarray, list[int]]:
+    """``MPI.BOTTOM``: the datatypes' displacements are addresses (``MPI.Get_address``).
+
+    The memory is the process's own, as under MPI (a simulated rank runs in this process): the
+    bytes from the lowest to the highest address the blocks cover, and the displacements made
+    relative to the lowest.
+    """
+    spans = [(displ + tmap.true_extent()[0], displ + _typemap.reach(tmap, count))
+             for (tmap, count), displ in zip(maps, displs, strict=True) if count and tmap.offsets.size]
+    if not spans:
+        return np.zeros(0, np.uint8), displs
+    low, high = min(lo for lo, _ in spans), max(hi for _, hi in spans)
+    if low <= 0 or high - low > _BOTTOM_SPAN:
+        raise ValueError(f"rank {ctx.rank}: Alltoallw: MPI.BOTTOM blocks need addresses (MPI.Get_address) within "
+                         f"{_BOTTOM_SPAN >> 20} MiB of each other")
+    memory = np.frombuffer((ctypes.c_char * (high - low)).from_address(low), np.uint8)
+    return memory, [displ - low for displ in displs]
 
 
 _ALL_IN_PLACE = {_Allreduce, _Reduce_scatter_block, _Reduce_scatter, _Scan, _Exscan, _Allgather, _Alltoall,

@@ -58,3 +58,12 @@ for bad in (([np.zeros(3, "i"), 2, MPI.INT], [np.zeros(3, "i"), 3, MPI.INT]),
         MPI.PROD.Reduce_local(*bad)
     except ValueError as err:
         print("reduce_local refused:", type(err).__name__)
+
+# Alltoallw from MPI.BOTTOM: each peer's datatype names its block by address.
+src = np.arange(2 * size, dtype="i") + 10 * rank
+dst = np.full(2 * size, -1, dtype="i")
+saddr, raddr = MPI.Get_address(src), MPI.Get_address(dst)
+stypes = [MPI.Datatype.Create_struct([2], [saddr + 8 * p], [MPI.INT]).Commit() for p in range(size)]
+rtypes = [MPI.Datatype.Create_struct([2], [raddr + 8 * p], [MPI.INT]).Commit() for p in range(size)]
+comm.Alltoallw((MPI.BOTTOM, ([1] * size, [0] * size), stypes), (MPI.BOTTOM, ([1] * size, [0] * size), rtypes))
+print("alltoallw bottom", dst.tolist())
