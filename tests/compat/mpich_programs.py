@@ -47,6 +47,7 @@ CASES = [
     ("countless_vcalls.py", 3),
     ("countless_vcalls.py", 4),
     ("op_buffers.py", 3),
+    ("isendrecv.py", 3),
 ]
 
 
