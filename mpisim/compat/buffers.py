@@ -378,7 +378,7 @@ def _datatype(value: Any) -> Datatype | None:
     return None
 
 
-def parse(spec: Any, *, vector: bool = False, blocks: int = 1) -> Spec:
+def parse(spec: Any, *, vector: bool = False, blocks: int | None = None) -> Spec:
     """Resolve a buffer specification to a :class:`Spec` (see the module docstring).
 
     With *vector* (the v-collectives), the list form is ``[buf, counts, displs, datatype]``,
@@ -387,6 +387,8 @@ def parse(spec: Any, *, vector: bool = False, blocks: int = 1) -> Spec:
     one block per rank), a count is the count of each block, as in mpi4py and MPI
     (``Gather(IN_PLACE, [buf, n, MPI.BYTE])`` receives n bytes from each rank).
     """
+    if not isinstance(spec, list | tuple) and vector and blocks is not None:
+        spec = [spec]  # a bare buffer of a v-call: counts and displacements derived as for [buf]
     if not isinstance(spec, list | tuple):
         array = _memory(spec)
         return Spec(array, datatype_of(array.dtype))
@@ -399,7 +401,7 @@ def parse(spec: Any, *, vector: bool = False, blocks: int = 1) -> Spec:
         datatype = _datatype(rest.pop())
     memory = _memory(obj)
     if datatype is not None and datatype.tmap is not None:
-        return _packed(memory, datatype, rest, vector, blocks)
+        return _packed(memory, datatype, rest, vector, blocks or 1)
     array = _retype(memory, datatype, bool(rest)) if datatype is not None else memory
     datatype = datatype or datatype_of(array.dtype)
     if vector:
@@ -411,16 +413,19 @@ def parse(spec: Any, *, vector: bool = False, blocks: int = 1) -> Spec:
             counts = rest[0]
             displs = rest[1] if len(rest) > 1 else None
         if counts is None:
-            if blocks == 1:
+            if blocks is None:  # a neighbourhood call's buffer: its counts come from the caller
                 return Spec(array, datatype)
-            counts = array.size // blocks  # no counts: equal blocks, as mpi4py splits the buffer
+            # no counts: mpi4py splits the buffer into *blocks* runs, the first size % blocks one longer
+            counts = [array.size // blocks + (array.size % blocks > i) for i in range(blocks)]
         if np.isscalar(counts):  # one count for every rank, as mpi4py reads it
-            if blocks == 1 and int(counts):
+            if blocks is None and int(counts):
                 raise BufferSpecError("a v-call needs a count per rank, got a single count")
-            counts = [int(counts)] * blocks
+            counts = [int(counts)] * (blocks or 1)
         counts = [int(c) for c in counts]
         if displs is None:
             displs = list(np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(int)) if counts else []
+        elif np.isscalar(displs):  # one displacement: a stride, block r starts at r * displs (mpi4py)
+            displs = [int(displs) * r for r in range(len(counts))]
         displs = [int(d) for d in displs]
         end = max((d + c for d, c in zip(displs, counts, strict=False)), default=0)
         if end > array.size:
@@ -438,11 +443,11 @@ def parse(spec: Any, *, vector: bool = False, blocks: int = 1) -> Spec:
     if count is None:
         count = array.size - displ
     else:
-        count = int(count) * blocks
+        count = int(count) * (blocks or 1)
     count, displ = int(count), int(displ)
     if displ + count > array.size:
         raise BufferSpecError(f"count {count} (from element {displ}) is more than the buffer's {array.size} "
-                              f"elements of {datatype.name}")
+                              f"elements of {datatype.name}", ValueError)  # mpi4py's count errors are ValueErrors
     return Spec(array[displ:displ + count], datatype)
 
 

@@ -56,6 +56,8 @@ _capsule_pointer.restype, _capsule_pointer.argtypes = ctypes.c_void_p, [ctypes.p
 _DL_DTYPES = {(0, 8): "i1", (0, 16): "i2", (0, 32): "i4", (0, 64): "i8", (1, 8): "u1", (1, 16): "u2",
               (1, 32): "u4", (1, 64): "u8", (2, 16): "f2", (2, 32): "f4", (2, 64): "f8", (5, 64): "c8",
               (5, 128): "c16", (6, 8): "?"}
+if np.dtype(np.longdouble).itemsize == 16:  # C's long double, 80-bit x87 padded to 16 bytes (asdlpack.pxi: "g")
+    _DL_DTYPES.update({(2, 128): "g", (5, 256): "G"})
 
 
 def is_device(obj: Any) -> bool:
@@ -130,8 +132,8 @@ def _dlpack(obj: Any) -> np.ndarray:
     dt = tensor.dtype
     nbytes = int(np.prod(shape, dtype=np.int64)) * ((dt.bits * dt.lanes + 7) // 8)
     dtype = np.dtype(_DL_DTYPES.get((dt.code, dt.bits), "u1") if dt.lanes == 1 else "u1")
-    if dt.lanes == 2 and dt.code == 2 and dt.bits in (32, 64):
-        dtype = np.dtype(f"c{dt.bits // 4}")
+    if dt.lanes == 2 and dt.code == 2 and (2, dt.bits) in _DL_DTYPES and dt.bits > 16:
+        dtype = np.dtype(_DL_DTYPES[(5, 2 * dt.bits)])  # two float lanes: a complex number
     return _at((tensor.data or 0) + tensor.byte_offset, nbytes, dtype, capsule, readonly)
 
 

@@ -36,7 +36,7 @@ import simpy
 from simpy.core import StopSimulation
 from simpy.events import NORMAL, PENDING, URGENT
 
-from mpisim.engine.events import Call
+from mpisim.engine.events import AllDone, Call
 from mpisim.engine.trace import Tracer
 
 T = TypeVar("T")
@@ -168,6 +168,18 @@ def succeed_now(env: simpy.Environment, event: simpy.Event, value: Any) -> None:
         raise RuntimeError(f"{event} has already been triggered")
     event._ok = True
     event._value = value
+    callbacks = event.callbacks
+    if len(callbacks) == 1:
+        waiter = getattr(callbacks[0], "__self__", None)
+        if waiter.__class__ is AllDone and waiter._left > 1:
+            # Only an AllDone waits, and not for this event alone (a sendrecv's send while its
+            # receive is pending): processing it would only count it. Counted now, it is
+            # processed, and the AllDone triggers where it would have: events due now are
+            # processed in the order they were triggered, so the last one triggered is the
+            # last one processed, and that one still goes through the queue.
+            waiter._left -= 1
+            event.callbacks = None
+            return
     # NOTE: Environment.schedule(), inlined: due now, at NORMAL priority, in its lane.
     lane = getattr(env, "_lane", None)
     if lane is not None:

@@ -136,6 +136,12 @@ class PostedQueue(_Queue):
     def take(self, context: int, source: int, tag: int) -> Any:
         """Dequeue and return the earliest-posted receive that accepts a message's envelope, or None."""
         buckets = self._buckets
+        if len(buckets) == 1:
+            # NOTE: one envelope waiting (a rank in a ring step): accept it or not, no lookups.
+            key = next(iter(buckets))
+            if key[0] == context and (key[1] == source or key[1] == ANY_SOURCE) and (key[2] == tag or key[2] == ANY_TAG):
+                return self._pop_head(key)
+            return None
         best, best_key = None, None
         for key in ((context, source, tag), (context, source, ANY_TAG),
                     (context, ANY_SOURCE, tag), (context, ANY_SOURCE, ANY_TAG)):

@@ -45,7 +45,7 @@ SERVE = NORMAL + 2
 class ProxyThread:
     """One rank's proxy thread: a server of post work (seconds of thread time), one job at a time."""
 
-    __slots__ = ("env", "_queue", "_free", "_choosing")
+    __slots__ = ("_choosing", "_free", "_queue", "env")
 
     def __init__(self, env: simpy.Environment) -> None:
         self.env = env

@@ -24,14 +24,10 @@ from __future__ import annotations
 
 import heapq
 import math
-from typing import TYPE_CHECKING
 
 from mpisim.engine.events import Call
 from mpisim.engine.sim import call_in_turn
 from mpisim.network.flows import GROUP, Arrivals, Flow, entry_due_order, entry_live, member_seq
-
-if TYPE_CHECKING:
-    import simpy
 
 #: The driver completes flows due within this relative distance of the current time.
 TIME_RTOL = 1e-12
@@ -56,12 +52,13 @@ class CompletionDriver:
         if t_finish < self._driver_at:
             self._driver_at = t_finish
             self._driver_gen += 1
-            driver = self.env.timeout(max(t_finish - now, 0.0), self._driver_gen)
-            driver.callbacks.append(self._driver_cb)
+            # NOTE: a light Call, not a SimPy Timeout: the same queue entry (time, NORMAL, next
+            # id; the NORMAL lane when due now), without a simpy.Event built per driver.
+            Call(self.env, self._driver_cb, self._driver_gen, max(t_finish - now, 0.0))
 
-    def _on_driver(self, event: simpy.Event) -> None:
+    def _on_driver(self, generation: int) -> None:
         """Complete the flows due now; their links are released by this instant's solve."""
-        if event.value != self._driver_gen:
+        if generation != self._driver_gen:
             return  # superseded by a driver for an earlier completion
         self._driver_at = math.inf
         now = self.env.now

@@ -68,7 +68,7 @@ def test_a_rank_posting_faster_than_its_proxy_is_paced_by_it():
         wired = comm.coll.with_wire(wire)
         if comm.rank == 0:
             reqs = []
-            for i in range(n):
+            for _ in range(n):
                 reqs.append(wired.isend(SizePayload(8, np.uint8), dest=1, tag=1))
                 yield from comm.compute(1 * US, "gap")
             yield from wired.waitall(reqs)

@@ -44,6 +44,10 @@ CASES = [
     ("intercomm_rooted.py", 5),
     ("dynamic_window.py", 3),
     ("alltoallw_derived.py", 3),
+    ("countless_vcalls.py", 3),
+    ("countless_vcalls.py", 4),
+    ("op_buffers.py", 3),
+    ("isendrecv.py", 3),
 ]
 
 

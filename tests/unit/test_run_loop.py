@@ -123,3 +123,23 @@ def test_the_counting_loop_counts_what_run_until_idle_counts():
         return env
 
     assert run_until_idle(make()) == plain_run(make()) == 4 * (1 + 5 + 1)
+
+
+@pytest.mark.parametrize("model", ["fairshare", "analytic"])
+def test_a_request_counted_when_it_succeeds_changes_nothing_but_the_event_count(model, monkeypatch):
+    """engine.sim.succeed_now counts a request that only an AllDone waits for, not for it alone,
+    at once instead of through the queue: the same steps, in the same order, with fewer events
+    (the sends and receives of the ring allreduce's sendrecv steps)."""
+    import mpisim.mpi.protocols as protocols_module
+
+    shortcut = run_once(model, "message")
+
+    def through_the_queue(_env: simpy.Environment, event: simpy.Event, value: Any) -> None:
+        event.succeed(value)
+
+    monkeypatch.setattr(world_module, "succeed_now", through_the_queue)
+    monkeypatch.setattr(protocols_module, "succeed_now", through_the_queue)
+    queued = run_once(model, "message")
+    assert shortcut[0] == queued[0]  # every rank's steps, interleaved as they happened
+    assert shortcut[1] == queued[1]  # message records, in recording order
+    assert shortcut[2] < queued[2]  # fewer events processed

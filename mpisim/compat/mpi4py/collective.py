@@ -15,6 +15,7 @@ with MPICH's algorithms for objects (:mod:`mpisim.compat.collectives`).
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import inspect
 import re
 from collections.abc import Callable, Generator, Iterator, Sequence
@@ -27,6 +28,7 @@ from mpisim.compat import typemap as _typemap
 from mpisim.compat.mpi4py import nbc
 from mpisim.compat.mpi4py.environment import here
 from mpisim.compat.mpi4py.msgbuffer import (
+    BOTTOM,
     IN_PLACE,
     buffer_spec,
     elements,
@@ -215,17 +217,36 @@ def _Reduce_scatter(c: Any, ctx: RankContext, sendbuf: Any, recvbuf: Any, recvco
                     op: Op = SUM) -> Proc:
     """Reduce, then rank r keeps ``recvcounts[r]`` elements (``MPI_Reduce_scatter``).
 
-    Blocks of ``np.array_split`` sizes run the registry's reduce_scatter; other counts are a
-    reduce to rank 0 followed by a scatterv.
+    Without *recvcounts*, mpi4py first allgathers each rank's receive count (one ``MPI_Count``
+    each), so ranks may keep blocks of any sizes. Blocks of ``np.array_split`` sizes run the
+    registry's reduce_scatter; other counts are a reduce to rank 0 followed by a scatterv.
     """
     if sendbuf is IN_PLACE:
+        if recvcounts is None:
+            raise TypeError(f"rank {ctx.rank}: Reduce_scatter: IN_PLACE needs recvcounts")
         whole = recv_array(recvbuf, "Reduce_scatter")
         send = whole.copy()
     else:
         send = elements(sendbuf, "Reduce_scatter")
         whole = None
-    counts = [int(x) for x in recvcounts] if recvcounts is not None else split_counts(send.size, c.size)
+    if recvcounts is None:
+        mine = recv_array(recvbuf, "Reduce_scatter")
+        everyone = np.zeros(c.size, np.int64)
+        yield from c.Allgather(np.array([mine.size], np.int64), everyone)
+        recvcounts = everyone
+    counts = [int(x) for x in recvcounts]
+    if len(counts) != c.size:
+        raise ValueError(f"rank {ctx.rank}: Reduce_scatter: expecting {c.size} items, got {len(counts)}")
     into = whole[:counts[c.rank]] if whole is not None else recv_array(recvbuf, "Reduce_scatter")
+    if whole is not None and whole.size != sum(counts):
+        raise ValueError(f"rank {ctx.rank}: Reduce_scatter: mismatch in receive count {whole.size} "
+                         f"and sum(counts) {sum(counts)}")
+    if whole is None and send.size != sum(counts):  # mpi4py's checks, before any reduction message
+        raise ValueError(f"rank {ctx.rank}: Reduce_scatter: mismatch in send count {send.size} "
+                         f"and sum(counts) {sum(counts)}")
+    if whole is None and into.size != counts[c.rank]:
+        raise ValueError(f"rank {ctx.rank}: Reduce_scatter: mismatch in receive count {into.size} "
+                         f"and counts[{c.rank}] {counts[c.rank]}")
     op_ = as_op(op).sim("Reduce_scatter")
     if counts == split_counts(send.size, c.size):
         _payload.fill(in_place(into), (yield from c.reduce_scatter(send, op_)))
@@ -370,24 +391,60 @@ def _wspec(spec: Any, size: int, ctx: RankContext, writable: bool) -> tuple[np.n
 
     MPI_Alltoallw's displacements are in bytes (not elements), one datatype per peer.
     """
+    # mpi4py's forms: [buf, counts, displs, types], [buf, (counts, displs), types], and [buf, types]
+    # (one element of each peer's type, every block at byte 0)
     try:
-        buf, counts, displs, types = spec
+        if len(spec) == 2:
+            buf, types = spec
+            counts, displs = [1] * size, [0] * size
+        elif len(spec) == 3:
+            buf, (counts, displs), types = spec
+        else:
+            buf, counts, displs, types = spec
     except (TypeError, ValueError):
         raise TypeError(f"rank {ctx.rank}: Alltoallw: a buffer is [buf, counts, displs, datatypes]") from None
+    if not isinstance(types, list | tuple):  # one datatype for every peer
+        types = [types] * size
     if not (len(counts) == len(displs) == len(types) == size):
         raise ValueError(f"rank {ctx.rank}: Alltoallw: counts, displs and datatypes need one entry per rank ({size})")
-    memory = buffer_spec(buf, "Alltoallw").array.reshape(-1).view(np.uint8)
-    if writable and not memory.flags.writeable:
-        raise BufferError(f"rank {ctx.rank}: Alltoallw: the receive buffer is not writable")
     maps = [(datatype.tmap if datatype.tmap is not None else _typemap.named(datatype.dtype), int(count))
             for count, datatype in zip(counts, types, strict=True)]
     nbytes = [tmap.size * count for tmap, count in maps]
     displs = [int(d) for d in displs]
+    if buf is BOTTOM:
+        memory, displs = _absolute(maps, displs, ctx)
+    else:
+        memory = buffer_spec(buf, "Alltoallw").array.reshape(-1).view(np.uint8)
+    if writable and not memory.flags.writeable:
+        raise BufferError(f"rank {ctx.rank}: Alltoallw: the receive buffer is not writable")
     for (tmap, count), displ in zip(maps, displs, strict=True):
         if count and (displ + tmap.true_extent()[0] < 0 or displ + _typemap.reach(tmap, count) > memory.size):
             raise ValueError(f"rank {ctx.rank}: Alltoallw: a block at byte {displ} reaches past the buffer's "
                              f"{memory.size} B")
     return memory, nbytes, displs, maps
+
+
+#: The most bytes the blocks of an ``MPI.BOTTOM`` buffer may span (the derived-type limit).
+_BOTTOM_SPAN = 64 << 20
+
+
+def _absolute(maps: list[tuple[Any, int]], displs: list[int], ctx: RankContext) -> tuple[np.ndarray, list[int]]:
+    """``MPI.BOTTOM``: the datatypes' displacements are addresses (``MPI.Get_address``).
+
+    The memory is the process's own, as under MPI (a simulated rank runs in this process): the
+    bytes from the lowest to the highest address the blocks cover, and the displacements made
+    relative to the lowest.
+    """
+    spans = [(displ + tmap.true_extent()[0], displ + _typemap.reach(tmap, count))
+             for (tmap, count), displ in zip(maps, displs, strict=True) if count and tmap.offsets.size]
+    if not spans:
+        return np.zeros(0, np.uint8), displs
+    low, high = min(lo for lo, _ in spans), max(hi for _, hi in spans)
+    if low <= 0 or high - low > _BOTTOM_SPAN:
+        raise ValueError(f"rank {ctx.rank}: Alltoallw: MPI.BOTTOM blocks need addresses (MPI.Get_address) within "
+                         f"{_BOTTOM_SPAN >> 20} MiB of each other")
+    memory = np.frombuffer((ctypes.c_char * (high - low)).from_address(low), np.uint8)
+    return memory, [displ - low for displ in displs]
 
 
 _ALL_IN_PLACE = {_Allreduce, _Reduce_scatter_block, _Reduce_scatter, _Scan, _Exscan, _Allgather, _Alltoall,

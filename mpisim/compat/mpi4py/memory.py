@@ -29,6 +29,15 @@ class buffer(np.ndarray):
 
     __hash__ = None  # type: ignore[assignment]
 
+    def __setitem__(self, key: Any, value: Any) -> None:
+        """``mem[i] = byte``; ``mem[a:b] = obj`` copies *obj*'s bytes (any buffer of that many bytes), as mpi4py does."""
+        if isinstance(key, slice) and not isinstance(value, int | np.integer):
+            try:
+                value = np.frombuffer(memoryview(value).cast("B"), np.uint8)
+            except TypeError:
+                pass
+        super().__setitem__(key, value)
+
     @property
     def address(self) -> int:
         return int(self.ctypes.data) if self.size else 0

@@ -17,6 +17,8 @@ import numpy as np
 
 from mpisim.compat import buffers as _buffers
 from mpisim.compat.check.findings import running
+from mpisim.compat.mpi4py import memory as _memory
+from mpisim.compat.mpi4py.msgbuffer import buffer_spec, refused
 from mpisim.compat.ranks import current
 from mpisim.compat.unsupported import Strict, unsupported
 from mpisim.mpi import ops as _ops
@@ -62,14 +64,13 @@ class Op(metaclass=Strict):
     def Create(cls, function: Callable[..., Any], commute: bool = False) -> Op:
         """A user op: ``function(invec, inoutvec, datatype)`` writes ``invec op inoutvec`` into *inoutvec*.
 
-        As in mpi4py, the buffers it gets are the memory of the operands (read them with
-        ``np.frombuffer(invec, dtype=...)``); for objects (lowercase calls) it is called as
+        As in mpi4py, the buffers it gets are the operands' bytes as ``MPI.buffer`` objects (read
+        them with ``np.frombuffer(invec, dtype=...)``, fill with ``inoutvec[:] = any_buffer``); for objects (lowercase calls) it is called as
         ``function(x, y, None)`` and returns the result.
         """
         def apply(a: np.ndarray, b: np.ndarray) -> np.ndarray:
             out = np.array(b, copy=True)
-            function(memoryview(np.ascontiguousarray(a)).cast("B"), memoryview(out).cast("B"),
-                     _buffers.datatype_of(out.dtype))
+            function(_memory.of(np.ascontiguousarray(a)), _memory.of(out), _buffers.datatype_of(out.dtype))
             return out
 
         def call(x: Any, y: Any) -> Any:
@@ -98,6 +99,24 @@ class Op(metaclass=Strict):
     @property
     def is_commutative(self) -> bool:
         return self.commute
+
+    def Reduce_local(self, inbuf: Any, inoutbuf: Any) -> None:
+        """*inoutbuf* = *inbuf* op *inoutbuf*, element by element, on this rank alone (``MPI_Reduce_local``).
+
+        mpi4py's checks come first: both buffers must hold the same count of the same datatype.
+        """
+        out = buffer_spec(inoutbuf, "Op.Reduce_local")
+        src = buffer_spec(inbuf, "Op.Reduce_local")
+        if src.datatype.name != out.datatype.name:
+            raise ValueError("mismatch in send and receive MPI datatypes")
+        if src.array.size != out.array.size:
+            raise ValueError(f"mismatch in send count {src.array.size} and receive count {out.array.size}")
+        try:
+            into = _buffers.writable(out, "Op.Reduce_local")
+        except _buffers.BufferSpecError as err:
+            raise refused(err, "Op.Reduce_local") from None
+        into[...] = self.sim("Op.Reduce_local")(src.array, into.copy())
+        out.finish()
 
     def Free(self) -> None:
         """Nothing to free."""

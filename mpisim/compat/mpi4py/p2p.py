@@ -22,6 +22,7 @@ from mpisim.compat.mpi4py.request import Request
 from mpisim.compat.mpi4py.status import Status
 from mpisim.mpi.constants import ANY_SOURCE, ANY_TAG, PROC_NULL
 from mpisim.mpi.payload import DataPayload
+from mpisim.mpi.request import Request as SimRequest
 
 
 class PointToPoint:
@@ -202,6 +203,61 @@ class PointToPoint:
         ctx.block(self._c.sendrecv(array.copy(), dest, sendtag, DataPayload(array, writable=True), source, recvtag,
                                    status))
         finish()
+
+    def Isendrecv(self, sendbuf: Any, dest: int, sendtag: int = 0, recvbuf: Any = None, source: int = ANY_SOURCE,
+                  recvtag: int = ANY_TAG) -> Request:
+        """Start a send and a receive as one request (``MPI_Isendrecv``, MPI 4): complete once both are."""
+        ctx = here("Comm.Isendrecv")
+        ctx.enter()
+        into, finish = receiving(recvbuf, "Isendrecv")
+        c = self._on(ctx)
+        sreq = c.isend(as_bytes(sendbuf, "Isendrecv"), dest, sendtag)
+        rreq = c.irecv(DataPayload(into.view(np.uint8), writable=True), source, recvtag, Status())
+        return _watch(ctx, Request(_joined(c, sreq, rreq), after=None if finish is nothing else finish),
+                      "Isendrecv", "source", source, recvtag)
+
+    def Isendrecv_replace(self, buf: Any, dest: int, sendtag: int = 0, source: int = ANY_SOURCE,
+                          recvtag: int = ANY_TAG) -> Request:
+        """Start sending a buffer and receiving into it, as one request (``MPI_Isendrecv_replace``, MPI 4).
+
+        The data sent is the buffer as it was at the call (MPI keeps it aside), so the receive may
+        land in it at any time.
+        """
+        ctx = here("Comm.Isendrecv_replace")
+        ctx.enter()
+        into, finish = receiving(buf, "Isendrecv_replace")
+        array = into.view(np.uint8)
+        c = self._on(ctx)
+        sreq = c.isend(array.copy(), dest, sendtag)
+        rreq = c.irecv(DataPayload(array, writable=True), source, recvtag, Status())
+        return _watch(ctx, Request(_joined(c, sreq, rreq), after=None if finish is nothing else finish),
+                      "Isendrecv_replace", "source", source, recvtag)
+
+
+def _joined(c: Any, sreq: SimRequest, rreq: SimRequest) -> SimRequest:
+    """One request for a send and a receive: it completes, with the receive's value and status, once both have.
+
+    A failed half (a truncated receive) fails it with that error.
+    """
+    joined = SimRequest(c.world.env, "recv", c, rreq.peer, rreq.tag)
+    joined.status = rreq.status
+
+    def settle(_: Any = None) -> None:
+        if joined.triggered or not (sreq.triggered and rreq.triggered):
+            return
+        joined.status = rreq.status
+        for half in (sreq, rreq):
+            if not half.ok:
+                half.defused = True
+                joined.fail(half.value)
+                return
+        joined.succeed(rreq.value)
+
+    for half in (sreq, rreq):
+        if half.callbacks is not None:
+            half.callbacks.append(settle)
+    settle()
+    return joined
 
 
 def _watch(ctx: Any, request: Request, call: str, name: str, peer: int, tag: int, data: Any = None) -> Request:
