@@ -31,7 +31,8 @@ class buffer(np.ndarray):
 
     def __setitem__(self, key: Any, value: Any) -> None:
         """``mem[i] = byte``; ``mem[a:b] = obj`` copies *obj*'s bytes (any buffer of that many bytes), as mpi4py does."""
-        if isinstance(key, slice) and not isinstance(value, int | np.integer):
+        # A typed view of the bytes (``mem.view(np.float64)``, as RMA lands data) assigns as numpy does.
+        if self.dtype == np.uint8 and isinstance(key, slice) and not isinstance(value, int | np.integer):
             try:
                 value = np.frombuffer(memoryview(value).cast("B"), np.uint8)
             except TypeError:
