@@ -43,7 +43,12 @@ from mpisim.network.topology import TopologySpec
 from mpisim.workloads.fields import parse_dtype
 from mpisim.workloads.training.buckets import ddp_buckets
 from mpisim.workloads.training.config import PEAK_FORMAT, HybridParams
-from mpisim.workloads.training.contention import channels_for, contended_slowdown, grad_cast_time, overlap_share
+from mpisim.workloads.training.contention import (
+    channels_for,
+    contended_slowdown,
+    grad_cast_time,
+    overlap_share,
+)
 from mpisim.workloads.training.context import exposed_ring_s, kv_step_bytes, measure_ring_step
 from mpisim.workloads.training.ddp import DDPPlan, TrainingParams, as_hybrid, make_plan
 from mpisim.workloads.training.layout import Layout
