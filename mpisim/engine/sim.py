@@ -163,7 +163,12 @@ def schedule_at(env: simpy.Environment, when: float, event: Any, priority: int =
 
 
 def succeed_now(env: simpy.Environment, event: simpy.Event, value: Any) -> None:
-    """``event.succeed(value)``: the same scheduling, one method call less (once per message)."""
+    """``event.succeed(value)``: the same scheduling, one method call less (once per message).
+
+    One exception saves an event: when the only waiter is an :class:`~mpisim.engine.events.AllDone`
+    that still waits for others, the event is counted there and marked processed at once instead
+    of going through the queue (the AllDone triggers at the same instant and place either way).
+    """
     if event._value is not PENDING:
         raise RuntimeError(f"{event} has already been triggered")
     event._ok = True

@@ -187,7 +187,7 @@ def test_slower_hbm_never_makes_a_step_faster(preset, micro, zero, factor):
     """The whole step, output layer and optimizer included (the optimizer is pure HBM traffic)."""
     model = PRESETS[preset]
     slow = _with_slower_hbm(H100, factor)
-    kw = dict(micro_batch=micro, micro_batches=4, zero_shards=zero, tp=8)
+    kw = {"micro_batch": micro, "micro_batches": 4, "zero_shards": zero, "tp": 8}
     fast_step, slow_step = estimate_step(model, H100, **kw), estimate_step(model, slow, **kw)
     assert slow_step.step_s >= fast_step.step_s * (1 - 1e-12)
     assert slow_step.optimizer_s > fast_step.optimizer_s  # bytes over bandwidth: strictly more

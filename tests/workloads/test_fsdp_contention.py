@@ -96,7 +96,7 @@ def test_overlap_share_is_the_measured_interference_or_the_sms_held():
     """nccl #1428: a GEMM 1.18 ms alone, 2.08 ms under an allgather -> it lost 1 - 1.18/2.08 of its rate."""
     from mpisim.workloads.training.contention import OVERLAP_INTERFERENCE, overlap_share
 
-    assert OVERLAP_INTERFERENCE == pytest.approx(0.90 / 2.08)
+    assert pytest.approx(0.90 / 2.08) == OVERLAP_INTERFERENCE
     assert overlap_share(16, 132) == pytest.approx(OVERLAP_INTERFERENCE)  # H100: memory, not SMs, decides
     assert overlap_share(24, 108) == pytest.approx(OVERLAP_INTERFERENCE)
     assert overlap_share(100, 132) == pytest.approx(100 / 132)  # more SMs held than the measured loss

@@ -8,6 +8,7 @@ mpi4py's truth value (non-empty) and attributes.
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import numpy as np
@@ -33,10 +34,8 @@ class buffer(np.ndarray):
         """``mem[i] = byte``; ``mem[a:b] = obj`` copies *obj*'s bytes (any buffer of that many bytes), as mpi4py does."""
         # A typed view of the bytes (``mem.view(np.float64)``, as RMA lands data) assigns as numpy does.
         if self.dtype == np.uint8 and isinstance(key, slice) and not isinstance(value, int | np.integer):
-            try:
+            with contextlib.suppress(TypeError):  # not a buffer: numpy's own assignment decides
                 value = np.frombuffer(memoryview(value).cast("B"), np.uint8)
-            except TypeError:
-                pass
         super().__setitem__(key, value)
 
     @property

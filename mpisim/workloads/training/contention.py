@@ -8,9 +8,9 @@ NCCL collective is a kernel of one CTA per channel, each CTA holding one SM for 
 collective (NVIDIA/nccl issue #689, S. Jeaugey: NCCL launches one block per channel and "2 is
 the minimum"), and it streams two to three times its bus bytes through HBM (issue #1428). While
 it runs, the GEMMs have ``SMs - channels`` SMs: they proceed at ``1 - channels / SMs`` of their
-rate. One block's forward therefore gains ``t_allgather x channels / SMs`` (never more than the
-compute stretched over the whole collective), its backward the same for the allgather plus the
-reduce-scatter.
+rate. One block's forward therefore gains at least ``t_allgather x channels / SMs`` (never more than
+the compute stretched over the whole collective), its backward the same for the allgather plus
+the reduce-scatter; what it is charged, the measured loss, follows.
 
 The channel counts are what NCCL logs on the eight-GPU NVSwitch boxes (``Channel 23/24`` on an
 HGX A100, NVIDIA/nccl-tests issue #100; ``Channel 15/16`` on H100 NVSwitch nodes, NVIDIA/nccl

@@ -7,7 +7,7 @@ per stage. Data-parallel training (``params: 300M``, no ``model:``) is the same 
 tp = pp = 1 with one flat "layer" (:func:`ddp_job`); the run estimate
 (:mod:`mpisim.scenario.estimate`) counts its events from the same job.
 
-**Folding the tensor-parallel group** (``fold: auto``). When every tensor-parallel group fills
+**Folding the tensor-parallel group** (``fold: auto`` and ``fold: tp``). When every tensor-parallel group fills
 exactly one node (tp = ranks per node), its collectives use only the node's NVLink links,
 which nothing else uses: the pipeline's and the data-parallel group's traffic leaves through
 the NICs. Every tp rank then does the same thing at the same time, so only the tp rank 0 of
@@ -15,7 +15,8 @@ each group is simulated and each tensor-parallel collective takes the time the g
 collective takes, measured once per size on a fresh world. The other tp ranks' pipeline and
 data-parallel traffic runs on their own rails in a rail-optimized cluster; where it would not
 (a shared inter-node link), ``fold: none`` simulates every GPU. Tests run both on clusters
-small enough and require the same iteration time within 1 %.
+small enough and require the same iteration time within 1 %. ``fold: auto`` also folds the
+data-parallel replicas where the fabric allows (:mod:`~mpisim.workloads.training.replicas`).
 
 **Compute.** Each layer's forward and backward time on one GPU comes from
 :mod:`~mpisim.workloads.training.timing`: by default the GEMM-shape model of the GPU the cluster
@@ -43,7 +44,12 @@ from mpisim.network.topology import TopologySpec
 from mpisim.workloads.fields import parse_dtype
 from mpisim.workloads.training.buckets import ddp_buckets
 from mpisim.workloads.training.config import PEAK_FORMAT, HybridParams
-from mpisim.workloads.training.contention import channels_for, contended_slowdown, grad_cast_time, overlap_share
+from mpisim.workloads.training.contention import (
+    channels_for,
+    contended_slowdown,
+    grad_cast_time,
+    overlap_share,
+)
 from mpisim.workloads.training.context import exposed_ring_s, kv_step_bytes, measure_ring_step
 from mpisim.workloads.training.ddp import DDPPlan, TrainingParams, as_hybrid, make_plan
 from mpisim.workloads.training.layout import Layout

@@ -43,7 +43,7 @@ from mpisim.mpi.world import World
 from mpisim.network.topology import TopologySpec
 from mpisim.workloads.training.plan import Job, run_collective
 
-__all__ = ["fold_reason", "measure_dp", "replica_ranks"]
+__all__ = ["fold_reason", "fold_replicas", "measure_dp", "replica_ranks"]
 
 #: Why replicas were not folded, for the run's notes (None: folded or nothing to fold).
 Reason = str | None
@@ -72,6 +72,19 @@ def fold_reason(job: Job, spec: TopologySpec) -> Reason:
         return ("the fabric between nodes is blocking (shared NICs, an oversubscribed spine, a ring or "
                 "a host-bandwidth cap), where replicas' traffic meets at different times")
     return None
+
+
+def fold_replicas(job: Job, spec: TopologySpec, new_world: Callable[[], World], notes: list[str]) -> None:
+    """Fold *job*'s replicas where :func:`fold_reason` allows (timing its data-parallel collectives
+    into ``job.dp_times``), and say in *notes* what was done and why.
+    """
+    reason = fold_reason(job, spec)
+    if reason is None:
+        job.dp_times = measure_dp(job, new_world)
+        notes.append(f"replicas folded: replica 0 of {job.layout.replicas} simulated, its data-parallel "
+                     "collectives timed once with every group on the whole fabric")
+    elif reason:
+        notes.append(f"every replica simulated: {reason}")
 
 
 def replica_ranks(job: Job, ranks: list[int]) -> list[int]:

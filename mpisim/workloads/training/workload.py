@@ -35,7 +35,7 @@ from mpisim.workloads.training.ddp import (
 from mpisim.workloads.training.plan import Job, ddp_job, make_job
 from mpisim.workloads.training.planner import planner_units
 from mpisim.workloads.training.play import play
-from mpisim.workloads.training.replicas import fold_reason, measure_dp
+from mpisim.workloads.training.replicas import fold_replicas
 from mpisim.workloads.training.schedule import virtual_stage
 from mpisim.workloads.training.timing import spec_device
 
@@ -71,13 +71,7 @@ def run(params: TrainingParams | HybridParams, ctx: RunContext) -> WorkloadOutpu
         out.notes.append(f"does not fit: {text}; use {advice}")
     if ctx.data:
         out.notes.append("hybrid-parallel training moves sizes only (its timing does not depend on the numbers)")
-    reason = fold_reason(job, world.topology.spec)
-    if reason is None:
-        job.dp_times = measure_dp(job, ctx.new_world)
-        out.notes.append(f"replicas folded: replica 0 of {job.layout.replicas} simulated, its data-parallel "
-                         "collectives timed once with every group on the whole fabric")
-    elif reason:
-        out.notes.append(f"every replica simulated: {reason}")
+    fold_replicas(job, world.topology.spec, ctx.new_world, out.notes)
     shared = play(job, world)
     tallies = shared.tallies
     start = min(t.start for t in tallies.values())
@@ -186,13 +180,7 @@ def run_data_parallel(params: TrainingParams, ctx: RunContext) -> WorkloadOutput
     plan = job.ddp
     if data:
         payload_memory.check_memory(memory_estimate(plan, p, world.algorithms.get("allreduce")))
-    reason = fold_reason(job, world.topology.spec)
-    if reason is None:
-        job.dp_times = measure_dp(job, ctx.new_world)
-        out.notes.append(f"replicas folded: replica 0 of {job.layout.replicas} simulated, its data-parallel "
-                         "collectives timed once with every group on the whole fabric")
-    elif reason:
-        out.notes.append(f"every replica simulated: {reason}")
+    fold_replicas(job, world.topology.spec, ctx.new_world, out.notes)
     shared = play(job, world)
     tallies = shared.tallies.values()
     iteration = (max(t.end for t in tallies) - min(t.start for t in tallies)) / params.iterations

@@ -7,10 +7,10 @@ from mpi4py import MPI
 
 def mysum(invec, inoutvec, datatype):
     if datatype is None:  # the lowercase calls: Python objects
-        return [x + y for x, y in zip(invec, inoutvec)]
+        return [x + y for x, y in zip(invec, inoutvec, strict=True)]
     a = array.array("i", bytes(invec))
     b = array.array("i", bytes(inoutvec))
-    inoutvec[:] = array.array("i", [x + y for x, y in zip(a, b)])
+    inoutvec[:] = array.array("i", [x + y for x, y in zip(a, b, strict=True)])
     seen.append((type(invec).__name__, len(invec), len(inoutvec), datatype == MPI.INT))
 
 
