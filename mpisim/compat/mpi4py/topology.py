@@ -185,6 +185,9 @@ class DistGraphTopology:
 def graph_index_edges(index: Sequence[int], edges: Sequence[int], size: int, rank: int) -> tuple[list[int], list[int]]:
     """``Create_graph``'s arguments, checked as MPICH checks them."""
     index, edges = [int(i) for i in index], [int(e) for e in edges]
+    if index and index[0] == 0 and index[-1] == len(edges):
+        # mpi4py also takes the "standard" adjacency form with a leading 0 (CSR offsets) and drops it.
+        index = index[1:]
     if len(index) > size or any(b < a for a, b in zip([0, *index], index, strict=False)) or \
             (index and index[-1] != len(edges)) or any(not 0 <= e < len(index) for e in edges):
         raise InvalidArgumentError(f"rank {rank}: Create_graph: index {index} and edges {edges} are not a graph "
