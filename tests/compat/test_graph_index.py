@@ -20,3 +20,16 @@ def test_mpi_form_is_kept():
 def test_too_many_nodes_still_refused():
     with pytest.raises(InvalidArgumentError):
         graph_index_edges([1, 2], [0, 1], size=1, rank=0)
+
+
+def test_cartcomm_dim_is_ndim(tmp_path):
+    from tests.compat.test_mpi4py_api import ok
+
+    # MPICH + mpi4py 4.1.2 at 2 ranks print "2 2 2" on each rank.
+    out = ok(tmp_path, """\
+        from mpi4py import MPI
+        c = MPI.COMM_WORLD.Create_cart([MPI.COMM_WORLD.Get_size(), 1])
+        if MPI.COMM_WORLD.rank == 0:
+            print(c.dim, c.ndim, c.Get_dim())
+        """, 2)
+    assert out == "2 2 2\n"

@@ -50,6 +50,11 @@ class CartGrid:
     def ndim(self) -> int:
         return len(self._dims)
 
+    @property
+    def dim(self) -> int:
+        """mpi4py's older name of ``ndim`` (still a ``Cartcomm`` property)."""
+        return len(self._dims)
+
     def Get_dim(self) -> int:
         return len(self._dims)
 
