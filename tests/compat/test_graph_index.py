@@ -33,3 +33,21 @@ def test_cartcomm_dim_is_ndim(tmp_path):
             print(c.dim, c.ndim, c.Get_dim())
         """, 2)
     assert out == "2 2 2\n"
+
+
+def test_cart_map_graph_map_and_graph_edges_match_mpich(tmp_path):
+    from tests.compat.test_mpi4py_api import ok
+
+    # The lines MPICH + mpi4py 4.1.2 print at 3 ranks (sorted), UNDEFINED being -32766.
+    out = ok(tmp_path, """\
+        from mpi4py import MPI
+        w = MPI.COMM_WORLD
+        print(w.rank, w.Cart_map([1]), w.Cart_map([2], [True]), w.Graph_map([1], [0]),
+              w.Graph_map([0, 2], [0, 1]), MPI.UNDEFINED)
+        g = w.Create_graph([1, 2], [1, 0])
+        if g != MPI.COMM_NULL:
+            print(w.rank, g.inoutedges, g.inedges, g.outedges)
+        """, 3)
+    assert sorted(out.splitlines()) == [
+        "0 ([1], [1]) [1] [1]", "0 0 0 0 0 -32766", "1 ([0], [0]) [0] [0]",
+        "1 -32766 1 -32766 -32766 -32766", "2 -32766 -32766 -32766 -32766 -32766"]

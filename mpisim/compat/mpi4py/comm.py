@@ -345,6 +345,19 @@ class Comm(PointToPoint, Persistent, Collectives, metaclass=Strict):
         graph._sources, graph._dests = [int(r) for r in sources], [int(r) for r in destinations]
         return graph
 
+    def Cart_map(self, dims: Sequence[int], periods: Sequence[bool] | None = None) -> int:
+        """This rank's place in a grid of *dims* without reordering: itself if the grid holds it, else ``UNDEFINED``."""
+        here("Comm.Cart_map")
+        return self._c.rank if self._c.rank < int(np.prod([int(d) for d in dims])) else UNDEFINED
+
+    def Graph_map(self, index: Sequence[int], edges: Sequence[int]) -> int:
+        """This rank's node in the graph ``(index, edges)`` without reordering: itself, or ``UNDEFINED`` past its nodes."""
+        here("Comm.Graph_map")
+        index = [int(i) for i in index]
+        # MPICH checks only the node count here; mpi4py drops a leading 0 of CSR offsets, as in Create_graph.
+        nodes = len(index) - 1 if index and index[0] == 0 and index[-1] == len(edges) else len(index)
+        return self._c.rank if self._c.rank < nodes else UNDEFINED
+
     @staticmethod
     def _topology_comm(ctx: RankContext, c: Any, n: int, kind: str) -> Any:
         # MPICH builds it with MPI_Comm_split; the members agree on it without messages here.

@@ -157,6 +157,9 @@ class GraphTopology:
         mine = self.Get_neighbors(self.Get_rank())
         return mine, list(mine)
 
+    inoutedges = property(neighbors)
+    inedges = property(lambda self: self.neighbors()[0])
+    outedges = property(lambda self: self.neighbors()[1])
     indegree = outdegree = property(lambda self: len(self.neighbors()[0]))
 
 
