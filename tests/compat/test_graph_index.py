@@ -51,3 +51,17 @@ def test_cart_map_graph_map_and_graph_edges_match_mpich(tmp_path):
     assert sorted(out.splitlines()) == [
         "0 ([1], [1]) [1] [1]", "0 0 0 0 0 -32766", "1 ([0], [0]) [0] [0]",
         "1 -32766 1 -32766 -32766 -32766", "2 -32766 -32766 -32766 -32766 -32766"]
+
+
+def test_comm_handles_round_trip_to_the_same_communicator_and_type(tmp_path):
+    from tests.compat.test_mpi4py_api import ok
+
+    # MPICH + mpi4py 4.1.2 at 2 ranks print "True Cartcomm True Cartcomm True" on each rank.
+    out = ok(tmp_path, """\
+        from mpi4py import MPI
+        c = MPI.COMM_WORLD.Create_cart([MPI.COMM_WORLD.size])
+        n = MPI.Comm.fromint(c.toint()); f = MPI.Comm.f2py(c.py2f())
+        if MPI.COMM_WORLD.rank == 0:
+            print(n == c, type(n).__name__, f == c, type(f).__name__, c.toint() == c.py2f())
+        """, 2)
+    assert out == "True Cartcomm True Cartcomm True\n"

@@ -110,6 +110,27 @@ class Comm(PointToPoint, Persistent, Collectives, metaclass=Strict):
 
     # ---- identity
 
+    def toint(self) -> int:
+        """The communicator as an integer handle (MPICH's handles are ints, C and Fortran alike), kept per rank."""
+        handles = here("Comm.toint").cache.setdefault("comm handles", [])
+        for i, known in enumerate(handles):
+            if known is self:
+                return 0x44000000 + i
+        handles.append(self)
+        return 0x44000000 + len(handles) - 1
+
+    @staticmethod
+    def fromint(handle: int) -> Comm:
+        """The communicator :meth:`toint` gave *handle* for on this rank."""
+        ctx = here("Comm.fromint")
+        handles = ctx.cache.get("comm handles", [])
+        if not 0 <= int(handle) - 0x44000000 < len(handles):
+            raise InvalidCommunicatorError(f"rank {ctx.rank}: Comm.fromint: {handle} is not a communicator handle")
+        return handles[int(handle) - 0x44000000]
+
+    py2f = toint
+    f2py = fromint
+
     def Get_rank(self) -> int:
         """This rank's number in the communicator."""
         alive("Comm.Get_rank")
