@@ -110,6 +110,27 @@ class Comm(PointToPoint, Persistent, Collectives, metaclass=Strict):
 
     # ---- identity
 
+    def toint(self) -> int:
+        """The communicator as an integer handle (MPICH's handles are ints, C and Fortran alike), kept per rank."""
+        handles = here("Comm.toint").cache.setdefault("comm handles", [])
+        for i, known in enumerate(handles):
+            if known is self:
+                return 0x44000000 + i
+        handles.append(self)
+        return 0x44000000 + len(handles) - 1
+
+    @staticmethod
+    def fromint(handle: int) -> Comm:
+        """The communicator :meth:`toint` gave *handle* for on this rank."""
+        ctx = here("Comm.fromint")
+        handles = ctx.cache.get("comm handles", [])
+        if not 0 <= int(handle) - 0x44000000 < len(handles):
+            raise InvalidCommunicatorError(f"rank {ctx.rank}: Comm.fromint: {handle} is not a communicator handle")
+        return handles[int(handle) - 0x44000000]
+
+    py2f = toint
+    f2py = fromint
+
     def Get_rank(self) -> int:
         """This rank's number in the communicator."""
         alive("Comm.Get_rank")
@@ -344,6 +365,19 @@ class Comm(PointToPoint, Persistent, Collectives, metaclass=Strict):
         graph = Distgraphcomm(self._topology_comm(ctx, c, c.size, "distgraph"))
         graph._sources, graph._dests = [int(r) for r in sources], [int(r) for r in destinations]
         return graph
+
+    def Cart_map(self, dims: Sequence[int], periods: Sequence[bool] | None = None) -> int:
+        """This rank's place in a grid of *dims* without reordering: itself if the grid holds it, else ``UNDEFINED``."""
+        here("Comm.Cart_map")
+        return self._c.rank if self._c.rank < int(np.prod([int(d) for d in dims])) else UNDEFINED
+
+    def Graph_map(self, index: Sequence[int], edges: Sequence[int]) -> int:
+        """This rank's node in the graph ``(index, edges)`` without reordering: itself, or ``UNDEFINED`` past its nodes."""
+        here("Comm.Graph_map")
+        index = [int(i) for i in index]
+        # MPICH checks only the node count here; mpi4py drops a leading 0 of CSR offsets, as in Create_graph.
+        nodes = len(index) - 1 if index and index[0] == 0 and index[-1] == len(edges) else len(index)
+        return self._c.rank if self._c.rank < nodes else UNDEFINED
 
     @staticmethod
     def _topology_comm(ctx: RankContext, c: Any, n: int, kind: str) -> Any:

@@ -50,6 +50,11 @@ class CartGrid:
     def ndim(self) -> int:
         return len(self._dims)
 
+    @property
+    def dim(self) -> int:
+        """mpi4py's older name of ``ndim`` (still a ``Cartcomm`` property)."""
+        return len(self._dims)
+
     def Get_dim(self) -> int:
         return len(self._dims)
 
@@ -152,6 +157,9 @@ class GraphTopology:
         mine = self.Get_neighbors(self.Get_rank())
         return mine, list(mine)
 
+    inoutedges = property(neighbors)
+    inedges = property(lambda self: self.neighbors()[0])
+    outedges = property(lambda self: self.neighbors()[1])
     indegree = outdegree = property(lambda self: len(self.neighbors()[0]))
 
 
@@ -185,6 +193,9 @@ class DistGraphTopology:
 def graph_index_edges(index: Sequence[int], edges: Sequence[int], size: int, rank: int) -> tuple[list[int], list[int]]:
     """``Create_graph``'s arguments, checked as MPICH checks them."""
     index, edges = [int(i) for i in index], [int(e) for e in edges]
+    if index and index[0] == 0 and index[-1] == len(edges):
+        # mpi4py also takes the "standard" adjacency form with a leading 0 (CSR offsets) and drops it.
+        index = index[1:]
     if len(index) > size or any(b < a for a, b in zip([0, *index], index, strict=False)) or \
             (index and index[-1] != len(edges)) or any(not 0 <= e < len(index) for e in edges):
         raise InvalidArgumentError(f"rank {rank}: Create_graph: index {index} and edges {edges} are not a graph "
