@@ -58,6 +58,8 @@ def test_the_watchdog_interrupts_a_busy_loop_and_a_sleep_and_restores_the_previo
 
 
 #: Run in a fresh interpreter: how long the command took from its first line, and its peak memory.
+#: The peak is this process's own (VmHWM): Linux carries a parent's ru_maxrss across fork and exec, so
+#: a command started from a large test worker would report the worker's peak.
 _MEASURED = """
 import resource, sys, time
 from mpisim.cli import main
@@ -65,7 +67,11 @@ started = time.perf_counter()
 try:
     code = main(sys.argv[1:])
 finally:
-    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    try:
+        with open("/proc/self/status") as status:
+            rss = next(int(line.split()[1]) * 1024 for line in status if line.startswith("VmHWM:"))
+    except (OSError, StopIteration):
+        rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     print(f"measured {time.perf_counter() - started:.3f} s {rss} B", file=sys.stderr)
 sys.exit(code)
 """
