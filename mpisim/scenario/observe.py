@@ -23,6 +23,7 @@ from typing import Any
 
 from mpisim.collectives.select import network_parameters
 from mpisim.mpi.world import World
+from mpisim.network.analytic import LinkStats
 from mpisim.network.credited import credited
 from mpisim.report.records import MAX_LINK_TOTALS
 from mpisim.report.tables import link_class
@@ -57,7 +58,10 @@ def link_totals(world: World, limit: int = MAX_LINK_TOTALS) -> list[dict[str, An
     totals = used_stats() if used_stats is not None and not credits else stats()
     kinds = {link.name: link.kind for link in world.topology.links if link.name in totals}
     for name, (nbytes, busy) in credits.items():
-        held = totals[name]
+        held = totals.get(name)
+        if held is None:  # a link the world builds on first use (a full mesh) that its own ranks never used
+            totals[name] = LinkStats(name, int(nbytes), busy, nbytes / busy if busy > 0 else 0.0)
+            continue
         totals[name] = type(held)(name, held.nbytes + int(nbytes), held.busy_time + busy, held.capacity)
     used = [s for s in totals.values() if s.nbytes > 0]
     used.sort(key=lambda s: (-(s.nbytes / s.capacity if s.capacity > 0 else 0.0), -s.nbytes, s.name))

@@ -8,6 +8,8 @@ group's collectives are credited to its own links (:mod:`mpisim.network.credited
 world's per-link load of one call (tp group 0), times the calls the group's simulated rank
 made, moved onto the group's links by matching routes -- the route between the group's i-th
 and k-th ranks crosses, hop for hop, the links that group 0's i-th and k-th ranks' route does.
+With folded data-parallel replicas (:mod:`~mpisim.workloads.training.replicas`) a simulated
+rank also stands for its peers in every other replica, whose groups make the same calls.
 """
 
 from __future__ import annotations
@@ -24,18 +26,32 @@ def credit_folded_tp(job: Job, world: World, calls_by_rank: dict[int, Counter]) 
     simulated rank to its tally of (collective, elements) -> calls."""
     if not job.fold or not job.tp_links:
         return
-    topology = world.topology
-    first = job.layout.group(0, "tp")
+    layout = job.layout
+    first = layout.group(0, "tp")
     for rank, calls in sorted(calls_by_rank.items()):
-        group = job.layout.group(rank, "tp")
-        rename: dict[str, str] = {}
-        for i, a in enumerate(first):
-            for k, b in enumerate(first):
-                if i != k:
-                    ours = topology.route(group[i], group[k]).links
-                    for theirs, mine in zip(topology.route(a, b).links, ours, strict=True):
-                        rename[theirs.name] = mine.name
-        for shape, n in sorted(calls.items()):
-            for name, (nbytes, busy) in job.tp_links.get(shape, {}).items():
-                if name in rename:
-                    credit(world.memo, rename[name], n * nbytes, n * busy)
+        for stand_in in _replica_peers(job, rank):
+            _credit_group(job, world, first, layout.group(stand_in, "tp"), calls)
+
+
+def _replica_peers(job: Job, rank: int) -> tuple[int, ...]:
+    """*rank* and, with folded replicas, the ranks at its place in every other replica."""
+    if not job.dp_times:
+        return (rank,)
+    cp = job.layout.cp
+    return job.layout.group(rank, "dp")[job.layout.coords(rank).dp % cp::cp]
+
+
+def _credit_group(job: Job, world: World, first: tuple[int, ...], group: tuple[int, ...], calls: Counter) -> None:
+    """Credit *calls* of tp group *group*, measured on group *first*, to *group*'s own links."""
+    topology = world.topology
+    rename: dict[str, str] = {}
+    for i, a in enumerate(first):
+        for k, b in enumerate(first):
+            if i != k:
+                ours = topology.route(group[i], group[k]).links
+                for theirs, mine in zip(topology.route(a, b).links, ours, strict=True):
+                    rename[theirs.name] = mine.name
+    for shape, n in sorted(calls.items()):
+        for name, (nbytes, busy) in job.tp_links.get(shape, {}).items():
+            if name in rename:
+                credit(world.memo, rename[name], n * nbytes, n * busy)

@@ -107,6 +107,8 @@ class Job:
     dp_times: dict[tuple[int, str, str, int, str], float] = field(default_factory=dict)
     #: Where each folded collective's bytes went on its fresh world: link name -> (bytes, busy seconds).
     tp_links: dict[tuple[str, int], dict[str, tuple[int, float]]] = field(default_factory=dict)
+    #: The same for each folded data-parallel collective (keyed as ``dp_times``), every replica's group included.
+    dp_links: dict[tuple[int, str, str, int, str], dict[str, tuple[int, float]]] = field(default_factory=dict)
     memory: list[MemoryUse] = field(default_factory=list)  # per stage
     flops_per_iteration: float = 0.0  # executed, recomputation included
     model_flops_per_iteration: float = 0.0  # without recomputation (for MFU)

@@ -74,7 +74,7 @@ from mpisim.workloads.training.ddp import (
 )
 from mpisim.workloads.training.folded import credit_folded_tp
 from mpisim.workloads.training.plan import Job, run_collective, tp_blocks, tp_calls
-from mpisim.workloads.training.replicas import replica_ranks
+from mpisim.workloads.training.replicas import credit_folded_dp, replica_ranks
 from mpisim.workloads.training.schedule import Op, schedule, virtual_stage
 
 __all__ = ["Tally", "layers_are_one_delay", "play"]
@@ -105,6 +105,7 @@ class Tally:
     #: n bytes is a reduce-scatter and an allgather, 2n; a reduce-scatter or allgather n.
     dp_volume: float = 0.0
     tp_calls: Counter[tuple[str, int]] = field(default_factory=Counter)  # (collective, elements) -> calls
+    dp_calls: Counter[tuple] = field(default_factory=Counter)  # folded replicas: dp_times key -> calls
 
 
 @dataclass
@@ -358,6 +359,7 @@ class _Rank:
         """A data-parallel collective: on *comm*, or with folded replicas its time on the whole fabric."""
         if self.job.dp_times:
             key = (self.coords.pp, group, kind, count, np.dtype(dtype).str)
+            self.tally.dp_calls[key] += 1
             yield self.comm.env.timeout(self.job.dp_times[key])
         else:
             yield from run_collective(comm, kind, count, dtype, algorithm)
@@ -629,4 +631,5 @@ def play(job: Job, world: World) -> _Shared:
     world.launch(program, ranks=ranks)
     world.run()
     credit_folded_tp(job, world, {rank: tally.tp_calls for rank, tally in shared.tallies.items()})
+    credit_folded_dp(job, world, {rank: tally.dp_calls for rank, tally in shared.tallies.items()})
     return shared

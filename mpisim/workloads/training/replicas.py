@@ -33,6 +33,7 @@ none`` nothing.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
 
 import numpy as np
@@ -40,10 +41,11 @@ import numpy as np
 from mpisim.engine.sim import Proc
 from mpisim.mpi.comm import Comm
 from mpisim.mpi.world import World
+from mpisim.network.credited import credit
 from mpisim.network.topology import TopologySpec
 from mpisim.workloads.training.plan import Job, run_collective
 
-__all__ = ["fold_reason", "fold_replicas", "measure_dp", "replica_ranks"]
+__all__ = ["credit_folded_dp", "fold_reason", "fold_replicas", "measure_dp", "replica_ranks"]
 
 #: Why replicas were not folded, for the run's notes (None: folded or nothing to fold).
 Reason = str | None
@@ -118,8 +120,34 @@ def measure_dp(job: Job, new_world: Callable[[], World]) -> dict[tuple, float]:
 
             fresh.launch(one, ranks=[r for g in groups for r in g])
             fresh.run()
-            times[(stage, name, kind, count, np.dtype(dtype).str)] = max(finish)
+            key = (stage, name, kind, count, np.dtype(dtype).str)
+            times[key] = max(finish)
+            stats = getattr(fresh.network, "link_stats", None)
+            if stats is not None:  # where every replica's bytes went, for the link figures
+                job.dp_links[key] = {s.name: (s.nbytes, s.busy_time) for s in stats().values() if s.nbytes > 0}
     return times
+
+
+def credit_folded_dp(job: Job, world: World, calls_by_rank: dict[int, Counter]) -> None:
+    """Credit the folded data-parallel collectives' bytes to the links that carry them.
+
+    Replica 0 waits each collective's measured time instead of running it, so the world's links
+    never see the sync's bytes. Each measurement ran a stage's collective for *every* replica's
+    group at once, so one simulated rank per stage stands for the stage: its calls, times the
+    measurement's bytes and busy time per link, are the whole job's data-parallel traffic.
+    *calls_by_rank* maps each simulated rank to its tally of ``dp_times`` keys -> calls.
+    """
+    if not job.dp_links:
+        return
+    stood_for: set[int] = set()
+    for rank, calls in sorted(calls_by_rank.items()):
+        stage = job.layout.coords(rank).pp
+        if stage in stood_for or not calls:
+            continue
+        stood_for.add(stage)
+        for key, n in sorted(calls.items()):
+            for link, (nbytes, busy) in job.dp_links.get(key, {}).items():
+                credit(world.memo, link, n * nbytes, n * busy)
 
 
 def _dp_calls(job: Job, stage: int) -> set[tuple[str, str, int, np.dtype]]:
