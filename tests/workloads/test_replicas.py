@@ -80,3 +80,28 @@ def test_overlapped_zero3_streams_are_not_folded():
     raw = hybrid({"tp": 8, "dp": 4}, 3, True)
     folded, full = both(raw)
     assert folded == full
+
+
+@pytest.mark.parametrize(("parallel", "zero", "overlap"), [
+    ({"tp": 8, "dp": 2}, 1, False),  # each node is one replica: 8 GPUs on 4 NICs
+    ({"tp": 8, "pp": 2, "dp": 2}, 0, False),  # each node is one stage of one replica
+])
+def test_shared_nics_within_one_replicas_stage_fold_exactly(parallel, zero, overlap):
+    # Two GPUs share each NIC, but both belong to the same replica and stage: replica 0 is
+    # simulated with its own sharing, and each stage's measurement runs both sharers at once.
+    raw = hybrid(parallel, zero, overlap, inter={"kind": "fat_tree", "nics": 4})
+    folded, full = both(raw)
+    assert folded["simulated_ranks"] == full["simulated_ranks"] // parallel["dp"]
+    for key in PHASES:
+        assert folded[key] == pytest.approx(full[key], rel=1e-9, abs=1e-15), key
+
+
+@pytest.mark.parametrize("parallel", [{"tp": 2, "dp": 8}, {"tp": 4, "pp": 2, "dp": 2}],
+                         ids=["two-replicas-per-nic", "two-stages-per-nic"])
+def test_nics_shared_across_replicas_or_stages_simulate_every_replica_and_say_so(parallel):
+    # Local rank j uses NIC j % 4: GPUs 0 and 4 of a node share NIC 0. With tp 2 they are in
+    # different replicas; with tp 4 pp 2, in different stages, whose syncs overlap in time.
+    raw = hybrid(parallel, 1, False, inter={"kind": "fat_tree", "nics": 4})
+    out = run_point(load_dict(raw))
+    assert out.rows[0]["simulated_ranks"] > out.rows[0]["ranks"] // parallel["dp"]  # more than one replica
+    assert any("every replica simulated" in note and "share a NIC" in note for note in out.notes)

@@ -23,8 +23,9 @@ the pipeline's sends run as on an idle NIC, so the folded iteration is shorter -
 GPUs (rows T11-T13), where a ZeRO-2 sync of 64 to 128 replicas overlaps many pipeline sends.
 
 **When it falls back.** A fabric that is blocking (oversubscribed spine, a ring between
-nodes, NICs shared by GPUs, a host-bandwidth cap) lets replicas' traffic meet on shared
-links at times that differ per replica, expert parallelism with experts spread over the
+nodes) lets replicas' traffic meet on shared links at times that differ per replica, and so
+do NICs or a host-bandwidth cap shared by GPUs of different replicas or stages (shared only
+within one replica's stage, replica 0 shows the sharing and the stage's measurement too); expert parallelism with experts spread over the
 data-parallel group makes replicas talk every layer, and the data-parallel form (``params:``)
 checks real gradients that every replica must hold: those runs simulate every replica and
 say why in the run's notes. ``fold: tp`` folds only the tensor-parallel groups; ``fold:
@@ -68,12 +69,36 @@ def fold_reason(job: Job, spec: TopologySpec) -> Reason:
     if "dp" not in layout.order:
         return ""
     inter = spec.inter
-    if spec.nodes > 1 and inter is not None and (
-            inter.nics != spec.ranks_per_node or inter.oversubscription > 1 or inter.kind == "ring"
-            or inter.host_bandwidth):
-        return ("the fabric between nodes is blocking (shared NICs, an oversubscribed spine, a ring or "
-                "a host-bandwidth cap), where replicas' traffic meets at different times")
+    if spec.nodes > 1 and inter is not None:
+        if inter.oversubscription > 1 or inter.kind == "ring":
+            return ("the fabric between nodes is blocking (an oversubscribed spine or a ring), where "
+                    "replicas' traffic meets at different times")
+        # A shared NIC (local rank j uses NIC j % nics) or host-bandwidth cap is harmless when
+        # every rank sharing it is in one replica and one pipeline stage: replica 0 is simulated
+        # with its sharing, and the stage's fresh-world measurement runs its sharers together.
+        if inter.host_bandwidth and not _shared_within_cohorts(job, spec, lambda local: 0):
+            return ("ranks of different replicas or stages share a node's host bandwidth, where their "
+                    "traffic meets at times that differ per replica")
+        if inter.nics != spec.ranks_per_node and not _shared_within_cohorts(job, spec, lambda local: local % inter.nics):
+            return ("ranks of different replicas or stages share a NIC, where their traffic meets at "
+                    "times that differ per replica")
     return None
+
+
+def _shared_within_cohorts(job: Job, spec: TopologySpec, port: Callable[[int], int]) -> bool:
+    """Whether the ranks that share each node's *port* (a function of the local rank) all sit in one
+    (replica, pipeline stage): the group whose data-parallel sync is measured and simulated together."""
+    layout, cp = job.layout, job.layout.cp
+    cohort_of: dict[tuple[int, int], tuple[int, int]] = {}
+    for rank in range(layout.size):
+        if spec.placement == "block":
+            node, local = divmod(rank, spec.ranks_per_node)
+        else:
+            local, node = divmod(rank, spec.nodes)
+        coords = layout.coords(rank)
+        if cohort_of.setdefault((node, port(local)), (coords.dp // cp, coords.pp)) != (coords.dp // cp, coords.pp):
+            return False
+    return True
 
 
 def fold_replicas(job: Job, spec: TopologySpec, new_world: Callable[[], World], notes: list[str]) -> None:
