@@ -133,3 +133,46 @@ def test_rows_without_context_parallelism_keep_their_columns():
     raw["workload"]["parallel"], raw["workload"]["batch"] = {}, {"global": 2}
     out = _row({**raw, "topology": {**raw["topology"], "nodes": 2}})
     assert "cp" not in out and "cp_comm_s" not in out and out["dp"] == 2
+
+
+def _allgather_scenario(cp, bandwidth=BANDWIDTH):
+    raw = _scenario(cp, bandwidth)
+    raw["workload"]["parallel"] = {"cp": cp, "cp_comm": "allgather"}
+    return raw
+
+
+@pytest.mark.parametrize("cp", [2, 4])
+def test_llama3s_allgather_exposes_the_whole_exchange_gather_twice_and_reduce_scatter_once(cp):
+    """Llama 3's context parallelism (cp_comm: allgather) gathers K and V before the attention, with
+    nothing to hide behind: the forward waits for one all-gather, the backward for another and for
+    the reduce-scatter of dK and dV. On a full mesh each moves (cp - 1) blocks of K and V per GPU."""
+    out = _row(_allgather_scenario(cp))
+    step = ALPHA + kv_step_bytes(SMALL.seq, SMALL.kv_width, 1, 1, cp, 2) / BANDWIDTH
+    gathers = SMALL.layers * 2 * (cp - 1) * step
+    reduce_scatter = out["cp_comm_s"] - gathers  # (cp - 1) blocks, and summing them
+    assert SMALL.layers * (cp - 1) * step <= reduce_scatter <= SMALL.layers * (cp - 1) * step * 1.05
+    assert out["iteration_time_s"] >= out["compute_s"] + out["cp_comm_s"] - 1e-12
+
+
+@pytest.mark.parametrize("bandwidth", [1e12, 1e10, 1e9])
+def test_an_allgather_exchange_never_hides_more_than_the_ring(bandwidth):
+    """The same bytes per GPU: the ring overlaps them with the attention step by step, the all-gather does not."""
+    ring, gathered = _row(_scenario(4, bandwidth)), _row(_allgather_scenario(4, bandwidth))
+    assert gathered["cp_comm_s"] > 0.0
+    assert gathered["cp_comm_s"] >= ring["cp_comm_s"]
+    assert gathered["iteration_time_s"] >= ring["iteration_time_s"]
+
+
+def test_cp_comm_needs_context_parallelism_and_a_known_exchange():
+    raw = _allgather_scenario(2)
+    raw["workload"]["parallel"]["cp_comm"] = "tree"
+    with pytest.raises(ConfigError, match="ring") as err:
+        load_dict(raw)
+    assert err.value.path == "workload.parallel.cp_comm"
+    raw = _allgather_scenario(2)
+    raw["workload"]["parallel"] = {"cp_comm": "allgather"}
+    raw["workload"]["batch"] = {"global": 2}
+    raw["topology"] = {**raw["topology"], "nodes": 2}
+    with pytest.raises(ConfigError, match="cp > 1") as err:
+        load_dict(raw)
+    assert err.value.path == "workload.parallel.cp_comm"
