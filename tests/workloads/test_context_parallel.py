@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import pytest
 
+from mpisim.engine.units import si_numbers
 from mpisim.errors import ConfigError
 from mpisim.network.presets import resolve_topology
 from mpisim.scenario import load_dict
 from mpisim.scenario.run import run_point
-from mpisim.workloads.training.config import HybridParams
+from mpisim.workloads.training.config import HybridParams, dump, parse
 from mpisim.workloads.training.context import exposed_ring_s, kv_step_bytes
 from mpisim.workloads.training.layout import Layout
 from mpisim.workloads.training.model import PRESETS, TransformerModel
@@ -176,3 +177,13 @@ def test_cp_comm_needs_context_parallelism_and_a_known_exchange():
     with pytest.raises(ConfigError, match="cp > 1") as err:
         load_dict(raw)
     assert err.value.path == "workload.parallel.cp_comm"
+
+
+def test_the_exchange_survives_the_resolved_scenario():
+    raw = _allgather_scenario(4)["workload"]
+    params = parse({k: v for k, v in raw.items() if k != "kind"})
+    assert params.cp_comm == "allgather"
+    assert dump(params)["parallel"]["cp_comm"] == "allgather"
+    with si_numbers():  # dump writes SI numbers
+        assert parse({k: v for k, v in dump(params).items() if k != "kind"}) == params
+    assert "cp_comm" not in dump(parse({k: v for k, v in _scenario(4)["workload"].items() if k != "kind"}))["parallel"]
