@@ -39,9 +39,12 @@ among them, and with grouped-query attention K and V are small). The same K and 
 as the ring, in one collective nothing overlaps: a layer's forward waits for the all-gather of
 every GPU's ``kv_bytes``; its backward reduce-scatters the gradients of all the keys and values
 (each GPU's partial dK, dV over the whole sequence summed onto the GPU that owns the tokens)
-and, first, gathers K and V again (ASSUMED: keeping the gathered K and V of every layer and
-in-flight micro-batch for the backward would hold cp times the layer's K and V; the paper does
-not say which it does)::
+and, first, gathers K and V again rather than keep cp times the layer's K and V for every layer
+and in-flight micro-batch. The paper does not describe its backward; PyTorch's all-gather
+context parallelism (``torch.distributed.tensor.experimental``, whose tutorial names it "the
+all-gather based pass-KV algorithm ... used in Llama3 training") does this: a new all-gather of
+K and V in the backward, and the summed dK, dV passed on to their owners (ASSUMED exposed, as
+the forward's gather is)::
 
     exposed_forward  = t_allgather(kv_bytes)
     exposed_backward = t_allgather(kv_bytes) + t_reduce_scatter(cp x kv_bytes)
