@@ -105,8 +105,8 @@ def measure_ring_step(group: tuple[int, ...], nbytes: int, new_world: Callable[[
 def measure_cp_collective(group: tuple[int, ...], kind: str, share: int, dtype: np.dtype,
                           new_world: Callable[[], World]) -> float:
     """Time one ``allgather`` (each member contributes *share* elements) or ``reduce_scatter`` (each
-    member ends with *share* elements, summed) over the cp *group* on a fresh world, as every cp
-    group runs it at once."""
+    member ends with *share* elements, summed) over the cp *group*, alone on a fresh world (every
+    cp group runs the same collective at the same time, as the ring's step is timed)."""
     fresh = new_world()
     finish: list[float] = []
     size = len(group)
