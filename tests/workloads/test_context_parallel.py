@@ -187,3 +187,46 @@ def test_the_exchange_survives_the_resolved_scenario():
     with si_numbers():  # dump writes SI numbers
         assert parse({k: v for k, v in dump(params).items() if k != "kind"}) == params
     assert "cp_comm" not in dump(parse({k: v for k, v in _scenario(4)["workload"].items() if k != "kind"}))["parallel"]
+
+
+@pytest.mark.parametrize("order", [("tp", "cp", "pp", "dp"), ("tp", "pp", "cp", "dp"), ("cp", "tp", "dp", "pp"),
+                                   ("tp", "dp", "pp", "cp")])
+def test_cp_in_its_own_place_of_the_order_is_still_one_gpu_per_position(order):
+    layout = Layout(tp=2, pp=3, dp=8, cp=2, order=order)
+    assert sorted(layout.rank(layout.coords(r)) for r in range(layout.size)) == list(range(layout.size))
+    for r in range(layout.size):
+        here = layout.coords(r)
+        dp_group = layout.group(r, "dp")
+        assert [layout.coords(g).dp for g in dp_group] == list(range(layout.dp))  # dp coordinate order, cp fastest
+        assert all(layout.coords(g)[:2] == here[:2] for g in dp_group)
+        assert r in layout.cp_group(r) and set(layout.cp_group(r)) <= set(dp_group)
+        assert all(layout.coords(g).dp // 2 == here.dp // 2 for g in layout.cp_group(r))  # one micro-batch
+
+
+def test_llama3s_order_puts_each_cp_group_on_consecutive_gpus():
+    """[TP, CP, PP, DP] (Llama Team 2024, section 3.3.2): with tp 8 a cp group is consecutive nodes."""
+    meta = Layout(tp=8, pp=16, dp=8 * 16, cp=16, order=("tp", "cp", "pp", "dp"))
+    assert meta.cp_group(0) == tuple(range(0, 8 * 16, 8))
+    assert meta.group(0, "pp") == tuple(range(0, 8 * 16 * 16, 8 * 16))
+    default = Layout(tp=8, pp=16, dp=8 * 16, cp=16)  # cp innermost in dp, outside pp
+    assert default.cp_group(0) == tuple(range(0, 8 * 16 * 16, 8 * 16))
+
+
+def test_the_order_relabels_gpus_and_changes_nothing_on_a_symmetric_network():
+    """Every node alike and every pair of nodes one link apart: where cp sits cannot change the time."""
+    times = []
+    for order in (None, ["tp", "cp", "pp", "dp"]):
+        raw = _scenario(2)
+        raw["topology"]["nodes"] = 8
+        raw["workload"]["parallel"] = {"cp": 2, "pp": 2, "cp_comm": "allgather", **({"order": order} if order else {})}
+        raw["workload"]["batch"] = {"global": 4}
+        times.append(_row(raw)["iteration_time_s"])
+    assert times[0] == pytest.approx(times[1], rel=1e-12)
+
+
+def test_an_order_names_each_dimension_once():
+    raw = _scenario(2)
+    raw["workload"]["parallel"] = {"cp": 2, "order": ["tp", "cp", "pp"]}
+    with pytest.raises(ConfigError, match=r"\[tp, cp, pp, dp\]") as err:
+        load_dict(raw)
+    assert err.value.path == "workload.parallel.order"

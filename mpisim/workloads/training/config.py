@@ -8,7 +8,8 @@ A ``kind: training`` block with a ``model:`` key is a hybrid-parallel LLM iterat
       model: gpt3-175b              # a preset, a shape {layers, hidden, heads, seq, vocab, ...} or {params: 300M}
       parallel: {tp: 8, pp: 8}      # dp: the rest of the ranks; cp: context parallelism (see context), its K/V
                                     # exchange cp_comm: ring (Megatron, overlapped) | allgather (Llama 3, exposed);
-                                    # ep for MoE (etp: 1 for whole experts); order: [tp, pp, dp];
+                                    # ep for MoE (etp: 1 for whole experts); order: [tp, pp, dp]
+                                    # (cp innermost in dp, or in its own place: [tp, cp, pp, dp]);
                                     # first_stage_layers / last_stage_layers (default: balanced, see stages)
       batch: {global: 1536, micro: 1}
       schedule: 1f1b                # gpipe | 1f1b | interleaved (chunks: 2)
@@ -172,8 +173,9 @@ _PARALLEL = Block({
     "first_stage_layers": count(0, "Layers on the first pipeline stage (default: a balanced split)."),
     "last_stage_layers": count(0, "Layers on the last pipeline stage (default: a balanced split)."),
     "etp": Custom(_as_given, {"const": 1}, description="1: whole experts (leave out to split experts over tp)."),
-    "order": Custom(_as_given, {"type": "array", "items": {"enum": list(DIMENSIONS)}},
-                    description="The dimensions, innermost first, e.g. [tp, pp, dp]."),
+    "order": Custom(_as_given, {"type": "array", "items": {"enum": [*DIMENSIONS, "cp"]}},
+                    description="The dimensions, innermost first, e.g. [tp, pp, dp]; cp may take its own place "
+                                "(Llama 3: [tp, cp, pp, dp]), else it is innermost in dp."),
 }, expected="{tp: 8, pp: 8, dp: 24}", show=repr, suggest=False)
 _BATCH = Block({"global": count(1, "Sequences per iteration."), "micro": count(1, "Sequences per micro-batch.")},
                expected="{global: 1536, micro: 1}", show=repr, suggest=False)
@@ -311,9 +313,9 @@ def _parse_parallel(raw: Any) -> dict[str, Any]:
                                   "parallel.etp")
             out["etp"] = 1
         elif key == "order":
-            if not isinstance(value, list) or sorted(value) != sorted(DIMENSIONS):
-                raise ConfigError(f"expected the dimensions innermost first, e.g. [tp, pp, dp], got {value!r}",
-                                  "parallel.order")
+            if not isinstance(value, list) or sorted(value) not in (sorted(DIMENSIONS), sorted([*DIMENSIONS, "cp"])):
+                raise ConfigError(f"expected the dimensions innermost first, e.g. [tp, pp, dp] or "
+                                  f"[tp, cp, pp, dp], got {value!r}", "parallel.order")
             out["order"] = tuple(value)
     return out
 
