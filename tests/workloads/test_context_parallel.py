@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import pytest
 
+from mpisim.engine.units import si_numbers
 from mpisim.errors import ConfigError
 from mpisim.network.presets import resolve_topology
 from mpisim.scenario import load_dict
 from mpisim.scenario.run import run_point
-from mpisim.workloads.training.config import HybridParams
+from mpisim.workloads.training.config import HybridParams, dump, parse
 from mpisim.workloads.training.context import exposed_ring_s, kv_step_bytes
 from mpisim.workloads.training.layout import Layout
 from mpisim.workloads.training.model import PRESETS, TransformerModel
@@ -133,3 +134,99 @@ def test_rows_without_context_parallelism_keep_their_columns():
     raw["workload"]["parallel"], raw["workload"]["batch"] = {}, {"global": 2}
     out = _row({**raw, "topology": {**raw["topology"], "nodes": 2}})
     assert "cp" not in out and "cp_comm_s" not in out and out["dp"] == 2
+
+
+def _allgather_scenario(cp, bandwidth=BANDWIDTH):
+    raw = _scenario(cp, bandwidth)
+    raw["workload"]["parallel"] = {"cp": cp, "cp_comm": "allgather"}
+    return raw
+
+
+@pytest.mark.parametrize("cp", [2, 4])
+def test_llama3s_allgather_exposes_the_whole_exchange_gather_twice_and_reduce_scatter_once(cp):
+    """Llama 3's context parallelism (cp_comm: allgather) gathers K and V before the attention, with
+    nothing to hide behind: the forward waits for one all-gather, the backward for another and for
+    the reduce-scatter of dK and dV. On a full mesh each moves (cp - 1) blocks of K and V per GPU."""
+    out = _row(_allgather_scenario(cp))
+    step = ALPHA + kv_step_bytes(SMALL.seq, SMALL.kv_width, 1, 1, cp, 2) / BANDWIDTH
+    gathers = SMALL.layers * 2 * (cp - 1) * step
+    reduce_scatter = out["cp_comm_s"] - gathers  # (cp - 1) blocks, and summing them
+    assert SMALL.layers * (cp - 1) * step <= reduce_scatter <= SMALL.layers * (cp - 1) * step * 1.05
+    assert out["iteration_time_s"] >= out["compute_s"] + out["cp_comm_s"] - 1e-12
+
+
+@pytest.mark.parametrize("bandwidth", [1e12, 1e10, 1e9])
+def test_an_allgather_exchange_never_hides_more_than_the_ring(bandwidth):
+    """The same bytes per GPU: the ring overlaps them with the attention step by step, the all-gather does not."""
+    ring, gathered = _row(_scenario(4, bandwidth)), _row(_allgather_scenario(4, bandwidth))
+    assert gathered["cp_comm_s"] > 0.0
+    assert gathered["cp_comm_s"] >= ring["cp_comm_s"]
+    assert gathered["iteration_time_s"] >= ring["iteration_time_s"]
+
+
+def test_cp_comm_needs_context_parallelism_and_a_known_exchange():
+    raw = _allgather_scenario(2)
+    raw["workload"]["parallel"]["cp_comm"] = "tree"
+    with pytest.raises(ConfigError, match="ring") as err:
+        load_dict(raw)
+    assert err.value.path == "workload.parallel.cp_comm"
+    raw = _allgather_scenario(2)
+    raw["workload"]["parallel"] = {"cp_comm": "allgather"}
+    raw["workload"]["batch"] = {"global": 2}
+    raw["topology"] = {**raw["topology"], "nodes": 2}
+    with pytest.raises(ConfigError, match="cp > 1") as err:
+        load_dict(raw)
+    assert err.value.path == "workload.parallel.cp_comm"
+
+
+def test_the_exchange_survives_the_resolved_scenario():
+    raw = _allgather_scenario(4)["workload"]
+    params = parse({k: v for k, v in raw.items() if k != "kind"})
+    assert params.cp_comm == "allgather"
+    assert dump(params)["parallel"]["cp_comm"] == "allgather"
+    with si_numbers():  # dump writes SI numbers
+        assert parse({k: v for k, v in dump(params).items() if k != "kind"}) == params
+    assert "cp_comm" not in dump(parse({k: v for k, v in _scenario(4)["workload"].items() if k != "kind"}))["parallel"]
+
+
+@pytest.mark.parametrize("order", [("tp", "cp", "pp", "dp"), ("tp", "pp", "cp", "dp"), ("cp", "tp", "dp", "pp"),
+                                   ("tp", "dp", "pp", "cp")])
+def test_cp_in_its_own_place_of_the_order_is_still_one_gpu_per_position(order):
+    layout = Layout(tp=2, pp=3, dp=8, cp=2, order=order)
+    assert sorted(layout.rank(layout.coords(r)) for r in range(layout.size)) == list(range(layout.size))
+    for r in range(layout.size):
+        here = layout.coords(r)
+        dp_group = layout.group(r, "dp")
+        assert [layout.coords(g).dp for g in dp_group] == list(range(layout.dp))  # dp coordinate order, cp fastest
+        assert all(layout.coords(g)[:2] == here[:2] for g in dp_group)
+        assert r in layout.cp_group(r) and set(layout.cp_group(r)) <= set(dp_group)
+        assert all(layout.coords(g).dp // 2 == here.dp // 2 for g in layout.cp_group(r))  # one micro-batch
+
+
+def test_llama3s_order_puts_each_cp_group_on_consecutive_gpus():
+    """[TP, CP, PP, DP] (Llama Team 2024, section 3.3.2): with tp 8 a cp group is consecutive nodes."""
+    meta = Layout(tp=8, pp=16, dp=8 * 16, cp=16, order=("tp", "cp", "pp", "dp"))
+    assert meta.cp_group(0) == tuple(range(0, 8 * 16, 8))
+    assert meta.group(0, "pp") == tuple(range(0, 8 * 16 * 16, 8 * 16))
+    default = Layout(tp=8, pp=16, dp=8 * 16, cp=16)  # cp innermost in dp, outside pp
+    assert default.cp_group(0) == tuple(range(0, 8 * 16 * 16, 8 * 16))
+
+
+def test_the_order_relabels_gpus_and_changes_nothing_on_a_symmetric_network():
+    """Every node alike and every pair of nodes one link apart: where cp sits cannot change the time."""
+    times = []
+    for order in (None, ["tp", "cp", "pp", "dp"]):
+        raw = _scenario(2)
+        raw["topology"]["nodes"] = 8
+        raw["workload"]["parallel"] = {"cp": 2, "pp": 2, "cp_comm": "allgather", **({"order": order} if order else {})}
+        raw["workload"]["batch"] = {"global": 4}
+        times.append(_row(raw)["iteration_time_s"])
+    assert times[0] == pytest.approx(times[1], rel=1e-12)
+
+
+def test_an_order_names_each_dimension_once():
+    raw = _scenario(2)
+    raw["workload"]["parallel"] = {"cp": 2, "order": ["tp", "cp", "pp"]}
+    with pytest.raises(ConfigError, match=r"\[tp, cp, pp, dp\]") as err:
+        load_dict(raw)
+    assert err.value.path == "workload.parallel.order"

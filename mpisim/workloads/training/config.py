@@ -6,8 +6,10 @@ A ``kind: training`` block with a ``model:`` key is a hybrid-parallel LLM iterat
     workload:
       kind: training
       model: gpt3-175b              # a preset, a shape {layers, hidden, heads, seq, vocab, ...} or {params: 300M}
-      parallel: {tp: 8, pp: 8}      # dp: the rest of the ranks; cp: context parallelism (ring attention, see context);
-                                    # ep for MoE (etp: 1 for whole experts); order: [tp, pp, dp];
+      parallel: {tp: 8, pp: 8}      # dp: the rest of the ranks; cp: context parallelism (see context), its K/V
+                                    # exchange cp_comm: ring (Megatron, overlapped) | allgather (Llama 3, exposed);
+                                    # ep for MoE (etp: 1 for whole experts); order: [tp, pp, dp]
+                                    # (cp innermost in dp, or in its own place: [tp, cp, pp, dp]);
                                     # first_stage_layers / last_stage_layers (default: balanced, see stages)
       batch: {global: 1536, micro: 1}
       schedule: 1f1b                # gpipe | 1f1b | interleaved (chunks: 2)
@@ -61,6 +63,7 @@ RECOMPUTE = ("none", "selective", "full")
 ATTENTION = ("flash", "standard")
 MEMORY_CHECKS = ("error", "mark")
 FOLDS = ("auto", "tp", "none")
+CP_COMMS = ("ring", "allgather")
 #: The device peak's number format for each compute dtype.
 PEAK_FORMAT = {"bfloat16": "bf16", "float16": "fp16", "float32": "tf32", "float64": "fp64",
                "float8_e4m3fn": "fp8", "float8_e5m2": "fp8"}
@@ -76,6 +79,7 @@ class HybridParams:
     pp: int = 1
     dp: int | None = None  # None: the ranks left over
     cp: int = 1  # context parallelism: each sequence split over cp GPUs (mpisim.workloads.training.context)
+    cp_comm: str = "ring"  # how the cp GPUs exchange keys and values: ring (overlapped) or allgather (exposed)
     ep: int = 1
     etp: int | None = None  # expert tensor parallelism: None = tp, or 1 (Megatron-Core's parallel folding)
     order: tuple[str, ...] = DIMENSIONS
@@ -164,11 +168,14 @@ _PARALLEL = Block({
                                              ("cp", "Context-parallel ranks: each holds 1/cp of every sequence "
                                                     "(ring attention)."),
                                              ("ep", "Expert-parallel ranks (mixture of experts)."))},
+    "cp_comm": _choice(CP_COMMS, "How context-parallel GPUs exchange keys and values: ring (Megatron / Transformer "
+                                 "Engine, overlapped with the attention) or allgather (Llama 3, exposed)."),
     "first_stage_layers": count(0, "Layers on the first pipeline stage (default: a balanced split)."),
     "last_stage_layers": count(0, "Layers on the last pipeline stage (default: a balanced split)."),
     "etp": Custom(_as_given, {"const": 1}, description="1: whole experts (leave out to split experts over tp)."),
-    "order": Custom(_as_given, {"type": "array", "items": {"enum": list(DIMENSIONS)}},
-                    description="The dimensions, innermost first, e.g. [tp, pp, dp]."),
+    "order": Custom(_as_given, {"type": "array", "items": {"enum": [*DIMENSIONS, "cp"]}},
+                    description="The dimensions, innermost first, e.g. [tp, pp, dp]; cp may take its own place "
+                                "(Llama 3: [tp, cp, pp, dp]), else it is innermost in dp."),
 }, expected="{tp: 8, pp: 8, dp: 24}", show=repr, suggest=False)
 _BATCH = Block({"global": count(1, "Sequences per iteration."), "micro": count(1, "Sequences per micro-batch.")},
                expected="{global: 1536, micro: 1}", show=repr, suggest=False)
@@ -298,7 +305,7 @@ def _parse_parallel(raw: Any) -> dict[str, Any]:
     for key, value in _PARALLEL.mapping(raw, "parallel").items():
         if key in ("tp", "pp", "dp", "cp", "ep"):
             out[key] = parse_positive_int(value, f"parallel.{key}")
-        elif key in ("first_stage_layers", "last_stage_layers"):
+        elif key in ("first_stage_layers", "last_stage_layers", "cp_comm"):
             out[key] = _PARALLEL.fields[key].read(value, f"parallel.{key}")
         elif key == "etp":
             if value != 1:
@@ -306,9 +313,9 @@ def _parse_parallel(raw: Any) -> dict[str, Any]:
                                   "parallel.etp")
             out["etp"] = 1
         elif key == "order":
-            if not isinstance(value, list) or sorted(value) != sorted(DIMENSIONS):
-                raise ConfigError(f"expected the dimensions innermost first, e.g. [tp, pp, dp], got {value!r}",
-                                  "parallel.order")
+            if not isinstance(value, list) or sorted(value) not in (sorted(DIMENSIONS), sorted([*DIMENSIONS, "cp"])):
+                raise ConfigError(f"expected the dimensions innermost first, e.g. [tp, pp, dp] or "
+                                  f"[tp, cp, pp, dp], got {value!r}", "parallel.order")
             out["order"] = tuple(value)
     return out
 
@@ -369,6 +376,9 @@ def _check_shape(params: HybridParams) -> None:
                               "parallel.cp")
         if params.ep > 1:
             raise ConfigError("cp with expert parallelism is not modelled; use cp: 1 or ep: 1", "parallel.cp")
+    elif params.cp_comm != "ring":
+        raise ConfigError("cp_comm is how context-parallel GPUs exchange keys and values: it needs cp > 1",
+                          "parallel.cp_comm")
     if model.heads % params.tp:
         raise ConfigError(f"tp ({params.tp}) must divide the attention heads ({model.heads})", "parallel.tp")
     if params.ep > 1 and (not model.moe or model.experts % params.ep):
@@ -388,6 +398,8 @@ def dump(params: HybridParams) -> dict[str, Any]:
     parallel: dict[str, Any] = {"tp": params.tp, "pp": params.pp, "ep": params.ep, "order": list(params.order)}
     if params.cp > 1:
         parallel["cp"] = params.cp
+    if params.cp_comm != "ring":
+        parallel["cp_comm"] = params.cp_comm
     if params.dp is not None:
         parallel["dp"] = params.dp
     if params.etp is not None:

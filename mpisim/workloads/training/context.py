@@ -1,4 +1,4 @@
-"""Context parallelism: ring attention's key/value exchange, and how much of it the attention hides.
+"""Context parallelism: the key/value exchange of the cp GPUs, and how much of it the attention hides.
 
 With ``parallel: {cp: N}`` each sequence of s tokens is split over N GPUs (Megatron-LM's
 ``--context-parallel-size``; the attention is Transformer Engine's ``AttnFuncWithCPAndKVP2P``,
@@ -30,6 +30,25 @@ which the training row reports as ``cp_comm_s`` (and in ``exposed_comm_s``). The
 the same weights, so they join the data-parallel gradient reduction: Megatron reduces over
 dp x cp GPUs (:class:`~mpisim.workloads.training.layout.Layout`).
 
+**All-gather context parallelism** (``parallel: {cp_comm: allgather}``; Llama Team, "The Llama 3
+Herd of Models", 2024, section 3.3.2): "our CP implementation adopts an all-gather based method
+where we first all-gather the key (K) and value (V) tensors, and then compute attention output
+for the local query (Q) tensor chunk. Although the all-gather communication latency is exposed
+in the critical path, we still adopt this approach" (it supports any mask, the document mask
+among them, and with grouped-query attention K and V are small). The same K and V bytes per GPU
+as the ring, in one collective nothing overlaps: a layer's forward waits for the all-gather of
+every GPU's ``kv_bytes``; its backward reduce-scatters the gradients of all the keys and values
+(each GPU's partial dK, dV over the whole sequence summed onto the GPU that owns the tokens)
+and, first, gathers K and V again rather than keep cp times the layer's K and V for every layer
+and in-flight micro-batch. The paper does not describe its backward; PyTorch's all-gather
+context parallelism (``torch.distributed.tensor.experimental``, whose tutorial names it "the
+all-gather based pass-KV algorithm ... used in Llama3 training") does this: a new all-gather of
+K and V in the backward, and the summed dK, dV passed on to their owners (ASSUMED exposed, as
+the forward's gather is)::
+
+    exposed_forward  = t_allgather(kv_bytes)
+    exposed_backward = t_allgather(kv_bytes) + t_reduce_scatter(cp x kv_bytes)
+
     >>> kv_step_bytes(seq=131072, kv_width=1024, micro=1, tp=8, cp=16, itemsize=2)
     4194304
     >>> exposed_ring_s(exchange_s=1e-3, attention_s=8e-3, cp=4)
@@ -42,12 +61,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import numpy as np
+
 from mpisim.engine.sim import Proc
 from mpisim.mpi.comm import Comm
 from mpisim.mpi.payload import SizePayload
 from mpisim.mpi.world import World
 
-__all__ = ["exposed_ring_s", "kv_step_bytes", "measure_ring_step"]
+__all__ = ["exposed_ring_s", "kv_step_bytes", "measure_cp_collective", "measure_ring_step"]
 
 
 def kv_step_bytes(seq: int, kv_width: int, micro: int, tp: int, cp: int, itemsize: int) -> int:
@@ -77,5 +98,27 @@ def measure_ring_step(group: tuple[int, ...], nbytes: int, new_world: Callable[[
         finish.append(comm.now)
 
     fresh.launch(step, ranks=group)
+    fresh.run()
+    return max(finish)
+
+
+def measure_cp_collective(group: tuple[int, ...], kind: str, share: int, dtype: np.dtype,
+                          new_world: Callable[[], World]) -> float:
+    """Time one ``allgather`` (each member contributes *share* elements) or ``reduce_scatter`` (each
+    member ends with *share* elements, summed) over the cp *group*, alone on a fresh world (every
+    cp group runs the same collective at the same time, as the ring's step is timed)."""
+    fresh = new_world()
+    finish: list[float] = []
+    size = len(group)
+
+    def one(comm: Comm) -> Proc[None]:
+        sub = comm.sub(group, "cp")
+        if kind == "allgather":
+            yield from sub.allgather(SizePayload(share, dtype))
+        else:
+            yield from sub.reduce_scatter(SizePayload(share * size, dtype))
+        finish.append(comm.now)
+
+    fresh.launch(one, ranks=group)
     fresh.run()
     return max(finish)

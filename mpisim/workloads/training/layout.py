@@ -26,7 +26,20 @@ Hybrid parallelism splits ``tp x pp x dp`` GPUs three ways (Narayanan et al. 202
 
 ``order`` lists the dimensions innermost first; the default ``tp, pp, dp`` puts a stage's tp
 group in one node and the pipeline's stages on consecutive nodes (Megatron-LM's default is
-``tp, dp, pp``: give ``order: [tp, dp, pp]``)::
+``tp, dp, pp``: give ``order: [tp, dp, pp]``). With context parallelism ``cp`` may take its own
+place in the order: Llama 3 orders its GPUs ``[TP, CP, PP, DP]`` ("the innermost parallelism
+requires the highest network bandwidth and lowest latency ... The outermost parallelism may
+spread across a multi-hop network", Llama Team 2024, section 3.3.2), so a cp group is
+consecutive nodes and the gradient group (dp x cp GPUs, still in the order of the dp
+coordinate, cp fastest) is no longer one arithmetic sequence. The paper's example, 16 GPUs with
+``|TP| = |CP| = |PP| = |DP| = 2``: GPU 0 shares its tp group with GPU 1, its cp group with GPU 2,
+its pp group with GPU 4 and its dp group with GPU 8::
+
+    >>> meta = Layout(tp=2, pp=2, dp=4, cp=2, order=("tp", "cp", "pp", "dp"))
+    >>> meta.group(0, "tp"), meta.cp_group(0), meta.group(0, "pp"), meta.group(0, "dp")
+    ((0, 1), (0, 2), (0, 4), (0, 2, 8, 10))
+
+Without ``cp`` in the order, cp is innermost in dp::
 
     >>> layout = Layout(tp=2, pp=2, dp=2)
     >>> layout.coords(5)            # rank 5 = tp 1 + 2 x (pp 0 + 2 x dp 1)
@@ -92,11 +105,15 @@ class Layout:
         return self.tp * self.pp * self.dp
 
     def _sizes(self) -> dict[str, int]:
+        if "cp" in self.order:  # the replica and the cp rank are two places of the order
+            return {"tp": self.tp, "pp": self.pp, "dp": self.dp // self.cp, "cp": self.cp}
         return {"tp": self.tp, "pp": self.pp, "dp": self.dp}
 
     def rank(self, coords: Coords) -> int:
         """The rank at *coords*."""
         sizes, position = self._sizes(), coords._asdict()
+        if "cp" in self.order:
+            position["dp"], position["cp"] = divmod(coords.dp, self.cp)
         rank, stride = 0, 1
         for dim in self.order:
             rank += position[dim] * stride
@@ -108,6 +125,8 @@ class Layout:
         sizes, position = self._sizes(), {}
         for dim in self.order:
             rank, position[dim] = divmod(rank, sizes[dim])
+        if "cp" in position:
+            position["dp"] = position["dp"] * self.cp + position.pop("cp")
         return Coords(**position)
 
     def group(self, rank: int, dim: str) -> tuple[int, ...]:
@@ -120,6 +139,11 @@ class Layout:
             (1, 7, 13, 19)
         """
         sizes = self._sizes()
+        if dim == "dp" and "cp" in self.order:
+            if self.order.index("cp") + 1 != self.order.index("dp"):  # cp and dp apart: two strides
+                here = self.coords(rank)
+                return _gradient_group(self, here.tp, here.pp)
+            dim, sizes = "cp", {**sizes, "cp": self.dp}  # cp just inside dp: one run of dp x cp
         stride = 1
         for name in self.order:
             if name == dim:
@@ -164,6 +188,12 @@ class Layout:
             return dp_group[self.coords(rank).dp % self.ep::self.ep]
         grid, index = self._expert_grid(rank)
         return tuple(grid[index % self.ep::self.ep])
+
+
+@functools.lru_cache(maxsize=2**12)
+def _gradient_group(layout: Layout, tp: int, pp: int) -> tuple[int, ...]:
+    """The dp x cp GPUs at (*tp*, *pp*) in the order of the dp coordinate (cp fastest), once per group."""
+    return tuple(layout.rank(Coords(tp, pp, d)) for d in range(layout.dp))
 
 
 @functools.lru_cache(maxsize=2**16)

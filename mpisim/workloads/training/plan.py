@@ -50,7 +50,12 @@ from mpisim.workloads.training.contention import (
     grad_cast_time,
     overlap_share,
 )
-from mpisim.workloads.training.context import exposed_ring_s, kv_step_bytes, measure_ring_step
+from mpisim.workloads.training.context import (
+    exposed_ring_s,
+    kv_step_bytes,
+    measure_cp_collective,
+    measure_ring_step,
+)
 from mpisim.workloads.training.ddp import DDPPlan, TrainingParams, as_hybrid, make_plan
 from mpisim.workloads.training.layout import Layout
 from mpisim.workloads.training.memory import (
@@ -159,7 +164,7 @@ def make_job(params: HybridParams, world: World, new_world: Callable[[], World])
         job.tp_times = measure_tp(job, new_world)
     _fsdp_contention(job, new_world)
     if job.layout.cp > 1:
-        _charge_ring_attention(job, new_world)
+        _charge_context_exchange(job, new_world)
     return job
 
 
@@ -190,20 +195,30 @@ def _fsdp_contention(job: Job, new_world: Callable[[], World]) -> None:
                                                share)
 
 
-def _charge_ring_attention(job: Job, new_world: Callable[[], World]) -> None:
+def _charge_context_exchange(job: Job, new_world: Callable[[], World]) -> None:
     """Add context parallelism's exposed key/value exchange to each layer pass (:mod:`.context`).
 
     Every cp group does the same exchange at the same time, as a folded tensor-parallel group
-    does its collectives: the first group's ring step is timed once on a fresh world, forward
-    (K and V) and backward (K, V and their gradients: twice the bytes).
+    does its collectives: the first group's exchange is timed once on a fresh world. A ring
+    (``cp_comm: ring``) exposes what its steps outlast the attention by, forward (K and V) and
+    backward (K, V and their gradients: twice the bytes); an all-gather (``cp_comm: allgather``,
+    Llama 3's) exposes all of it: the forward's gather of K and V, the backward's gather again
+    and reduce-scatter of their gradients.
     """
-    layout, model, times = job.layout, job.params.model, job.timing
+    layout, model, times, params = job.layout, job.params.model, job.timing, job.params
     group = layout.cp_group(0)
-    nbytes = kv_step_bytes(model.seq, model.kv_width, job.params.micro, layout.tp, layout.cp, job.itemsize)
-    forward = exposed_ring_s(measure_ring_step(group, nbytes, new_world), times.attention_forward_s, layout.cp)
-    backward = exposed_ring_s(measure_ring_step(group, 2 * nbytes, new_world), times.attention_backward_s, layout.cp)
+    nbytes = kv_step_bytes(model.seq, model.kv_width, params.micro, layout.tp, layout.cp, job.itemsize)
+    if params.cp_comm == "allgather":
+        share = nbytes // job.itemsize  # K and V elements of this GPU's tokens
+        gather = measure_cp_collective(group, "allgather", share, job.dtype, new_world)
+        forward = gather
+        backward = gather + measure_cp_collective(group, "reduce_scatter", share, job.dtype, new_world)
+    else:
+        forward = exposed_ring_s(measure_ring_step(group, nbytes, new_world), times.attention_forward_s, layout.cp)
+        backward = exposed_ring_s(measure_ring_step(group, 2 * nbytes, new_world), times.attention_backward_s,
+                                  layout.cp)
     job.cp_forward_s = forward
-    job.cp_backward_s = backward + (forward if job.params.recompute == "full" else 0.0)
+    job.cp_backward_s = backward + (forward if params.recompute == "full" else 0.0)
     job.forward_layer_s += job.cp_forward_s
     job.backward_layer_s += job.cp_backward_s
 

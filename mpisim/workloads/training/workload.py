@@ -83,7 +83,7 @@ def run(params: TrainingParams | HybridParams, ctx: RunContext) -> WorkloadOutpu
     gpus = layout.size
     flops = job.flops_per_iteration / (iteration * gpus) if job.flops_per_iteration and iteration > 0 else None
     mfu = job.model_flops_per_iteration / (iteration * gpus * job.peak) if job.peak and flops else None
-    # Ring attention's exposed exchange is charged in the layer times: the critical rank's share goes to cp_comm_s.
+    # Context parallelism's exposed K/V exchange is charged in the layer times: the critical rank's share goes to cp_comm_s.
     cp_comm = _ring_exposed(job, critical_rank=max(tallies, key=lambda r: tallies[r].end))
     compute = critical.compute / n - cp_comm
     bubble = critical.bubble / n
@@ -116,7 +116,7 @@ def run(params: TrainingParams | HybridParams, ctx: RunContext) -> WorkloadOutpu
 
 def _ring_exposed(job: Job, critical_rank: int) -> float:
     """Context parallelism's exposed exchange in one iteration of *critical_rank*: per layer pass
-    (:func:`~mpisim.workloads.training.plan._charge_ring_attention`) times the passes its stage runs."""
+    (:func:`~mpisim.workloads.training.plan._charge_context_exchange`) times the passes its stage runs."""
     if job.layout.cp < 2:
         return 0.0
     stage = job.layout.coords(critical_rank).pp
