@@ -1,0 +1,85 @@
+"""What the training framework runs around the GEMMs: fused or eager element-wise kernels, which attention.
+
+The same layer costs different kernels in different software stacks. Megatron-LM / Megatron-Core
+(and NeMo on it) fuse the element-wise work: one kernel per layer norm (Apex / Transformer
+Engine), the bias, GeLU or SwiGLU and dropout fused (``--bias-gelu-fusion``,
+``--bias-swiglu-fusion``), rotary in one kernel, attention through Transformer Engine's fused
+(cuDNN / flash) kernels, FlashAttention-3-class on Hopper. PyTorch-native trainers run eager
+PyTorch unless ``torch.compile`` is on, and every Python-level operation is its own kernel
+reading and writing HBM:
+
+* **torchtitan** (as of its A100 performance table, mid-2024: ``train_configs/llama3_8b.toml``
+  has ``compile = false``, ``norm_type = "rmsnorm"``, activation checkpointing
+  ``mode = 'selective'``, ``selective_ac_option = 'op'``): its RMSNorm is the reference
+  ``_norm(x.float()).type_as(x) * weight`` with ``_norm(x) = x * rsqrt(x.pow(2).mean(-1) + eps)``
+  (``torchtitan/models/norms.py``), six kernels moving 36 bytes per element (cast in 2 + 4,
+  square 4 + 4, mean 4, scale 4 + 4, cast back 4 + 2, weight 2 + 2) instead of a fused norm's 4;
+  rotary embeddings multiply in complex FP32 (``xq.float()`` 2 + 4, the complex product 4 + 4,
+  ``type_as`` 4 + 2: 20 bytes per element of q and k); SwiGLU is ``F.silu(w1(x)) * w3(x)``, two
+  kernels (2 + 2, then 4 + 2: 10 bytes per element of the hidden MLP width against a fused
+  kernel's 6); ``repeat_kv`` copies K and V out to every query head and the attention output is
+  made contiguous before the output projection; the logits are cast to FP32 for the loss
+  (``self.output(h).float()`` then ``F.cross_entropy``). Attention is PyTorch's
+  ``scaled_dot_product_attention``, whose flash backend is FlashAttention-2 on every GPU.
+  Selective "op" checkpointing (``torchtitan/distributed/activation_checkpoint.py``: "Save all
+  compute/comm ops, except every second mm/linear") recomputes, before the backward, every
+  second matrix multiplication of the forward (wk, wo, w3 in a Llama block) and every
+  element-wise kernel; attention's output is saved.
+* **llm-foundry** (MosaicML's MPT benchmarks): eager PyTorch too, but its layer norm is one
+  ``F.layer_norm`` kernel (``LPLayerNorm``) and GeLU one ``F.gelu``, as fused as Megatron's;
+  attention is the ``flash-attn`` package, FlashAttention-2; the loss is ``F.cross_entropy``
+  under ``torch.autocast``, which runs it in FP32 (cross_entropy is on autocast's FP32 list).
+
+FlashAttention-2 on Hopper reaches "only 35 % utilization on H100" (Shah et al.,
+"FlashAttention-3", 2024, abstract): it uses none of Hopper's asynchronous tensor-core (wgmma)
+and TMA instructions, so Hopper and later run it at that fraction of their peak (forward; its
+backward at FlashAttention-2's A100 backward/forward ratio, 63/73), not at FlashAttention-3's.
+
+A scenario names the framework (``workload: {framework: torchtitan}``) where its source
+states it; left out, the layer is costed fused, with the device's own attention kernel.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from mpisim.errors import ConfigError
+
+__all__ = ["FA2_HOPPER", "FRAMEWORKS", "Software", "software"]
+
+#: FlashAttention-2's fractions of the BF16 peak on Hopper (forward, backward): 35 % (Shah et al.
+#: 2024) at the longest sequences, i.e. 0.35 x (16384 + 244) / 16384 asymptotically, and the backward
+#: at FlashAttention-2's 63/73 backward/forward ratio (Dao 2023, A100).
+FA2_HOPPER = (0.355, round(0.355 * 63 / 73, 3))
+
+
+@dataclass(frozen=True)
+class Software:
+    """A training framework's kernels: eager (unfused, FP32 casts) or fused, and its attention kernel."""
+
+    name: str
+    eager_norm: bool = False  # the reference RMSNorm as six eager kernels (torchtitan)
+    eager_rotary: bool = False  # rotary in complex FP32 (torchtitan)
+    eager_swiglu: bool = False  # silu and the product as two kernels
+    repeat_kv: bool = False  # K and V copied out to every query head, attention output made contiguous
+    fp32_loss: bool = False  # logits cast to FP32 for an eager cross-entropy
+    flash2: bool = False  # FlashAttention-2 (PyTorch SDPA, flash-attn 2) on every GPU
+    op_checkpoint: bool = False  # selective recomputation = every second mm and the element-wise kernels
+
+
+FRAMEWORKS: dict[str, Software] = {s.name: s for s in (
+    Software("megatron"),
+    Software("nemo"),
+    Software("torchtitan", eager_norm=True, eager_rotary=True, eager_swiglu=True, repeat_kv=True, fp32_loss=True,
+             flash2=True, op_checkpoint=True),
+    Software("llm-foundry", fp32_loss=True, flash2=True),
+)}
+
+
+def software(name: str | None) -> Software:
+    """The framework called *name*; None or "" is the fused default. Raises ConfigError for other names."""
+    if not name:
+        return FRAMEWORKS["megatron"]
+    if name not in FRAMEWORKS:
+        raise ConfigError(f"unknown framework {name!r}; known: {', '.join(FRAMEWORKS)}", "framework")
+    return FRAMEWORKS[name]
