@@ -61,7 +61,7 @@ from mpisim.workloads.compute.kernels import (
     gemm,
     unfused_attention,
 )
-from mpisim.workloads.compute.software import FA2_HOPPER, Software, software
+from mpisim.workloads.compute.software import Software, attention_fractions, software
 
 __all__ = ["LayerShape", "LayerTime", "fp8_weight_cast_time", "layer_time", "stream_time", "weight_gemms"]
 
@@ -284,8 +284,8 @@ def _attention(shape: LayerShape, dev: Device, *, backward: bool) -> list[Kernel
     # meet all s keys over cp steps, one chunk of s/cp keys per kernel call, and do 1/cp of the
     # whole causal work.
     share = causal_fraction(shape.seq) if shape.causal else 1.0
-    # FlashAttention-2 where the framework runs it on a GPU whose own best kernel is a later one.
-    fractions = FA2_HOPPER if shape.software.flash2 and dev.attention_kernel != "flash2" else None
+    # The framework's attention kernel where it is not the device's best (FlashAttention-2 on Hopper).
+    fractions = attention_fractions(shape.software, dev)
     return [flash_attention(bh, shape.seq // shape.cp, shape.seq, shape.head_dim, dev, share=share,
                             backward=backward, keys_per_call=shape.seq // shape.cp, fractions=fractions)]
 

@@ -25,15 +25,22 @@ reading and writing HBM:
   compute/comm ops, except every second mm/linear") recomputes, before the backward, every
   second matrix multiplication of the forward (wk, wo, w3 in a Llama block) and every
   element-wise kernel; attention's output is saved.
-* **llm-foundry** (MosaicML's MPT benchmarks): eager PyTorch too, but its layer norm is one
-  ``F.layer_norm`` kernel (``LPLayerNorm``) and GeLU one ``F.gelu``, as fused as Megatron's;
-  attention is the ``flash-attn`` package, FlashAttention-2; the loss is ``F.cross_entropy``
-  under ``torch.autocast``, which runs it in FP32 (cross_entropy is on autocast's FP32 list).
+* **llm-foundry** (MosaicML's MPT benchmark tables, ``scripts/train/benchmarking`` at commit
+  061f2c7, October 2023): eager PyTorch too, but its layer norm is one ``F.layer_norm`` kernel
+  (``LPLayerNorm``) and GeLU one ``F.gelu``, as fused as Megatron's, and the loss is
+  flash-attn's fused cross-entropy (``loss_fn: fused_crossentropy``, the default in
+  ``modeling_mpt.py``). Attention is ``attn_impl: triton`` (``submit_benchmarks.py``'s
+  default, as in ``yamls/pretrain/mpt-*.yaml``): MosaicML's Triton port of the first
+  FlashAttention (the package pins ``flash-attn==1.0.9`` and ``triton-pre-mlir``), the kernel
+  ALiBi needed then.
 
 FlashAttention-2 on Hopper reaches "only 35 % utilization on H100" (Shah et al.,
 "FlashAttention-3", 2024, abstract): it uses none of Hopper's asynchronous tensor-core (wgmma)
 and TMA instructions, so Hopper and later run it at that fraction of their peak (forward; its
 backward at FlashAttention-2's A100 backward/forward ratio, 63/73), not at FlashAttention-3's.
+The first FlashAttention and its Triton version run at half FlashAttention-2's rate:
+FlashAttention-2 is "around 2x faster than FlashAttention" (Dao 2023, abstract), and "1.7-3.0x
+faster than FlashAttention, 1.3-2.5x faster than FlashAttention in Triton" (section 4.1).
 
 A scenario names the framework (``workload: {framework: torchtitan}``) where its source
 states it; left out, the layer is costed fused, with the device's own attention kernel.
@@ -44,8 +51,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from mpisim.errors import ConfigError
+from mpisim.workloads.compute.devices import Device
 
-__all__ = ["FA2_HOPPER", "FRAMEWORKS", "Software", "software"]
+__all__ = ["FA2_HOPPER", "FRAMEWORKS", "Software", "attention_fractions", "software"]
 
 #: FlashAttention-2's fractions of the BF16 peak on Hopper (forward, backward): 35 % (Shah et al.
 #: 2024) at the longest sequences, i.e. 0.35 x (16384 + 244) / 16384 asymptotically, and the backward
@@ -63,7 +71,7 @@ class Software:
     eager_swiglu: bool = False  # silu and the product as two kernels
     repeat_kv: bool = False  # K and V copied out to every query head, attention output made contiguous
     fp32_loss: bool = False  # logits cast to FP32 for an eager cross-entropy
-    flash2: bool = False  # FlashAttention-2 (PyTorch SDPA, flash-attn 2) on every GPU
+    attention: str = ""  # "": the device's best kernel; flash2 (PyTorch SDPA, flash-attn 2); triton (FlashAttention 1)
     op_checkpoint: bool = False  # selective recomputation = every second mm and the element-wise kernels
 
 
@@ -71,8 +79,8 @@ FRAMEWORKS: dict[str, Software] = {s.name: s for s in (
     Software("megatron"),
     Software("nemo"),
     Software("torchtitan", eager_norm=True, eager_rotary=True, eager_swiglu=True, repeat_kv=True, fp32_loss=True,
-             flash2=True, op_checkpoint=True),
-    Software("llm-foundry", fp32_loss=True, flash2=True),
+             attention="flash2", op_checkpoint=True),
+    Software("llm-foundry", attention="triton"),
 )}
 
 
@@ -83,3 +91,17 @@ def software(name: str | None) -> Software:
     if name not in FRAMEWORKS:
         raise ConfigError(f"unknown framework {name!r}; known: {', '.join(FRAMEWORKS)}", "framework")
     return FRAMEWORKS[name]
+
+
+def attention_fractions(sw: Software, dev: Device) -> tuple[float, float] | None:
+    """The (forward, backward) fractions of *dev*'s peak the framework's attention kernel reaches, or
+    None for the device's own best kernel (:data:`~.devices.Device.attention`)."""
+    if not sw.attention or sw.attention == dev.attention_kernel:
+        return None
+    if dev.attention_kernel == "flash2":
+        flash2 = dev.attention  # Ampere (and the devices assumed at its fractions)
+    else:
+        flash2 = FA2_HOPPER  # Hopper; ASSUMED for Blackwell, for want of a FlashAttention-2 sweep there
+    if sw.attention == "flash2":
+        return flash2
+    return (flash2[0] / 2, flash2[1] / 2)  # triton: the first FlashAttention's rate
