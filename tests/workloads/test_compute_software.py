@@ -95,3 +95,17 @@ def test_a_framework_never_beats_the_fused_kernels(preset, micro, framework, rec
     assert other.forward_layer_s >= fused.forward_layer_s
     assert other.backward_layer_s >= fused.backward_layer_s
     assert other.logits_forward_s + other.logits_backward_s >= fused.logits_forward_s + fused.logits_backward_s
+
+
+def test_fsdp2_copies_each_gathered_block_out_before_forward_and_backward():
+    """torchtitan's FSDP2 (ZeRO 3): 2 + 2 bytes per BF16 parameter of the layer, per pass; nothing for FSDP1 or ZeRO 1."""
+    from mpisim.workloads.training.config import parse
+    from mpisim.workloads.training.timing import fsdp_copy_out_time
+
+    raw = {"kind": "training", "model": "llama3-8b", "batch": {"micro": 1}, "zero": 3, "framework": "torchtitan"}
+    params = parse(raw)
+    layout = params.layout(8)
+    expected = 4 * params.model.layer_params() / A100.hbm_rate
+    assert fsdp_copy_out_time(params, layout, A100) == pytest.approx(expected, rel=1e-12)
+    assert fsdp_copy_out_time(parse({**raw, "zero": 1}), layout, A100) == 0
+    assert fsdp_copy_out_time(parse({**raw, "framework": "llm-foundry"}), layout, A100) == 0

@@ -24,7 +24,11 @@ reading and writing HBM:
   Selective "op" checkpointing (``torchtitan/distributed/activation_checkpoint.py``: "Save all
   compute/comm ops, except every second mm/linear") recomputes, before the backward, every
   second matrix multiplication of the forward (wk, wo, w3 in a Llama block) and every
-  element-wise kernel; attention's output is saved.
+  element-wise kernel; attention's output is saved. Its FSDP2 (``fully_shard``) gathers each
+  block into one flat buffer and then copies it out into the block's unsharded parameters on
+  the compute stream (``foreach_all_gather_copy_out``: ``split_with_sizes_copy``, in
+  ``torch/distributed/_composable/fsdp/_fsdp_collectives.py``), before the forward and again
+  before the backward: 2 + 2 bytes per parameter each time.
 * **llm-foundry** (MosaicML's MPT benchmark tables, ``scripts/train/benchmarking`` at commit
   061f2c7, October 2023): eager PyTorch too, but its layer norm is one ``F.layer_norm`` kernel
   (``LPLayerNorm``) and GeLU one ``F.gelu``, as fused as Megatron's, and the loss is
@@ -73,13 +77,14 @@ class Software:
     fp32_loss: bool = False  # logits cast to FP32 for an eager cross-entropy
     attention: str = ""  # "": the device's best kernel; flash2 (PyTorch SDPA, flash-attn 2); triton (FlashAttention 1)
     op_checkpoint: bool = False  # selective recomputation = every second mm and the element-wise kernels
+    fsdp2_copy_out: bool = False  # FSDP2 copies each all-gathered block into its parameters (ZeRO 3)
 
 
 FRAMEWORKS: dict[str, Software] = {s.name: s for s in (
     Software("megatron"),
     Software("nemo"),
     Software("torchtitan", eager_norm=True, eager_rotary=True, eager_swiglu=True, repeat_kv=True, fp32_loss=True,
-             attention="flash2", op_checkpoint=True),
+             attention="flash2", op_checkpoint=True, fsdp2_copy_out=True),
     Software("llm-foundry", attention="triton"),
 )}
 

@@ -39,6 +39,7 @@ from mpisim.network.topology import TopologySpec
 from mpisim.workloads.compute import Device, device, job_times
 from mpisim.workloads.compute.devices import DEVICES, PRESET_DEVICES
 from mpisim.workloads.compute.estimate import ADAM_BYTES_PER_PARAM
+from mpisim.workloads.compute.software import software
 from mpisim.workloads.training.config import PEAK_FORMAT, HybridParams
 from mpisim.workloads.training.layout import Layout
 from mpisim.workloads.training.memory import activation_bytes_per_layer
@@ -46,7 +47,7 @@ from mpisim.workloads.training.memory import activation_bytes_per_layer
 #: Gradient-norm clipping's HBM bytes per FP32 gradient: read for the norm, read and write to scale.
 CLIP_BYTES_PER_PARAM = 12
 
-__all__ = ["CLIP_BYTES_PER_PARAM", "LayerTimes", "layer_times", "spec_device", "step_overhead"]
+__all__ = ["CLIP_BYTES_PER_PARAM", "LayerTimes", "fsdp_copy_out_time", "layer_times", "spec_device", "step_overhead"]
 
 
 @dataclass(frozen=True)
@@ -142,10 +143,25 @@ def _gemm_shape(params: HybridParams, layout: Layout, spec: TopologySpec, fmt: s
     peak = params.peak or spec.peak_flops("bf16" if fmt == "fp8" else fmt) or dev.peak("bf16" if fmt == "fp8" else fmt)
     parts = dict.fromkeys(("gemm", "attention", "memory", "launch"), 0.0)
     parts.update(t.layer.breakdown())
-    return LayerTimes(t.forward_layer_s, t.backward_layer_s, t.logits_forward_s, t.logits_backward_s, peak,
+    copy_out = fsdp_copy_out_time(params, layout, dev)
+    parts["memory"] += 2 * copy_out
+    return LayerTimes(t.forward_layer_s + copy_out, t.backward_layer_s + copy_out, t.logits_forward_s,
+                      t.logits_backward_s, peak,
                       f"gemm-shape {dev.name}", dev, t.first_micro_batch_layer_s, tuple(parts.items()),
                       sum(k.seconds for k in t.layer.forward if k.kind == "attention"),
                       sum(k.seconds for k in t.layer.backward if k.kind == "attention"))
+
+
+def fsdp_copy_out_time(params: HybridParams, layout: Layout, dev: Device) -> float:
+    """FSDP2's copy of one gathered block into its parameters (ZeRO 3 under a framework that runs FSDP2):
+    each parameter of the layer read and written once in the training dtype, before the forward and
+    again before the backward (:mod:`~mpisim.workloads.compute.software`); 0 otherwise."""
+    if params.zero != 3 or not software(params.framework).fsdp2_copy_out:
+        return 0.0
+    itemsize = 1 if PEAK_FORMAT.get(params.dtype) == "fp8" else 2  # FP8 all-gathers (torchao) move one byte
+    model = params.model
+    local = model.layer_params() - model.experts * model.expert_params() * (1 - 1 / layout.ep)  # experts over ep
+    return 2 * itemsize * local / layout.tp / dev.hbm_rate
 
 
 def step_overhead(times: LayerTimes, params_per_gpu: float, optimizer_shards: int, layers_per_gpu: int) -> float:
