@@ -109,3 +109,18 @@ def test_fsdp2_copies_each_gathered_block_out_before_forward_and_backward():
     assert fsdp_copy_out_time(params, layout, A100) == pytest.approx(expected, rel=1e-12)
     assert fsdp_copy_out_time(parse({**raw, "zero": 1}), layout, A100) == 0
     assert fsdp_copy_out_time(parse({**raw, "framework": "llm-foundry"}), layout, A100) == 0
+
+
+def test_eager_adam_streams_80_bytes_per_parameter():
+    """Eight FP32 element-wise passes (Composer's DecoupledAdamW, torch's foreach AdamW) against one fused kernel's 30."""
+    from mpisim.workloads.compute.software import EAGER_ADAM_BYTES
+    from mpisim.workloads.training.timing import CLIP_BYTES_PER_PARAM, LayerTimes, step_overhead
+
+    assert EAGER_ADAM_BYTES == 80
+    assert software("llm-foundry").adam_bytes == software("torchtitan").adam_bytes == 80
+    assert software("megatron").adam_bytes == software("nemo").adam_bytes == 30
+    params, shards = 13e9, 8
+    for adam in (30, 80):
+        times = LayerTimes(1e-3, 2e-3, 0.0, 0.0, 312e12, "test", A100, adam_bytes_per_param=adam)
+        expected = (adam + CLIP_BYTES_PER_PARAM) * params / shards / A100.hbm_rate
+        assert step_overhead(times, params, shards, 40) == pytest.approx(expected, rel=1e-12)

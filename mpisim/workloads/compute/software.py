@@ -46,6 +46,17 @@ The first FlashAttention and its Triton version run at half FlashAttention-2's r
 FlashAttention-2 is "around 2x faster than FlashAttention" (Dao 2023, abstract), and "1.7-3.0x
 faster than FlashAttention, 1.3-2.5x faster than FlashAttention in Triton" (section 4.1).
 
+**The optimizer step.** Megatron's distributed optimizer runs Adam as one fused multi-tensor
+kernel (Apex/Transformer Engine ``FusedAdam``): it reads the FP32 weight, gradient and two
+moments and writes the weight, the moments and the BF16 copy, 30 bytes per parameter.
+Composer's ``DecoupledAdamW`` (llm-foundry's ``optimizer: decoupled_adamw``;
+``composer/optim/decoupled_weight_decay.py``, ``adamw``: a Python loop over the parameters)
+and torchtitan's ``torch.optim.AdamW(foreach=True)`` run the update as eight element-wise FP32
+operations, each its own pass over HBM: ``exp_avg.mul_`` (4 + 4 bytes) ``.add_(grad)``
+(8 + 4), ``exp_avg_sq.mul_`` (4 + 4) ``.addcmul_(grad, grad)`` (8 + 4), ``sqrt`` (4 + 4),
+``/ sqrt(bias_correction2)`` (4 + 4), ``.add_(eps)`` (4 + 4), ``param.addcdiv_`` (12 + 4):
+80 bytes per parameter (:data:`EAGER_ADAM_BYTES`).
+
 A scenario names the framework (``workload: {framework: torchtitan}``) where its source
 states it; left out, the layer is costed fused, with the device's own attention kernel.
 """
@@ -57,12 +68,16 @@ from dataclasses import dataclass
 from mpisim.errors import ConfigError
 from mpisim.workloads.compute.devices import Device
 
-__all__ = ["FA2_HOPPER", "FRAMEWORKS", "Software", "attention_fractions", "software"]
+__all__ = ["EAGER_ADAM_BYTES", "FA2_HOPPER", "FRAMEWORKS", "Software", "attention_fractions", "software"]
 
 #: FlashAttention-2's fractions of the BF16 peak on Hopper (forward, backward): 35 % (Shah et al.
 #: 2024) at the longest sequences, i.e. 0.35 x (16384 + 244) / 16384 asymptotically, and the backward
 #: at FlashAttention-2's 63/73 backward/forward ratio (Dao 2023, A100).
 FA2_HOPPER = (0.355, round(0.355 * 63 / 73, 3))
+
+
+#: HBM bytes per parameter of an Adam step run as eight eager FP32 element-wise operations (see above).
+EAGER_ADAM_BYTES = 8 + 12 + 8 + 12 + 8 + 8 + 8 + 16
 
 
 @dataclass(frozen=True)
@@ -78,14 +93,15 @@ class Software:
     attention: str = ""  # "": the device's best kernel; flash2 (PyTorch SDPA, flash-attn 2); triton (FlashAttention 1)
     op_checkpoint: bool = False  # selective recomputation = every second mm and the element-wise kernels
     fsdp2_copy_out: bool = False  # FSDP2 copies each all-gathered block into its parameters (ZeRO 3)
+    adam_bytes: int = 30  # HBM bytes per parameter of one Adam step: one fused kernel (30), or eager ops (80)
 
 
 FRAMEWORKS: dict[str, Software] = {s.name: s for s in (
     Software("megatron"),
     Software("nemo"),
     Software("torchtitan", eager_norm=True, eager_rotary=True, eager_swiglu=True, repeat_kv=True, fp32_loss=True,
-             attention="flash2", op_checkpoint=True, fsdp2_copy_out=True),
-    Software("llm-foundry", attention="triton"),
+             attention="flash2", op_checkpoint=True, fsdp2_copy_out=True, adam_bytes=EAGER_ADAM_BYTES),
+    Software("llm-foundry", attention="triton", adam_bytes=EAGER_ADAM_BYTES),
 )}
 
 

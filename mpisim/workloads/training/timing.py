@@ -62,6 +62,7 @@ class LayerTimes:
     source: str  # "gemm-shape h100-sxm", "efficiency 0.6", "measured"
     device: Device | None = None  # the GEMM-shape model's device
     first_micro_batch_s: float = 0.0  # per layer, once per step (FP8 weight casts)
+    adam_bytes_per_param: float = ADAM_BYTES_PER_PARAM  # the framework's optimizer step (compute/software)
     #: The GEMM-shape model's split of a layer's forward + backward: gemm, attention, memory, launch (seconds).
     breakdown: tuple[tuple[str, float], ...] = ()
     #: The attention core's part of a layer's forward and backward (what ring attention's exchange hides behind).
@@ -147,7 +148,8 @@ def _gemm_shape(params: HybridParams, layout: Layout, spec: TopologySpec, fmt: s
     parts["memory"] += 2 * copy_out
     return LayerTimes(t.forward_layer_s + copy_out, t.backward_layer_s + copy_out, t.logits_forward_s,
                       t.logits_backward_s, peak,
-                      f"gemm-shape {dev.name}", dev, t.first_micro_batch_layer_s, tuple(parts.items()),
+                      f"gemm-shape {dev.name}", dev, t.first_micro_batch_layer_s, software(params.framework).adam_bytes,
+                      tuple(parts.items()),
                       sum(k.seconds for k in t.layer.forward if k.kind == "attention"),
                       sum(k.seconds for k in t.layer.backward if k.kind == "attention"))
 
@@ -169,9 +171,11 @@ def step_overhead(times: LayerTimes, params_per_gpu: float, optimizer_shards: in
 
     Only the GEMM-shape model charges it (the efficiency and measured forms keep their numbers):
     Adam streams ``ADAM_BYTES_PER_PARAM`` bytes per parameter this GPU updates (its shard under
-    ZeRO) through HBM, clipping ``CLIP_BYTES_PER_PARAM`` more.
+    ZeRO) through HBM as one fused kernel, or the framework's eager count
+    (:data:`~mpisim.workloads.compute.software.EAGER_ADAM_BYTES`), clipping ``CLIP_BYTES_PER_PARAM`` more.
     """
     if times.device is None:
         return 0.0
-    optimizer = (ADAM_BYTES_PER_PARAM + CLIP_BYTES_PER_PARAM) * params_per_gpu / optimizer_shards / times.device.hbm_rate
+    bytes_per_param = times.adam_bytes_per_param + CLIP_BYTES_PER_PARAM
+    optimizer = bytes_per_param * params_per_gpu / optimizer_shards / times.device.hbm_rate
     return optimizer + layers_per_gpu * times.first_micro_batch_s
