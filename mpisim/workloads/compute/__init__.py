@@ -5,7 +5,8 @@ depends on their shape (:mod:`.gemm`), fused attention and memory-bound element-
 (:mod:`.kernels`), each paying a launch cost. :mod:`.layer` lists one transformer layer's kernels
 for a given model shape, parallel layout, micro-batch and dtype and sums their times;
 :mod:`.devices` holds the per-device constants, every one from a spec sheet or a published
-benchmark. Nothing here is fitted to training throughputs: those are what the model is checked
+benchmark; :mod:`.software` what the training framework runs around the GEMMs (fused or eager
+element-wise kernels, its attention kernel, its optimizer step and recomputation policy). Nothing here is fitted to training throughputs: those are what the model is checked
 against (:mod:`.estimate`).
 
 One Llama 3 70B layer (8,192 tokens, tensor parallel 8) on an H100 and on an A100::
