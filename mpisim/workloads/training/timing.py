@@ -20,8 +20,11 @@ Three sources, most specific first:
 
 The GEMM-shape model also times what happens once per step (:func:`step_overhead`): the
 optimizer (Adam with FP32 master weights streams about 30 bytes per parameter it updates
-through HBM), the gradient-norm clipping before it, and, with FP8, the weights' casts with the
-first micro-batch.
+through HBM as one fused kernel, 80 as the eager element-wise operations of PyTorch-native
+trainers), the gradient-norm clipping before it, and, with FP8, the weights' casts with the
+first micro-batch. The workload's ``framework:`` says which kernels the software runs
+(:mod:`mpisim.workloads.compute.software`); under ZeRO 3 torchtitan's FSDP2 also copies each
+gathered block into its parameters before the forward and the backward (:func:`fsdp_copy_out_time`).
 
 Clipping (``clip_grad_norm_``, max norm 1.0 in llm-foundry's, torchtitan's, NeMo's and
 Megatron-LM's recipes) reads every FP32 gradient the GPU holds for the norm
