@@ -126,6 +126,19 @@ def test_time_never_falls_when_a_dimension_grows(m, n, k, grow, axis, name):
     assert gemm_time(*bigger, "bf16", dev) >= gemm_time(m, n, k, "bf16", dev) * (1 - 1e-12)
 
 
+@settings(max_examples=200, deadline=None)
+@given(m=dims, n=dims, k=dims, name=st.sampled_from(sorted(DEVICES)), dtype=st.sampled_from(["bf16", "fp8"]),
+       sustained=st.booleans())
+def test_no_shape_beats_the_measured_maximum(m, n, k, name, dtype, sustained):
+    """MAMF is the best of a search over shapes: no GEMM runs faster (at the sustained clock, its share of it)."""
+    dev = device(name)
+    if dtype not in dev.peaks:
+        return
+    clock = dev.sustained if sustained else 1.0
+    rate = gemm_flops(m, n, k) / gemm_time(m, n, k, dtype, dev, sustained=sustained)
+    assert rate <= dev.measured(dtype)[0] * clock * (1 + 1e-9)
+
+
 # Each pair: the second device has at least the first's SMs, bandwidth and measured matmul rate
 # (not A100 80GB and H100 PCIe: the PCIe card's HBM2e, 2.0 TB/s, is slower than the SXM A100's 2.04).
 FASTER = [("a100-sxm4-40gb", "a100-sxm4-80gb"), ("a100-sxm4-40gb", "h100-pcie"), ("a100-sxm4-80gb", "h100-sxm"),

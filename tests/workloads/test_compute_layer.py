@@ -76,13 +76,17 @@ def test_bad_layouts_are_refused():
 
 
 def test_micro_batch_2_is_less_efficient_than_8():
-    """Per sequence, a micro-batch of 8 runs faster than 2 (fuller waves, more work per launch)."""
+    """Per sequence, a micro-batch of 8 never runs slower than 2 (fuller waves, more work per launch), and
+    runs faster where the GEMMs are below the device's best measured rate (a small model's); once every
+    GEMM of both sits at that ceiling (Llama 3 8B's 8,192-token sequences) neither can gain."""
     for preset in ("llama3-8b", "megatron-1.7b", "gpt3-175b"):
         model = PRESETS[preset]
         for dev in (A100, H100):
             two = layer_time(LayerShape.from_model(model, 2, tp=8 if preset == "gpt3-175b" else 1), dev).total_s
             eight = layer_time(LayerShape.from_model(model, 8, tp=8 if preset == "gpt3-175b" else 1), dev).total_s
-            assert eight / 8 < two / 2
+            assert eight / 8 <= two / 2 * (1 + 1e-12)
+            if preset == "megatron-1.7b":
+                assert eight / 8 < two / 2
 
 
 shapes = st.builds(
@@ -96,6 +100,7 @@ shapes = st.builds(
     recompute=st.sampled_from(["none", "selective", "full"]),
     attention=st.sampled_from(["flash", "unfused"]),
     dropout=st.booleans(),
+    framework=st.sampled_from(["", "megatron", "torchtitan", "llm-foundry"]),
 )
 
 

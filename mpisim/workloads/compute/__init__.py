@@ -5,7 +5,8 @@ depends on their shape (:mod:`.gemm`), fused attention and memory-bound element-
 (:mod:`.kernels`), each paying a launch cost. :mod:`.layer` lists one transformer layer's kernels
 for a given model shape, parallel layout, micro-batch and dtype and sums their times;
 :mod:`.devices` holds the per-device constants, every one from a spec sheet or a published
-benchmark. Nothing here is fitted to training throughputs: those are what the model is checked
+benchmark; :mod:`.software` what the training framework runs around the GEMMs (fused or eager
+element-wise kernels, its attention kernel, its optimizer step and recomputation policy). Nothing here is fitted to training throughputs: those are what the model is checked
 against (:mod:`.estimate`).
 
 One Llama 3 70B layer (8,192 tokens, tensor parallel 8) on an H100 and on an A100::
@@ -13,11 +14,11 @@ One Llama 3 70B layer (8,192 tokens, tensor parallel 8) on an H100 and on an A10
     >>> shape = LayerShape(hidden=8192, heads=64, kv_heads=8, ffn=28672, gated_mlp=True, seq=8192, tp=8)
     >>> h100 = layer_time(shape, device("h100-sxm"))
     >>> round(h100.forward_s * 1e3, 2), round(h100.backward_s * 1e3, 2)
-    (2.77, 5.72)
+    (2.81, 5.79)
     >>> {kind: round(seconds / h100.total_s, 2) for kind, seconds in h100.breakdown().items()}
-    {'memory': 0.04, 'gemm': 0.85, 'attention': 0.12, 'launch': 0.0}
+    {'memory': 0.04, 'gemm': 0.85, 'attention': 0.11, 'launch': 0.0}
     >>> round(layer_time(shape, device("a100-sxm4-80gb")).total_s / h100.total_s, 2)
-    2.63
+    2.61
 """
 
 from mpisim.workloads.compute.devices import DEVICES, Device, device

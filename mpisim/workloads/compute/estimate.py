@@ -33,6 +33,7 @@ from mpisim.workloads.compute.layer import (
 __all__ = ["ADAM_BYTES_PER_PARAM", "JobTimes", "StepEstimate", "estimate_step", "job_times", "output_layer"]
 
 ADAM_BYTES_PER_PARAM = 30
+FP32_LOSS_BYTES = (18, 22)  # bytes per logit of an eager FP32 cross-entropy, forward and backward
 
 
 @dataclass(frozen=True)
@@ -60,11 +61,16 @@ def output_layer(shape: LayerShape, vocab: int, dev: Device) -> tuple[list[Kerne
 
     Megatron's vocabulary-parallel cross-entropy reads the logits twice in the forward (max, then
     the sum of exponentials) and reads them and writes their gradient in the backward.
+    An eager FP32 loss (PyTorch's ``F.cross_entropy`` on ``logits.float()``, or under autocast)
+    casts the logits (2 + 4 bytes each), runs log-softmax reading them twice and writing them
+    (12), and in the backward zero-fills the gradient (4), runs log-softmax's backward (12) and
+    casts back (6): 18 bytes per logit forward and 22 backward.
     """
     T, h = shape.tokens, shape.hidden
     v = math.ceil(vocab / shape.tp)
-    forward = [gemm("logits", T, v, h, shape.dtype, dev), elementwise("cross-entropy", 2 * 2 * T * v, dev)]
-    backward = [elementwise("cross-entropy backward", 2 * 2 * T * v, dev),
+    fwd_b, bwd_b = (FP32_LOSS_BYTES if shape.software.fp32_loss else (4, 4))
+    forward = [gemm("logits", T, v, h, shape.dtype, dev), elementwise("cross-entropy", fwd_b * T * v, dev)]
+    backward = [elementwise("cross-entropy backward", bwd_b * T * v, dev),
                 gemm("logits data gradient", T, h, v, shape.dtype, dev),
                 gemm("logits weight gradient", h, v, T, shape.dtype, dev)]
     return forward, backward

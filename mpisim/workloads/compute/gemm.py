@@ -25,7 +25,12 @@ the SMs, splits k over several CTAs (split-K) and pays for reducing their FP32 p
 
 The achievable rate is the one device constant: chosen so that the model reproduces the
 device's measured maximum achievable matmul rate (:data:`~.devices.Device.mamf`) at the shape
-where it was measured. Every other shape is a prediction.
+where it was measured. Every other shape is a prediction, with one bound: the MAMF is the
+*best* rate of a brute-force search over thousands of shapes (mamf-finder sweeps m, n and k up
+to 20,480; Bekman, ML Engineering, compute/accelerator/benchmarks), so no shape runs faster.
+The tile model alone would put a wave-aligned training GEMM above it (an A100 at 279 TFLOP/s
+for a 12288 x 4096 x 16384 MLP GEMM, against the 271.2 the search found at best): the
+measured maximum caps every shape's rate.
 
 Examples::
 
@@ -134,6 +139,8 @@ def gemm_time(m: int, n: int, k: int, dtype: str, dev: Device, *, batch: int = 1
         return 0.0
     key = canonical_dtype(dtype)
     in_b = ITEMSIZE[key]
-    rate = achievable_rate(dev, key) * (dev.sustained if sustained else 1.0)
-    return max(_time_at(m, n, k, in_b, out_itemsize, batch, rate, dev),
+    clock = dev.sustained if sustained else 1.0
+    rate = achievable_rate(dev, key) * clock
+    ceiling = gemm_flops(m, n, k, batch) / (dev.measured(key)[0] * clock)  # no shape beats the search's best
+    return max(_time_at(m, n, k, in_b, out_itemsize, batch, rate, dev), ceiling,
                _memory_time(m, n, k, in_b, out_itemsize, batch, dev), dev.launch_s if launch else 0.0)

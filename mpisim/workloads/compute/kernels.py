@@ -67,7 +67,7 @@ def causal_fraction(s: int) -> float:
 
 def flash_attention(batch_heads: int, s_q: int, s_kv: int, head_dim: int, dev: Device, *,
                     share: float = 1.0, backward: bool = False, itemsize: int = 2, sustained: bool = True,
-                    keys_per_call: int = 0) -> Kernel:
+                    keys_per_call: int = 0, fractions: tuple[float, float] | None = None) -> Kernel:
     """Fused attention of *batch_heads* (micro-batch x heads on this GPU) s_q queries over s_kv keys.
 
     *share* is the part of the s_q x s_kv score blocks computed (:func:`causal_fraction` for a
@@ -76,10 +76,11 @@ def flash_attention(batch_heads: int, s_q: int, s_kv: int, head_dim: int, dev: D
     loops over (default s_kv; ring attention calls it once per key chunk), at the sustained
     clock unless *sustained* is off (a benchmark's burst). The time is the larger of the FLOPs at that rate and
     the HBM traffic (Q, K, V and O read or written once; the backward also reads dO and writes dQ,
-    dK, dV).
+    dK, dV). *fractions* replaces the device's own kernel's (forward, backward) fractions of the
+    peak: another kernel generation than the device's best (FlashAttention-2 on Hopper).
     """
     flops = 4.0 * batch_heads * s_q * s_kv * head_dim * share
-    forward, back = dev.attention
+    forward, back = fractions or dev.attention
     keys = keys_per_call or s_kv
     saturation = keys / (keys + ATTENTION_S0)  # each query block's fixed cost, over the keys it loops over
     clock = dev.sustained if sustained else 1.0

@@ -61,10 +61,14 @@ from mpisim.workloads.compute.kernels import (
     gemm,
     unfused_attention,
 )
+from mpisim.workloads.compute.software import Software, attention_fractions, software
 
 __all__ = ["LayerShape", "LayerTime", "fp8_weight_cast_time", "layer_time", "stream_time", "weight_gemms"]
 
 RECOMPUTE = ("none", "selective", "full")
+EAGER_RMSNORM_BYTES = 36  # x.float() 2+4, pow 4+4, mean 4, x * rsqrt 4+4, type_as 4+2, * weight 2+2
+EAGER_ROTARY_BYTES = 20  # x.float() 2+4, complex product 4+4, type_as 4+2
+EAGER_SWIGLU_BYTES = 10  # silu(gate) 2+2, silu * up 4+2
 ATTENTION = ("flash", "unfused", "standard")  # standard: the training workload's name for unfused
 
 
@@ -93,6 +97,7 @@ class LayerShape:
     top_k: int = 1
     capacity_factor: float = 1.0
     ep: int = 1
+    framework: str = ""  # the training software's kernels (:mod:`.software`); "": fused, the device's attention
 
     def __post_init__(self) -> None:
         if self.recompute not in RECOMPUTE:
@@ -105,6 +110,11 @@ class LayerShape:
             if getattr(self, name) < 1:
                 raise ConfigError(f"expected a whole number >= 1, got {getattr(self, name)!r}", name)
         canonical_dtype(self.dtype)
+        software(self.framework)
+
+    @property
+    def software(self) -> Software:
+        return software(self.framework)
 
     @property
     def mlp_width(self) -> int:
@@ -223,21 +233,31 @@ def _forward(shape: LayerShape, dev: Device) -> list[Kernel]:
             kernels.append(elementwise(f"{name}: amax/scale update", 0.0, dev))
         kernels.append(gemm(name, m, n, k, gemm_dtype, dev, batch))
 
+    sw = shape.software
     residual = (6 + (3 if shape.dropout else 0)) * Tn * h  # a + b -> c, and dropout's read, write, mask
+    # Bytes per element: a fused norm reads and writes once; the eager reference RMSNorm runs six
+    # kernels with FP32 intermediates (36 bytes, :mod:`.software`). LayerNorm is one kernel even eager.
+    norm = EAGER_RMSNORM_BYTES if sw.eager_norm and shape.gated_mlp else 2 * act
+    rotary = EAGER_ROTARY_BYTES if sw.eager_rotary else 2 * act
+    glu = EAGER_SWIGLU_BYTES if sw.eager_swiglu else 3 * act  # per element of the MLP width
     projections = weight_gemms(shape)
-    kernels.append(elementwise("norm 1", 2 * act * Tn * h, dev))
+    kernels.append(elementwise("norm 1", norm * Tn * h, dev))
     project(*projections[0])
     if shape.rope:
-        kernels.append(elementwise("rotary embedding", 2 * act * T * (h + shape.kv_width) // t, dev))
+        kernels.append(elementwise("rotary embedding", rotary * T * (h + shape.kv_width) // t, dev))
+    if sw.repeat_kv and shape.kv_width < h:  # K and V expanded to every query head: read h_kv, write h
+        kernels.append(elementwise("repeat K, V", 2 * act * T * (shape.kv_width + h) // t, dev))
     kernels += _attention(shape, dev, backward=False)
+    if sw.repeat_kv:  # the attention output transposed back and made contiguous
+        kernels.append(elementwise("attention output copy", 2 * act * T * h // t, dev))
     project(*projections[1])
     kernels.append(elementwise("residual 1", residual, dev))
-    kernels.append(elementwise("norm 2", 2 * act * Tn * h, dev))
+    kernels.append(elementwise("norm 2", norm * Tn * h, dev))
     if shape.experts == 1:
         f = shape.mlp_width // t
         project(*projections[2])
         kernels.append(elementwise("SwiGLU" if shape.gated_mlp else "GeLU",
-                                   (3 if shape.gated_mlp else 2) * act * T * f, dev))
+                                   (glu if shape.gated_mlp else 2 * act) * T * f, dev))
         project(*projections[3])
     else:
         local, m = _experts(shape)
@@ -245,7 +265,7 @@ def _forward(shape: LayerShape, dev: Device) -> list[Kernel]:
         kernels.append(gemm("router", Tn, shape.experts, h, shape.dtype, dev))
         project("experts up", m, f * (2 if shape.gated_mlp else 1), h, local)
         kernels.append(elementwise("experts SwiGLU" if shape.gated_mlp else "experts GeLU",
-                                   (3 if shape.gated_mlp else 2) * act * local * m * f, dev))
+                                   (glu if shape.gated_mlp else 2 * act) * local * m * f, dev))
         project("experts down", m, h, f, local)
     kernels.append(elementwise("residual 2", residual, dev))
     return kernels
@@ -264,8 +284,10 @@ def _attention(shape: LayerShape, dev: Device, *, backward: bool) -> list[Kernel
     # meet all s keys over cp steps, one chunk of s/cp keys per kernel call, and do 1/cp of the
     # whole causal work.
     share = causal_fraction(shape.seq) if shape.causal else 1.0
+    # The framework's attention kernel where it is not the device's best (FlashAttention-2 on Hopper).
+    fractions = attention_fractions(shape.software, dev)
     return [flash_attention(bh, shape.seq // shape.cp, shape.seq, shape.head_dim, dev, share=share,
-                            backward=backward, keys_per_call=shape.seq // shape.cp)]
+                            backward=backward, keys_per_call=shape.seq // shape.cp, fractions=fractions)]
 
 
 def _backward(shape: LayerShape, forward: list[Kernel], dev: Device) -> list[Kernel]:
@@ -297,6 +319,22 @@ def _backward(shape: LayerShape, forward: list[Kernel], dev: Device) -> list[Ker
     return kernels
 
 
+def _op_checkpoint(shape: LayerShape, forward: list[Kernel], dev: Device) -> list[Kernel]:
+    """What per-op selective checkpointing reruns before the backward: every second matrix
+    multiplication of the forward, in the order the block runs them (wq, wk, wv, wo, then w1, w3,
+    w2 gated or w1, w2 not), and every element-wise kernel; attention's output is kept."""
+    h, t, T = shape.hidden, shape.tp, shape.tokens
+    f = shape.mlp_width // t
+    kv = shape.kv_width // t
+    gemm_dtype = "fp8" if shape.fp8 else shape.dtype
+    mms = [("wq", T, h // t, h), ("wk", T, kv, h), ("wv", T, kv, h), ("wo", T, h, h // t)]
+    if shape.experts == 1:
+        mms += [("w1", T, f, h), ("w3", T, f, h), ("w2", T, h, f)] if shape.gated_mlp else \
+            [("w1", T, f, h), ("w2", T, h, f)]
+    again = [gemm(f"{name} (recomputed)", m, n, k, gemm_dtype, dev) for name, m, n, k in mms[1::2]]
+    return again + [k for k in forward if k.kind == "memory"]
+
+
 def fp8_weight_cast_time(shape: LayerShape, dev: Device) -> float:
     """Casting one layer's weights to FP8 (and a transposed copy): once per step, 0 without FP8."""
     if not shape.fp8:
@@ -316,6 +354,8 @@ def layer_time(shape: LayerShape, dev: Device) -> LayerTime:
     backward = _backward(shape, forward, dev)
     if shape.recompute == "full":
         recompute = list(forward)
+    elif shape.recompute == "selective" and shape.software.op_checkpoint:
+        recompute = _op_checkpoint(shape, forward, dev)
     elif shape.recompute == "selective" and shape.attention == "unfused":
         recompute = _attention(shape, dev, backward=False)
     else:

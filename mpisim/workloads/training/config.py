@@ -19,6 +19,7 @@ A ``kind: training`` block with a ``model:`` key is a hybrid-parallel LLM iterat
       attention: flash              # flash (fused kernels, 2022+) | standard (materialised s x s scores)
       dtype: bf16                   # the compute format: the device's peak for it (topology device_flops)
       reduce_dtype: fp32            # gradients' format in their reduction (FSDP MixedPrecision.reduce_dtype); default dtype
+      framework: megatron           # megatron | nemo | torchtitan | llm-foundry: its kernels (eager, FlashAttention-2)
       compute: {efficiency: 0.5}    # leave out: each GEMM's shape on the cluster's GPU (topology gpu:, or the
                                     # preset's); or the achieved fraction of the peak (or 50%); or measured
                                     # {layer_forward: 1.2 ms, layer_backward: 2.4 ms}; or a time per micro-batch
@@ -41,6 +42,7 @@ from mpisim.engine.reader import Block, Choice, Custom, Flag, Unit
 from mpisim.engine.units import parse_count, parse_flops, parse_percent, parse_size, parse_time
 from mpisim.errors import ConfigError
 from mpisim.mpi.dtypes import is_floating
+from mpisim.workloads.compute.software import FRAMEWORKS
 from mpisim.workloads.fields import (
     DTYPE,
     check_keys,
@@ -58,7 +60,8 @@ from mpisim.workloads.training.stages import split_layers
 __all__ = ["KEYS", "HybridParams", "dump", "parse"]
 
 KEYS = ("kind", "model", "parallel", "batch", "schedule", "chunks", "zero", "recompute", "sequence_parallel", "attention",
-        "dtype", "reduce_dtype", "compute", "backward_share", "overlap", "sync", "bucket_cap", "memory_check", "fold", "iterations", "tokens")
+        "dtype", "reduce_dtype", "compute", "backward_share", "overlap", "sync", "bucket_cap", "memory_check", "fold", "iterations", "tokens",
+        "framework")
 RECOMPUTE = ("none", "selective", "full")
 ATTENTION = ("flash", "standard")
 MEMORY_CHECKS = ("error", "mark")
@@ -110,6 +113,7 @@ class HybridParams:
     fold: str = "auto"
     iterations: int = 1
     tokens: int | None = None  # the run's training tokens: rows gain time_to_train_s, gpu_hours, energy_kwh
+    framework: str | None = None  # the training software (mpisim.workloads.compute.software); None: fused kernels
 
     def layout(self, ranks: int) -> Layout:
         """The layout on *ranks* ranks; raises ConfigError (at ``parallel``) when they do not match.
@@ -221,6 +225,8 @@ SCHEMA = workload_block("training", {
     "iterations": count(1, "Iterations to run."),
     "tokens": Unit(parse_count, "1T", integer=True,
                    description="Tokens the whole run trains on: rows gain time_to_train_s, gpu_hours, energy_kwh."),
+    "framework": _choice(tuple(FRAMEWORKS), "The training software, for the GEMM-shape compute model's "
+                         "element-wise and attention kernels (left out: fused kernels)."),
 })
 assert tuple(SCHEMA.fields) == KEYS
 
@@ -251,6 +257,8 @@ def parse(raw: Any) -> HybridParams:
     fields["recompute"] = _read("recompute", raw.get("recompute", "none"))
     fields["sequence_parallel"] = _read("sequence_parallel", raw.get("sequence_parallel", False))
     fields["attention"] = _read("attention", raw.get("attention", "flash"))
+    if raw.get("framework") is not None:
+        fields["framework"] = _read("framework", raw["framework"])
     dtype = parse_dtype(_DTYPE_ALIASES.get(raw.get("dtype"), raw.get("dtype", "bfloat16")))
     if not is_floating(dtype):
         raise ConfigError(f"training computes in a floating-point format; got {dtype.name}", "dtype")
@@ -417,6 +425,8 @@ def dump(params: HybridParams) -> dict[str, Any]:
                            "dtype": params.dtype}
     if params.reduce_dtype is not None:
         out["reduce_dtype"] = params.reduce_dtype
+    if params.framework is not None:
+        out["framework"] = params.framework
     if params.model.flat:
         out["compute"] = params.compute_s
         out["backward_share"] = params.backward_share

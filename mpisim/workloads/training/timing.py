@@ -20,8 +20,11 @@ Three sources, most specific first:
 
 The GEMM-shape model also times what happens once per step (:func:`step_overhead`): the
 optimizer (Adam with FP32 master weights streams about 30 bytes per parameter it updates
-through HBM), the gradient-norm clipping before it, and, with FP8, the weights' casts with the
-first micro-batch.
+through HBM as one fused kernel, 80 as the eager element-wise operations of PyTorch-native
+trainers), the gradient-norm clipping before it, and, with FP8, the weights' casts with the
+first micro-batch. The workload's ``framework:`` says which kernels the software runs
+(:mod:`mpisim.workloads.compute.software`); under ZeRO 3 torchtitan's FSDP2 also copies each
+gathered block into its parameters before the forward and the backward (:func:`fsdp_copy_out_time`).
 
 Clipping (``clip_grad_norm_``, max norm 1.0 in llm-foundry's, torchtitan's, NeMo's and
 Megatron-LM's recipes) reads every FP32 gradient the GPU holds for the norm
@@ -39,6 +42,7 @@ from mpisim.network.topology import TopologySpec
 from mpisim.workloads.compute import Device, device, job_times
 from mpisim.workloads.compute.devices import DEVICES, PRESET_DEVICES
 from mpisim.workloads.compute.estimate import ADAM_BYTES_PER_PARAM
+from mpisim.workloads.compute.software import software
 from mpisim.workloads.training.config import PEAK_FORMAT, HybridParams
 from mpisim.workloads.training.layout import Layout
 from mpisim.workloads.training.memory import activation_bytes_per_layer
@@ -46,7 +50,7 @@ from mpisim.workloads.training.memory import activation_bytes_per_layer
 #: Gradient-norm clipping's HBM bytes per FP32 gradient: read for the norm, read and write to scale.
 CLIP_BYTES_PER_PARAM = 12
 
-__all__ = ["CLIP_BYTES_PER_PARAM", "LayerTimes", "layer_times", "spec_device", "step_overhead"]
+__all__ = ["CLIP_BYTES_PER_PARAM", "LayerTimes", "fsdp_copy_out_time", "layer_times", "spec_device", "step_overhead"]
 
 
 @dataclass(frozen=True)
@@ -61,6 +65,7 @@ class LayerTimes:
     source: str  # "gemm-shape h100-sxm", "efficiency 0.6", "measured"
     device: Device | None = None  # the GEMM-shape model's device
     first_micro_batch_s: float = 0.0  # per layer, once per step (FP8 weight casts)
+    adam_bytes_per_param: float = ADAM_BYTES_PER_PARAM  # the framework's optimizer step (compute/software)
     #: The GEMM-shape model's split of a layer's forward + backward: gemm, attention, memory, launch (seconds).
     breakdown: tuple[tuple[str, float], ...] = ()
     #: The attention core's part of a layer's forward and backward (what ring attention's exchange hides behind).
@@ -137,15 +142,31 @@ def _gemm_shape(params: HybridParams, layout: Layout, spec: TopologySpec, fmt: s
     moe = {"ep": layout.ep} if model.moe else {}
     t = job_times(model, dev, micro_batch=params.micro, dtype="fp8" if fmt == "fp8" else fmt or "bf16",
                   tp=layout.tp, cp=layout.cp, sequence_parallel=params.sequence_parallel,
-                  recompute=params.recompute, attention=params.attention, **moe)
+                  recompute=params.recompute, attention=params.attention, framework=params.framework or "", **moe)
     # MFU counts against the 16-bit peak even for FP8 runs (NeMo's and Megatron's convention).
     peak = params.peak or spec.peak_flops("bf16" if fmt == "fp8" else fmt) or dev.peak("bf16" if fmt == "fp8" else fmt)
     parts = dict.fromkeys(("gemm", "attention", "memory", "launch"), 0.0)
     parts.update(t.layer.breakdown())
-    return LayerTimes(t.forward_layer_s, t.backward_layer_s, t.logits_forward_s, t.logits_backward_s, peak,
-                      f"gemm-shape {dev.name}", dev, t.first_micro_batch_layer_s, tuple(parts.items()),
+    copy_out = fsdp_copy_out_time(params, layout, dev)
+    parts["memory"] += 2 * copy_out
+    return LayerTimes(t.forward_layer_s + copy_out, t.backward_layer_s + copy_out, t.logits_forward_s,
+                      t.logits_backward_s, peak,
+                      f"gemm-shape {dev.name}", dev, t.first_micro_batch_layer_s, software(params.framework).adam_bytes,
+                      tuple(parts.items()),
                       sum(k.seconds for k in t.layer.forward if k.kind == "attention"),
                       sum(k.seconds for k in t.layer.backward if k.kind == "attention"))
+
+
+def fsdp_copy_out_time(params: HybridParams, layout: Layout, dev: Device) -> float:
+    """FSDP2's copy of one gathered block into its parameters (ZeRO 3 under a framework that runs FSDP2):
+    each parameter of the layer read and written once in the training dtype, before the forward and
+    again before the backward (:mod:`~mpisim.workloads.compute.software`); 0 otherwise."""
+    if params.zero != 3 or not software(params.framework).fsdp2_copy_out:
+        return 0.0
+    itemsize = 1 if PEAK_FORMAT.get(params.dtype) == "fp8" else 2  # FP8 all-gathers (torchao) move one byte
+    model = params.model
+    local = model.layer_params() - model.experts * model.expert_params() * (1 - 1 / layout.ep)  # experts over ep
+    return 2 * itemsize * local / layout.tp / dev.hbm_rate
 
 
 def step_overhead(times: LayerTimes, params_per_gpu: float, optimizer_shards: int, layers_per_gpu: int) -> float:
@@ -153,9 +174,11 @@ def step_overhead(times: LayerTimes, params_per_gpu: float, optimizer_shards: in
 
     Only the GEMM-shape model charges it (the efficiency and measured forms keep their numbers):
     Adam streams ``ADAM_BYTES_PER_PARAM`` bytes per parameter this GPU updates (its shard under
-    ZeRO) through HBM, clipping ``CLIP_BYTES_PER_PARAM`` more.
+    ZeRO) through HBM as one fused kernel, or the framework's eager count
+    (:data:`~mpisim.workloads.compute.software.EAGER_ADAM_BYTES`), clipping ``CLIP_BYTES_PER_PARAM`` more.
     """
     if times.device is None:
         return 0.0
-    optimizer = (ADAM_BYTES_PER_PARAM + CLIP_BYTES_PER_PARAM) * params_per_gpu / optimizer_shards / times.device.hbm_rate
+    bytes_per_param = times.adam_bytes_per_param + CLIP_BYTES_PER_PARAM
+    optimizer = bytes_per_param * params_per_gpu / optimizer_shards / times.device.hbm_rate
     return optimizer + layers_per_gpu * times.first_micro_batch_s

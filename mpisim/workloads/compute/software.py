@@ -1,0 +1,128 @@
+"""What the training framework runs around the GEMMs: fused or eager element-wise kernels, which attention.
+
+The same layer costs different kernels in different software stacks. Megatron-LM / Megatron-Core
+(and NeMo on it) fuse the element-wise work: one kernel per layer norm (Apex / Transformer
+Engine), the bias, GeLU or SwiGLU and dropout fused (``--bias-gelu-fusion``,
+``--bias-swiglu-fusion``), rotary in one kernel, attention through Transformer Engine's fused
+(cuDNN / flash) kernels, FlashAttention-3-class on Hopper. PyTorch-native trainers run eager
+PyTorch unless ``torch.compile`` is on, and every Python-level operation is its own kernel
+reading and writing HBM:
+
+* **torchtitan** (as of its A100 performance table, mid-2024: ``train_configs/llama3_8b.toml``
+  has ``compile = false``, ``norm_type = "rmsnorm"``, activation checkpointing
+  ``mode = 'selective'``, ``selective_ac_option = 'op'``): its RMSNorm is the reference
+  ``_norm(x.float()).type_as(x) * weight`` with ``_norm(x) = x * rsqrt(x.pow(2).mean(-1) + eps)``
+  (``torchtitan/models/norms.py``), six kernels moving 36 bytes per element (cast in 2 + 4,
+  square 4 + 4, mean 4, scale 4 + 4, cast back 4 + 2, weight 2 + 2) instead of a fused norm's 4;
+  rotary embeddings multiply in complex FP32 (``xq.float()`` 2 + 4, the complex product 4 + 4,
+  ``type_as`` 4 + 2: 20 bytes per element of q and k); SwiGLU is ``F.silu(w1(x)) * w3(x)``, two
+  kernels (2 + 2, then 4 + 2: 10 bytes per element of the hidden MLP width against a fused
+  kernel's 6); ``repeat_kv`` copies K and V out to every query head and the attention output is
+  made contiguous before the output projection; the logits are cast to FP32 for the loss
+  (``self.output(h).float()`` then ``F.cross_entropy``). Attention is PyTorch's
+  ``scaled_dot_product_attention``, whose flash backend is FlashAttention-2 on every GPU.
+  Selective "op" checkpointing (``torchtitan/distributed/activation_checkpoint.py``: "Save all
+  compute/comm ops, except every second mm/linear") recomputes, before the backward, every
+  second matrix multiplication of the forward (wk, wo, w3 in a Llama block) and every
+  element-wise kernel; attention's output is saved. Its FSDP2 (``fully_shard``) gathers each
+  block into one flat buffer and then copies it out into the block's unsharded parameters on
+  the compute stream (``foreach_all_gather_copy_out``: ``split_with_sizes_copy``, in
+  ``torch/distributed/_composable/fsdp/_fsdp_collectives.py``), before the forward and again
+  before the backward: 2 + 2 bytes per parameter each time.
+* **llm-foundry** (MosaicML's MPT benchmark tables, ``scripts/train/benchmarking`` at commit
+  061f2c7, October 2023): eager PyTorch too, but its layer norm is one ``F.layer_norm`` kernel
+  (``LPLayerNorm``) and GeLU one ``F.gelu``, as fused as Megatron's, and the loss is
+  flash-attn's fused cross-entropy (``loss_fn: fused_crossentropy``, the default in
+  ``modeling_mpt.py``). Attention is ``attn_impl: triton`` (``submit_benchmarks.py``'s
+  default, as in ``yamls/pretrain/mpt-*.yaml``): MosaicML's Triton port of the first
+  FlashAttention (the package pins ``flash-attn==1.0.9`` and ``triton-pre-mlir``), the kernel
+  ALiBi needed then.
+
+FlashAttention-2 on Hopper reaches "only 35 % utilization on H100" (Shah et al.,
+"FlashAttention-3", 2024, abstract): it uses none of Hopper's asynchronous tensor-core (wgmma)
+and TMA instructions, so Hopper and later run it at that fraction of their peak (forward; its
+backward at FlashAttention-2's A100 backward/forward ratio, 63/73), not at FlashAttention-3's.
+The first FlashAttention and its Triton version run at half FlashAttention-2's rate:
+FlashAttention-2 is "around 2x faster than FlashAttention" (Dao 2023, abstract), and "1.7-3.0x
+faster than FlashAttention, 1.3-2.5x faster than FlashAttention in Triton" (section 4.1).
+
+**The optimizer step.** Megatron's distributed optimizer runs Adam as one fused multi-tensor
+kernel (Apex/Transformer Engine ``FusedAdam``): it reads the FP32 weight, gradient and two
+moments and writes the weight, the moments and the BF16 copy, 30 bytes per parameter.
+Composer's ``DecoupledAdamW`` (llm-foundry's ``optimizer: decoupled_adamw``;
+``composer/optim/decoupled_weight_decay.py``, ``adamw``: a Python loop over the parameters)
+and torchtitan's ``torch.optim.AdamW(foreach=True)`` run the update as eight element-wise FP32
+operations, each its own pass over HBM: ``exp_avg.mul_`` (4 + 4 bytes) ``.add_(grad)``
+(8 + 4), ``exp_avg_sq.mul_`` (4 + 4) ``.addcmul_(grad, grad)`` (8 + 4), ``sqrt`` (4 + 4),
+``/ sqrt(bias_correction2)`` (4 + 4), ``.add_(eps)`` (4 + 4), ``param.addcdiv_`` (12 + 4):
+80 bytes per parameter (:data:`EAGER_ADAM_BYTES`).
+
+A scenario names the framework (``workload: {framework: torchtitan}``) where its source
+states it; left out, the layer is costed fused, with the device's own attention kernel.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from mpisim.errors import ConfigError
+from mpisim.workloads.compute.devices import Device
+
+__all__ = ["EAGER_ADAM_BYTES", "FA2_HOPPER", "FRAMEWORKS", "Software", "attention_fractions", "software"]
+
+#: FlashAttention-2's fractions of the BF16 peak on Hopper (forward, backward): 35 % (Shah et al.
+#: 2024) at the longest sequences, i.e. 0.35 x (16384 + 244) / 16384 asymptotically, and the backward
+#: at FlashAttention-2's 63/73 backward/forward ratio (Dao 2023, A100).
+FA2_HOPPER = (0.355, round(0.355 * 63 / 73, 3))
+
+
+#: HBM bytes per parameter of an Adam step run as eight eager FP32 element-wise operations (see above).
+EAGER_ADAM_BYTES = 8 + 12 + 8 + 12 + 8 + 8 + 8 + 16
+
+
+@dataclass(frozen=True)
+class Software:
+    """A training framework's kernels: eager (unfused, FP32 casts) or fused, and its attention kernel."""
+
+    name: str
+    eager_norm: bool = False  # the reference RMSNorm as six eager kernels (torchtitan)
+    eager_rotary: bool = False  # rotary in complex FP32 (torchtitan)
+    eager_swiglu: bool = False  # silu and the product as two kernels
+    repeat_kv: bool = False  # K and V copied out to every query head, attention output made contiguous
+    fp32_loss: bool = False  # logits cast to FP32 for an eager cross-entropy
+    attention: str = ""  # "": the device's best kernel; flash2 (PyTorch SDPA, flash-attn 2); triton (FlashAttention 1)
+    op_checkpoint: bool = False  # selective recomputation = every second mm and the element-wise kernels
+    fsdp2_copy_out: bool = False  # FSDP2 copies each all-gathered block into its parameters (ZeRO 3)
+    adam_bytes: int = 30  # HBM bytes per parameter of one Adam step: one fused kernel (30), or eager ops (80)
+
+
+FRAMEWORKS: dict[str, Software] = {s.name: s for s in (
+    Software("megatron"),
+    Software("nemo"),
+    Software("torchtitan", eager_norm=True, eager_rotary=True, eager_swiglu=True, repeat_kv=True, fp32_loss=True,
+             attention="flash2", op_checkpoint=True, fsdp2_copy_out=True, adam_bytes=EAGER_ADAM_BYTES),
+    Software("llm-foundry", attention="triton", adam_bytes=EAGER_ADAM_BYTES),
+)}
+
+
+def software(name: str | None) -> Software:
+    """The framework called *name*; None or "" is the fused default. Raises ConfigError for other names."""
+    if not name:
+        return FRAMEWORKS["megatron"]
+    if name not in FRAMEWORKS:
+        raise ConfigError(f"unknown framework {name!r}; known: {', '.join(FRAMEWORKS)}", "framework")
+    return FRAMEWORKS[name]
+
+
+def attention_fractions(sw: Software, dev: Device) -> tuple[float, float] | None:
+    """The (forward, backward) fractions of *dev*'s peak the framework's attention kernel reaches, or
+    None for the device's own best kernel (:data:`~.devices.Device.attention`)."""
+    if not sw.attention or sw.attention == dev.attention_kernel:
+        return None
+    if dev.attention_kernel == "flash2":
+        flash2 = dev.attention  # Ampere (and the devices assumed at its fractions)
+    else:
+        flash2 = FA2_HOPPER  # Hopper; ASSUMED for Blackwell, for want of a FlashAttention-2 sweep there
+    if sw.attention == "flash2":
+        return flash2
+    return (flash2[0] / 2, flash2[1] / 2)  # triton: the first FlashAttention's rate
