@@ -72,6 +72,7 @@ tables), :mod:`.topology` (channels, rings, trees, NVLS groups of a communicator
 """
 
 from mpisim.collectives.nccl import bcast, nvls, p2p, ring, tree  # noqa: F401  (importing registers the algorithms)
+from mpisim.collectives.nccl.nvlstree import predict_nvls, predict_nvls_tree
 from mpisim.collectives.nccl.protocols import (
     NCCL_BASE_LATENCY,
     NCCL_EFFICIENCY,
@@ -110,8 +111,6 @@ from mpisim.collectives.nccl.tuner import (
     call_shape,
     candidates,
     link_loads,
-    predict_nvls,
-    predict_nvls_tree,
     predict_ring,
     predict_tree,
     tune,

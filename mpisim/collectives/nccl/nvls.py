@@ -12,29 +12,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from mpisim.collectives.allreduce import tree_allreduce
-from mpisim.collectives.fluid import validated
-from mpisim.collectives.fluid.nccl_ring import fluid
-from mpisim.collectives.fluid.tree import Tree, fluid_trees
+from mpisim.collectives.nccl.nvlstree import stream
 from mpisim.collectives.nccl.protocols import protocols
-from mpisim.collectives.nccl.topology import in_network_reduction, nvls_groups, rail_trees
+from mpisim.collectives.nccl.topology import in_network_reduction, nvls_groups
 from mpisim.collectives.nccl.tuner import Choice, launch, planner
 from mpisim.collectives.registry import algorithm
-from mpisim.collectives.trees import NCCL_STEPS
 from mpisim.engine.sim import Proc
 from mpisim.mpi.comm import Comm
 from mpisim.mpi.ops import Op
 from mpisim.mpi.payload import Payload
-
-
-def _rail_trees_of(comm: Comm, buf: Payload, groups: Sequence[Sequence[int]]) -> list[Tree]:
-    """The trees of an ``nvls`` call across nodes: two per rail j, each over half of block j."""
-    simple = protocols(comm.world.topology.spec)["Simple"].wire
-    trees = []
-    for j, block in enumerate(buf.split(len(groups[0]))):
-        links = rail_trees(groups, j, comm.size)
-        trees += [Tree.over(links[t], simple, half, j) for t, half in enumerate(block.split(2))]
-    return trees
 
 
 @algorithm("allreduce", "nvls", requires={"commutative", "in_switch_reduction"},
@@ -79,9 +65,11 @@ def _nvls(comm: Comm, buf: Payload, op: Op, choice: Choice, fabric_reduces: bool
     p = comm.size
     if p == 1:
         return buf
+    groups = nvls_groups(comm) or [list(range(p))]
+    if len(groups) > 1 and not fabric_reduces:
+        return (yield from stream(comm, buf, op, choice, groups))
     yield from launch(comm, choice)
     wired = comm.with_wire(choice.protocol.wire)
-    groups = nvls_groups(comm) or [list(range(p))]
     members = next(group for group in groups if comm.rank in group)
     j = members.index(comm.rank)
     blocks = buf.split(len(members))
@@ -95,18 +83,6 @@ def _nvls(comm: Comm, buf: Payload, op: Op, choice: Choice, fabric_reduces: bool
     yield from wired.waitall(sends)
     if len(groups) > 1 and fabric_reduces:
         mine = yield from _switch_allreduce(comm, mine, op, groups, j)
-    elif len(groups) > 1 and comm.world.fidelity == "collective" and fluid(comm, buf) and (
-            not comm.world.validated_only or validated.rail_trees(comm, buf.nbytes)):
-        # At collective fidelity the rail trees run as flows (the in-node exchanges stay messages).
-        yield from fluid_trees(comm, lambda: _rail_trees_of(comm, buf, groups), ("nvls", buf.count, buf.dtype.str))
-    elif len(groups) > 1:
-        # Between nodes: local rank j of every node allreduces block j over rail j (NVLS + tree).
-        simple = comm.with_wire(protocols(comm.world.topology.spec)["Simple"].wire, shared=True)
-        trees = [tree[comm.rank] for tree in rail_trees(groups, j, p)]
-        halves = mine.split(2)
-        streams = [comm.env.process(tree_allreduce(simple, halves[t], op, *trees[t], t, NCCL_STEPS)) for t in (0, 1)]
-        yield comm.env.all_of(streams)
-        mine = type(buf).concat([stream.value for stream in streams])
     # Multicast: the reduced block j reaches every rank of the node.
     sends = [wired.isend(mine, dest=r, tag=1) for _, r in peers]
     received = yield from wired.waitall([wired.irecv(source=r, tag=1) for _, r in peers])
