@@ -113,13 +113,16 @@ def nvls_channels(comm: Comm, groups: Sequence[Sequence[int]]) -> int:
     return 24 if nic >= 48 else 32
 
 
-def max_chunk(comm: Comm, groups: Sequence[Sequence[int]]) -> int:
-    """NCCL's largest NVLSTree chunk: min(nvlsChunkSize, nvlsTreeMaxChunkSize) (src/transport/nvls.cc).
+def max_chunk(comm: Comm, groups: Sequence[Sequence[int]], tree: bool = True) -> int:
+    """NCCL's largest chunk: NVLSTree's min(nvlsChunkSize, nvlsTreeMaxChunkSize), NVLS's nvlsChunkSize.
 
     The NVLS chunk is 128 KiB and the tree's the same, 64 KiB from 4 nodes on; Blackwell's
-    NVLSTree tuning sets 64 KiB on 2 nodes with 16 or more GPUs per node.
+    NVLSTree tuning sets 64 KiB on 2 nodes with 16 or more GPUs per node (src/transport/nvls.cc,
+    src/enqueue.cc ``calcCollChunking``).
     """
     nodes, ppn = len(groups), len(groups[0])
+    if not tree:
+        return 128 * KiB
     if nodes >= 4:
         return 64 * KiB
     if nodes == 2 and ppn >= 16 and generation(comm) == "blackwell":
@@ -127,7 +130,7 @@ def max_chunk(comm: Comm, groups: Sequence[Sequence[int]]) -> int:
     return 128 * KiB
 
 
-def wave(comm: Comm, groups: Sequence[Sequence[int]], heads: int, nbytes: float) -> float:
+def wave(comm: Comm, groups: Sequence[Sequence[int]], heads: int, nbytes: float, tree: bool = True) -> float:
     """Bytes of the vector in one wave of chunks: every channel's chunk for every head, or the whole call.
 
     NCCL's ``concurrentOps = nChannels x nHeads`` chunks are in flight at once (src/enqueue.cc,
@@ -137,7 +140,7 @@ def wave(comm: Comm, groups: Sequence[Sequence[int]], heads: int, nbytes: float)
     so the time has no steps.
     """
     ops = nvls_channels(comm, groups) * heads
-    chunk = min(max_chunk(comm, groups), max(32 * KiB, nbytes / (4 * ops)))
+    chunk = min(max_chunk(comm, groups, tree), max(32 * KiB, nbytes / (4 * ops)))
     return min(ops * chunk, nbytes)
 
 
@@ -163,30 +166,37 @@ def head_trees(comm: Comm, buf: Payload, groups: Sequence[Sequence[int]], heads:
     return trees
 
 
-def stream_terms(comm: Comm, protocol: Protocol, nbytes: int) -> dict[str, float]:
+def stream_terms(comm: Comm, protocol: Protocol, nbytes: int, fabric_reduces: bool = False) -> dict[str, float]:
     """The terms of the module docstring's time for a call of *nbytes*, in seconds (launch excluded).
 
     ``port``: the in-switch reduce-scatter and multicast together on a GPU's NVLink port;
     ``tree``: the heads' trees over their whole parts; ``cap``: NCCL's cap per head;
     ``fill_rs``, ``fill_tree``, ``fill_mc``: one wave (:func:`wave`) through the reduce-scatter
-    alone, up and down the tree, and through the multicast.
+    alone, up and down the tree, and through the multicast. Where the fabric reduces
+    (*fabric_reduces*, NVLS + CollNet) each head's part crosses its NIC once each way instead of
+    a tree, and NCCL's NVLSTree cap does not apply.
     """
     groups = nvls_groups(comm)
     assert groups is not None and len(groups) > 1
     m = len(groups)
     heads = head_count(comm, groups)
     intra, _ = _nvls_in_node(comm, protocol, nbytes)
-    w = wave(comm, groups, heads, nbytes)
+    w = wave(comm, groups, heads, nbytes, not fabric_reduces)
     first, _ = _nvls_in_node(comm, protocol, w)
     simple = protocols(comm.world.topology.spec)["Simple"].wire
 
     def build():
         return head_links(groups, heads, comm.size)
 
+    terms = {"port": intra - protocol.base, "fill_rs": (first - protocol.base) / 2, "fill_mc": (first - protocol.base) / 2}
+    if fabric_reduces:
+        (latency, per_byte), = _hop_costs_unshared(comm, [(groups[0][0], groups[1][0])], simple)
+        return terms | {"tree": latency + nbytes / heads * per_byte, "cap": 0.0,
+                        "fill_tree": latency + w / heads * per_byte}
     key = f"nvls_tree/{heads}"
-    return {"port": intra - protocol.base, "tree": _tree_time(comm, build, nbytes / heads / 2, simple, key),
-            "cap": cap_time(comm, nbytes, heads, m), "fill_rs": (first - protocol.base) / 2,
-            "fill_tree": _tree_fill(comm, build, w / heads / 2, simple, key), "fill_mc": (first - protocol.base) / 2}
+    return terms | {"tree": _tree_time(comm, build, nbytes / heads / 2, simple, key),
+                    "cap": cap_time(comm, nbytes, heads, m),
+                    "fill_tree": _tree_fill(comm, build, w / heads / 2, simple, key)}
 
 
 def _tree_fill(comm: Comm, build, share: float, wire, key: str) -> float:
@@ -225,16 +235,13 @@ def predict_nvls(comm: Comm, protocol: Protocol, nbytes: int) -> float:
     q-1 blocks: at once on the ``fairshare`` network, in turn on the analytic one) and q-1
     reductions. Across m nodes, each rank's reduced block of n/q bytes is reduced with its
     counterparts on the other nodes: where the fabric reduces (``in_network_reduction``, NCCL's
-    NVLS + CollNet) it crosses the rank's NIC up once and comes back once, streamed, so once
-    its route's time; elsewhere as ``nvls_tree``, NCCL's NVLSTree (:func:`predict_nvls_tree`).
+    NVLS + CollNet) each head's part crosses its NIC up once and comes back once, streamed as
+    NVLSTree's trees are (:func:`stream_terms`); elsewhere this is ``nvls_tree``, NCCL's NVLSTree
+    (:func:`predict_nvls_tree`).
     """
     groups = nvls_groups(comm)
     if groups is not None and len(groups) > 1 and in_network_reduction(comm):
-        intra, block = _nvls_in_node(comm, protocol, nbytes)
-        simple = protocols(comm.world.topology.spec)["Simple"]
-        members = groups[0]
-        (latency, per_byte), = _hop_costs_unshared(comm, [(members[0], groups[1][0])], simple.wire)
-        return intra + latency + block * per_byte
+        return protocol.base + finish(stream_terms(comm, protocol, nbytes, fabric_reduces=True))
     return predict_nvls_tree(comm, protocol, nbytes)
 
 
@@ -245,7 +252,8 @@ register_predictor("allreduce", "nvls_tree", predict_nvls_tree)
 # ---------------------------------------------------------------------------------------- the call
 
 
-def stream(comm: Comm, buf: Payload, op: Op, choice: Choice, groups: Sequence[Sequence[int]]) -> Proc[Payload]:
+def stream(comm: Comm, buf: Payload, op: Op, choice: Choice, groups: Sequence[Sequence[int]],
+           fabric_reduces: bool = False) -> Proc[Payload]:
     """Run one NVLSTree allreduce across nodes as three streams (see the module docstring).
 
     After the launch each rank starts at once: its reduce-scatter through the switch (block i
@@ -264,7 +272,7 @@ def stream(comm: Comm, buf: Payload, op: Op, choice: Choice, groups: Sequence[Se
     env = comm.env
     yield from launch(comm, choice)
     t0 = env.now
-    terms = stream_terms(comm, choice.protocol, buf.nbytes)
+    terms = stream_terms(comm, choice.protocol, buf.nbytes, fabric_reduces)
     wired = comm.with_wire(choice.protocol.wire)
     node = next(k for k, group in enumerate(groups) if comm.rank in group)
     members = groups[node]
@@ -292,7 +300,13 @@ def stream(comm: Comm, buf: Payload, op: Op, choice: Choice, groups: Sequence[Se
 
     def trees() -> Proc[float]:
         yield env.timeout(terms["fill_rs"])  # the first wave is reduced in the switch before it leaves
-        if comm.world.fidelity == "collective" and fluid(comm, buf) and (
+        if fabric_reduces:
+            if j < heads:  # up to the switches and back: the load of one exchange along the rail
+                simple = comm.with_wire(protocols(comm.world.topology.spec)["Simple"].wire, shared=True)
+                m = len(groups)
+                yield from simple.sendrecv(sizes.split_block(heads, j), dest=groups[(node + 1) % m][j], sendtag=2,
+                                           source=groups[(node - 1) % m][j], recvtag=2)
+        elif comm.world.fidelity == "collective" and fluid(comm, buf) and (
                 not comm.world.validated_only or validated.rail_trees(comm, buf.nbytes)):
             yield from fluid_trees(comm, lambda: head_trees(comm, sizes, groups, heads),
                                    ("nvls_tree", heads, buf.count, buf.dtype.str))
