@@ -16,25 +16,28 @@ Head h of every node joins head h of every other node in a double binary tree ov
 (src/graph/connect.cc, ``connectNvls``). A node of 8 H100s with 8 NICs has 8 heads; a rack
 of 64 GB200s with 64 NICs has 32: half its NICs carry the call, each twice the bytes.
 
-**Time** (:func:`predict_nvls_tree`, and the message path and its twin in
-:mod:`~mpisim.collectives.nccl.nvls`, which run the same three streams). With the call's
-launch at 0, the switch's two stages share each GPU's NVLink port (2 x ``phase``: the
-reduce-scatter and the multicast, each ``phase`` alone), the tree of head h carries its
-n/H bytes (two halves, one per tree) over its rail, and a head passes data on no faster than
-NCCL's cap per head (``perChMaxNVLSTreeBw``, src/graph/tuning.cc: ``busBw = nHeads x
-min(..., perChMaxNVLSTreeBw)``; Hopper 57.7 GB/s on 2 nodes and 45.5 on more, Blackwell 96
-and 80: what the warps a channel gives the reduce and broadcast streams sustain). The tree
-ends no sooner than the in-switch reduction has fed it its last chunk and that chunk has gone
-up and down the tree (``fill_tree``), and the call ends when the multicast of that chunk is
-done too (``fill_mc``)::
+**Time** (:func:`predict_nvls_tree`, and the call itself, :func:`stream`, which runs the same
+three streams). From the end of the launch: the switch's two stages share each GPU's NVLink
+port (``port``: the reduce-scatter and the multicast of the whole vector); the trees of head
+h carry its n/H bytes (two halves, one per tree) over its rail (``tree``); and a head passes
+data on no faster than NCCL's cap per head (``cap``: ``perChMaxNVLSTreeBw``, src/graph/tuning.cc
+``busBw = nHeads x min(..., perChMaxNVLSTreeBw)``: Hopper 57.7 GB/s on 2 nodes and 45.5 on
+more, Blackwell 96 and 80, what the warps a channel gives its reduce and broadcast streams
+sustain). What the streams cannot overlap is one wave of chunks -- NCCL keeps nChannels x
+nHeads chunks in flight (:func:`wave`) -- through the stages that are not the slowest: the
+first wave is reduced in the switch before it leaves (``fill_rs``), the last one still goes
+up and down the tree after the port's work (``fill_tree``) and through the multicast after
+the tree's (``fill_mc``)::
 
-    T = max(2 phase, max(tree, 2 phase + fill_tree, cap) + fill_mc)
+    T = max(port + fill_tree, fill_rs + max(tree, cap) + fill_mc)
 
-A chunk is NCCL's ``nvlsTreeMaxChunkSize`` (src/transport/nvls.cc ``ncclNvlsTuning``: the
-NVLS chunk of 128 KiB, 64 KiB from 4 nodes on; Blackwell on 2 nodes with 16 or more GPUs
-per node 64 KiB), or the whole block where it is smaller: every term is a continuous,
-non-decreasing function of the size, so the time has no steps and a bigger call is never
-faster.
+Every term is a continuous, non-decreasing function of the size (the chunk follows NCCL's
+staircase continuously), so the time has no steps and a bigger call is never faster; a
+slower link only lengthens terms.
+
+**NVLS + CollNet** (``nvls`` where the fabric reduces, ``inter.in_network_reduction``) streams
+the same way, with each head's part crossing its NIC once each way instead of a tree and no
+NVLSTree cap.
 """
 
 from __future__ import annotations
@@ -256,18 +259,19 @@ def stream(comm: Comm, buf: Payload, op: Op, choice: Choice, groups: Sequence[Se
            fabric_reduces: bool = False) -> Proc[Payload]:
     """Run one NVLSTree allreduce across nodes as three streams (see the module docstring).
 
-    After the launch each rank starts at once: its reduce-scatter through the switch (block i
-    of its vector to local rank i, the real data), its multicast (its block to every other
-    rank of the node) and, on heads, their trees (head h's part of the vector over rail h, two
-    halves, as messages or, at ``fidelity: collective`` with size-only data, as one flow per
-    edge). The three share the links as they would streaming. A head's tree is done no
-    sooner than its reduce-scatter plus ``fill_tree``, nor than NCCL's cap allows; the node's
-    ranks are done when every head's tree is, plus ``fill_mc``, and their multicast too.
+    After the launch each rank starts at once its reduce-scatter through the switch (block i
+    of its vector to local rank i: the real data) and its multicast (its block to every other
+    rank of the node), which share its NVLink port as streaming makes them; one wave later
+    (``fill_rs``) the heads' trees start (head h's part of the vector over rail h, two halves,
+    as messages or, at ``fidelity: collective`` with size-only data, as one flow per edge;
+    with *fabric_reduces*, one exchange along the rail: each NIC once each way). A rank is
+    done ``fill_tree`` after its port's work, and a head no sooner than ``fill_mc`` after its
+    trees and after NCCL's cap; the node is done when its every rank is (a block needs its
+    head's tree).
 
     The numbers: block j of the result is block j of every node's in-switch sum, added in
-    node order (the streams above carry the bytes; the sums meet in a table, as the network's
-    switches' sum does in :func:`~mpisim.collectives.nccl.nvls._switch_allreduce`), so every
-    rank holds the same result.
+    node order (the streams carry the bytes; the sums meet in a table, as a switch's sum
+    would), so every rank holds the same result.
     """
     env = comm.env
     yield from launch(comm, choice)
