@@ -19,7 +19,8 @@ of 64 GB200s with 64 NICs has 32: half its NICs carry the call, each twice the b
 **Time** (:func:`predict_nvls_tree`, and the call itself, :func:`stream`, which runs the same
 three streams). From the end of the launch: the switch's two stages share each GPU's NVLink
 port (``port``: the reduce-scatter and the multicast of the whole vector); the trees of head
-h carry its n/H bytes (two halves, one per tree) over its rail (``tree``); and a head passes
+h carry its n/H bytes (two halves, one per tree) over its rail (``tree``: the first wave up
+and down the tree, then the rest at the busiest edge's share of its links); and a head passes
 data on no faster than NCCL's cap per head (``cap``: ``perChMaxNVLSTreeBw``, src/graph/tuning.cc
 ``busBw = nHeads x min(..., perChMaxNVLSTreeBw)``: Hopper 57.7 GB/s on 2 nodes and 45.5 on
 more, Blackwell 96 and 80, what the warps a channel gives its reduce and broadcast streams
@@ -44,22 +45,18 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from mpisim.collectives.allreduce import tree_allreduce
-from mpisim.collectives.fluid import validated
-from mpisim.collectives.fluid.nccl_ring import fluid
-from mpisim.collectives.fluid.tree import Tree, fluid_trees
+from mpisim.collectives.calls import world_table
 from mpisim.collectives.nccl.protocols import Protocol, protocols
-from mpisim.collectives.nccl.topology import in_network_reduction, nvls_groups, rail_trees
+from mpisim.collectives.nccl.topology import _LAYOUTS, in_network_reduction, nvls_groups, rail_trees
 from mpisim.collectives.nccl.tuner import (
     Choice,
+    _hop_costs,
     _hop_costs_unshared,
     _nvls_in_node,
     _tree_hop_costs,
-    _tree_time,
     launch,
     register_predictor,
 )
-from mpisim.collectives.trees import NCCL_STEPS
 from mpisim.engine.sim import Proc
 from mpisim.mpi.comm import Comm
 from mpisim.mpi.ops import Op
@@ -159,14 +156,22 @@ def head_links(groups: Sequence[Sequence[int]], heads: int, size: int) -> list[l
     return [tree for h in range(heads) for tree in rail_trees(groups, h, size)]
 
 
-def head_trees(comm: Comm, buf: Payload, groups: Sequence[Sequence[int]], heads: int) -> list[Tree]:
-    """The trees of a call as flows: head h's two trees, each over half of the vector's part h."""
-    simple = protocols(comm.world.topology.spec)["Simple"].wire
-    trees = []
-    for h, part in enumerate(buf.split(heads)):
-        links = rail_trees(groups, h, comm.size)
-        trees += [Tree.over(links[t], simple, half, h) for t, half in enumerate(part.split(2))]
-    return trees
+def edge_bytes(comm: Comm, groups: Sequence[Sequence[int]], heads: int, nbytes: float, tree: bool = True) -> float:
+    """Bytes each tree edge carries after the first wave: half a head's part less the wave's share of it."""
+    return max(0.0, nbytes / heads / 2 - wave(comm, groups, heads, nbytes, tree) / heads / 2)
+
+
+def _edges(comm: Comm, groups: Sequence[Sequence[int]], heads: int, wire) -> tuple[float, float]:
+    """(latency, seconds per byte) of the slowest of the heads' tree edges, both ways, all at once."""
+    layouts = world_table(_LAYOUTS, comm.world)
+    key = ("nvls_tree edges", comm.group, heads, wire)
+    cached = layouts.get(key)
+    if cached is None:
+        hops = [(r, parent) for links in head_links(groups, heads, comm.size)
+                for r, (parent, _) in enumerate(links) if parent is not None]
+        costs = _hop_costs(comm, hops + [(b, a) for a, b in hops], wire)
+        cached = layouts[key] = (max(lat for lat, _ in costs), max(per_byte for _, per_byte in costs))
+    return cached
 
 
 def stream_terms(comm: Comm, protocol: Protocol, nbytes: int, fabric_reduces: bool = False) -> dict[str, float]:
@@ -197,9 +202,10 @@ def stream_terms(comm: Comm, protocol: Protocol, nbytes: int, fabric_reduces: bo
         return terms | {"tree": latency + nbytes / heads * per_byte, "cap": 0.0,
                         "fill_tree": latency + w / heads * per_byte}
     key = f"nvls_tree/{heads}"
-    return terms | {"tree": _tree_time(comm, build, nbytes / heads / 2, simple, key),
-                    "cap": cap_time(comm, nbytes, heads, m),
-                    "fill_tree": _tree_fill(comm, build, w / heads / 2, simple, key)}
+    fill_tree = _tree_fill(comm, build, w / heads / 2, simple, key)
+    latency, per_byte = _edges(comm, groups, heads, simple)
+    return terms | {"tree": fill_tree + latency + edge_bytes(comm, groups, heads, nbytes) * per_byte,
+                    "cap": cap_time(comm, nbytes, heads, m), "fill_tree": fill_tree}
 
 
 def _tree_fill(comm: Comm, build, share: float, wire, key: str) -> float:
@@ -262,9 +268,10 @@ def stream(comm: Comm, buf: Payload, op: Op, choice: Choice, groups: Sequence[Se
     After the launch each rank starts at once its reduce-scatter through the switch (block i
     of its vector to local rank i: the real data) and its multicast (its block to every other
     rank of the node), which share its NVLink port as streaming makes them; one wave later
-    (``fill_rs``) the heads' trees start (head h's part of the vector over rail h, two halves,
-    as messages or, at ``fidelity: collective`` with size-only data, as one flow per edge;
-    with *fabric_reduces*, one exchange along the rail: each NIC once each way). A rank is
+    (``fill_rs``) the heads' trees start: head h's part of the vector over rail h, two halves,
+    the first wave up and down the tree (``fill_tree``) and the rest behind it, each edge's
+    share one message each way, all at once -- a handful of messages a head, the same at
+    every fidelity (with *fabric_reduces*, one exchange along the rail: each NIC once each way). A rank is
     done ``fill_tree`` after its port's work, and a head no sooner than ``fill_mc`` after its
     trees and after NCCL's cap; the node is done when its every rank is (a block needs its
     head's tree).
@@ -310,16 +317,21 @@ def stream(comm: Comm, buf: Payload, op: Op, choice: Choice, groups: Sequence[Se
                 m = len(groups)
                 yield from simple.sendrecv(sizes.split_block(heads, j), dest=groups[(node + 1) % m][j], sendtag=2,
                                            source=groups[(node - 1) % m][j], recvtag=2)
-        elif comm.world.fidelity == "collective" and fluid(comm, buf) and (
-                not comm.world.validated_only or validated.rail_trees(comm, buf.nbytes)):
-            yield from fluid_trees(comm, lambda: head_trees(comm, sizes, groups, heads),
-                                   ("nvls_tree", heads, buf.count, buf.dtype.str))
         elif j < heads:
+            # The first wave climbs and comes back down the tree (fill_tree, below); the rest
+            # streams behind it: each edge carries its share of it both ways, all at once.
             simple = comm.with_wire(protocols(comm.world.topology.spec)["Simple"].wire, shared=True)
-            links = [tree[comm.rank] for tree in rail_trees(groups, j, comm.size)]
-            halves = sizes.split_block(heads, j).split(2)
-            yield env.all_of([env.process(tree_allreduce(simple, halves[t], op, *links[t], t, NCCL_STEPS))
-                              for t in (0, 1)])
+            itemsize = buf.dtype.itemsize
+            rest = SizePayload(int(edge_bytes(comm, groups, heads, buf.nbytes) // itemsize), buf.dtype)
+            requests = []
+            for t, (parent, children) in enumerate(tree[comm.rank] for tree in rail_trees(groups, j, comm.size)):
+                up, down = 10 + 2 * t, 11 + 2 * t
+                if parent is not None:
+                    requests += [simple.isend(rest, dest=parent, tag=up), simple.irecv(source=parent, tag=down)]
+                for child in children:
+                    requests += [simple.isend(rest, dest=child, tag=down), simple.irecv(source=child, tag=up)]
+            yield from simple.waitall(requests)
+            yield env.timeout(terms["fill_tree"])
         return env.now
 
     rs, mc, tr = env.process(reduce_scatter()), env.process(multicast()), env.process(trees())
