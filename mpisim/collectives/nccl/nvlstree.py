@@ -19,8 +19,9 @@ of 64 GB200s with 64 NICs has 32: half its NICs carry the call, each twice the b
 **Time** (:func:`predict_nvls_tree`, and the call itself, :func:`stream`, which runs the same
 three streams). From the end of the launch: the switch's two stages share each GPU's NVLink
 port (``port``: the reduce-scatter and the multicast of the whole vector); the trees of head
-h carry its n/H bytes (two halves, one per tree) over its rail (``tree``: the first wave up
-and down the tree, then the rest at the busiest edge's share of its links); and a head passes
+h carry its n/H bytes (two halves, one per tree) over its rail (``tree``: every edge's bytes
+at once, at the busiest edge's share of its links, plus the first wave's way up and down the
+tree); and a head passes
 data on no faster than NCCL's cap per head (``cap``: ``perChMaxNVLSTreeBw``, src/graph/tuning.cc
 ``busBw = nHeads x min(..., perChMaxNVLSTreeBw)``: Hopper 57.7 GB/s on 2 nodes and 45.5 on
 more, Blackwell 96 and 80, what the warps a channel gives its reduce and broadcast streams
@@ -156,11 +157,6 @@ def head_links(groups: Sequence[Sequence[int]], heads: int, size: int) -> list[l
     return [tree for h in range(heads) for tree in rail_trees(groups, h, size)]
 
 
-def edge_bytes(comm: Comm, groups: Sequence[Sequence[int]], heads: int, nbytes: float, tree: bool = True) -> float:
-    """Bytes each tree edge carries after the first wave: half a head's part less the wave's share of it."""
-    return max(0.0, nbytes / heads / 2 - wave(comm, groups, heads, nbytes, tree) / heads / 2)
-
-
 def _edges(comm: Comm, groups: Sequence[Sequence[int]], heads: int, wire) -> tuple[float, float]:
     """(latency, seconds per byte) of the slowest of the heads' tree edges, both ways, all at once."""
     layouts = world_table(_LAYOUTS, comm.world)
@@ -204,7 +200,10 @@ def stream_terms(comm: Comm, protocol: Protocol, nbytes: int, fabric_reduces: bo
     key = f"nvls_tree/{heads}"
     fill_tree = _tree_fill(comm, build, w / heads / 2, simple, key)
     latency, per_byte = _edges(comm, groups, heads, simple)
-    return terms | {"tree": fill_tree + latency + edge_bytes(comm, groups, heads, nbytes) * per_byte,
+    # The edges carry every byte at once; what the first wave adds is its way up and down the
+    # tree less its own bytes on the busiest edge (a tree has at least one hop up and one down).
+    tail = fill_tree - w / heads / 2 * per_byte
+    return terms | {"tree": latency + nbytes / heads / 2 * per_byte + tail, "tree_tail": tail,
                     "cap": cap_time(comm, nbytes, heads, m), "fill_tree": fill_tree}
 
 
@@ -269,9 +268,9 @@ def stream(comm: Comm, buf: Payload, op: Op, choice: Choice, groups: Sequence[Se
     of its vector to local rank i: the real data) and its multicast (its block to every other
     rank of the node), which share its NVLink port as streaming makes them; one wave later
     (``fill_rs``) the heads' trees start: head h's part of the vector over rail h, two halves,
-    the first wave up and down the tree (``fill_tree``) and the rest behind it, each edge's
-    share one message each way, all at once -- a handful of messages a head, the same at
-    every fidelity (with *fabric_reduces*, one exchange along the rail: each NIC once each way). A rank is
+    each edge's share one message each way, all at once, and the first wave's way up and down
+    the tree on top (``tree_tail``) -- a handful of messages a head, the same at every fidelity
+    (with *fabric_reduces*, one exchange along the rail: each NIC once each way). A rank is
     done ``fill_tree`` after its port's work, and a head no sooner than ``fill_mc`` after its
     trees and after NCCL's cap; the node is done when its every rank is (a block needs its
     head's tree).
@@ -318,20 +317,19 @@ def stream(comm: Comm, buf: Payload, op: Op, choice: Choice, groups: Sequence[Se
                 yield from simple.sendrecv(sizes.split_block(heads, j), dest=groups[(node + 1) % m][j], sendtag=2,
                                            source=groups[(node - 1) % m][j], recvtag=2)
         elif j < heads:
-            # The first wave climbs and comes back down the tree (fill_tree, below); the rest
-            # streams behind it: each edge carries its share of it both ways, all at once.
+            # Every edge carries its half of the head's part both ways, all at once; the first
+            # wave's way up and down the tree comes on top (tree_tail).
             simple = comm.with_wire(protocols(comm.world.topology.spec)["Simple"].wire, shared=True)
-            itemsize = buf.dtype.itemsize
-            rest = SizePayload(int(edge_bytes(comm, groups, heads, buf.nbytes) // itemsize), buf.dtype)
+            halves = sizes.split_block(heads, j).split(2)
             requests = []
             for t, (parent, children) in enumerate(tree[comm.rank] for tree in rail_trees(groups, j, comm.size)):
                 up, down = 10 + 2 * t, 11 + 2 * t
                 if parent is not None:
-                    requests += [simple.isend(rest, dest=parent, tag=up), simple.irecv(source=parent, tag=down)]
+                    requests += [simple.isend(halves[t], dest=parent, tag=up), simple.irecv(source=parent, tag=down)]
                 for child in children:
-                    requests += [simple.isend(rest, dest=child, tag=down), simple.irecv(source=child, tag=up)]
+                    requests += [simple.isend(halves[t], dest=child, tag=down), simple.irecv(source=child, tag=up)]
             yield from simple.waitall(requests)
-            yield env.timeout(terms["fill_tree"])
+            yield env.timeout(terms["tree_tail"])
         return env.now
 
     rs, mc, tr = env.process(reduce_scatter()), env.process(multicast()), env.process(trees())
