@@ -566,7 +566,7 @@ def _fidelity_section() -> list[str]:
         "The other MPI "
         "algorithms' messages take the direct path (the rendezvous RTS and CTS are timed as a lone "
         "header's latency instead of sent, the FIN is dropped, nothing is recorded), NCCL rings run "
-        "as one pipelined flow per hop, and NCCL trees (`nccl_tree`, the rail trees of `nvls`) and "
+        "as one pipelined flow per hop, and NCCL trees (`nccl_tree`) and "
         "MPI's `double_binary_tree` as one flow per tree edge (the MPI trees' program, its messages "
         "timed by the MPI layer's protocol costs, replayed or run as a fluid until its period shows: "
         "mpisim.collectives.fluid_pipeline). Eager messages are timed exactly as before, so 1 KiB rows agree "

@@ -152,9 +152,10 @@ def test_with_one_segment_per_tree_across_nodes_they_agree_within_one_percent(al
 @pytest.mark.parametrize(("algorithm", "mib"), [("nccl_tree", 256), ("nvls", 1024)])
 def test_pipelined_trees_lie_between_their_busiest_link_and_the_message_paths_lockstep(algorithm, mib, model):
     """4 nodes, many segments per tree: the call lasts at least as long as its busiest link needs
-    for its bytes (nvls's rail trees between its in-node phases, timed on one node), and no
-    longer than the message path, whose NICs idle between the up and down streams' segments
-    (fluid_tree's docstring: there the two paths differ)."""
+    for its bytes (nvls, NCCL's NVLSTree, streams its in-node stages into its trees: at least the
+    longer of the in-node call, timed on one node, and its busiest NIC), and no longer than the
+    message path, whose NICs idle between the up and down streams' segments (fluid_tree's
+    docstring: there the two paths differ; nvls runs its trees the same way on both)."""
     def run(nodes, fidelity):
         result = run_scenario(load({**_tree(algorithm, nodes, mib * MiB, model), "fidelity": fidelity}))
         (world,) = result.records
@@ -163,7 +164,7 @@ def test_pipelined_trees_lie_between_their_busiest_link_and_the_message_paths_lo
 
     fluid, busiest = run(4, "collective")
     in_node = run(1, "collective")[0] if algorithm == "nvls" else 0.0
-    assert in_node + busiest <= fluid <= run(4, "message")[0]
+    assert max(in_node, busiest) <= fluid <= run(4, "message")[0]
 
 
 def test_a_faster_network_is_never_slower_for_trees():

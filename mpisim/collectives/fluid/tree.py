@@ -1,7 +1,7 @@
 """Pipelined trees at collective fidelity: one flow per tree edge instead of one message per segment.
 
-NCCL's trees (``nccl_tree``, and the rail trees of ``nvls`` across nodes) allreduce their
-share of the vector in segments of DBT_SEGMENT bytes: every segment climbs the tree, reduced
+NCCL's trees (``nccl_tree``) allreduce their share of the vector in segments of DBT_SEGMENT
+bytes: every segment climbs the tree, reduced
 at every level, and comes back down, and a sender puts segment j+1 on an edge only once the
 receiver has granted a credit for it (:func:`~mpisim.collectives.allreduce.tree_allreduce`).
 On the message path that is one data message and one credit per segment per edge: 1 GiB on
@@ -67,8 +67,6 @@ algorithm, nodes    16 MiB (fs / an)       256 MiB (fs / an)
 ``nccl_tree``, 1    +1.9 % / +2.9 %        +0.4 % / +0.5 %
 ``nccl_tree``, 2    +4.0 % / +4.0 %        +5.8 % / +5.8 %
 ``nccl_tree``, 4    -2.3 % / -2.5 %        -23 % / -22 %
-``nvls``, 2         +6.2 % / +6.2 %        +0.9 % / +0.9 %
-``nvls``, 4         +6.8 % / +8.4 %        -2.8 % / -1.4 %
 ==================  =====================  =====================
 
 At mid sizes the pipeline fills a little differently (the message path interleaves the two

@@ -27,8 +27,9 @@ everywhere it applies: the user asked for speed and knows the tables below.
   tree (up to 1 MiB) on up to :data:`TREE_NODES` nodes (1 MiB on 2 to 32 nodes: 0.0 %); once
   segments pipeline across nodes the message path's NICs idle while the twin charges the
   busiest link (1.2 GB: -17 % on 8 nodes, -16 % on 16; 2 nodes, 16 MiB: +4.0 %).
-* ``nvls``'s rail trees across nodes: as ``nccl_tree`` (1 MiB on 2 to 32 nodes: 0.0 %; 16 MiB:
-  +5 to +7 %; 1.2 GB: -7 %).
+* ``nvls`` and ``nvls_tree`` across nodes have no twin: their streams
+  (:mod:`~mpisim.collectives.nccl.nvlstree`) post a handful of messages per head, the same at
+  every fidelity.
 
 Beyond the largest node count the grid has run (32 x dgx-h100, 256 GPUs; ``--gpu`` extends it to
 1,024), nothing is validated and ``auto`` keeps the message path.
@@ -46,7 +47,7 @@ MiB = 2**20
 RING_LATENCY_NODES = 4
 #: ... and at large sizes.
 RING_BANDWIDTH_NODES = 16
-#: Up to how many nodes ``nccl_tree``'s (and ``nvls``'s rail trees') twin was found within
+#: Up to how many nodes ``nccl_tree``'s twin was found within
 #: tolerance with one segment per tree.
 TREE_NODES = 32
 #: The largest call that is latency-bound everywhere in the grid (one segment per tree).
@@ -80,11 +81,6 @@ def tree_region(nodes: int, size: int) -> bool:
     return nodes == 1 or (nodes <= TREE_NODES and size <= LATENCY_BOUND)
 
 
-def rail_region(nodes: int, size: int) -> bool:
-    """True where ``nvls``'s rail trees as flows are the message path within tolerance on *nodes* nodes."""
-    return nodes <= TREE_NODES and size <= LATENCY_BOUND
-
-
 def nccl_ring(comm: Comm, size: int) -> bool:
     """:func:`ring_region` for a call on *comm* (a FluidTwin's ``validated``)."""
     return ring_region(nodes_spanned(comm), size)
@@ -95,10 +91,5 @@ def nccl_tree(comm: Comm, size: int) -> bool:
     return tree_region(nodes_spanned(comm), size)
 
 
-def rail_trees(comm: Comm, size: int) -> bool:
-    """:func:`rail_region` for ``nvls``'s rail trees on *comm*."""
-    return rail_region(nodes_spanned(comm), size)
-
-
 #: Per algorithm name, its region on (nodes, size): what the estimate reads without a world.
-REGIONS = {"nccl_ring": ring_region, "nccl_tree": tree_region, "nvls": rail_region, "nvls_tree": rail_region}
+REGIONS = {"nccl_ring": ring_region, "nccl_tree": tree_region}

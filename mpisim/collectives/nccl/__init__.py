@@ -49,14 +49,15 @@ the launch.
     2n(q-1)/q (q ranks per node). The messages are the direct exchange; on a switch with
     ``in_switch_reduction`` they ride the NVLS protocol, whose bandwidth share is scaled by
     2(q-1)/(q+1) so that each port is charged the in-switch byte count. Across nodes it is
-    NCCL's NVLS + tree: between the two in-node phases, local rank j of every node allreduces
-    its block over a double binary tree on rail j (Simple protocol), so every NIC carries
-    n/q each way -- unless the network's switches reduce (``inter.in_network_reduction``,
-    SHARP: NCCL's NVLS + CollNet), where that block goes up to the fabric once and comes back
-    reduced once. NCCL's tuner offers ``nvls`` across nodes only with in-network reduction.
+    NCCL's NVLSTree (below) -- unless the network's switches reduce (``inter.in_network_reduction``,
+    SHARP: NCCL's NVLS + CollNet), where each head's part goes up to the fabric once and comes
+    back reduced once, streamed the same way. NCCL's tuner offers ``nvls`` across nodes only
+    with in-network reduction.
 ``nvls_tree``
-    NCCL's NVLSTree: ``nvls``'s in-node phases with the rail trees between them, always; what
-    NCCL's tuner offers across nodes without in-network reduction, and never on one node. Without ``in_switch_reduction`` the same direct exchange runs over all
+    NCCL's NVLSTree (:mod:`.nvlstree`): the in-switch reduce-scatter streaming into a double
+    binary tree per head (one GPU per NIC, at most 32) across nodes and the trees into the
+    in-switch multicast, at most NCCL's bandwidth per head; what NCCL's tuner offers across
+    nodes without in-network reduction, and never on one node. Without ``in_switch_reduction`` the same direct exchange runs over all
     ranks as Simple-protocol messages, with no switch help (the ``nccl`` selector never picks
     it there, and a scenario that names it there is refused: NVLS is not what such hardware runs).
 
@@ -67,11 +68,12 @@ NCCL's grouped send/recv, across nodes through the destination's rail (PXN,
 The package, one concept per module: :mod:`.protocols` (the protocol model and NCCL's
 tables), :mod:`.topology` (channels, rings, trees, NVLS groups of a communicator),
 :mod:`.tuner` (the cost predictors and the choice), and the algorithms :mod:`.ring`,
-:mod:`.tree`, :mod:`.nvls`, :mod:`.bcast`, :mod:`.p2p`. Their collective-fidelity twin
+:mod:`.tree`, :mod:`.nvls` (with :mod:`.nvlstree`, its streams across nodes), :mod:`.bcast`, :mod:`.p2p`. Their collective-fidelity twin
 (the ring as pipelined flows) is :mod:`mpisim.collectives.fluid.nccl_ring`.
 """
 
 from mpisim.collectives.nccl import bcast, nvls, p2p, ring, tree  # noqa: F401  (importing registers the algorithms)
+from mpisim.collectives.nccl.nvlstree import predict_nvls, predict_nvls_tree
 from mpisim.collectives.nccl.protocols import (
     NCCL_BASE_LATENCY,
     NCCL_EFFICIENCY,
@@ -110,8 +112,6 @@ from mpisim.collectives.nccl.tuner import (
     call_shape,
     candidates,
     link_loads,
-    predict_nvls,
-    predict_nvls_tree,
     predict_ring,
     predict_tree,
     tune,

@@ -4,37 +4,22 @@
 result. Across nodes NCCL runs it only where the network's switches reduce too (SHARP,
 ``inter.in_network_reduction``: NVLS + CollNet), each GPU's reduced block going up to the
 fabric once and coming back reduced once. ``nvls_tree`` is NCCL's NVLSTree, what its tuner
-offers across nodes otherwise: the same in-node phases with a double binary tree per rail
-between them (local rank j of every node over NIC j).
+offers across nodes otherwise: the same in-node phases with a double binary tree per head
+(one GPU per NIC) between nodes. Across nodes both run as NCCL runs them, the in-switch
+reduction streaming into the network and the network into the multicast
+(:mod:`~mpisim.collectives.nccl.nvlstree`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
-from mpisim.collectives.allreduce import tree_allreduce
-from mpisim.collectives.fluid import validated
-from mpisim.collectives.fluid.nccl_ring import fluid
-from mpisim.collectives.fluid.tree import Tree, fluid_trees
-from mpisim.collectives.nccl.protocols import protocols
-from mpisim.collectives.nccl.topology import in_network_reduction, nvls_groups, rail_trees
+from mpisim.collectives.nccl.nvlstree import stream
+from mpisim.collectives.nccl.topology import in_network_reduction, nvls_groups
 from mpisim.collectives.nccl.tuner import Choice, launch, planner
 from mpisim.collectives.registry import algorithm
-from mpisim.collectives.trees import NCCL_STEPS
 from mpisim.engine.sim import Proc
 from mpisim.mpi.comm import Comm
 from mpisim.mpi.ops import Op
 from mpisim.mpi.payload import Payload
-
-
-def _rail_trees_of(comm: Comm, buf: Payload, groups: Sequence[Sequence[int]]) -> list[Tree]:
-    """The trees of an ``nvls`` call across nodes: two per rail j, each over half of block j."""
-    simple = protocols(comm.world.topology.spec)["Simple"].wire
-    trees = []
-    for j, block in enumerate(buf.split(len(groups[0]))):
-        links = rail_trees(groups, j, comm.size)
-        trees += [Tree.over(links[t], simple, half, j) for t, half in enumerate(block.split(2))]
-    return trees
 
 
 @algorithm("allreduce", "nvls", requires={"commutative", "in_switch_reduction"},
@@ -44,9 +29,9 @@ def nvls_allreduce(comm: Comm, buf: Payload, op: Op, choice: Choice) -> Proc[Pay
     """In-switch (NVLS) allreduce; across nodes the network's switches reduce too (SHARP), or as nvls_tree.
 
     Inside a node as :func:`nvls_tree_allreduce`. Across nodes with ``in_network_reduction``
-    (NVLS + CollNet) each rank's reduced block crosses its NIC once up and once down, streamed
-    (:func:`_switch_allreduce`); without it this is NVLSTree, which NCCL's tuner runs there
-    instead (the ``nccl`` selector and ``auto`` then name it ``nvls_tree``).
+    (NVLS + CollNet) each head's part crosses its NIC once up and once down, streamed
+    (:func:`~mpisim.collectives.nccl.nvlstree.stream`); without it this is NVLSTree, which
+    NCCL's tuner runs there instead (the ``nccl`` selector and ``auto`` then name it ``nvls_tree``).
     """
     return (yield from _nvls(comm, buf, op, choice, in_network_reduction(comm)))
 
@@ -57,7 +42,8 @@ def nvls_allreduce(comm: Comm, buf: Payload, op: Op, choice: Choice) -> Proc[Pay
 def nvls_tree_allreduce(comm: Comm, buf: Payload, op: Op, choice: Choice) -> Proc[Payload]:
     """NCCL's NVLSTree allreduce: blocks reduced in each node's switch, a tree per NIC between nodes.
 
-    Inside a node: blocks reduced on their way through the switch, results multicast.
+    Across nodes: :func:`~mpisim.collectives.nccl.nvlstree.stream`. Inside a node (where NCCL
+    runs NVLS instead): blocks reduced on their way through the switch, results multicast.
 
     Rank r sends block j of its vector to rank j, for every j != r, and adds the p-1 blocks it
     receives into its own block r; then it sends the reduced block r to every rank. On an
@@ -68,7 +54,7 @@ def nvls_tree_allreduce(comm: Comm, buf: Payload, op: Op, choice: Choice) -> Pro
     ``in_switch_reduction`` requirement, :meth:`~mpisim.collectives.registry.Algorithm.why_not_on`).
 
     Cost: base + 2(h + α + (p-1)(n/p)β/e) + ((p-1)/p)nγ on a switch whose ports the p-1 blocks
-    share (see predict_nvls). At ``fidelity: collective`` with size-only data the rail trees
+    share (see predict_nvls). At ``fidelity: collective`` with size-only data the heads' trees
     across nodes run as one flow per edge (:mod:`~mpisim.collectives.fluid.tree`); the in-node
     exchanges, 2(q-1) messages a rank, stay messages.
     """
@@ -79,9 +65,11 @@ def _nvls(comm: Comm, buf: Payload, op: Op, choice: Choice, fabric_reduces: bool
     p = comm.size
     if p == 1:
         return buf
+    groups = nvls_groups(comm) or [list(range(p))]
+    if len(groups) > 1:  # across nodes: the in-switch stages streaming into the heads' trees or the fabric
+        return (yield from stream(comm, buf, op, choice, groups, fabric_reduces))
     yield from launch(comm, choice)
     wired = comm.with_wire(choice.protocol.wire)
-    groups = nvls_groups(comm) or [list(range(p))]
     members = next(group for group in groups if comm.rank in group)
     j = members.index(comm.rank)
     blocks = buf.split(len(members))
@@ -93,20 +81,6 @@ def _nvls(comm: Comm, buf: Payload, op: Op, choice: Choice, fabric_reduces: bool
     for part in incoming:
         mine = yield from comm.reduce_local(op, part, mine)
     yield from wired.waitall(sends)
-    if len(groups) > 1 and fabric_reduces:
-        mine = yield from _switch_allreduce(comm, mine, op, groups, j)
-    elif len(groups) > 1 and comm.world.fidelity == "collective" and fluid(comm, buf) and (
-            not comm.world.validated_only or validated.rail_trees(comm, buf.nbytes)):
-        # At collective fidelity the rail trees run as flows (the in-node exchanges stay messages).
-        yield from fluid_trees(comm, lambda: _rail_trees_of(comm, buf, groups), ("nvls", buf.count, buf.dtype.str))
-    elif len(groups) > 1:
-        # Between nodes: local rank j of every node allreduces block j over rail j (NVLS + tree).
-        simple = comm.with_wire(protocols(comm.world.topology.spec)["Simple"].wire, shared=True)
-        trees = [tree[comm.rank] for tree in rail_trees(groups, j, p)]
-        halves = mine.split(2)
-        streams = [comm.env.process(tree_allreduce(simple, halves[t], op, *trees[t], t, NCCL_STEPS)) for t in (0, 1)]
-        yield comm.env.all_of(streams)
-        mine = type(buf).concat([stream.value for stream in streams])
     # Multicast: the reduced block j reaches every rank of the node.
     sends = [wired.isend(mine, dest=r, tag=1) for _, r in peers]
     received = yield from wired.waitall([wired.irecv(source=r, tag=1) for _, r in peers])
@@ -115,33 +89,3 @@ def _nvls(comm: Comm, buf: Payload, op: Op, choice: Choice, fabric_reduces: bool
         blocks[i] = block
     blocks[j] = mine
     return type(buf).concat(blocks)
-
-
-def _switch_allreduce(comm: Comm, mine: Payload, op: Op, groups: Sequence[Sequence[int]], j: int) -> Proc[Payload]:
-    """Block j reduced by the network's switches (SHARP) with local rank j of every other node.
-
-    Each NIC carries the block once up and the reduced block once down, streamed through the
-    switches' aggregation tree: the load of one exchange with a rail neighbour, which is what
-    runs here (node k sends to node k+1 and receives from node k-1 over rail j). The switches'
-    sum needs every node's block: the result is ready when the last node's exchange is done,
-    and is the contributions combined in node order (so every rank gets the same numbers).
-    """
-    m = len(groups)
-    k = next(i for i, group in enumerate(groups) if comm.rank in group)
-    simple = comm.with_wire(protocols(comm.world.topology.spec)["Simple"].wire, shared=True)
-    yield from simple.sendrecv(mine, dest=groups[(k + 1) % m][j], sendtag=2, source=groups[(k - 1) % m][j], recvtag=2)
-    # The switch: one aggregation per (call, rail), keyed by this rank's count of such calls.
-    calls = comm.world.memo.table("nvls.collnet.calls")
-    seq = calls.get((comm.context, comm.rank), 0)
-    calls[(comm.context, comm.rank)] = seq + 1
-    switch = comm.world.memo.table("nvls.collnet.switch")
-    entry = switch.setdefault((comm.context, seq, j), {"parts": [None] * m, "left": m, "done": comm.env.event()})
-    entry["parts"][k] = mine
-    entry["left"] -= 1
-    if entry["left"] == 0:
-        total = entry["parts"][0]
-        for part in entry["parts"][1:]:
-            total = total.combine(part, op)
-        entry["done"].succeed(total)
-        del switch[(comm.context, seq, j)]
-    return (yield entry["done"])

@@ -55,7 +55,6 @@ from mpisim.collectives.nccl.topology import (
     channel_count,
     in_network_reduction,
     nvls_groups,
-    rail_trees,
     ring_orders,
     tree_links,
 )
@@ -323,27 +322,6 @@ def _hop_costs_unshared(comm: Comm, hops: list[tuple[int, int]], wire: Wire) -> 
     return out
 
 
-def predict_nvls(comm: Comm, protocol: Protocol, nbytes: int) -> float:
-    """Predicted time of ``nvls``: the in-node exchanges, and between nodes the switches' reduction or a tree per rail.
-
-    In a node of q ranks: two exchanges of q-1 blocks of n/q bytes (a rank's port carries its
-    q-1 blocks: at once on the ``fairshare`` network, in turn on the analytic one) and q-1
-    reductions. Across m nodes, each rank's reduced block of n/q bytes is reduced with its
-    counterparts on the other nodes: where the fabric reduces (``in_network_reduction``, NCCL's
-    NVLS + CollNet) it crosses the rank's NIC up once and comes back once, streamed, so once
-    its route's time; elsewhere over a double binary tree per rail, as ``nvls_tree``
-    (:func:`predict_tree`'s closed form).
-    """
-    groups = nvls_groups(comm)
-    if groups is not None and len(groups) > 1 and in_network_reduction(comm):
-        intra, block = _nvls_in_node(comm, protocol, nbytes)
-        simple = protocols(comm.world.topology.spec)["Simple"]
-        members = groups[0]
-        (latency, per_byte), = _hop_costs_unshared(comm, [(members[0], groups[1][0])], simple.wire)
-        return intra + latency + block * per_byte
-    return predict_nvls_tree(comm, protocol, nbytes)
-
-
 def _nvls_in_node(comm: Comm, protocol: Protocol, nbytes: int) -> tuple[float, float]:
     """The in-node part of an NVLS call (base, reduce-scatter, multicast) and each rank's block: (seconds, bytes)."""
     groups = nvls_groups(comm) or [list(range(comm.size))]
@@ -355,29 +333,8 @@ def _nvls_in_node(comm: Comm, protocol: Protocol, nbytes: int) -> tuple[float, f
     return protocol.base + 2 * phase + (q - 1) * block * comm.world.config.reduce_cost, block
 
 
-def predict_nvls_tree(comm: Comm, protocol: Protocol, nbytes: int) -> float:
-    """Predicted time of ``nvls_tree`` (NCCL's NVLSTree): the in-node exchanges, and between nodes a pipelined tree per rail.
-
-    In a node as :func:`predict_nvls`. Across m nodes, each rank's reduced block of n/q bytes
-    is allreduced with its counterparts on the other nodes over a double binary tree (see
-    :func:`predict_tree`, whose closed form it shares).
-    """
-    p = comm.size
-    if p == 1:
-        return 0.0
-    groups = nvls_groups(comm) or [list(range(p))]
-    q = len(groups[0])
-    intra, block = _nvls_in_node(comm, protocol, nbytes)
-    if len(groups) == 1:
-        return intra
-    simple = protocols(comm.world.topology.spec)["Simple"]
-    return intra + _tree_time(comm, lambda: [tree for j in range(q) for tree in rail_trees(groups, j, comm.size)],
-                              block / 2, simple.wire, "nvls")
-
-
-
-_PREDICTORS = {"nccl_ring": predict_ring, "nccl_tree": predict_tree, "nvls": predict_nvls,
-               "nvls_tree": predict_nvls_tree}
+#: The in-switch algorithms register theirs (:mod:`~mpisim.collectives.nccl.nvlstree`).
+_PREDICTORS = {"nccl_ring": predict_ring, "nccl_tree": predict_tree}
 #: Predictors of other collectives' NCCL-style algorithms, by (collective, algorithm): the
 #: modules that define them register them here (register_predictor).
 _COLLECTIVE_PREDICTORS: dict[tuple[str, str], Callable[[Comm, Protocol, int], float]] = {}
