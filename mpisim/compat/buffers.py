@@ -238,11 +238,17 @@ def _packed(memory: np.ndarray, datatype: Datatype, rest: list[Any], vector: boo
         if _typemap.reach(tmap, start + count) > memory.nbytes:
             raise BufferSpecError(f"{count} elements of a derived datatype (extent {tmap.extent} B) from element "
                                   f"{start} reach past the buffer's {memory.nbytes} bytes")
-    parts = [_typemap.pack(memory, tmap, count, start) for start, count in runs]
-    array = np.concatenate(parts) if parts else np.zeros(0, tmap.basic or np.uint8)
-    if tmap.basic is None:
-        array = array.view(np.uint8)
-    spec = Spec(array, datatype, scattered=(memory, runs))
+    if len(runs) == 1 and tmap.dense and tmap.basic is not None and runs[0][0] * tmap.extent + tmap.lb >= 0:
+        # one stretch of bytes of one type (Create_contiguous of a named type): read in place, as a named type is
+        first = runs[0][0] * tmap.extent + tmap.lb
+        array = memory.reshape(-1).view(np.uint8)[first:first + runs[0][1] * tmap.extent].view(tmap.basic)
+        spec = Spec(array, datatype)
+    else:
+        parts = [_typemap.pack(memory, tmap, count, start) for start, count in runs]
+        array = np.concatenate(parts) if parts else np.zeros(0, tmap.basic or np.uint8)
+        if tmap.basic is None:
+            array = array.view(np.uint8)
+        spec = Spec(array, datatype, scattered=(memory, runs))
     if vector:
         packed_counts = [c * per for _, c in runs]
         spec.counts, spec.displs = packed_counts, [sum(packed_counts[:i]) for i in range(len(packed_counts))]

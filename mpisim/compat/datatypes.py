@@ -3,9 +3,8 @@
 A *named* type (``MPI.DOUBLE``) is a numpy dtype with MPI's name. A *derived* type
 (``Create_vector``, ``Create_struct``, ``Create_subarray``, ``Create_darray``, ...) carries its
 type map (:mod:`mpisim.compat.typemap`): a message of it moves exactly the bytes the map
-covers, packed, and the network is charged for those. One whose bytes are dense
-(``Create_contiguous`` of a named type) is also a numpy dtype, read in place as named types
-are. Every derived type also keeps the call that made it (:mod:`mpisim.compat.envelope`), so
+covers, packed, and the network is charged for those (one whose bytes are dense, as
+``Create_contiguous`` of a named type, is read in place). Every derived type also keeps the call that made it (:mod:`mpisim.compat.envelope`), so
 ``Get_envelope``, ``Get_contents``, ``decode`` and pickling work as in mpi4py.
 
 **Handles.** As an MPI handle, ``MPI.Datatype(t)`` is the same type as ``t`` (equal, not
@@ -399,13 +398,7 @@ def _kept(datatype: Datatype) -> Datatype:
 
 
 def _derived(tmap: _typemap.TypeMap, recipe: _env.Recipe) -> Datatype:
-    """A derived type over *tmap*; dense bytes of one basic type are also a numpy dtype, read in place."""
-    if tmap.basic is not None and tmap.dense and tmap.lb == 0:
-        n = tmap.size // tmap.basic.itemsize
-        try:
-            return Datatype("", np.dtype((tmap.basic, (n,))) if n != 1 else tmap.basic, None, recipe)
-        except ValueError:  # more elements than numpy's shapes hold: kept as a map
-            pass
+    """A derived type over *tmap* (a buffer of it is read through the map: in place when its bytes are dense)."""
     return Datatype("", np.dtype((np.void, min(max(tmap.size, 1), _VOID_MAX))), tmap, recipe)
 
 

@@ -23,8 +23,9 @@ subarray(...)      a box of a C- or Fortran-ordered array; the extent is the who
 resized(lb, ext)   the same bytes with new bounds (to interleave elements: scatter a matrix's blocks)
 =================  ==========================================================================
 
-Blocks of zero elements add nothing, not even bounds; a type with no bytes at all has
-``lb = ub = 0`` (MPICH's values, checked against it in the tests).
+Blocks of zero elements add nothing, not even bounds (but a vector's bounds are its first and
+last blocks', empty or not); a type of no elements has ``lb = ub = 0`` -- MPICH's values,
+checked against it in the tests.
 
 :func:`pack` gathers ``count`` elements' bytes from a buffer into one contiguous array (what a
 send moves, and what the network model is charged for); :func:`unpack` puts received bytes
@@ -86,8 +87,8 @@ class TypeMap:
 
     def true_extent(self) -> tuple[int, int]:
         """``(true lb, true extent)``: the span of the bytes themselves, bounds aside."""
-        if not self.runs:
-            return 0, 0
+        if not self.runs:  # no bytes: the bounds themselves (MPICH's)
+            return self.lb, self.extent
         low = int(self.starts.min())
         return low, int((self.starts + self.lengths).max()) - low
 
@@ -168,7 +169,19 @@ def contiguous(count: int, old: TypeMap) -> TypeMap:
 
 
 def hvector(count: int, blocklength: int, stride_bytes: int, old: TypeMap) -> TypeMap:
-    return _repeat(count, stride_bytes, _repeat(blocklength, old.extent, old))
+    """*count* blocks of *blocklength* old elements, *stride_bytes* apart.
+
+    The bounds are MPICH's: those of the first and last blocks, even when the blocks are empty
+    (a vector of 2 blocks of 0 ints, 3 ints apart, has extent 12 B, and no data).
+    """
+    if count <= 0 or not old.size:
+        return _empty(old.basic, old.align)
+    data = _repeat(count, stride_bytes, _repeat(blocklength, old.extent, old))
+    span = old.extent * (blocklength - 1)  # from the first element of a block to its last
+    reach = stride_bytes * (count - 1)  # from the first block to the last
+    lb = old.lb + (reach if stride_bytes < 0 else 0) + (span if old.extent < 0 else 0)
+    ub = old.ub + (reach if stride_bytes >= 0 else 0) + (span if old.extent >= 0 else 0)
+    return TypeMap(data.starts, data.lengths, lb, ub, old.basic, old.align)
 
 
 def vector(count: int, blocklength: int, stride: int, old: TypeMap) -> TypeMap:
