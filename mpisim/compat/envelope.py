@@ -176,15 +176,13 @@ _MATCH = {
     TYPECLASS_REAL: (("MPI_REAL2", "f2"), ("MPI_REAL4", "f4"), ("MPI_REAL8", "f8"), ("MPI_REAL16", "g")),
     TYPECLASS_COMPLEX: (("MPI_COMPLEX4", "V4"), ("MPI_COMPLEX8", "c8"), ("MPI_COMPLEX16", "c16"),
                         ("MPI_COMPLEX32", "G")),
+    TYPECLASS_LOGICAL: (("MPI_LOGICAL", "i4"),),  # MPICH 5 matches Fortran's default LOGICAL only
 }
 
 
 def match_size(typeclass: int, size: int) -> tuple[str, np.dtype]:
     """``(MPI name, numpy type)`` of the type of *typeclass* that is *size* bytes (``MPI_Type_match_size``)."""
-    if typeclass not in _MATCH:
-        raise MPIError(f"The value of typeclass ({typeclass}) is not one of MPI_TYPECLASS_REAL, "
-                       "MPI_TYPECLASS_INTEGER, or MPI_TYPECLASS_COMPLEX", error_class=ERR_ARG)
-    for name, code in _MATCH[typeclass]:
+    for name, code in _MATCH.get(typeclass, ()):
         if np.dtype(code).itemsize == size:
             return name, np.dtype(code)
     raise MPIError(f"No MPI datatype available for typeclass {typeclass} and size {size}", error_class=ERR_ARG)
