@@ -35,8 +35,8 @@ back at the same places. Long runs are copied as slices, short ones through one 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from functools import cached_property
+from dataclasses import dataclass, field
+from functools import lru_cache
 
 import numpy as np
 
@@ -68,9 +68,10 @@ class TypeMap:
     basic: np.dtype | None
     align: int  # the largest alignment of its basic types (a struct's extent is a multiple)
 
-    @cached_property
-    def size(self) -> int:
-        return int(self.lengths.sum())
+    size: int = field(init=False)  # bytes of data: the runs' total
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "size", int(self.lengths.sum()))
 
     @property
     def extent(self) -> int:
@@ -129,6 +130,7 @@ def _empty(basic: np.dtype | None, align: int) -> TypeMap:
     return TypeMap(_EMPTY, _EMPTY, 0, 0, basic, align)
 
 
+@lru_cache(maxsize=256)
 def named(dtype: np.dtype) -> TypeMap:
     """A named type's map: its own bytes (a pair type's fields, C's padding between them not data)."""
     if dtype.fields:
@@ -147,7 +149,7 @@ def _copies(displacements: np.ndarray, old: TypeMap) -> TypeMap:
         return _empty(old.basic, old.align)
     _bounded(disps.size * old.runs)
     starts = (disps[:, None] + old.starts[None, :]).reshape(-1)
-    lengths = np.tile(old.lengths, disps.size)
+    lengths = np.broadcast_to(old.lengths, (disps.size, old.runs)).reshape(-1)
     starts, lengths = _merge(starts, lengths)
     return TypeMap(starts, lengths, int(disps.min()) + old.lb, int(disps.max()) + old.ub, old.basic, old.align)
 
@@ -156,6 +158,8 @@ def _repeat(count: int, step: int, old: TypeMap) -> TypeMap:
     """*count* copies of *old*, *step* bytes apart: one run when they touch, in O(1) whatever *count*."""
     if count <= 0 or not old.size:
         return _empty(old.basic, old.align)
+    if count == 1:
+        return old
     if old.runs == 1 and int(old.lengths[0]) == step and step > 0:
         low, high = 0, (count - 1) * step
         return TypeMap(old.starts.copy(), np.full(1, count * step, np.int64), low + old.lb, high + old.ub,
@@ -253,7 +257,8 @@ def _element_runs(tmap: TypeMap, count: int, start: int) -> tuple[np.ndarray, np
     if tmap.dense:
         return np.array([start * tmap.extent + tmap.lb], np.int64), np.array([count * tmap.extent], np.int64)
     firsts = np.arange(start, start + count, dtype=np.int64) * tmap.extent
-    return _merge((firsts[:, None] + tmap.starts[None, :]).reshape(-1), np.tile(tmap.lengths, count))
+    return _merge((firsts[:, None] + tmap.starts[None, :]).reshape(-1),
+                  np.broadcast_to(tmap.lengths, (count, tmap.runs)).reshape(-1))
 
 
 def indices(tmap: TypeMap, count: int, start: int = 0) -> np.ndarray:
