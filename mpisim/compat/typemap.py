@@ -24,8 +24,9 @@ resized(lb, ext)   the same bytes with new bounds (to interleave elements: scatt
 =================  ==========================================================================
 
 Blocks of zero elements add nothing, not even bounds (but a vector's bounds are its first and
-last blocks', empty or not); a type of no elements has ``lb = ub = 0`` -- MPICH's values,
-checked against it in the tests.
+last blocks', empty or not); a type of no elements has ``lb = ub = 0``, and a type without
+bytes a true extent of 0 (a vector's: its bounds) -- MPICH's values, checked against it in the
+tests.
 
 :func:`pack` gathers ``count`` elements' bytes from a buffer into one contiguous array (what a
 send moves, and what the network model is charged for); :func:`unpack` puts received bytes
@@ -67,6 +68,7 @@ class TypeMap:
     ub: int
     basic: np.dtype | None
     align: int  # the largest alignment of its basic types (a struct's extent is a multiple)
+    hollow: tuple[int, int] = (0, 0)  # (true lb, true extent) of a map without bytes (MPICH: a vector's are its bounds)
 
     size: int = field(init=False)  # bytes of data: the runs' total
 
@@ -88,8 +90,8 @@ class TypeMap:
 
     def true_extent(self) -> tuple[int, int]:
         """``(true lb, true extent)``: the span of the bytes themselves, bounds aside."""
-        if not self.runs:  # no bytes: the bounds themselves (MPICH's)
-            return self.lb, self.extent
+        if not self.runs:
+            return self.hollow
         low = int(self.starts.min())
         return low, int((self.starts + self.lengths).max()) - low
 
@@ -185,7 +187,7 @@ def hvector(count: int, blocklength: int, stride_bytes: int, old: TypeMap) -> Ty
     reach = stride_bytes * (count - 1)  # from the first block to the last
     lb = old.lb + (reach if stride_bytes < 0 else 0) + (span if old.extent < 0 else 0)
     ub = old.ub + (reach if stride_bytes >= 0 else 0) + (span if old.extent >= 0 else 0)
-    return TypeMap(data.starts, data.lengths, lb, ub, old.basic, old.align)
+    return TypeMap(data.starts, data.lengths, lb, ub, old.basic, old.align, (lb, ub - lb))
 
 
 def vector(count: int, blocklength: int, stride: int, old: TypeMap) -> TypeMap:
@@ -247,7 +249,7 @@ def subarray(sizes: Sequence[int], subsizes: Sequence[int], starts: Sequence[int
 
 
 def resized(lb: int, extent: int, old: TypeMap) -> TypeMap:
-    return TypeMap(old.starts, old.lengths, int(lb), int(lb) + int(extent), old.basic, old.align)
+    return TypeMap(old.starts, old.lengths, int(lb), int(lb) + int(extent), old.basic, old.align, old.hollow)
 
 
 def _element_runs(tmap: TypeMap, count: int, start: int) -> tuple[np.ndarray, np.ndarray]:

@@ -41,6 +41,12 @@ CASES = [
     ("darray mixed", B.Create_darray(3, 2, [5, 4, 3], [CYCLIC, NONE, BLOCK], [2, DFLT, DFLT], [3, 1, 1], C)),
     ("darray 3-D cyclic F", B.Create_darray(8, 5, [5, 3, 4], [CYCLIC] * 3, [DFLT] * 3, [2, 2, 2], F)),
     ("f90 real", MPI.Datatype.Create_f90_real(10, 100)),
+    ("subarray, an empty box", D.Create_subarray([4, 5], [0, 3], [1, 1])),
+    ("hindexed, empty blocks", N.Create_hindexed([0, 0], [8, 100])),
+    ("indexed, an empty block first", N.Create_indexed([0, 2], [8, 1])),
+    ("contiguous of nothing", N.Create_contiguous(0).Create_contiguous(3)),
+    ("vector of extent 0", N.Create_resized(0, 0).Create_vector(3, 1, 1)),
+    ("pairs", MPI.Datatype.Create_struct([1, 1, 1], [0, 16, 48], [MPI.DOUBLE_INT, MPI.SHORT_INT, MPI.LONG_DOUBLE_INT])),
 ]
 
 for name, t in CASES:
@@ -68,3 +74,7 @@ for name, t in CASES:
         print(name, "| size", t.Get_size(), "| extent", (lb, extent), "| true", (true_lb, true_extent),
               "| envelope", env, "| contents", contents[:3], [d.Get_name() for d in contents[3]],
               "| decode", combiner, params, "| offsets", offsets)
+
+if rank == 1:  # the named pair types: C's padding is in the extent, not in the size or the true extent
+    for t in (MPI.DOUBLE_INT, MPI.SHORT_INT, MPI.LONG_DOUBLE_INT, MPI.FLOAT_INT):
+        print(t.Get_name(), t.Get_size(), t.Get_extent(), t.Get_true_extent())
