@@ -424,7 +424,7 @@ def _wspec(spec: Any, size: int, ctx: RankContext, writable: bool) -> tuple[np.n
     return memory, nbytes, displs, maps
 
 
-#: The most bytes the blocks of an ``MPI.BOTTOM`` buffer may span (the derived-type limit).
+#: The most bytes the blocks of an ``MPI.BOTTOM`` buffer may span (a guard: the span is read as one stretch of memory).
 _BOTTOM_SPAN = 64 << 20
 
 
