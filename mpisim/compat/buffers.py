@@ -14,7 +14,8 @@ never a copy), typed by the datatype, so a receive writes straight into the prog
 and a send reads from it, as MPI does. Objects exposing DLPack or ``__cuda_array_interface__``
 (PyTorch, CuPy, Numba) are read as the host memory their pointer names (:mod:`.devicebuf`).
 
-:class:`Datatype` is MPI's named type: a numpy dtype with MPI's name and size.
+:class:`~mpisim.compat.datatypes.Datatype` (named and derived datatypes) lives in
+:mod:`mpisim.compat.datatypes`; its names are re-exported here for the buffer readers.
 
 A buffer mpi4py refuses is refused with mpi4py's exception and words
 (:class:`BufferSpecError` carries which): a non-contiguous array (``A[:, 0]``) or a read-only
@@ -32,256 +33,7 @@ import numpy as np
 
 from mpisim.compat import devicebuf as _device
 from mpisim.compat import typemap as _typemap
-from mpisim.compat.unsupported import Strict, unsupported
-
-
-class Datatype(metaclass=Strict):
-    """An MPI datatype: a named one (``MPI.DOUBLE``: MPI's name over a numpy dtype) or a derived one.
-
-    A derived type (``Create_vector``, ``Create_struct``, ``Create_subarray``, ``Create_resized``,
-    ...) carries its type map (:mod:`mpisim.compat.typemap`): a message of it moves exactly the
-    bytes the map covers, packed, and the network is charged for those. One whose bytes are
-    dense (``Create_contiguous`` of a named type) is also a numpy dtype, read in place as named
-    types are. Names mpisim does not simulate are an UnsupportedCall naming them, on an
-    instance as on the class (``MPI.Datatype.Create_darray``).
-    """
-
-    __slots__ = ("dtype", "name", "tmap")
-
-    def __init__(self, name: str, dtype: Any, tmap: _typemap.TypeMap | None = None) -> None:
-        self.name = name
-        self.dtype = np.dtype(dtype)
-        self.tmap = tmap  # None: named (or dense), read in place as self.dtype
-
-    @property
-    def _map(self) -> _typemap.TypeMap:
-        return self.tmap if self.tmap is not None else _typemap.named(self.dtype)
-
-    # mpi4py's methods, as programs call them
-    @classmethod
-    def fromcode(cls, code: str) -> Datatype:
-        """The named type of a numpy/struct type code (``'i'``, ``'f8'``, ``'d'``, ...), as ``MPI._typedict`` has it."""
-        try:
-            return TYPEDICT[code]
-        except (KeyError, TypeError):
-            raise ValueError(f"cannot map code {code!r} to MPI datatype") from None
-
-    def Get_size(self) -> int:
-        """Bytes of data in one element (``MPI_Type_size``): a pair type's padding is not data (DOUBLE_INT: 12)."""
-        return self.tmap.size if self.tmap is not None else _data_size(self.dtype)
-
-    size = property(Get_size)
-
-    def Get_extent(self) -> tuple[int, int]:
-        """``(lower bound, extent)``: a named type's is ``(0, size)`` (a pair type's includes its padding)."""
-        if self.tmap is None:
-            return 0, self.dtype.itemsize
-        return self.tmap.lb, self.tmap.extent
-
-    @property
-    def extent(self) -> int:
-        """Extent in bytes: the stride of consecutive elements (DOUBLE_INT: 16)."""
-        return self.Get_extent()[1]
-
-    @property
-    def lb(self) -> int:
-        return self.Get_extent()[0]
-
-    @property
-    def ub(self) -> int:
-        lb, extent = self.Get_extent()
-        return lb + extent
-
-    def Get_true_extent(self) -> tuple[int, int]:
-        """``(true lb, true extent)``: the span of the bytes the type covers, its bounds aside."""
-        return self._map.true_extent() if self.tmap is not None else (0, self.dtype.itemsize)
-
-    true_lb = property(lambda self: self.Get_true_extent()[0])
-    true_extent = property(lambda self: self.Get_true_extent()[1])
-    true_ub = property(lambda self: sum(self.Get_true_extent()))
-
-    def Get_name(self) -> str:
-        """MPI's name for the type, e.g. ``MPI_DOUBLE`` ('' for a derived type, as in MPICH)."""
-        return self.name
-
-    def Set_name(self, name: str) -> None:
-        self.name = str(name)
-
-    is_named = property(lambda self: self.tmap is None and self.name.startswith("MPI"))
-    is_predefined = is_named
-
-    # ---- derived datatypes (MPI-4 section 5.1; the type maps in mpisim.compat.typemap)
-
-    def Create_contiguous(self, count: int) -> Datatype:
-        """*count* consecutive elements as one element (``MPI_Type_contiguous``)."""
-        return _derived(_typemap.contiguous(int(count), self._map))
-
-    def Create_vector(self, count: int, blocklength: int, stride: int) -> Datatype:
-        """*count* blocks of *blocklength* elements, their starts *stride* elements apart (``MPI_Type_vector``)."""
-        return _derived(_typemap.vector(int(count), int(blocklength), int(stride), self._map))
-
-    def Create_hvector(self, count: int, blocklength: int, stride: int) -> Datatype:
-        """:meth:`Create_vector` with the stride in bytes (``MPI_Type_create_hvector``)."""
-        return _derived(_typemap.hvector(int(count), int(blocklength), int(stride), self._map))
-
-    def Create_indexed(self, blocklengths: Any, displacements: Any) -> Datatype:
-        """Blocks of ``blocklengths[i]`` elements at ``displacements[i]`` elements (``MPI_Type_indexed``)."""
-        return _derived(_typemap.indexed(_ints(blocklengths), _ints(displacements), self._map))
-
-    def Create_hindexed(self, blocklengths: Any, displacements: Any) -> Datatype:
-        """:meth:`Create_indexed` with displacements in bytes (``MPI_Type_create_hindexed``)."""
-        return _derived(_typemap.hindexed(_ints(blocklengths), _ints(displacements), self._map))
-
-    def Create_indexed_block(self, blocklength: int, displacements: Any) -> Datatype:
-        """Blocks of one length at ``displacements[i]`` elements (``MPI_Type_create_indexed_block``)."""
-        displs = _ints(displacements)
-        return _derived(_typemap.indexed([int(blocklength)] * len(displs), displs, self._map))
-
-    def Create_hindexed_block(self, blocklength: int, displacements: Any) -> Datatype:
-        displs = _ints(displacements)
-        return _derived(_typemap.hindexed([int(blocklength)] * len(displs), displs, self._map))
-
-    @classmethod
-    def Create_struct(cls, blocklengths: Any, displacements: Any, datatypes: Any) -> Datatype:
-        """Blocks of ``blocklengths[i]`` elements of ``datatypes[i]`` at ``displacements[i]`` bytes (``MPI_Type_create_struct``)."""
-        return _derived(_typemap.struct(_ints(blocklengths), _ints(displacements), [t._map for t in datatypes]))
-
-    def Create_subarray(self, sizes: Any, subsizes: Any, starts: Any, order: int = _typemap.ORDER_C) -> Datatype:
-        """The box ``starts .. starts + subsizes`` of an array of shape *sizes* (``MPI_Type_create_subarray``)."""
-        return _derived(_typemap.subarray(_ints(sizes), _ints(subsizes), _ints(starts), int(order), self._map))
-
-    def Create_resized(self, lb: int, extent: int) -> Datatype:
-        """The same bytes with lower bound *lb* and extent *extent* (``MPI_Type_create_resized``)."""
-        return _derived(_typemap.resized(int(lb), int(extent), self._map))
-
-    def Commit(self) -> Datatype:
-        """Return the type itself: the type map is ready to use as built."""
-        return self
-
-    def Free(self) -> None:
-        """Nothing to free."""
-
-    def Dup(self) -> Datatype:
-        """Return a copy of the type."""
-        return Datatype(self.name, self.dtype, self.tmap)
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Datatype) and other.dtype == self.dtype and other.name == self.name and \
-            other.tmap is self.tmap
-
-    def __hash__(self) -> int:
-        return hash((self.name, self.dtype))
-
-    def __repr__(self) -> str:
-        return f"<mpi4py.MPI.Datatype {self.name}>"
-
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("_") or name in Datatype.__slots__:
-            raise AttributeError(name)
-        raise unsupported(f"Datatype.{name}")
-
-
-def _ints(values: Any) -> list[int]:
-    return [int(v) for v in values]
-
-
-def _derived(tmap: _typemap.TypeMap) -> Datatype:
-    """A derived type over *tmap*; dense bytes of one basic type are also a numpy dtype, read in place."""
-    dense = (tmap.basic is not None and tmap.lb == 0 and tmap.extent == tmap.size
-             and np.array_equal(tmap.offsets, np.arange(tmap.size)))
-    if dense:
-        n = tmap.size // tmap.basic.itemsize
-        return Datatype("", np.dtype((tmap.basic, (n,))) if n != 1 else tmap.basic)
-    return Datatype("", np.dtype((np.void, max(tmap.size, 1))), tmap)
-
-
-def _data_size(dtype: np.dtype) -> int:
-    """Bytes of *dtype* that are data, not padding (C's struct padding of the MAXLOC/MINLOC pair types)."""
-    if dtype.subdtype is not None:
-        base, shape = dtype.subdtype
-        return _data_size(base) * int(np.prod(shape))
-    if dtype.fields:
-        return sum(_data_size(field[0]) for field in dtype.fields.values())
-    return dtype.itemsize
-
-
-def _pair(value: str) -> np.dtype:
-    """``struct {value; int}``, laid out as C lays it out (MAXLOC/MINLOC pair types)."""
-    return np.dtype([("value", value), ("index", "i4")], align=True)
-
-
-#: MPI's named datatypes, by mpi4py's attribute name: (MPICH's name for it, its numpy type). Aliases
-#: (``SIGNED_INT`` and ``INT``, ``F_FLOAT`` and ``REAL``) carry the one name MPICH gives both.
-_NAMED: dict[str, tuple[str, Any]] = {
-    "BYTE": ("MPI_BYTE", np.uint8), "PACKED": ("MPI_PACKED", np.uint8), "CHAR": ("MPI_CHAR", np.int8),
-    "CHARACTER": ("MPI_CHARACTER", np.int8), "SIGNED_CHAR": ("MPI_SIGNED_CHAR", np.int8),
-    "UNSIGNED_CHAR": ("MPI_UNSIGNED_CHAR", np.uint8), "WCHAR": ("MPI_WCHAR", np.uint32),
-    "SHORT": ("MPI_SHORT", np.int16), "SIGNED_SHORT": ("MPI_SHORT", np.int16),
-    "UNSIGNED_SHORT": ("MPI_UNSIGNED_SHORT", np.uint16), "INT": ("MPI_INT", np.int32),
-    "SIGNED_INT": ("MPI_INT", np.int32), "UNSIGNED": ("MPI_UNSIGNED", np.uint32),
-    "UNSIGNED_INT": ("MPI_UNSIGNED", np.uint32), "LONG": ("MPI_LONG", np.int64), "SIGNED_LONG": ("MPI_LONG", np.int64),
-    "UNSIGNED_LONG": ("MPI_UNSIGNED_LONG", np.uint64), "LONG_LONG": ("MPI_LONG_LONG_INT", np.int64),
-    "SIGNED_LONG_LONG": ("MPI_LONG_LONG_INT", np.int64), "UNSIGNED_LONG_LONG": ("MPI_UNSIGNED_LONG_LONG", np.uint64),
-    "FLOAT": ("MPI_FLOAT", np.float32), "DOUBLE": ("MPI_DOUBLE", np.float64),
-    "LONG_DOUBLE": ("MPI_LONG_DOUBLE", np.longdouble), "FLOAT16_T": ("MPIX_C_FLOAT16", np.float16),
-    "FLOAT32_T": ("MPI_FLOAT", np.float32), "FLOAT64_T": ("MPI_DOUBLE", np.float64),
-    "BOOL": ("MPI_C_BOOL", np.bool_), "C_BOOL": ("MPI_C_BOOL", np.bool_), "CXX_BOOL": ("MPI_CXX_BOOL", np.bool_),
-    "INT8_T": ("MPI_INT8_T", np.int8), "INT16_T": ("MPI_INT16_T", np.int16), "INT32_T": ("MPI_INT32_T", np.int32),
-    "INT64_T": ("MPI_INT64_T", np.int64), "SINT8_T": ("MPI_INT8_T", np.int8), "SINT16_T": ("MPI_INT16_T", np.int16),
-    "SINT32_T": ("MPI_INT32_T", np.int32), "SINT64_T": ("MPI_INT64_T", np.int64),
-    "UINT8_T": ("MPI_UINT8_T", np.uint8), "UINT16_T": ("MPI_UINT16_T", np.uint16),
-    "UINT32_T": ("MPI_UINT32_T", np.uint32), "UINT64_T": ("MPI_UINT64_T", np.uint64),
-    "C_COMPLEX": ("MPI_C_COMPLEX", np.complex64), "C_FLOAT_COMPLEX": ("MPI_C_COMPLEX", np.complex64),
-    "C_DOUBLE_COMPLEX": ("MPI_C_DOUBLE_COMPLEX", np.complex128),
-    "C_LONG_DOUBLE_COMPLEX": ("MPI_C_LONG_DOUBLE_COMPLEX", np.clongdouble),
-    "CXX_FLOAT_COMPLEX": ("MPI_CXX_FLOAT_COMPLEX", np.complex64),
-    "CXX_DOUBLE_COMPLEX": ("MPI_CXX_DOUBLE_COMPLEX", np.complex128),
-    "CXX_LONG_DOUBLE_COMPLEX": ("MPI_CXX_LONG_DOUBLE_COMPLEX", np.clongdouble),
-    "COMPLEX": ("MPI_COMPLEX", np.complex64), "DOUBLE_COMPLEX": ("MPI_DOUBLE_COMPLEX", np.complex128),
-    "AINT": ("MPI_AINT", np.int64), "OFFSET": ("MPI_OFFSET", np.int64), "COUNT": ("MPI_COUNT", np.int64),
-    # Fortran's types, as a C program sees them (MPICH built with gfortran)
-    "INTEGER": ("MPI_INTEGER", np.int32), "F_INT": ("MPI_INTEGER", np.int32), "INTEGER1": ("MPI_INTEGER1", np.int8),
-    "INTEGER2": ("MPI_INTEGER2", np.int16), "INTEGER4": ("MPI_INTEGER4", np.int32),
-    "INTEGER8": ("MPI_INTEGER8", np.int64), "REAL": ("MPI_REAL", np.float32), "F_FLOAT": ("MPI_REAL", np.float32),
-    "REAL4": ("MPI_REAL4", np.float32), "REAL8": ("MPI_REAL8", np.float64),
-    "DOUBLE_PRECISION": ("MPI_DOUBLE_PRECISION", np.float64), "F_DOUBLE": ("MPI_DOUBLE_PRECISION", np.float64),
-    "F_COMPLEX": ("MPI_COMPLEX", np.complex64), "F_FLOAT_COMPLEX": ("MPI_COMPLEX", np.complex64),
-    "F_DOUBLE_COMPLEX": ("MPI_DOUBLE_COMPLEX", np.complex128), "COMPLEX8": ("MPI_COMPLEX8", np.complex64),
-    "COMPLEX16": ("MPI_COMPLEX16", np.complex128), "LOGICAL": ("MPI_LOGICAL", np.int32),
-    "F_BOOL": ("MPI_LOGICAL", np.int32),
-    # MAXLOC/MINLOC's pairs
-    "TWOINT": ("MPI_2INT", _pair("i4")), "SHORT_INT": ("MPI_SHORT_INT", _pair("i2")),
-    "LONG_INT": ("MPI_LONG_INT", _pair("i8")), "FLOAT_INT": ("MPI_FLOAT_INT", _pair("f4")),
-    "DOUBLE_INT": ("MPI_DOUBLE_INT", _pair("f8")), "LONG_DOUBLE_INT": ("MPI_LONG_DOUBLE_INT", _pair("g")),
-}
-DATATYPES: dict[str, Datatype] = {attr: Datatype(name, dtype) for attr, (name, dtype) in _NAMED.items()}
-DATATYPES["INT_INT"] = DATATYPES["TWOINT"]
-
-#: ``MPI._typedict``: numpy's type codes to MPI datatypes, mpi4py's 57 keys (one-letter codes,
-#: sized codes such as ``'f8'``, ``'i4'``, ``'c16'``, and the string and time codes).
-TYPEDICT: dict[str, Datatype] = {code: DATATYPES[attr] for code, attr in {
-    "?": "C_BOOL", "b": "SIGNED_CHAR", "h": "SHORT", "i": "INT", "l": "LONG", "q": "LONG_LONG",
-    "B": "UNSIGNED_CHAR", "H": "UNSIGNED_SHORT", "I": "UNSIGNED", "L": "UNSIGNED_LONG", "Q": "UNSIGNED_LONG_LONG",
-    "e": "FLOAT16_T", "f": "FLOAT", "d": "DOUBLE", "g": "LONG_DOUBLE", "Zf": "C_COMPLEX", "Zd": "C_DOUBLE_COMPLEX",
-    "F": "C_COMPLEX", "D": "C_DOUBLE_COMPLEX", "Zg": "C_LONG_DOUBLE_COMPLEX", "G": "C_LONG_DOUBLE_COMPLEX",
-    "i1": "INT8_T", "i2": "INT16_T", "i4": "INT32_T", "i8": "INT64_T", "f4": "FLOAT", "f8": "DOUBLE",
-    "f16": "LONG_DOUBLE", "c8": "C_COMPLEX", "c16": "C_DOUBLE_COMPLEX", "c32": "C_LONG_DOUBLE_COMPLEX",
-    "b1": "C_BOOL", "u1": "UINT8_T", "u2": "UINT16_T", "u4": "UINT32_T", "u8": "UINT64_T", "f2": "FLOAT16_T",
-    "n": "COUNT", "N": "UNSIGNED_LONG", "p": "AINT", "P": "UNSIGNED_LONG", "c": "CHAR", "a": "CHAR", "S": "CHAR",
-    "S1": "CHAR", "s": "CHAR", "1s": "CHAR", "U": "WCHAR", "U1": "WCHAR", "u": "UINT16_T", "1u": "UINT16_T",
-    "w": "WCHAR", "1w": "WCHAR", "M": "INT64_T", "M8": "INT64_T", "m": "INT64_T", "m8": "INT64_T",
-}.items()}
-
-
-def datatype_of(dtype: np.dtype) -> Datatype:
-    """The MPI datatype of numpy *dtype* (an unnamed one for dtypes MPI has no name for)."""
-    found = TYPEDICT.get(dtype.char)
-    if found is not None and found.dtype == dtype:
-        return found
-    for named in DATATYPES.values():
-        if named.dtype == dtype:
-            return named
-    return Datatype(f"numpy {dtype}", dtype)
+from mpisim.compat.datatypes import DATATYPES, TYPEDICT, Datatype, datatype_of  # noqa: F401 - re-exported
 
 
 class BufferSpecError(TypeError):
@@ -486,11 +238,17 @@ def _packed(memory: np.ndarray, datatype: Datatype, rest: list[Any], vector: boo
         if _typemap.reach(tmap, start + count) > memory.nbytes:
             raise BufferSpecError(f"{count} elements of a derived datatype (extent {tmap.extent} B) from element "
                                   f"{start} reach past the buffer's {memory.nbytes} bytes")
-    parts = [_typemap.pack(memory, tmap, count, start) for start, count in runs]
-    array = np.concatenate(parts) if parts else np.zeros(0, tmap.basic or np.uint8)
-    if tmap.basic is None:
-        array = array.view(np.uint8)
-    spec = Spec(array, datatype, scattered=(memory, runs))
+    if len(runs) == 1 and tmap.dense and tmap.basic is not None and runs[0][0] * tmap.extent + tmap.lb >= 0:
+        # one stretch of bytes of one type (Create_contiguous of a named type): read in place, as a named type is
+        first = runs[0][0] * tmap.extent + tmap.lb
+        array = memory.reshape(-1).view(np.uint8)[first:first + runs[0][1] * tmap.extent].view(tmap.basic)
+        spec = Spec(array, datatype)
+    else:
+        parts = [_typemap.pack(memory, tmap, count, start) for start, count in runs]
+        array = np.concatenate(parts) if parts else np.zeros(0, tmap.basic or np.uint8)
+        if tmap.basic is None:
+            array = array.view(np.uint8)
+        spec = Spec(array, datatype, scattered=(memory, runs))
     if vector:
         packed_counts = [c * per for _, c in runs]
         spec.counts, spec.displs = packed_counts, [sum(packed_counts[:i]) for i in range(len(packed_counts))]

@@ -1,13 +1,13 @@
 """What mpisim does not simulate of mpi4py: one error naming the call and the rank, never a raw AttributeError.
 
 A program under ``mpisim exec`` may use a name of mpi4py that mpisim does not simulate:
-``MPI.DOUBLE.Create_vector``, ``MPI.Comm.Get_parent()``, ``MPI.Op.Reduce_local``,
+``MPI.DOUBLE.Pack_external``, ``MPI.Comm.Get_parent()``, ``MPI.Op.Reduce_local``,
 ``from mpi4py.futures import MPIPoolExecutor``. Each gives a one-line error naming it and the
 rank, as any other unsupported call does:
 
 * names of the ``MPI`` module, of its objects and of its classes:
   :class:`~mpisim.compat.ranks.UnsupportedCall` (also an AttributeError, so
-  ``hasattr(MPI.Datatype, "Create_struct")`` is False, as feature tests expect). Instances
+  ``hasattr(MPI.Datatype, "Pack_external")`` is False, as feature tests expect). Instances
   raise it from their ``__getattr__``; the classes from their metaclass, :class:`Strict`;
 * submodules of the ``mpi4py`` package other than ``MPI`` (``futures``, ``util``, ``run``,
   ``bench``, ``typing``): :class:`UnsupportedModule` (also an ImportError, so a program's
@@ -51,7 +51,7 @@ def unsupported_module(name: str) -> UnsupportedModule:
 class Strict(type):
     """The metaclass of the MPI module's classes: a name the class lacks is an UnsupportedCall naming it.
 
-    ``MPI.Comm.Get_parent()`` and ``MPI.Datatype.Create_struct(...)`` are class attributes in
+    ``MPI.Comm.Get_parent()`` and ``MPI.Datatype.Pack_external(...)`` are class attributes in
     mpi4py; without this they would be a raw AttributeError. A program's own subclasses
     (``class Mine(MPI.Intracomm)``) keep Python's usual error for their names.
     """

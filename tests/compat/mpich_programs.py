@@ -48,6 +48,7 @@ CASES = [
     ("countless_vcalls.py", 4),
     ("op_buffers.py", 3),
     ("isendrecv.py", 3),
+    ("datatype_maps.py", 2),
 ]
 
 

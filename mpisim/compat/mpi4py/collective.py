@@ -424,7 +424,7 @@ def _wspec(spec: Any, size: int, ctx: RankContext, writable: bool) -> tuple[np.n
     return memory, nbytes, displs, maps
 
 
-#: The most bytes the blocks of an ``MPI.BOTTOM`` buffer may span (the derived-type limit).
+#: The most bytes the blocks of an ``MPI.BOTTOM`` buffer may span (a guard: the span is read as one stretch of memory).
 _BOTTOM_SPAN = 64 << 20
 
 
@@ -436,7 +436,7 @@ def _absolute(maps: list[tuple[Any, int]], displs: list[int], ctx: RankContext) 
     relative to the lowest.
     """
     spans = [(displ + tmap.true_extent()[0], displ + _typemap.reach(tmap, count))
-             for (tmap, count), displ in zip(maps, displs, strict=True) if count and tmap.offsets.size]
+             for (tmap, count), displ in zip(maps, displs, strict=True) if count and tmap.runs]
     if not spans:
         return np.zeros(0, np.uint8), displs
     low, high = min(lo for lo, _ in spans), max(hi for _, hi in spans)

@@ -10,7 +10,7 @@ from typing import Any
 
 from mpisim.compat.buffers import Datatype
 from mpisim.compat.unsupported import Strict, unsupported
-from mpisim.mpi.constants import SUCCESS
+from mpisim.mpi.constants import SUCCESS, UNDEFINED
 from mpisim.mpi.request import Status as _SimStatus
 
 
@@ -43,6 +43,11 @@ class Status(_SimStatus, metaclass=Strict):
 
     def Get_count(self, datatype: Any = None) -> int:  # type: ignore[override]
         """The message's size in elements of *datatype* (bytes by default, as in mpi4py)."""
+        if isinstance(datatype, Datatype) and datatype.tmap is not None:  # a derived type: its size in bytes
+            size = datatype.Get_size()
+            if not size:
+                return 0
+            return self.nbytes // size if self.nbytes % size == 0 else UNDEFINED
         return super().Get_count(datatype.dtype if isinstance(datatype, Datatype) else datatype)
 
     def Get_elements(self, datatype: Any) -> int:
