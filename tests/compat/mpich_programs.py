@@ -48,6 +48,8 @@ CASES = [
     ("countless_vcalls.py", 4),
     ("op_buffers.py", 3),
     ("isendrecv.py", 3),
+    ("dist_graph.py", 3),
+    ("dist_graph.py", 4),
 ]
 
 
