@@ -9,11 +9,11 @@ rank, size = comm.Get_rank(), comm.Get_size()
 
 # Every rank names edges between other ranks: (r+1) -> every k (weight 10r+k), and r -> r+2 (weight 10r+size).
 sources, degrees = [(rank + 1) % size, rank], [size, 1]
-destinations = list(range(size)) + [(rank + 2) % size]
+destinations = [*range(size), (rank + 2) % size]
 weights = [10 * rank + k for k in range(size + 1)]
 g = comm.Create_dist_graph(sources, degrees, destinations, weights)
 src, dst, (sw, dw) = g.Get_dist_neighbors()
-print("general", g.Get_dist_neighbors_count(), g.degrees, sorted(zip(src, sw)), sorted(zip(dst, dw)))
+print("general", g.Get_dist_neighbors_count(), g.degrees, sorted(zip(src, sw, strict=True)), sorted(zip(dst, dw, strict=True)))
 
 # Each block carries (sender, destination, sender's count of earlier edges to that destination): block k must
 # come from sources[k], and two edges between the same pair match in order.
