@@ -49,6 +49,8 @@ CASES = [
     ("op_buffers.py", 3),
     ("isendrecv.py", 3),
     ("datatype_maps.py", 2),
+    ("dist_graph.py", 3),
+    ("dist_graph.py", 4),
 ]
 
 

@@ -66,6 +66,7 @@ from mpisim.compat.mpi4py.comm import (  # noqa: F401
     Topocomm,
 )
 from mpisim.compat.mpi4py.datatype import DATATYPE_NULL, Datatype, _typedict  # noqa: F401
+from mpisim.compat.mpi4py.distgraph import UNWEIGHTED, WEIGHTS_EMPTY  # noqa: F401
 from mpisim.compat.mpi4py.environment import (  # noqa: F401
     ERRHANDLER_NULL,
     ERRORS_ABORT,

@@ -385,7 +385,8 @@ def _block_bytes(maps: list[tuple[Any, int]], displs: list[int]) -> list[np.ndar
     return [_typemap.indices(tmap, count) + displ for (tmap, count), displ in zip(maps, displs, strict=True)]
 
 
-def _wspec(spec: Any, size: int, ctx: RankContext, writable: bool) -> tuple[np.ndarray, list[int], list[int], list]:
+def _wspec(spec: Any, size: int, ctx: RankContext, writable: bool,
+           call: str = "Alltoallw") -> tuple[np.ndarray, list[int], list[int], list]:
     """An alltoallw buffer ``[buf, counts, displs, types]``: its bytes, each block's byte count, byte displacement
     and (type map, count).
 
@@ -402,24 +403,24 @@ def _wspec(spec: Any, size: int, ctx: RankContext, writable: bool) -> tuple[np.n
         else:
             buf, counts, displs, types = spec
     except (TypeError, ValueError):
-        raise TypeError(f"rank {ctx.rank}: Alltoallw: a buffer is [buf, counts, displs, datatypes]") from None
+        raise TypeError(f"rank {ctx.rank}: {call}: a buffer is [buf, counts, displs, datatypes]") from None
     if not isinstance(types, list | tuple):  # one datatype for every peer
         types = [types] * size
     if not (len(counts) == len(displs) == len(types) == size):
-        raise ValueError(f"rank {ctx.rank}: Alltoallw: counts, displs and datatypes need one entry per rank ({size})")
+        raise ValueError(f"rank {ctx.rank}: {call}: counts, displs and datatypes need one entry per peer ({size})")
     maps = [(datatype.tmap if datatype.tmap is not None else _typemap.named(datatype.dtype), int(count))
             for count, datatype in zip(counts, types, strict=True)]
     nbytes = [tmap.size * count for tmap, count in maps]
     displs = [int(d) for d in displs]
     if buf is BOTTOM:
-        memory, displs = _absolute(maps, displs, ctx)
+        memory, displs = _absolute(maps, displs, ctx, call)
     else:
-        memory = buffer_spec(buf, "Alltoallw").array.reshape(-1).view(np.uint8)
+        memory = buffer_spec(buf, call).array.reshape(-1).view(np.uint8)
     if writable and not memory.flags.writeable:
-        raise BufferError(f"rank {ctx.rank}: Alltoallw: the receive buffer is not writable")
+        raise BufferError(f"rank {ctx.rank}: {call}: the receive buffer is not writable")
     for (tmap, count), displ in zip(maps, displs, strict=True):
         if count and (displ + tmap.true_extent()[0] < 0 or displ + _typemap.reach(tmap, count) > memory.size):
-            raise ValueError(f"rank {ctx.rank}: Alltoallw: a block at byte {displ} reaches past the buffer's "
+            raise ValueError(f"rank {ctx.rank}: {call}: a block at byte {displ} reaches past the buffer's "
                              f"{memory.size} B")
     return memory, nbytes, displs, maps
 
@@ -428,7 +429,8 @@ def _wspec(spec: Any, size: int, ctx: RankContext, writable: bool) -> tuple[np.n
 _BOTTOM_SPAN = 64 << 20
 
 
-def _absolute(maps: list[tuple[Any, int]], displs: list[int], ctx: RankContext) -> tuple[np.ndarray, list[int]]:
+def _absolute(maps: list[tuple[Any, int]], displs: list[int], ctx: RankContext,
+              call: str = "Alltoallw") -> tuple[np.ndarray, list[int]]:
     """``MPI.BOTTOM``: the datatypes' displacements are addresses (``MPI.Get_address``).
 
     The memory is the process's own, as under MPI (a simulated rank runs in this process): the
@@ -441,7 +443,7 @@ def _absolute(maps: list[tuple[Any, int]], displs: list[int], ctx: RankContext) 
         return np.zeros(0, np.uint8), displs
     low, high = min(lo for lo, _ in spans), max(hi for _, hi in spans)
     if low <= 0 or high - low > _BOTTOM_SPAN:
-        raise ValueError(f"rank {ctx.rank}: Alltoallw: MPI.BOTTOM blocks need addresses (MPI.Get_address) within "
+        raise ValueError(f"rank {ctx.rank}: {call}: MPI.BOTTOM blocks need addresses (MPI.Get_address) within "
                          f"{_BOTTOM_SPAN >> 20} MiB of each other")
     memory = np.frombuffer((ctypes.c_char * (high - low)).from_address(low), np.uint8)
     return memory, [displ - low for displ in displs]

@@ -19,6 +19,8 @@ from typing import Any
 import numpy as np
 
 from mpisim.compat.mpi4py import bsend as _bsend
+from mpisim.compat.mpi4py import distgraph as _distgraph
+from mpisim.compat.mpi4py import topology as _topology
 from mpisim.compat.mpi4py.collective import Collectives
 from mpisim.compat.mpi4py.environment import ERRORS_RETURN, Errhandler, alive, here
 from mpisim.compat.mpi4py.group import Group
@@ -33,11 +35,14 @@ from mpisim.compat.ranks import RankContext, require
 from mpisim.compat.unsupported import Strict, unsupported
 from mpisim.errors import InvalidArgumentError, InvalidCommunicatorError, MPIError
 from mpisim.mpi.constants import (
+    CART,
     COMM_TYPE_HW_GUIDED,
     COMM_TYPE_HW_UNGUIDED,
     COMM_TYPE_RESOURCE_GUIDED,
     COMM_TYPE_SHARED,
     CONGRUENT,
+    DIST_GRAPH,
+    GRAPH,
     IDENT,
     UNDEFINED,
     UNEQUAL,
@@ -56,8 +61,8 @@ class Comm(PointToPoint, Persistent, Collectives, metaclass=Strict):
     def __init__(self, comm: Any = None) -> None:
         if isinstance(comm, Comm):
             self._fixed, self._which = comm._fixed, comm._which
-            for name in _TOPOLOGY:  # a topology's data, when both are of that topology
-                if name in comm.__dict__ and isinstance(self, type(comm)):
+            for name in _TOPOLOGY:  # the topology is the communicator's: MPI.Intracomm(cart) keeps it
+                if name in comm.__dict__:
                     self.__dict__[name] = comm.__dict__[name]
         else:
             self._fixed, self._which = comm, None
@@ -173,9 +178,9 @@ class Comm(PointToPoint, Persistent, Collectives, metaclass=Strict):
     is_topo = False
 
     def Get_topology(self) -> int:
-        """The communicator's topology: ``MPI.UNDEFINED`` (none), ``MPI.CART`` for a :class:`Cartcomm`."""
+        """The communicator's topology: ``MPI.UNDEFINED`` (none), ``MPI.CART``, ``MPI.GRAPH``, ``MPI.DIST_GRAPH``."""
         alive("Comm.Get_topology")
-        return UNDEFINED
+        return _topology.kind(self)
 
     @property
     def topology(self) -> int:
@@ -208,8 +213,13 @@ class Comm(PointToPoint, Persistent, Collectives, metaclass=Strict):
     # ---- new communicators
 
     def Dup(self, info: Any = None) -> Intracomm:
-        """A copy with its own matching context (``MPI_Comm_dup``)."""
-        return Intracomm(here("Comm.Dup").block(self._c.dup()))
+        """A copy with its own matching context (``MPI_Comm_dup``); a topology communicator's copy has its topology."""
+        new = here("Comm.Dup").block(self._c.dup())
+        if _topology.kind(self) == UNDEFINED:
+            return Intracomm(new)
+        copy = type(self)(new)
+        copy.__dict__.update({name: self.__dict__[name] for name in _TOPOLOGY if name in self.__dict__})
+        return copy
 
     Clone = Dup
 
@@ -329,8 +339,8 @@ class Comm(PointToPoint, Persistent, Collectives, metaclass=Strict):
         if periods is None or isinstance(periods, bool | int | np.integer):
             periods = [bool(periods)] * len(dims)
         periods = [int(bool(p)) for p in periods]  # MPI's logicals: mpi4py shows them as 0 and 1
-        if len(periods) != len(dims):
-            raise InvalidArgumentError(f"rank {ctx.rank}: Create_cart: {len(dims)} dims but {len(periods)} periods")
+        if len(periods) != len(dims):  # mpi4py's chkarray
+            raise ValueError(f"expecting {len(dims)} items, got {len(periods)}")
         c = self._c
         n = int(np.prod(dims)) if dims else 1
         if n > c.size:
@@ -340,10 +350,8 @@ class Comm(PointToPoint, Persistent, Collectives, metaclass=Strict):
         # MPICH builds the grid with MPI_Comm_split; the members agree on it without messages here.
         new = c.sub(list(range(n)), label=f"cart{count}:{c.context}")
         if new is None:
-            return COMM_NULL  # type: ignore[return-value]
-        cart = Cartcomm(new)
-        cart._dims, cart._periods = dims, periods
-        return cart
+            return Cartcomm()  # COMM_NULL, of the class asked for (as mpi4py returns it)
+        return Cartcomm._made(new, _dims=dims, _periods=periods)
 
     def Create_graph(self, index: Sequence[int], edges: Sequence[int], reorder: bool = False) -> Graphcomm:
         """A graph over the first ``len(index)`` ranks: rank r's neighbours are ``edges[index[r-1]:index[r]]`` (``MPI_Graph_create``)."""
@@ -352,19 +360,36 @@ class Comm(PointToPoint, Persistent, Collectives, metaclass=Strict):
         index, edges = graph_index_edges(index, edges, c.size, ctx.rank)
         new = self._topology_comm(ctx, c, len(index), "graph")
         if new is None:
-            return COMM_NULL  # type: ignore[return-value]
-        graph = Graphcomm(new)
-        graph._index, graph._edges = index, edges
-        return graph
+            return Graphcomm()  # COMM_NULL, of the class asked for (as mpi4py returns it)
+        return Graphcomm._made(new, _index=index, _edges=edges)
 
-    def Create_dist_graph_adjacent(self, sources: Sequence[int], destinations: Sequence[int], sourceweights: Any = None,
-                                   destweights: Any = None, info: Any = None, reorder: bool = False) -> Distgraphcomm:
-        """A graph where each rank names its own in- and out-neighbours (``MPI_Dist_graph_create_adjacent``; weights kept by no one)."""
+    def Create_dist_graph_adjacent(self, sources: Sequence[int] | None, destinations: Sequence[int] | None,
+                                   sourceweights: Any = None, destweights: Any = None, info: Any = None,
+                                   reorder: bool = False) -> Distgraphcomm:
+        """A graph where each rank names its own in- and out-neighbours (``MPI_Dist_graph_create_adjacent``).
+
+        *sources* or *destinations* None: no such neighbours; weights None or ``MPI.UNWEIGHTED``:
+        none, ``MPI.WEIGHTS_EMPTY``: weighted without edges (:mod:`.distgraph`).
+        """
         ctx = here("Comm.Create_dist_graph_adjacent")
         c = self._c
-        graph = Distgraphcomm(self._topology_comm(ctx, c, c.size, "distgraph"))
-        graph._sources, graph._dests = [int(r) for r in sources], [int(r) for r in destinations]
-        return graph
+        src, dst, weights = _distgraph.adjacent(sources, destinations, sourceweights, destweights, c.size, ctx.rank)
+        new = self._topology_comm(ctx, c, c.size, "distgraph")
+        return Distgraphcomm._made(new, _sources=src, _dests=dst, _weights=weights)
+
+    def Create_dist_graph(self, sources: Sequence[int], degrees: Sequence[int], destinations: Sequence[int],
+                          weights: Any = None, info: Any = None, reorder: bool = False) -> Distgraphcomm:
+        """A graph any rank may add edges to: ``degrees[i]`` edges out of ``sources[i]`` (``MPI_Dist_graph_create``).
+
+        Collective: the ranks exchange the edges they named so each learns its own, as MPICH
+        does it (:func:`.distgraph.assemble`).
+        """
+        ctx = here("Comm.Create_dist_graph")
+        c = self._c
+        edges, weighted = _distgraph.named_edges(sources, degrees, destinations, weights, c.size, ctx.rank)
+        src, dst, mine = ctx.block(_distgraph.assemble(c, edges, weighted))
+        new = self._topology_comm(ctx, c, c.size, "distgraph")
+        return Distgraphcomm._made(new, _sources=src, _dests=dst, _weights=mine)
 
     def Cart_map(self, dims: Sequence[int], periods: Sequence[bool] | None = None) -> int:
         """This rank's place in a grid of *dims* without reordering: itself if the grid holds it, else ``UNDEFINED``."""
@@ -410,21 +435,51 @@ class Intracomm(Comm):
 
 
 class Topocomm(NeighborCollectives, Intracomm):
-    """A communicator with a process topology: its neighbours and the neighbourhood collectives."""
+    """A communicator with a process topology: its neighbours and the neighbourhood collectives.
+
+    ``MPI.Topocomm(comm)`` and its subclasses' constructors check the topology *comm* has, as
+    mpi4py does (:func:`~mpisim.compat.mpi4py.topology.check_kind`): a TypeError otherwise.
+    """
 
     is_topo = True
+    #: The topology this class wraps (None: any).
+    _kind: int | None = None
+
+    def __init__(self, comm: Any = None) -> None:
+        super().__init__(comm)
+        if isinstance(comm, Comm) and self:
+            _topology.check_kind(self, self._kind)
+
+    @classmethod
+    def _made(cls, c: Any, **topology: Any) -> Any:
+        """A new communicator of this class over the simulated communicator *c*, with its topology's data."""
+        new = cls(c)
+        new.__dict__.update(topology)
+        return new
 
 
 class Cartcomm(CartGrid, Topocomm):
     """A communicator with a Cartesian grid (:class:`~mpisim.compat.mpi4py.topology.CartGrid`): ``Shift``, ``Get_coords``, ..."""
 
+    _kind = CART
+
+    def _cart(self, c: Any, dims: list[int], periods: list[int]) -> Cartcomm:
+        return Cartcomm._made(c, _dims=dims, _periods=periods)
+
+    def _zero_dim(self) -> Cartcomm:
+        return COMM_SELF.Create_cart([])
+
 
 class Graphcomm(GraphTopology, Topocomm):
     """A communicator with an MPI-1 graph (:class:`~mpisim.compat.mpi4py.topology.GraphTopology`)."""
 
+    _kind = GRAPH
+
 
 class Distgraphcomm(DistGraphTopology, Topocomm):
     """A communicator with a distributed graph (:class:`~mpisim.compat.mpi4py.topology.DistGraphTopology`)."""
+
+    _kind = DIST_GRAPH
 
 
 _RESOURCE = "mpi_hw_resource_type"
@@ -437,8 +492,7 @@ def _predefined(cls: type, which: str | None) -> Comm:
     return comm
 
 
-#: The attributes a topology keeps on its communicator object.
-_TOPOLOGY = ("_dims", "_periods", "_index", "_edges", "_sources", "_dests")
+_TOPOLOGY = _topology.ATTRIBUTES
 
 
 def _special(which: str | None) -> Intracomm:

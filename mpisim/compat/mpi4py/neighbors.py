@@ -1,12 +1,13 @@
-"""Neighbourhood collectives (``Neighbor_allgather``, ``Neighbor_alltoall``, their v-forms, object and nonblocking forms).
+"""Neighbourhood collectives (``Neighbor_allgather``, ``Neighbor_alltoall``, their v- and w-forms, object and nonblocking forms).
 
 On a communicator with a process topology each rank exchanges with its neighbours only: its
 *in-neighbours* (sources) and *out-neighbours* (destinations), as the topology lists them
-(:meth:`neighbors`): on a Cartesian grid, for each dimension, the rank one step back and the
+(``inoutedges``): on a Cartesian grid, for each dimension, the rank one step back and the
 rank one step forward (``PROC_NULL`` off a non-periodic edge: nothing is sent or received
-there); on a graph, the rank's edges; on a distributed graph, the sources and destinations
-given to ``Create_dist_graph_adjacent``. Block k of the receive buffer comes from in-neighbour
-k, block k of the send buffer (alltoall) goes to out-neighbour k.
+there); on a graph, the rank's edges; on a distributed graph, its sources and destinations
+in the order the graph gave them (``Get_dist_neighbors``). Block k of the receive buffer
+comes from in-neighbour k, block k of the send buffer (alltoall) goes to out-neighbour k; a
+count in ``[buf, count, type]`` counts each block, as in mpi4py.
 
 MPICH runs them as one round of nonblocking sends and receives (a receive from each
 in-neighbour, a send to each out-neighbour, then wait for all), on the communicator's
@@ -24,6 +25,7 @@ import numpy as np
 
 from mpisim.compat import collectives as _coll
 from mpisim.compat.mpi4py import nbc
+from mpisim.compat.mpi4py.collective import _block_bytes, _wspec
 from mpisim.compat.mpi4py.environment import here
 from mpisim.compat.mpi4py.msgbuffer import buffer_spec, elements, receiving
 from mpisim.compat.mpi4py.request import Request
@@ -87,15 +89,15 @@ def _vblocks(spec: Any, n: int, call: str, rank: int) -> list[np.ndarray]:
 
 
 class NeighborCollectives:
-    """The neighbourhood collectives of a communicator with a topology (its ``neighbors()`` say who)."""
+    """The neighbourhood collectives of a communicator with a topology (its ``inoutedges`` say who)."""
 
     _on: Callable[[Any], Any]
     #: ``(sources, destinations)``: each topology communicator (cartesian, graph, dist graph) defines it.
-    neighbors: Callable[[], tuple[list[int], list[int]]]
+    inoutedges: tuple[list[int], list[int]]
 
     def _run(self, name: str, body: Callable[..., Proc], args: tuple[Any, ...], start: bool) -> Any:
         ctx = here(f"Comm.{name}")
-        sources, dests = self.neighbors()
+        sources, dests = self.inoutedges
         if getattr(self, "_dims", None) is not None:  # a grid: blocks face their directions (see _exchange)
             sources, dests = _Facing(sources), _Facing(dests)
         c = self._on(ctx)
@@ -141,8 +143,15 @@ class NeighborCollectives:
     def Ineighbor_alltoall(self, sendbuf: Any, recvbuf: Any) -> Request:
         return self._run("Ineighbor_alltoall", _alltoall, (sendbuf, recvbuf), True)
 
+    def Neighbor_alltoallw(self, sendbuf: Any, recvbuf: Any) -> None:
+        """Per-neighbour counts, byte displacements and datatypes: ``[buf, (counts, displs), types]`` (``MPI_Neighbor_alltoallw``)."""
+        self._run("Neighbor_alltoallw", _alltoallw, (sendbuf, recvbuf), False)
+
     def Ineighbor_alltoallv(self, sendbuf: Any, recvbuf: Any) -> Request:
         return self._run("Ineighbor_alltoallv", _alltoallv, (sendbuf, recvbuf), True)
+
+    def Ineighbor_alltoallw(self, sendbuf: Any, recvbuf: Any) -> Request:
+        return self._run("Ineighbor_alltoallw", _alltoallw, (sendbuf, recvbuf), True)
 
 
 def _allgather_obj(c: Any, ctx: RankContext, sources: list[int], dests: list[int], obj: Any) -> Proc:
@@ -162,7 +171,7 @@ def _alltoall_obj(c: Any, ctx: RankContext, sources: list[int], dests: list[int]
 
 def _allgather(c: Any, ctx: RankContext, sources: list[int], dests: list[int], sendbuf: Any, recvbuf: Any) -> Proc:
     send = elements(sendbuf, "Neighbor_allgather")
-    into, finish = receiving(recvbuf, "Neighbor_allgather")
+    into, finish = receiving(recvbuf, "Neighbor_allgather", blocks=len(sources))
     yield from _exchange(c, "neighbor_allgather", sources, dests, [send] * len(dests),
                          _writable(_blocks(into, len(sources))))
     finish()
@@ -170,24 +179,43 @@ def _allgather(c: Any, ctx: RankContext, sources: list[int], dests: list[int], s
 
 def _allgatherv(c: Any, ctx: RankContext, sources: list[int], dests: list[int], sendbuf: Any, recvbuf: Any) -> Proc:
     send = elements(sendbuf, "Neighbor_allgatherv")
-    recv = buffer_spec(recvbuf, "Neighbor_allgatherv", vector=True)
+    recv = buffer_spec(recvbuf, "Neighbor_allgatherv", vector=True, blocks=len(sources))
     yield from _exchange(c, "neighbor_allgatherv", sources, dests, [send] * len(dests),
                          _writable(_vblocks(recv, len(sources), "Neighbor_allgatherv", ctx.rank)))
     recv.finish()
 
 
 def _alltoall(c: Any, ctx: RankContext, sources: list[int], dests: list[int], sendbuf: Any, recvbuf: Any) -> Proc:
-    send = elements(sendbuf, "Neighbor_alltoall")
-    into, finish = receiving(recvbuf, "Neighbor_alltoall")
+    send = elements(sendbuf, "Neighbor_alltoall", blocks=len(dests))
+    into, finish = receiving(recvbuf, "Neighbor_alltoall", blocks=len(sources))
     yield from _exchange(c, "neighbor_alltoall", sources, dests, _blocks(send, len(dests)),
                          _writable(_blocks(into, len(sources))))
     finish()
 
 
 def _alltoallv(c: Any, ctx: RankContext, sources: list[int], dests: list[int], sendbuf: Any, recvbuf: Any) -> Proc:
-    send = buffer_spec(sendbuf, "Neighbor_alltoallv", vector=True)
-    recv = buffer_spec(recvbuf, "Neighbor_alltoallv", vector=True)
+    send = buffer_spec(sendbuf, "Neighbor_alltoallv", vector=True, blocks=len(dests))
+    recv = buffer_spec(recvbuf, "Neighbor_alltoallv", vector=True, blocks=len(sources))
     yield from _exchange(c, "neighbor_alltoallv", sources, dests,
                          _vblocks(send, len(dests), "Neighbor_alltoallv", ctx.rank),
                          _writable(_vblocks(recv, len(sources), "Neighbor_alltoallv", ctx.rank)))
     recv.finish()
+
+
+def _alltoallw(c: Any, ctx: RankContext, sources: list[int], dests: list[int], sendbuf: Any, recvbuf: Any) -> Proc:
+    """Blocks of per-neighbour datatypes at byte displacements (``MPI.BOTTOM``: at addresses), packed as they travel.
+
+    Each block moves exactly the bytes its datatype's type map covers (as
+    :func:`~mpisim.compat.mpi4py.collective._Alltoallw` does), and lands through the
+    receive side's type map.
+    """
+    call = "Neighbor_alltoallw"
+    send_memory, _, sdispls, smaps = _wspec(sendbuf, len(dests), ctx, writable=False, call=call)
+    recv_memory, _, rdispls, rmaps = _wspec(recvbuf, len(sources), ctx, writable=True, call=call)
+    sent = [send_memory[index] for index in _block_bytes(smaps, sdispls)]
+    rindex = _block_bytes(rmaps, rdispls)
+    landed = [np.zeros(index.size, np.uint8) for index in rindex]
+    yield from _exchange(c, "neighbor_alltoallw", sources, dests, sent, _writable(landed))
+    for index, block, source in zip(rindex, landed, sources, strict=True):
+        if source != PROC_NULL:  # nothing came from off the grid's edge: those bytes stay as they were
+            recv_memory[index] = block

@@ -3,10 +3,16 @@
 :class:`CartGrid` holds what a :class:`~mpisim.compat.mpi4py.comm.Cartcomm` adds to a
 communicator: its dimensions and periods, a rank's coordinates (row-major, the last dimension
 fastest, as MPI numbers them) and ``Shift``; :class:`GraphTopology` and
-:class:`DistGraphTopology` what a graph adds. A topology is a numbering: it sends nothing, the
-ranks keep their order (``reorder`` changes nothing here, as in MPICH by default), and each
-says who a rank's neighbours are (``neighbors()``: in- and out-neighbours), which the
-neighbourhood collectives (:mod:`~mpisim.compat.mpi4py.neighbors`) exchange with.
+:class:`DistGraphTopology` what a graph adds. A topology is a numbering: the ranks keep their
+order (``reorder`` changes nothing here, as in MPICH by default), and each says who a rank's
+neighbours are (:attr:`Edges.inoutedges`: in-neighbours, then out-neighbours), which the
+neighbourhood collectives (:mod:`~mpisim.compat.mpi4py.neighbors`) exchange with. Only the
+general distributed graph (``Create_dist_graph``) sends messages to be built, since there a
+rank may name edges between other ranks (:mod:`~mpisim.compat.mpi4py.distgraph`).
+
+The topology belongs to the communicator, not to the Python object: ``MPI.Intracomm(cart)``
+still has it (``Get_topology()`` is ``MPI.CART``) and ``MPI.Cartcomm(MPI.Intracomm(cart))`` is
+the grid again, while ``MPI.Cartcomm(graph)`` is mpi4py's TypeError (:func:`check_kind`).
 """
 
 from __future__ import annotations
@@ -17,11 +23,76 @@ from typing import Any
 import numpy as np
 
 from mpisim.compat.mpi4py.environment import alive, here
-from mpisim.errors import InvalidArgumentError, MPIError
-from mpisim.mpi.constants import CART, DIST_GRAPH, ERR_DIMS, GRAPH, PROC_NULL
+from mpisim.errors import InvalidArgumentError, InvalidRankError, MPIError
+from mpisim.mpi.constants import CART, DIST_GRAPH, ERR_DIMS, GRAPH, PROC_NULL, UNDEFINED
+
+#: The attributes a topology keeps on its communicator object (copied by ``MPI.Intracomm(cart)``, ``Dup``).
+ATTRIBUTES = ("_dims", "_periods", "_index", "_edges", "_sources", "_dests", "_weights")
+
+#: The kind of topology each attribute set means.
+_KIND_OF = (("_dims", CART), ("_index", GRAPH), ("_sources", DIST_GRAPH))
+
+#: What each topology class requires of the communicator it wraps, and mpi4py's TypeError when it is not.
+_EXPECTED = {None: "a topology communicator", CART: "a Cartesian communicator",
+             GRAPH: "a general graph communicator", DIST_GRAPH: "a distributed graph communicator"}
 
 
-class CartGrid:
+def kind(comm: Any) -> int:
+    """``MPI.CART``, ``MPI.GRAPH``, ``MPI.DIST_GRAPH`` or ``MPI.UNDEFINED``: the topology *comm*'s object carries."""
+    held = comm.__dict__
+    for name, topology in _KIND_OF:
+        if name in held:
+            return topology
+    return UNDEFINED
+
+
+def check_kind(comm: Any, required: int | None) -> None:
+    """mpi4py's TypeError when ``MPI.Cartcomm(comm)`` (and the others) wraps a communicator of another topology.
+
+    *required*: the topology the class needs, None for ``Topocomm`` (any). As in mpi4py, a
+    communicator without a topology is "expecting a topology communicator" whatever the class.
+    """
+    have = kind(comm)
+    if have == UNDEFINED:
+        raise TypeError(f"expecting {_EXPECTED[None]}")
+    if required is not None and have != required:
+        raise TypeError(f"expecting {_EXPECTED[required]}")
+
+
+class Edges:
+    """What every topology communicator answers (mpi4py's ``Topocomm``): its in- and out-neighbours, and how many.
+
+    Each topology defines :attr:`inoutedges`; the rest follow from it.
+    """
+
+    inoutedges: Any  # (sources, destinations): each topology's own
+
+    @property
+    def inedges(self) -> list[int]:
+        """The in-neighbours (the ranks block k of a neighbourhood receive comes from)."""
+        return self.inoutedges[0]
+
+    @property
+    def outedges(self) -> list[int]:
+        """The out-neighbours (the ranks block k of a neighbourhood send goes to)."""
+        return self.inoutedges[1]
+
+    @property
+    def degrees(self) -> tuple[int, int]:
+        """``(indegree, outdegree)``."""
+        sources, dests = self.inoutedges
+        return len(sources), len(dests)
+
+    @property
+    def indegree(self) -> int:
+        return self.degrees[0]
+
+    @property
+    def outdegree(self) -> int:
+        return self.degrees[1]
+
+
+class CartGrid(Edges):
     """A communicator with a Cartesian grid: ``Shift``, ``Get_coords``, ``Get_cart_rank``.
 
     Its topology is ``MPI.CART``; periods are 0 and 1, as mpi4py shows MPI's logicals.
@@ -32,6 +103,9 @@ class CartGrid:
     is_topo = True
 
     Get_rank: Any  # the communicator's (Comm)
+    _on: Any  # the calling rank's simulated communicator (Comm)
+    _cart: Any  # a Cartcomm over a simulated communicator, with dims and periods (Cartcomm)
+    _zero_dim: Any  # this rank's own grid of no dimensions (Cartcomm)
 
     def Get_topology(self) -> int:
         """``MPI.CART``."""
@@ -104,19 +178,45 @@ class CartGrid:
 
         return neighbour(-disp), neighbour(disp)
 
-    def neighbors(self) -> tuple[list[int], list[int]]:
+    @property
+    def inoutedges(self) -> tuple[list[int], list[int]]:
         """In- and out-neighbours: for each dimension, one step back, then one step forward (MPI's order)."""
+        alive("Cartcomm.inoutedges")
         ranks = [r for d in range(len(self._dims)) for r in self.Shift(d, 1)]
         return ranks, list(ranks)
 
     @property
-    def indegree(self) -> int:
-        return 2 * len(self._dims)
+    def degrees(self) -> tuple[int, int]:
+        """``(2 ndim, 2 ndim)``: a grid counts both neighbours of each dimension, ``PROC_NULL`` ones too."""
+        return 2 * len(self._dims), 2 * len(self._dims)
 
-    outdegree = indegree
+    def Sub(self, remain_dims: Sequence[bool]) -> Any:
+        """The sub-grids keeping the dimensions *remain_dims* flags (``MPI_Cart_sub``); collective.
+
+        As MPICH does it: a ``Split`` whose colour is the coordinates along the dropped
+        dimensions and whose key is those along the kept ones (so a sub-grid numbers its
+        ranks row-major again). Dropping every dimension gives each rank a grid of its own
+        with no dimensions (MPI 2.1's 0-D grid).
+        """
+        ctx = here("Cartcomm.Sub")
+        remain = [bool(flag) for flag in remain_dims]
+        if len(remain) != len(self._dims):
+            raise ValueError(f"expecting {len(self._dims)} items, got {len(remain)}")
+        coords = self.Get_coords(self.Get_rank())
+        if not any(remain):
+            return self._zero_dim()  # MPICH: Cart_create(COMM_SELF, 0 dims) on every rank
+        color = key = 0
+        for keep, d, c in zip(remain, self._dims, coords, strict=True):
+            if keep:
+                key = key * d + c
+            else:
+                color = color * d + c
+        new = ctx.block(self._on(ctx).split(color, key))
+        return self._cart(new, [d for d, keep in zip(self._dims, remain, strict=True) if keep],
+                          [p for p, keep in zip(self._periods, remain, strict=True) if keep])
 
 
-class GraphTopology:
+class GraphTopology(Edges):
     """What a ``Graphcomm`` adds: MPI-1's graph, every rank's edges listed everywhere (``index``, ``edges``)."""
 
     _index: list[int]
@@ -150,24 +250,43 @@ class GraphTopology:
 
     def Get_neighbors(self, rank: int) -> list[int]:
         """Rank *rank*'s neighbours, in the order given."""
+        alive("Graphcomm.Get_neighbors")
+        rank = int(rank)
+        if not 0 <= rank < len(self._index):
+            raise InvalidRankError(f"rank {here('Graphcomm.Get_neighbors').rank}: Graphcomm.Get_neighbors({rank}): "
+                                   f"not a node of the graph (0..{len(self._index) - 1})")
         start = self._index[rank - 1] if rank > 0 else 0
         return list(self._edges[start:self._index[rank]])
 
-    def neighbors(self) -> tuple[list[int], list[int]]:
-        mine = self.Get_neighbors(self.Get_rank())
+    @property
+    def neighbors(self) -> list[int]:
+        """This rank's neighbours (mpi4py's property: a list)."""
+        return self.Get_neighbors(self.Get_rank())
+
+    @property
+    def nneighbors(self) -> int:
+        return len(self.neighbors)
+
+    @property
+    def inoutedges(self) -> tuple[list[int], list[int]]:
+        """A graph's edges go both ways: the neighbours are the in- and the out-neighbours."""
+        mine = self.neighbors
         return mine, list(mine)
 
-    inoutedges = property(neighbors)
-    inedges = property(lambda self: self.neighbors()[0])
-    outedges = property(lambda self: self.neighbors()[1])
-    indegree = outdegree = property(lambda self: len(self.neighbors()[0]))
 
+class DistGraphTopology(Edges):
+    """What a ``Distgraphcomm`` adds: each rank knows only its own sources and destinations, and their weights.
 
-class DistGraphTopology:
-    """What a ``Distgraphcomm`` adds: each rank knows only its own sources and destinations."""
+    ``_weights`` is None for an unweighted graph (``MPI.UNWEIGHTED``, MPICH's
+    ``is_weighted`` false) or ``(source weights, destination weights)``; a graph made with
+    ``MPI.WEIGHTS_EMPTY`` and no edges is weighted with no weights, ``([], [])``, as MPICH says.
+    The weights are kept and reported only: MPI leaves their meaning to the implementation,
+    and MPICH (without reordering) does not use them.
+    """
 
     _sources: list[int]
     _dests: list[int]
+    _weights: tuple[list[int], list[int]] | None
     is_topo = True
 
     def Get_topology(self) -> int:
@@ -177,17 +296,18 @@ class DistGraphTopology:
 
     def Get_dist_neighbors_count(self) -> tuple[int, int, bool]:
         """``(indegree, outdegree, weighted)``."""
-        return len(self._sources), len(self._dests), False
+        alive("Distgraphcomm.Get_dist_neighbors_count")
+        return len(self._sources), len(self._dests), self._weights is not None
 
-    def Get_dist_neighbors(self) -> tuple[list[int], list[int], None]:
-        """``(sources, destinations, weights)``; unweighted, as mpisim runs them."""
-        return list(self._sources), list(self._dests), None
+    def Get_dist_neighbors(self) -> tuple[list[int], list[int], tuple[list[int], list[int]] | None]:
+        """``(sources, destinations, weights)``: weights ``(source weights, destination weights)``, None if unweighted."""
+        alive("Distgraphcomm.Get_dist_neighbors")
+        weights = None if self._weights is None else (list(self._weights[0]), list(self._weights[1]))
+        return list(self._sources), list(self._dests), weights
 
-    def neighbors(self) -> tuple[list[int], list[int]]:
+    @property
+    def inoutedges(self) -> tuple[list[int], list[int]]:
         return list(self._sources), list(self._dests)
-
-    indegree = property(lambda self: len(self._sources))
-    outdegree = property(lambda self: len(self._dests))
 
 
 def graph_index_edges(index: Sequence[int], edges: Sequence[int], size: int, rank: int) -> tuple[list[int], list[int]]:
