@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
 import inspect
 import re
 from collections.abc import Callable, Generator, Iterator, Sequence
@@ -79,11 +80,17 @@ def _nonblocking(name: str, body: Body) -> Callable[..., Request]:
     return call
 
 
+@functools.cache
+def _signature(body: Body) -> inspect.Signature:
+    """*body*'s signature, read once (a test suite's loops make hundreds of thousands of calls)."""
+    return inspect.signature(body)
+
+
 def _none_in_place(body: Body, c: Any, ctx: RankContext, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
     """mpi4py 4 reads ``None`` as ``MPI.IN_PLACE`` where MPI allows it: the send buffer of every
     rank in the all-to-all and reduction calls, the root's send buffer of ``Gather(v)`` and
     ``Reduce``, the root's receive buffer of ``Scatter(v)``."""
-    bound = inspect.signature(body).bind(c, ctx, *args, **kwargs)
+    bound = _signature(body).bind(c, ctx, *args, **kwargs)
     bound.apply_defaults()
     given = bound.arguments
     at_root = c.rank == given.get("root", -1)
