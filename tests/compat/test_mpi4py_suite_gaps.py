@@ -63,3 +63,64 @@ def test_reduce_local_hands_the_user_function_the_datatype_the_call_named(tmp_pa
         assert out == bytearray([6] * 3) and seen == [MPI.BYTE]
         op.Free()
         """, 1)
+
+
+def test_a_synchronous_send_to_itself_completes_its_receive_first(tmp_path):
+    ok(tmp_path, """\
+        from mpi4py import MPI
+        comm = MPI.COMM_SELF.Dup()
+        reqs = [comm.irecv(source=0, tag=i) for i in range(3)]
+        for i in (2, 0):
+            comm.ssend("abc", dest=0, tag=i)
+        idxs, objs = MPI.Request.waitsome(reqs)  # MPICH: both receives the ssends matched are complete
+        assert sorted(idxs) == [0, 2] and objs == ["abc", "abc"], (idxs, objs)
+        comm.ssend("x", dest=0, tag=1)
+        assert MPI.Request.waitsome(reqs) == ([1], ["x"])
+        comm.Free()
+        """, 1)
+
+
+def test_lowercase_recv_with_a_buffer_warns_and_truncates_past_it(tmp_path):
+    ok(tmp_path, """\
+        import warnings
+        from mpi4py import MPI
+        comm = MPI.COMM_WORLD
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            try:
+                comm.recv(bytearray(0), MPI.PROC_NULL)
+            except UserWarning as warning:
+                assert "'buf' argument is deprecated" in str(warning)
+            else:
+                raise AssertionError("no UserWarning")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            req = comm.isend("42", comm.rank)
+            assert comm.recv(bytearray(128), comm.rank) == "42"
+            req.wait()
+            req = comm.isend("x" * 500, comm.rank)
+            try:
+                comm.recv(64, comm.rank)
+            except MPI.Exception as err:
+                assert err.Get_error_class() == MPI.ERR_TRUNCATE
+            else:
+                raise AssertionError("a 500-character pickle fitted in 64 bytes")
+            req.wait()
+        """, 2)
+
+
+def test_communicator_lock_tables_hold_the_lowercase_collectives_locks(tmp_path):
+    ok(tmp_path, """\
+        import threading
+        from mpi4py import MPI
+        comm = MPI.COMM_WORLD.Dup()
+        table = MPI._comm_lock_table(comm)
+        assert table == {}
+        comm.bcast(None, root=0)
+        comm.allgather(comm.rank)
+        assert sorted(table) == ["allgather", "bcast"]
+        assert isinstance(table["bcast"], type(threading.Lock()))
+        assert MPI._comm_lock(comm, "bcast") is table["bcast"]
+        assert MPI._comm_lock_table(MPI.COMM_WORLD) is not table
+        comm.Free()
+        """, 2)

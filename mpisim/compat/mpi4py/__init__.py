@@ -65,6 +65,7 @@ from mpisim.compat.mpi4py.comm import (  # noqa: F401
     Intracomm,
     Topocomm,
 )
+from mpisim.compat.mpi4py.commlock import _comm_lock, _comm_lock_table  # noqa: F401
 from mpisim.compat.mpi4py.datatype import DATATYPE_NULL, Datatype, _typedict  # noqa: F401
 from mpisim.compat.mpi4py.environment import (  # noqa: F401
     ERRHANDLER_NULL,

@@ -26,6 +26,7 @@ import numpy as np
 
 from mpisim.compat import collectives as _coll
 from mpisim.compat import typemap as _typemap
+from mpisim.compat.mpi4py import commlock as _commlock
 from mpisim.compat.mpi4py import nbc
 from mpisim.compat.mpi4py.environment import here
 from mpisim.compat.mpi4py.msgbuffer import (
@@ -56,8 +57,11 @@ def _blocking(name: str, body: Body) -> Callable[..., Any]:
         c = self._on(ctx)
         if any(a is None for a in args) or any(v is None for v in kwargs.values()):
             args, kwargs = _none_in_place(body, c, ctx, args, kwargs)
+        if locked:
+            _commlock.lock_of(c, name)  # mpi4py runs the call under the communicator's lock of its name
         return ctx.block(body(c, ctx, *args, **kwargs))
 
+    locked = name in _commlock.LOCKED
     call.__name__ = call.__qualname__ = name
     call.__doc__ = body.__doc__
     return call
