@@ -124,3 +124,48 @@ def test_communicator_lock_tables_hold_the_lowercase_collectives_locks(tmp_path)
         assert MPI._comm_lock_table(MPI.COMM_WORLD) is not table
         comm.Free()
         """, 2)
+
+
+def test_communicator_buffers_automatic_buffers_and_flushes(tmp_path):
+    ok(tmp_path, """\
+        import pickle
+        from mpi4py import MPI
+        comm = MPI.COMM_WORLD.Dup()
+        r, p = comm.rank, comm.size
+        small = MPI.Alloc_mem(100 + MPI.BSEND_OVERHEAD)
+        comm.Attach_buffer(small)  # the communicator's own, used before the process's
+        try:
+            comm.bsend(b"x" * 1000, (r + 1) % p)
+        except MPI.Exception as err:
+            assert err.Get_error_class() == MPI.ERR_BUFFER
+        else:
+            raise AssertionError("1000 B fitted in a 100 B communicator buffer")
+        comm.Flush_buffer()
+        assert comm.Detach_buffer() is small
+        comm.Attach_buffer(MPI.BUFFER_AUTOMATIC)
+        comm.bsend(b"y" * 100000, (r + 1) % p)
+        assert len(comm.recv(source=(r - 1) % p)) == 100000
+        assert comm.Iflush_buffer().Wait()
+        assert comm.Detach_buffer() == MPI.BUFFER_AUTOMATIC and int(MPI.BUFFER_AUTOMATIC) == -2
+        assert pickle.loads(pickle.dumps(MPI.BUFFER_AUTOMATIC)) is MPI.BUFFER_AUTOMATIC
+        MPI.Attach_buffer(None)  # None is automatic too
+        MPI.Flush_buffer()
+        MPI.Iflush_buffer().Wait()
+        assert MPI.Detach_buffer() is MPI.BUFFER_AUTOMATIC
+        comm.Free()
+        """, 2)
+
+
+def test_comm_null_is_named_and_a_non_communicator_is_refused(tmp_path):
+    ok(tmp_path, """\
+        from mpi4py import MPI
+        assert MPI.COMM_NULL.Get_name() == "MPI_COMM_NULL"
+        for bad in ((1, 2, 3), 7, "world"):
+            try:
+                MPI.Comm(bad)
+            except TypeError:
+                pass
+            else:
+                raise AssertionError(f"MPI.Comm({bad!r}) made a communicator")
+        assert MPI.Intracomm(MPI.COMM_WORLD) == MPI.COMM_WORLD and MPI.Comm() == MPI.COMM_NULL
+        """, 1)

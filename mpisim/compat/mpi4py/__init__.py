@@ -53,7 +53,15 @@ import numpy as np
 
 from mpisim.compat import collectives as _coll
 from mpisim.compat.mpi4py import datatype as _datatype
-from mpisim.compat.mpi4py.bsend import Alloc_mem, Attach_buffer, Detach_buffer, Free_mem  # noqa: F401
+from mpisim.compat.mpi4py.bsend import (  # noqa: F401
+    BUFFER_AUTOMATIC,
+    Alloc_mem,
+    Attach_buffer,
+    Detach_buffer,
+    Flush_buffer,
+    Free_mem,
+    Iflush_buffer,
+)
 from mpisim.compat.mpi4py.comm import (  # noqa: F401
     COMM_NULL,
     COMM_SELF,
