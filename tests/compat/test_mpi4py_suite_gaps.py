@@ -169,3 +169,88 @@ def test_comm_null_is_named_and_a_non_communicator_is_refused(tmp_path):
                 raise AssertionError(f"MPI.Comm({bad!r}) made a communicator")
         assert MPI.Intracomm(MPI.COMM_WORLD) == MPI.COMM_WORLD and MPI.Comm() == MPI.COMM_NULL
         """, 1)
+
+
+def test_error_handler_handles_free_to_null_and_windows_refuse_other_objects(tmp_path):
+    ok(tmp_path, """\
+        from mpi4py import MPI
+        win = MPI.Win.Create(bytearray(8), comm=MPI.COMM_WORLD)
+        for obj in (win, MPI.COMM_WORLD):
+            first = obj.Get_errhandler()
+            obj.Set_errhandler(MPI.ERRORS_ARE_FATAL)
+            got = obj.Get_errhandler()
+            assert got == MPI.ERRORS_ARE_FATAL
+            got.Free()  # frees the handle it returned, not the handler
+            assert got == MPI.ERRHANDLER_NULL and MPI.ERRORS_ARE_FATAL != MPI.ERRHANDLER_NULL
+            assert obj.Get_errhandler() == MPI.ERRORS_ARE_FATAL
+            obj.Set_errhandler(first)
+            first.Free()
+            assert first == MPI.ERRHANDLER_NULL and obj.Get_errhandler() == MPI.ERRORS_RETURN
+        MPI.ERRORS_RETURN.Free()  # a predefined constant stays itself
+        assert MPI.ERRORS_RETURN != MPI.ERRHANDLER_NULL
+        for bad in ((1, 2, 3), MPI.COMM_WORLD):
+            try:
+                MPI.Win(bad)
+            except TypeError:
+                pass
+            else:
+                raise AssertionError(f"MPI.Win({bad!r}) made a window")
+        assert MPI.Win(win) == win and MPI.Win() == MPI.WIN_NULL
+        win.Free()
+        """, 2)
+
+
+def test_persistent_request_handles_are_the_same_request(tmp_path):
+    ok(tmp_path, """\
+        from mpi4py import MPI
+        comm = MPI.COMM_WORLD
+        preq = comm.Send_init(b"", MPI.PROC_NULL, 0)
+        copies = [MPI.Prequest(preq), MPI.Prequest.fromhandle(preq.handle), MPI.Prequest.fromint(preq.toint()),
+                  MPI.Prequest.f2py(preq.py2f())]
+        assert all(type(c) is MPI.Prequest and c == preq for c in copies)
+        assert preq.toint() == 0xAC000000 - 2**32 and MPI.Request(preq) == preq
+        assert type(MPI.Request(preq)) is MPI.Request
+        copies[0].Start()  # starting a handle starts the request
+        assert preq.Test() and not MPI.Prequest(MPI.REQUEST_NULL)
+        other = comm.Send_init(b"", MPI.PROC_NULL, 1)
+        assert other != preq and MPI.Prequest(other) != preq
+        for wrong in (MPI.Grequest, ):
+            try:
+                wrong(preq)
+            except TypeError:
+                pass
+            else:
+                raise AssertionError("a persistent request became a generalized one")
+        preq.Free()
+        other.Free()
+        """, 2)
+
+
+def test_generalized_requests_complete_when_the_program_says(tmp_path):
+    ok(tmp_path, """\
+        from mpi4py import MPI
+        freed = []
+        def query(status, source):
+            status.source, status.tag = source, 5
+        greq = MPI.Grequest.Start(query, lambda source: freed.append(source), None, args=(3,))
+        assert greq and not greq.Test()
+        greq.Complete()
+        status = MPI.Status()
+        greq.Wait(status)
+        assert (status.source, status.tag, freed, bool(greq)) == (3, 5, [3], False)
+        assert not MPI.Grequest(MPI.REQUEST_NULL)
+        """, 1)
+
+
+def test_status_memory_and_hardware_info(tmp_path):
+    ok(tmp_path, """\
+        from mpi4py import MPI
+        status = MPI.Status()
+        status.source, status.tag, status.error = 11, 22, 33
+        mem = status.tomemory()
+        assert list(mem) == [0, 0, 11, 22, 33] and mem.itemsize == 4  # MPICH's five ints
+        mem[2], mem[3], mem[4] = 111, 222, 333
+        assert (status.source, status.tag, status.error) == (111, 222, 333)
+        info = MPI.Get_hw_resource_info()
+        assert isinstance(info, MPI.Info) and info.Get_nkeys() == 0  # MPICH 5.0.2 reports none
+        """, 1)

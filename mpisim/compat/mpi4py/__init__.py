@@ -101,8 +101,9 @@ from mpisim.compat.mpi4py.environment import (  # noqa: F401
     unfinalized_ranks,
 )
 from mpisim.compat.mpi4py.environment import imported as _imported  # noqa: F401 - the package calls it
+from mpisim.compat.mpi4py.grequest import Grequest  # noqa: F401
 from mpisim.compat.mpi4py.group import GROUP_EMPTY, GROUP_NULL, Group  # noqa: F401
-from mpisim.compat.mpi4py.info import INFO_NULL, Info  # noqa: F401
+from mpisim.compat.mpi4py.info import INFO_NULL, Get_hw_resource_info, Info  # noqa: F401
 from mpisim.compat.mpi4py.intercomm import Intercomm  # noqa: F401
 from mpisim.compat.mpi4py.memory import Aint_add, Aint_diff, Get_address, buffer  # noqa: F401
 from mpisim.compat.mpi4py.message import MESSAGE_NO_PROC, MESSAGE_NULL, Message  # noqa: F401

@@ -188,11 +188,11 @@ class Comm(PointToPoint, Persistent, Collectives, metaclass=Strict):
 
     def Get_errhandler(self) -> Errhandler:
         """The communicator's error handler (``ERRORS_RETURN`` unless set: errors raise ``MPI.Exception``)."""
-        return here("Comm.Get_errhandler").cache.get("errhandlers", {}).get(self._key(), ERRORS_RETURN)
+        return here("Comm.Get_errhandler").cache.get("errhandlers", {}).get(self._key(), ERRORS_RETURN).handle()
 
     def Set_errhandler(self, errhandler: Errhandler) -> None:
         """Remember *errhandler* (:class:`~mpisim.compat.mpi4py.environment.Errhandler`: errors raise either way)."""
-        here("Comm.Set_errhandler").cache.setdefault("errhandlers", {})[self._key()] = errhandler
+        here("Comm.Set_errhandler").cache.setdefault("errhandlers", {})[self._key()] = errhandler.handle()
 
     def _key(self) -> Any:
         c = self._c
