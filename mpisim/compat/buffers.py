@@ -26,6 +26,7 @@ TypeError.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 from typing import Any
 
@@ -175,7 +176,7 @@ def parse(spec: Any, *, vector: bool = False, blocks: int | None = None) -> Spec
             counts = [int(counts)] * (blocks or 1)
         counts = [int(c) for c in counts]
         if displs is None:
-            displs = list(np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(int)) if counts else []
+            displs = [0, *itertools.accumulate(counts)][:-1]
         elif np.isscalar(displs):  # one displacement: a stride, block r starts at r * displs (mpi4py)
             displs = [int(displs) * r for r in range(len(counts))]
         displs = [int(d) for d in displs]

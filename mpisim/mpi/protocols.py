@@ -7,6 +7,7 @@ protocol a real MPI library would choose (:meth:`Protocols.post_send` chooses it
 protocol          the send completes when             wire traffic
 ================  ==================================  =======================================
 eager  (n <= L)   the local copy is done              data
+eager, sync       the receiver's ack has come back    data -> ack
 rendezvous        the data has been delivered         RTS -> CTS -> data -> FIN
 ================  ==================================  =======================================
 
@@ -16,7 +17,10 @@ on one link of latency alpha and seconds-per-byte beta, the time from posting th
 the receive completing is ``alpha + n*beta`` (eager) and ``3*alpha + (n + 2h)*beta``
 (rendezvous). An eager message that arrives before its receive is posted waits in the
 *unexpected queue* and pays a memory copy when it is matched; a rendezvous sender simply
-waits for the receiver. A message sent through ``comm.with_wire(wire)`` belongs to a GPU
+waits for the receiver. A synchronous send (``MPI_Ssend``) of at most *L* bytes goes as MPICH
+sends it: eagerly, flagged, and the receiver answers the match with an ack of ``header_bytes``
+(MPICH's ``SSEND_ACK``), so the receive is complete before the sender learns of it; a larger
+one is a rendezvous, which waits for the receiver anyway. A message sent through ``comm.with_wire(wire)`` belongs to a GPU
 collective library instead: no eager/rendezvous choice, no CPU overheads or copies, but its
 protocol's latency and bandwidth share (:mod:`mpisim.mpi.wire`).
 
@@ -82,7 +86,8 @@ class Message:
 
     __slots__ = (
         "connection", "context", "direct", "dst", "nbytes", "payload", "protocol", "recv_req", "send_req", "seq",
-        "src", "src_rank", "t_data", "t_match", "t_phase", "t_post", "t_proxy", "tag", "unexpected", "user", "wire",
+        "src", "src_rank", "sync", "t_data", "t_match", "t_phase", "t_post", "t_proxy", "tag", "unexpected", "user",
+        "wire",
     )
 
     def __init__(self, src: int, dst: int, src_rank: int, context: int, tag: int,
@@ -109,6 +114,8 @@ class Message:
         #: On the collective-fidelity direct path (mpisim.mpi.direct): its
         #: handshake is timed, not sent, and it leaves no record.
         self.direct = False
+        #: A synchronous eager send: complete when the receiver's ack arrives (World._pair starts it).
+        self.sync = False
 
     def describe(self) -> str:
         return f"message from rank {self.src} to rank {self.dst} (tag {self.tag}, {self.nbytes} B, {self.protocol})"
@@ -160,7 +167,7 @@ class Protocols:
         node = self._node_of
         limit = self.config.eager_limit_inter if node[src] != node[dst] else self.config.eager_limit_intra
         # A GPU collective protocol writes into the peer's registered buffer: no rendezvous.
-        protocol = "eager" if wire is not None else "rendezvous" if synchronous or nbytes > limit else "eager"
+        protocol = "eager" if wire is not None or nbytes <= limit else "rendezvous"
         if payload.writable and protocol == "eager":
             payload = user = payload.copy()
         env = self.env
@@ -168,6 +175,8 @@ class Protocols:
         if self.origin is not None:
             req.origin = self.origin()
         msg = Message(src, dst, rank, comm.context, tag, payload, user, protocol, req, env.now)
+        if synchronous and protocol == "eager":
+            msg.sync = True
         if self.fidelity == "collective" and comm.internal and wire is None and payload.__class__ is SizePayload:
             msg.direct = True  # see mpisim.mpi.direct
         cfg = self.config
@@ -188,7 +197,8 @@ class Protocols:
                 Call(self.env, self._inject_wire, msg, wire.lone_latency(kind), URGENT)
         elif protocol == "eager" and cfg.send_overhead == 0.0 and cfg.copy_time(nbytes) == 0.0:
             # NOTE: the common case needs no sender step: the send is complete at once.
-            req.succeed()
+            if not msg.sync:
+                req.succeed()
             self._call_soon(self._inject_eager, msg)
         elif cfg.send_overhead == 0.0:
             self._call_soon(self._send_after_overhead, msg)  # NOTE: _start_send with no overhead
@@ -210,7 +220,8 @@ class Protocols:
                 msg.t_phase = self.env.now
                 Call(self.env, self._eager_copied, msg, copy)
             else:
-                msg.send_req.succeed()
+                if not msg.sync:
+                    msg.send_req.succeed()
                 self._inject_eager(msg)
             return
         # Rendezvous: request to send, wait for clear to send, then the data.
@@ -225,7 +236,8 @@ class Protocols:
 
     def _eager_copied(self, msg: Message) -> None:
         self._span(msg.src, "copy", msg.t_phase, "eager send copy", msg.dst, msg.nbytes)
-        msg.send_req.succeed()
+        if not msg.sync:
+            msg.send_req.succeed()
         self._inject_eager(msg)
 
     def _inject_eager(self, msg: Message) -> None:
@@ -390,6 +402,18 @@ class Protocols:
             self._release_socket(msg)
         if not msg.direct:
             self._call_soon(self._start_fin, msg)
+
+    def _start_ack(self, msg: Message) -> None:
+        """A synchronous eager message matched: the receiver tells the sender (MPICH's SSEND_ACK)."""
+        msg.t_phase = self.env.now
+        if self._post(msg.dst, msg.src, self.config.header_bytes, self._ack_arrived, msg):
+            self._ack_arrived(msg)
+
+    def _ack_arrived(self, msg: Message) -> None:
+        if self.tracer.record_spans:
+            # drawn as the protocol's closing control message, as a rendezvous's FIN is
+            self._span(msg.dst, "fin", msg.t_phase, "ssend ack", msg.src, self.config.header_bytes)
+        succeed_now(self.env, msg.send_req, None)
 
     def _start_fin(self, msg: Message) -> None:
         msg.t_phase = self.env.now

@@ -397,7 +397,7 @@ class World(Protocols, DirectPath, Diagnosis):
             # The receiver learns of it from its completion call (recv, wait, test...; see
             # Request.outcome), which may come later than this instant: not an unhandled error.
             req.defused = True
-            if msg.protocol == "rendezvous":
+            if msg.protocol == "rendezvous" or msg.sync:
                 msg.send_req.fail(TruncationError(f"rank {msg.src}: send to rank {msg.dst} was truncated by the receiver"))
                 msg.send_req.defused = True
             return
@@ -406,6 +406,8 @@ class World(Protocols, DirectPath, Diagnosis):
             st.source, st.tag, st.count, st.nbytes = msg.src_rank, msg.tag, msg.payload.count, msg.nbytes
         msg.recv_req = req
         if msg.protocol == "eager":
+            if msg.sync and msg.src != msg.dst:  # to itself: complete with the receive (_finish_recv)
+                self._call_soon(self._start_ack, msg)
             delay = self.config.recv_overhead if msg.wire is None else 0.0
             if msg.unexpected and msg.wire is None:
                 delay += self.config.copy_time(msg.nbytes)  # copy out of the unexpected queue
@@ -439,6 +441,8 @@ class World(Protocols, DirectPath, Diagnosis):
         else:
             tracer.count_message(msg.nbytes)
         succeed_now(self.env, msg.recv_req, msg.user)  # type: ignore[arg-type]
+        if msg.sync and msg.src == msg.dst:  # MPICH's self path completes a synchronous send with its receive
+            succeed_now(self.env, msg.send_req, None)
 
     # ------------------------------------------------------------------ probing
 

@@ -279,6 +279,7 @@ def test_deadlock_on_a_receive_names_the_missing_sender():
 
 
 def test_ssend_completes_only_once_matched():
+    """A small ssend goes eagerly, as MPICH's does: its data waits at the receiver, which answers the match with an ack."""
     late = 20e-6
     times = {}
 
@@ -291,7 +292,40 @@ def test_ssend_completes_only_once_matched():
             yield from comm.recv(source=0)
 
     run_program(make_world(alpha=ALPHA, bandwidth=BW, header_bytes=H), program)
-    assert times["ssend"] == pytest.approx(late + 2 * ALPHA + (8 + H) * BETA, rel=1e-12)
+    assert times["ssend"] == pytest.approx(late + ALPHA + H * BETA, rel=1e-12)
+
+
+def test_large_ssend_is_a_rendezvous():
+    """Past the eager limit the synchronous send is the rendezvous: RTS, CTS, then the data."""
+    late, n = 20e-6, 100_000
+    times = {}
+
+    def program(comm):
+        if comm.rank == 0:
+            yield from comm.ssend(np.zeros(n, np.int8), dest=1)
+            times["ssend"] = comm.now
+        else:
+            yield from comm.compute(late)
+            yield from comm.recv(source=0)
+
+    run_program(make_world(alpha=ALPHA, bandwidth=BW, header_bytes=H, eager_limit_inter=1024), program)
+    assert times["ssend"] == pytest.approx(late + 2 * ALPHA + (n + H) * BETA, rel=1e-12)
+
+
+def test_ssend_to_itself_completes_with_its_receive():
+    """MPICH's self path: the synchronous send and the posted receive complete at one instant."""
+    times = {}
+
+    def program(comm):
+        req = comm.irecv(source=0, tag=1)
+        yield from comm.compute(5e-6)
+        yield from comm.ssend(np.zeros(8, np.int8), dest=0, tag=1)
+        times["ssend"] = comm.now
+        assert req.triggered
+        yield from comm.wait(req)
+
+    run_program(make_world(1, alpha=ALPHA, bandwidth=BW, header_bytes=H, recv_overhead=1e-6), program)
+    assert times["ssend"] >= 5e-6 + 1e-6
 
 
 def test_probe_then_receive_with_the_probed_size():

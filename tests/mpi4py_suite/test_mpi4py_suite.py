@@ -17,7 +17,9 @@ from tests.mpi4py_suite import suite
 
 MPICH = json.loads(suite.MPICH_JSON.read_text())
 CASES = [("test_request.py", 2), ("test_msgzero.py", 3), ("test_group.py", 4), ("test_rma.py", 2),
-         ("test_p2p_buf_matched.py", 2), ("test_datatype.py", 1), ("test_comm_topo.py", 3)]
+         ("test_p2p_buf_matched.py", 2), ("test_datatype.py", 1), ("test_comm_topo.py", 3),
+         ("test_op.py", 3), ("test_p2p_obj.py", 3), ("test_comm.py", 2), ("test_win.py", 4), ("test_status.py", 1),
+         ("test_environ.py", 2)]
 
 
 @pytest.fixture(scope="module")

@@ -53,7 +53,15 @@ import numpy as np
 
 from mpisim.compat import collectives as _coll
 from mpisim.compat.mpi4py import datatype as _datatype
-from mpisim.compat.mpi4py.bsend import Alloc_mem, Attach_buffer, Detach_buffer, Free_mem  # noqa: F401
+from mpisim.compat.mpi4py.bsend import (  # noqa: F401
+    BUFFER_AUTOMATIC,
+    Alloc_mem,
+    Attach_buffer,
+    Detach_buffer,
+    Flush_buffer,
+    Free_mem,
+    Iflush_buffer,
+)
 from mpisim.compat.mpi4py.comm import (  # noqa: F401
     COMM_NULL,
     COMM_SELF,
@@ -65,6 +73,7 @@ from mpisim.compat.mpi4py.comm import (  # noqa: F401
     Intracomm,
     Topocomm,
 )
+from mpisim.compat.mpi4py.commlock import _comm_lock, _comm_lock_table  # noqa: F401
 from mpisim.compat.mpi4py.datatype import DATATYPE_NULL, Datatype, _typedict  # noqa: F401
 from mpisim.compat.mpi4py.distgraph import UNWEIGHTED, WEIGHTS_EMPTY  # noqa: F401
 from mpisim.compat.mpi4py.environment import (  # noqa: F401
@@ -93,8 +102,9 @@ from mpisim.compat.mpi4py.environment import (  # noqa: F401
     unfinalized_ranks,
 )
 from mpisim.compat.mpi4py.environment import imported as _imported  # noqa: F401 - the package calls it
+from mpisim.compat.mpi4py.grequest import Grequest  # noqa: F401
 from mpisim.compat.mpi4py.group import GROUP_EMPTY, GROUP_NULL, Group  # noqa: F401
-from mpisim.compat.mpi4py.info import INFO_NULL, Info  # noqa: F401
+from mpisim.compat.mpi4py.info import INFO_NULL, Get_hw_resource_info, Info  # noqa: F401
 from mpisim.compat.mpi4py.intercomm import Intercomm  # noqa: F401
 from mpisim.compat.mpi4py.memory import Aint_add, Aint_diff, Get_address, buffer  # noqa: F401
 from mpisim.compat.mpi4py.message import MESSAGE_NO_PROC, MESSAGE_NULL, Message  # noqa: F401

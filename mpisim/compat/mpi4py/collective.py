@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
 import inspect
 import re
 from collections.abc import Callable, Generator, Iterator, Sequence
@@ -25,6 +26,7 @@ import numpy as np
 
 from mpisim.compat import collectives as _coll
 from mpisim.compat import typemap as _typemap
+from mpisim.compat.mpi4py import commlock as _commlock
 from mpisim.compat.mpi4py import nbc
 from mpisim.compat.mpi4py.environment import here
 from mpisim.compat.mpi4py.msgbuffer import (
@@ -55,8 +57,11 @@ def _blocking(name: str, body: Body) -> Callable[..., Any]:
         c = self._on(ctx)
         if any(a is None for a in args) or any(v is None for v in kwargs.values()):
             args, kwargs = _none_in_place(body, c, ctx, args, kwargs)
+        if locked:
+            _commlock.lock_of(c, name)  # mpi4py runs the call under the communicator's lock of its name
         return ctx.block(body(c, ctx, *args, **kwargs))
 
+    locked = name in _commlock.LOCKED
     call.__name__ = call.__qualname__ = name
     call.__doc__ = body.__doc__
     return call
@@ -79,11 +84,17 @@ def _nonblocking(name: str, body: Body) -> Callable[..., Request]:
     return call
 
 
+@functools.cache
+def _signature(body: Body) -> inspect.Signature:
+    """*body*'s signature, read once (a test suite's loops make hundreds of thousands of calls)."""
+    return inspect.signature(body)
+
+
 def _none_in_place(body: Body, c: Any, ctx: RankContext, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
     """mpi4py 4 reads ``None`` as ``MPI.IN_PLACE`` where MPI allows it: the send buffer of every
     rank in the all-to-all and reduction calls, the root's send buffer of ``Gather(v)`` and
     ``Reduce``, the root's receive buffer of ``Scatter(v)``."""
-    bound = inspect.signature(body).bind(c, ctx, *args, **kwargs)
+    bound = _signature(body).bind(c, ctx, *args, **kwargs)
     bound.apply_defaults()
     given = bound.arguments
     at_root = c.rank == given.get("root", -1)

@@ -34,6 +34,7 @@ from mpisim.compat.mpi4py.topology import CartGrid, DistGraphTopology, GraphTopo
 from mpisim.compat.ranks import RankContext, require
 from mpisim.compat.unsupported import Strict, unsupported
 from mpisim.errors import InvalidArgumentError, InvalidCommunicatorError, MPIError
+from mpisim.mpi.comm import Comm as _SimComm
 from mpisim.mpi.constants import (
     CART,
     COMM_TYPE_HW_GUIDED,
@@ -64,8 +65,10 @@ class Comm(PointToPoint, Persistent, Collectives, metaclass=Strict):
             for name in _TOPOLOGY:  # the topology is the communicator's: MPI.Intracomm(cart) keeps it
                 if name in comm.__dict__:
                     self.__dict__[name] = comm.__dict__[name]
-        else:
+        elif comm is None or isinstance(comm, _SimComm):
             self._fixed, self._which = comm, None
+        else:  # mpi4py's typed argument: MPI.Comm((1, 2, 3)) is a TypeError
+            raise TypeError(f"Argument 'comm' has incorrect type (expected mpi4py.MPI.Comm, got {type(comm).__name__})")
 
     # ---- which simulated communicator
 
@@ -159,6 +162,8 @@ class Comm(PointToPoint, Persistent, Collectives, metaclass=Strict):
     def Get_name(self) -> str:
         """``MPI_COMM_WORLD``, ``MPI_COMM_SELF`` or the name given with ``Set_name``."""
         ctx = here("Comm.Get_name")
+        if not self:
+            return "MPI_COMM_NULL"
         names = ctx.cache.setdefault("names", {})
         return names.get(id(self._c), {"world": "MPI_COMM_WORLD", "self": "MPI_COMM_SELF"}.get(self._which or "", ""))
 
@@ -188,11 +193,11 @@ class Comm(PointToPoint, Persistent, Collectives, metaclass=Strict):
 
     def Get_errhandler(self) -> Errhandler:
         """The communicator's error handler (``ERRORS_RETURN`` unless set: errors raise ``MPI.Exception``)."""
-        return here("Comm.Get_errhandler").cache.get("errhandlers", {}).get(self._key(), ERRORS_RETURN)
+        return here("Comm.Get_errhandler").cache.get("errhandlers", {}).get(self._key(), ERRORS_RETURN).handle()
 
     def Set_errhandler(self, errhandler: Errhandler) -> None:
         """Remember *errhandler* (:class:`~mpisim.compat.mpi4py.environment.Errhandler`: errors raise either way)."""
-        here("Comm.Set_errhandler").cache.setdefault("errhandlers", {})[self._key()] = errhandler
+        here("Comm.Set_errhandler").cache.setdefault("errhandlers", {})[self._key()] = errhandler.handle()
 
     def _key(self) -> Any:
         c = self._c
@@ -279,11 +284,24 @@ class Comm(PointToPoint, Persistent, Collectives, metaclass=Strict):
     info = property(Get_info, Set_info)
 
     def Attach_buffer(self, buf: Any) -> None:
-        """A buffer for this communicator's ``Bsend``s (MPI 4.1); mpisim keeps one pool per process."""
-        _bsend.Attach_buffer(buf)
+        """A buffer for this communicator's ``Bsend``s, used before the process's (MPI 4.1; :mod:`.bsend`)."""
+        ctx = here("Comm.Attach_buffer")
+        _bsend.attach(ctx, buf, self._on(ctx), "Comm.Attach_buffer")
 
     def Detach_buffer(self) -> Any:
-        return _bsend.Detach_buffer()
+        """Wait until this communicator's buffered messages have left; detach and return its buffer."""
+        ctx = here("Comm.Detach_buffer")
+        return _bsend.detach(ctx, self._on(ctx))
+
+    def Flush_buffer(self) -> None:
+        """Wait until this communicator's buffered messages have left (``MPI_Comm_flush_buffer``)."""
+        ctx = here("Comm.Flush_buffer")
+        _bsend.flush(ctx, self._on(ctx))
+
+    def Iflush_buffer(self) -> Request:
+        """Start :meth:`Flush_buffer`; its request completes when the messages have left."""
+        ctx = here("Comm.Iflush_buffer")
+        return _bsend.iflush(ctx, self._on(ctx), "Comm.Iflush_buffer()")
 
     def __reduce__(self) -> Any:
         """``COMM_NULL``, ``COMM_SELF`` and ``COMM_WORLD`` pickle as themselves (a copy of one as an equal

@@ -166,13 +166,20 @@ class Errhandler:
         return f"<mpi4py.MPI.Errhandler {self.name}>"
 
     def Free(self) -> None:
-        """Nothing to free."""
+        """Free this handle: it becomes ``ERRHANDLER_NULL`` (the module's constants stay what they are, as in mpi4py)."""
+        if not any(self is known for known in _PREDEFINED):
+            self.name = "MPI_ERRHANDLER_NULL"
+
+    def handle(self) -> Errhandler:
+        """A new handle to this handler, as ``Get_errhandler`` returns one (freeing it frees only the copy)."""
+        return Errhandler(self.name)
 
 
 ERRHANDLER_NULL = Errhandler()
 ERRORS_RETURN = Errhandler("MPI_ERRORS_RETURN")
 ERRORS_ARE_FATAL = Errhandler("MPI_ERRORS_ARE_FATAL")
 ERRORS_ABORT = Errhandler("MPI_ERRORS_ABORT")
+_PREDEFINED = [ERRHANDLER_NULL, ERRORS_RETURN, ERRORS_ARE_FATAL, ERRORS_ABORT]  # compared by identity below
 
 
 def get_vendor() -> tuple[str, tuple[int, int, int]]:

@@ -101,3 +101,12 @@ class Info(metaclass=Strict):
 
 
 INFO_NULL = Info()
+
+
+def Get_hw_resource_info() -> Info:
+    """The hardware resources MPI knows of, as hints (``MPI_Get_hw_resource_info``, MPI 4.1).
+
+    A new ``MPI.Info`` each call; MPICH 5.0.2, the library mpisim follows, reports no keys,
+    so neither does mpisim.
+    """
+    return Info.Create()

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from mpisim.compat import collectives as _coll
+from mpisim.compat.mpi4py import commlock as _commlock
 from mpisim.compat.mpi4py import nbc
 from mpisim.compat.mpi4py.collective import _block_bytes, _wspec
 from mpisim.compat.mpi4py.environment import here
@@ -102,6 +103,8 @@ class NeighborCollectives:
             sources, dests = _Facing(sources), _Facing(dests)
         c = self._on(ctx)
         if not start:
+            if name in _commlock.LOCKED:  # mpi4py runs the object calls under the communicator's lock
+                _commlock.lock_of(c, name)
             return ctx.block(body(c, ctx, sources, dests, *args))
         ctx.enter()
         return Request(nbc.start(ctx, c, f"{name.lower()}()", lambda own: body(own, ctx, sources, dests, *args)))

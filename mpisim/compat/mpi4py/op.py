@@ -4,6 +4,11 @@ Each op carries two forms: the element-wise one the simulated MPI applies to buf
 (:mod:`mpisim.mpi.ops`, a numpy ufunc) and the Python one the lowercase calls apply to objects
 (``comm.allreduce(x, op=MPI.MAX)``). MPI applies an op in rank order, ``x0 op x1 op ...``;
 an op that is not commutative keeps that order in every algorithm that uses it.
+
+mpi4py keeps a program's own ops in a registry of 32 slots per process (its C callbacks are 32
+fixed trampolines), so a 33rd live ``Op.Create`` is a ``RuntimeError`` until one is freed; each
+rank here has its own registry. Integer handles are MPICH's: ``0x58000001`` ... for the
+predefined ops, ``0x98000000 + i`` for the i-th user op (a negative C ``int``).
 """
 
 from __future__ import annotations
@@ -21,7 +26,9 @@ from mpisim.compat.mpi4py import memory as _memory
 from mpisim.compat.mpi4py.msgbuffer import buffer_spec, refused
 from mpisim.compat.ranks import current
 from mpisim.compat.unsupported import Strict, unsupported
+from mpisim.errors import MPIError
 from mpisim.mpi import ops as _ops
+from mpisim.mpi.constants import ERR_OP
 
 
 class Op(metaclass=Strict):
@@ -29,13 +36,18 @@ class Op(metaclass=Strict):
 
     def __init__(self, name: Any = None, sim: _ops.Op | None = None, py: Callable[[Any, Any], Any] | None = None,
                  commute: bool = True) -> None:
+        #: The program's function (a user op with a registry slot), its slot, and the MPI handle of a user op.
+        self._function: tuple[Callable[..., Any], bool] | None = None
+        self._slot, self._handle = 0, 0
+        #: A user op applied with the operands' MPI datatype (``Reduce_local`` knows it: ``[buf, MPI.BYTE]``).
+        self._typed: Callable[[np.ndarray, np.ndarray, Any], np.ndarray] | None = None
         if name is None or isinstance(name, Op):  # MPI.Op(): OP_NULL; MPI.Op(op): the same op, a new handle
             other = name if isinstance(name, Op) else None
             name, sim, py, commute = (other.name, other._sim, other._py, other.commute) if other else \
                 ("MPI_OP_NULL", None, None, True)
-            self._function = other._function if other else None
-        else:
-            self._function = None
+            if other is not None:
+                self._function, self._slot, self._handle = other._function, other._slot, other._handle
+                self._typed = other._typed
         self.name, self._sim, self._py, self.commute = name, sim, py, commute
 
     def __eq__(self, other: object) -> bool:
@@ -50,12 +62,18 @@ class Op(metaclass=Strict):
     @property
     def is_predefined(self) -> bool:
         """True for MPI's own ops (``MPI.SUM``, ..., ``MPI.OP_NULL``), False for ``Op.Create``'s."""
-        return self._function is None
+        return not self._handle
 
     def __reduce__(self) -> Any:
-        """Pickled by name (a predefined op is itself again) or by its function (a user op, made anew)."""
+        """Pickled by name (a predefined op is itself again) or by its function (a user op, made anew).
+
+        A user op rebuilt from its integer handle (``Op.fromint``) has no function to pickle: a
+        ``ValueError``, as in mpi4py.
+        """
         if self._function is not None:
             return Op.Create, self._function
+        if self._handle:
+            raise ValueError("cannot pickle user-defined reduction operation")
         if self is _predefined(self.name):
             return self.name.removeprefix("MPI_")  # the module's own constant, MPI.MAX
         return Op, (_predefined(self.name),)
@@ -68,9 +86,10 @@ class Op(metaclass=Strict):
         them with ``np.frombuffer(invec, dtype=...)``, fill with ``inoutvec[:] = any_buffer``); for objects (lowercase calls) it is called as
         ``function(x, y, None)`` and returns the result.
         """
-        def apply(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        def apply(a: np.ndarray, b: np.ndarray, datatype: Any = None) -> np.ndarray:
             out = np.array(b, copy=True)
-            function(_memory.of(np.ascontiguousarray(a)), _memory.of(out), _buffers.datatype_of(out.dtype))
+            datatype = datatype if datatype is not None else _buffers.datatype_of(out.dtype)
+            function(_memory.of(np.ascontiguousarray(a)), _memory.of(out), datatype)
             return out
 
         def call(x: Any, y: Any) -> Any:
@@ -87,9 +106,19 @@ class Op(metaclass=Strict):
         def on_objects(x: Any, y: Any) -> Any:
             return _checked(name, runner, call, x, y)
 
+        def typed(a: np.ndarray, b: np.ndarray, datatype: Any) -> np.ndarray:
+            return _checked(name, runner, lambda x, y: apply(x, y, datatype), a, b)
+
+        function.__call__  # noqa: B018  - not callable: mpi4py's AttributeError, before a slot is taken
+        registry = _registry()
+        slot = next((i for i in range(1, len(registry)) if registry[i] is None), 0)
+        if not slot:
+            raise RuntimeError("cannot create too many user-defined reduction operations")
         op = cls("user", _ops.Op(f"user:{name}", on_arrays, bool(commute)),
                  on_objects, bool(commute))
-        op._function = (function, bool(commute))
+        op._function, op._slot, op._typed = (function, bool(commute)), slot, typed
+        op._handle = _USER_HANDLE + _serial(registry)
+        registry[slot] = op
         return op
 
     def Is_commutative(self) -> bool:
@@ -115,11 +144,52 @@ class Op(metaclass=Strict):
             into = _buffers.writable(out, "Op.Reduce_local")
         except _buffers.BufferSpecError as err:
             raise refused(err, "Op.Reduce_local") from None
-        into[...] = self.sim("Op.Reduce_local")(src.array, into.copy())
+        if self._typed is not None:  # the program's function sees the datatype the call named
+            into[...] = self._typed(src.array, into.copy(), src.datatype)
+        else:
+            into[...] = self.sim("Op.Reduce_local")(src.array, into.copy())
         out.finish()
 
     def Free(self) -> None:
-        """Nothing to free."""
+        """Free a user op: this handle becomes ``OP_NULL`` and its registry slot is free again.
+
+        Freeing a predefined op or ``OP_NULL`` is an MPI error (MPICH: "Cannot free permanent
+        MPI_Op", "Null Op pointer"); other handles of the op (``MPI.Op(op)``) stay as they were.
+        """
+        if not self._handle:
+            what = "Null Op pointer" if not self else "Cannot free permanent MPI_Op"
+            raise MPIError(f"Op.Free: {what} ({self.name})", error_class=ERR_OP)
+        registry = _registry()
+        if self._slot and registry[self._slot] is not None and registry[self._slot]._handle == self._handle:
+            registry[self._slot] = None
+        self.name, self._sim, self._py, self.commute = "MPI_OP_NULL", None, None, True
+        self._function, self._slot, self._handle, self._typed = None, 0, 0, None
+
+    def toint(self) -> int:
+        """The op's integer handle, MPICH's ``MPI_Op`` (C and Fortran alike)."""
+        return self._handle or _PREDEFINED_HANDLES[self.name]
+
+    py2f = toint
+
+    @classmethod
+    def fromint(cls, handle: int) -> Op:
+        """The op of integer *handle*: a predefined op itself, a live user op of this rank as a new handle.
+
+        Such a handle reduces as the op does but, like mpi4py's, has no Python function: it can
+        be neither called on objects nor pickled.
+        """
+        handle = int(handle)
+        for name, value in _PREDEFINED_HANDLES.items():
+            if value == handle:
+                return _predefined(name)
+        for op in _registry():
+            if op is not None and op._handle == handle:
+                clone = cls(op.name, op._sim, None, op.commute)
+                clone._handle, clone._typed = handle, op._typed
+                return clone
+        raise MPIError(f"Op.fromint: {handle} is not the handle of an op (MPI_ERR_OP)", error_class=ERR_OP)
+
+    f2py = fromint
 
     def __call__(self, x: Any, y: Any) -> Any:
         if self._py is None:
@@ -196,6 +266,32 @@ MINLOC = Op("MPI_MINLOC", _ops.Op("minloc", _loc(np.less)), _pyloc(operator.lt))
 REPLACE = Op("MPI_REPLACE", _ops.Op("replace", lambda a, b: np.array(a, copy=True), False), lambda x, y: y, False)
 NO_OP = Op("MPI_NO_OP", _ops.Op("no_op", lambda a, b: np.array(b, copy=True), False), lambda x, y: x, False)
 OP_NULL = Op()
+
+
+#: MPICH's handles of the predefined ops (mpi.h), and the first of the user ops' (a direct handle, kind MPIR_OP).
+_PREDEFINED_HANDLES = {"MPI_OP_NULL": 0x18000000, "MPI_MAX": 0x58000001, "MPI_MIN": 0x58000002,
+                       "MPI_SUM": 0x58000003, "MPI_PROD": 0x58000004, "MPI_LAND": 0x58000005,
+                       "MPI_BAND": 0x58000006, "MPI_LOR": 0x58000007, "MPI_BOR": 0x58000008,
+                       "MPI_LXOR": 0x58000009, "MPI_BXOR": 0x5800000A, "MPI_MINLOC": 0x5800000B,
+                       "MPI_MAXLOC": 0x5800000C, "MPI_REPLACE": 0x5800000D, "MPI_NO_OP": 0x5800000E}
+_USER_HANDLE = 0x98000000 - (1 << 32)  # MPI_Op is a C int: the direct handles are negative
+#: mpi4py's registry size: 32 slots (1..32) for the program's own ops, per process.
+MAX_USER_OPS = 32
+_OUTSIDE: list[Op | None] = [None] * (1 + MAX_USER_OPS)  # ops made outside any rank (a shared module's)
+
+
+def _registry() -> list[Op | None]:
+    """The calling rank's registry of live user ops (slot 0 unused, as in mpi4py)."""
+    ctx = current()
+    if ctx is None:
+        return _OUTSIDE
+    return ctx.cache.setdefault("op registry", [None] * (1 + MAX_USER_OPS))
+
+
+def _serial(registry: list[Op | None]) -> int:
+    """MPICH's index for a new op: the lowest not held by a live user op (its pool reuses freed entries)."""
+    taken = {op._handle - _USER_HANDLE for op in registry if op is not None}
+    return next(i for i in range(len(registry)) if i not in taken)
 
 
 def as_op(op: Any) -> Op:

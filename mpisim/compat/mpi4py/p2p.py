@@ -8,12 +8,14 @@ messages by bytes, whatever the types on each side) and receive into the program
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from mpisim.compat import collectives as _coll
+from mpisim.compat.buffers import memory_of
 from mpisim.compat.mpi4py import bsend as _bsend
 from mpisim.compat.mpi4py.environment import here
 from mpisim.compat.mpi4py.message import Message
@@ -21,8 +23,15 @@ from mpisim.compat.mpi4py.msgbuffer import as_bytes, elements, nothing, receivin
 from mpisim.compat.mpi4py.request import Request
 from mpisim.compat.mpi4py.status import Status
 from mpisim.mpi.constants import ANY_SOURCE, ANY_TAG, PROC_NULL
-from mpisim.mpi.payload import DataPayload
+from mpisim.mpi.payload import DataPayload, SizePayload
 from mpisim.mpi.request import Request as SimRequest
+
+
+def _room(buf: Any) -> int:
+    """The bytes a lowercase receive's *buf* leaves for the pickle: an int itself, a buffer its length."""
+    if isinstance(buf, int | np.integer):
+        return int(buf)
+    return int(memory_of(buf).nbytes)
 
 
 class PointToPoint:
@@ -71,10 +80,19 @@ class PointToPoint:
     irsend = isend
 
     def recv(self, buf: Any = None, source: int = ANY_SOURCE, tag: int = ANY_TAG, status: Status | None = None) -> Any:
-        """Receive and return an object."""
+        """Receive and return an object.
+
+        A *buf* (a byte count, or a buffer whose length is the room) is mpi4py's deprecated form:
+        a ``UserWarning``, then a pickle longer than the room is truncated (``MPI.ERR_TRUNCATE``).
+        """
         ctx = here("Comm.recv")
         _peer(ctx, "recv", "source", source)
-        value = ctx.block(self._on(ctx).recv(None, source, tag, status))
+        room = None
+        if buf is not None:
+            warnings.warn("the 'buf' argument is deprecated", UserWarning, stacklevel=2)
+            if source != PROC_NULL:
+                room = SizePayload(_room(buf), np.uint8)
+        value = ctx.block(self._on(ctx).recv(room, source, tag, status))
         return None if source == PROC_NULL else unpickled(value)
 
     def irecv(self, buf: Any = None, source: int = ANY_SOURCE, tag: int = ANY_TAG) -> Request:

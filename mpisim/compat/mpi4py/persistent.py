@@ -24,20 +24,82 @@ from mpisim.mpi.constants import ANY_SOURCE, ANY_TAG, ERR_REQUEST
 from mpisim.mpi.payload import DataPayload
 
 
-class Prequest(Request):
-    """A persistent request: ``Start`` begins its operation again; completing it leaves it inactive, not null."""
+class _Handle:
+    """One persistent request's state, shared by every ``Prequest`` object that is a handle to it."""
 
-    def __init__(self, start: Callable[[], tuple[Any, Callable[[], None] | None]] | None = None) -> None:
+    __slots__ = ("after", "decode", "sim", "start")
+
+    def __init__(self, start: Any) -> None:
+        self.start, self.sim, self.decode, self.after = start, None, None, None
+
+
+def _shared(name: str) -> property:
+    return property(lambda self: getattr(self._handle, name), lambda self, value: setattr(self._handle, name, value))
+
+
+#: MPICH's first request handle (kind MPIR_REQUEST, a direct handle; a negative C int).
+_REQUEST_HANDLE = 0xAC000000 - (1 << 32)
+
+
+class Prequest(Request):
+    """A persistent request: ``Start`` begins its operation again; completing it leaves it inactive, not null.
+
+    ``MPI.Prequest(req)``, ``Prequest.fromhandle(req.handle)`` and ``Prequest.fromint(req.toint())``
+    are new handles to the same request, as in mpi4py: equal to it, and starting or completing
+    one is starting or completing it.
+    """
+
+    _start = _shared("start")
+    _sim = _shared("sim")
+    _decode = _shared("decode")
+    _after = _shared("after")
+
+    def __init__(self, start: Callable[[], tuple[Any, Callable[[], None] | None]] | Prequest | None = None) -> None:
+        if isinstance(start, Prequest):
+            self._handle = start._handle
+            return
+        if isinstance(start, Request):  # mpi4py's checks: MPI.Prequest(MPI.REQUEST_NULL) is a null one
+            if start:
+                raise TypeError(f"expected a persistent request, got {type(start).__name__}")
+            start = None
+        self._handle = _Handle(start)
         super().__init__(None)
-        self._start = start
 
     def __eq__(self, other: object) -> bool:
         if self._start is None:  # freed: it is MPI.REQUEST_NULL
             return isinstance(other, Request) and not other
-        return self is other
+        if isinstance(other, Prequest):
+            return other._handle is self._handle
+        return isinstance(other, Request) and other._persistent is self._handle  # MPI.Request(prequest)
 
     def __hash__(self) -> int:
-        return id(self)
+        return id(self._handle)
+
+    def toint(self) -> int:
+        """The request's integer handle (MPICH's handles are ints, C and Fortran alike), kept per rank."""
+        handles = here("Prequest.toint").cache.setdefault("request handles", [])
+        for i, known in enumerate(handles):
+            if known is self._handle:
+                return _REQUEST_HANDLE + i
+        handles.append(self._handle)
+        return _REQUEST_HANDLE + len(handles) - 1
+
+    py2f = toint
+    handle = property(toint)
+
+    @classmethod
+    def fromint(cls, handle: int) -> Prequest:
+        """A new handle to the persistent request :meth:`toint` gave *handle* for on this rank."""
+        ctx = here("Prequest.fromint")
+        handles = ctx.cache.get("request handles", [])
+        if not 0 <= int(handle) - _REQUEST_HANDLE < len(handles):
+            raise MPIError(f"rank {ctx.rank}: Prequest.fromint: {handle} is not a request handle",
+                           error_class=ERR_REQUEST)
+        request = cls.__new__(cls)
+        request._handle = handles[int(handle) - _REQUEST_HANDLE]
+        return request
+
+    f2py = fromhandle = fromint
 
     def __bool__(self) -> bool:
         return self._start is not None  # inactive is still a request; freed is MPI.REQUEST_NULL

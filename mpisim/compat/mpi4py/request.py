@@ -28,7 +28,11 @@ class Request(metaclass=Strict):
 
     def __init__(self, request: Any = None, *, decode: Callable[[Any], Any] | None = None,
                  after: Callable[[], None] | None = None) -> None:
+        #: The persistent request this is a plain handle to (``MPI.Request(prequest)``), if any.
+        self._persistent = None
         if isinstance(request, Request):
+            mine = request.__dict__
+            self._persistent = mine["_handle"] if "_handle" in mine else mine.get("_persistent")
             request, decode, after = request._sim, request._decode, request._after
         self._sim, self._decode, self._after = request, decode, after
 

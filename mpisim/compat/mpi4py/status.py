@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from mpisim.compat.buffers import Datatype
 from mpisim.compat.unsupported import Strict, unsupported
 from mpisim.mpi.constants import SUCCESS, UNDEFINED
@@ -22,9 +24,12 @@ class Status(_SimStatus, metaclass=Strict):
     ``Status(other)`` copies one.
     """
 
-    __slots__ = ("_cancelled", "_error")
+    __slots__ = ("_cancelled", "_mem")
 
     def __init__(self, status: Status | None = None) -> None:
+        # MPICH's MPI_Status, five C ints: count_lo, count_hi_and_cancelled, MPI_SOURCE, MPI_TAG,
+        # MPI_ERROR; source, tag and error live in it, so tomemory() writes reach them.
+        self._mem = np.zeros(5, np.int32)
         super().__init__()
         self._error, self._cancelled = SUCCESS, False
         if status is not None:
@@ -64,6 +69,16 @@ class Status(_SimStatus, metaclass=Strict):
 
     def Set_tag(self, tag: int) -> None:
         self.tag = int(tag)
+
+    source = property(lambda self: int(self._mem[2]), lambda self, value: self._mem.__setitem__(2, value))
+    tag = property(lambda self: int(self._mem[3]), lambda self, value: self._mem.__setitem__(3, value))
+    _error = property(lambda self: int(self._mem[4]), lambda self, value: self._mem.__setitem__(4, value))
+
+    def tomemory(self) -> memoryview:
+        """The status as MPICH lays it out, five C ints, writable: a write to the source, tag or error word
+        changes the status (mpi4py's ``Status.tomemory``). The count words hold the byte count when called."""
+        self._mem[0], self._mem[1] = self.nbytes & 0x7FFFFFFF, ((self.nbytes >> 31) << 1) | int(self._cancelled)
+        return memoryview(self._mem)
 
     def Get_error(self) -> int:
         """``MPI.SUCCESS`` unless set: a failed call raises instead."""

@@ -89,8 +89,10 @@ class Win(metaclass=Strict):
         self._name, self._info = "", None
         if isinstance(win, Win):
             self.__dict__.update(win.__dict__)
-        else:
+        elif win is None:
             self._c = None
+        else:  # mpi4py's typed argument: MPI.Win(obj) of anything but a window is a TypeError
+            raise TypeError(f"Argument 'win' has incorrect type (expected mpi4py.MPI.Win, got {type(win).__name__})")
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Win) and other._c is self._c and getattr(other, "_shared", None) is \
@@ -235,10 +237,10 @@ class Win(metaclass=Strict):
 
     def Get_errhandler(self) -> Errhandler:
         """The window's error handler (``ERRORS_RETURN`` unless set: errors raise ``MPI.Exception``)."""
-        return self.__dict__.get("_errhandler", ERRORS_RETURN)
+        return self.__dict__.get("_errhandler", ERRORS_RETURN).handle()
 
     def Set_errhandler(self, errhandler: Errhandler) -> None:
-        self._errhandler = errhandler
+        self._errhandler = errhandler.handle()  # the window keeps its own reference, as MPI does
 
     def Get_name(self) -> str:
         return self._name
