@@ -43,8 +43,22 @@ class CompletionDriver:
             heap[:] = [e for e in heap if entry_live(e)]
             heapq.heapify(heap)
         while heap:
-            if entry_live(heap[0]):
-                t_finish = heap[0][0]
+            # NOTE: entry_live, inlined: once per solve, on the entry at the top.
+            entry = heap[0]
+            version = entry[2]
+            if version != GROUP:
+                flow = entry[3]
+                if version == flow.version and not flow.finished:
+                    t_finish = entry[0]
+                    break
+            else:
+                for _, version, flow in entry[3]:
+                    if version == flow.version and not flow.finished:
+                        break
+                else:
+                    heapq.heappop(heap)
+                    continue
+                t_finish = entry[0]
                 break
             heapq.heappop(heap)
         else:
