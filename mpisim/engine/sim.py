@@ -13,7 +13,7 @@ parallelise). A Simulation holds:
 This is also the only module outside SimPy that touches SimPy's private state (its queue
 ``_queue``, clock ``_now``, event counter ``_eid`` and an event's ``_ok`` / ``_value``): the
 rest of mpisim calls the small helpers below (:func:`schedule_at`, :func:`succeed_now`,
-:func:`soon_caller`, :func:`call_in_turn`, :func:`events_done`) and reads the clock as
+:func:`soon_caller`, :func:`call_in_turn`, :func:`normal_next`, :func:`events_done`) and reads the clock as
 ``env.now``, so a SimPy upgrade that changes its internals is fixed here, in one place.
 tests/unit/test_run_loop.py holds the custom run loop (:func:`run_until_idle`) to SimPy's own
 ``env.run()``: the same events, in the same order.
@@ -232,6 +232,21 @@ def call_in_turn(env: simpy.Environment, calls: list) -> None:
                 break
             _, fn, arg = soon.popleft()
             fn(arg)
+
+
+def normal_next(env: simpy.Environment) -> bool:
+    """True if an ordinary (NORMAL) event scheduled now on *env* would be the next one processed.
+
+    Nothing waits in the lanes of mpisim's :class:`Environment`, and the queue holds nothing
+    due now at URGENT or NORMAL priority. A callback may then do at once what such an event
+    would do, one event fewer. Always False on a plain SimPy environment.
+    """
+    soon = getattr(env, "_soon", None)
+    lane = getattr(env, "_lane", None)
+    if soon is None or lane is None or soon or lane:
+        return False
+    queue = env._queue
+    return not queue or queue[0][0] != env._now or queue[0][1] > NORMAL
 
 
 def events_done(env: simpy.Environment) -> int:

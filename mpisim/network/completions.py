@@ -26,7 +26,7 @@ import heapq
 import math
 
 from mpisim.engine.events import Call
-from mpisim.engine.sim import call_in_turn
+from mpisim.engine.sim import call_in_turn, normal_next
 from mpisim.network.flows import GROUP, Arrivals, Flow, entry_due_order, entry_live, member_seq
 
 #: The driver completes flows due within this relative distance of the current time.
@@ -43,8 +43,22 @@ class CompletionDriver:
             heap[:] = [e for e in heap if entry_live(e)]
             heapq.heapify(heap)
         while heap:
-            if entry_live(heap[0]):
-                t_finish = heap[0][0]
+            # NOTE: entry_live, inlined: once per solve, on the entry at the top.
+            entry = heap[0]
+            version = entry[2]
+            if version != GROUP:
+                flow = entry[3]
+                if version == flow.version and not flow.finished:
+                    t_finish = entry[0]
+                    break
+            else:
+                for _, version, flow in entry[3]:
+                    if version == flow.version and not flow.finished:
+                        break
+                else:
+                    heapq.heappop(heap)
+                    continue
+                t_finish = entry[0]
                 break
             heapq.heappop(heap)
         else:
@@ -92,11 +106,23 @@ class CompletionDriver:
         finishing = self._finishing
         arrivals = self._arrivals
         posted = 0  # flows completed by the inlined _complete below
+        # The callers' event, not yet scheduled: nothing else is scheduled while it waits (see
+        # the end); a flow's done event, which goes to the queue, takes it there first.
+        deferred: list[Flow] | None = None
         for _, version, flow in ready:
             if version == flow.version and not flow.finished:
                 completed = True
                 finishing.append(flow)
+                if flow.fn is None and flow.done is None:
+                    # NOTE: _complete, inlined for a transfer nobody waits for (a FIN).
+                    flow.finished = True
+                    flow.remaining = 0.0
+                    posted += 1
+                    continue
                 if flow.fn is None or flow.done is not None:
+                    if deferred is not None and flow.done is not None:
+                        Call(self.env, self._arrived_cb, deferred)
+                        deferred = None
                     self._complete(flow)
                     arrivals = self._arrivals
                     continue
@@ -110,8 +136,7 @@ class CompletionDriver:
                     fn.left -= 1
                     continue
                 if arrivals is None:
-                    arrivals = self._arrivals = []
-                    Call(self.env, self._arrived_cb, arrivals)
+                    arrivals = deferred = self._arrivals = []
                 arrivals.append(flow)
         self.flows_finished += posted
         if completed:
@@ -124,6 +149,12 @@ class CompletionDriver:
         else:
             self._arm_driver(now)
         self._arrivals = None
+        if deferred is not None:
+            if normal_next(self.env):
+                # Its event would be the next one processed: processing it here is the same.
+                self._arrived_cb(deferred)
+            else:
+                Call(self.env, self._arrived_cb, deferred)
 
     def _complete(self, flow: Flow) -> None:
         flow.finished = True

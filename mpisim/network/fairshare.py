@@ -29,6 +29,12 @@ its flows (the ring of FINs and requests-to-send that mpisim's default MPI param
 solved in two linear passes instead of by progressive filling, with the very same floats
 (:meth:`~mpisim.network.maxmin.MaxMin.one_level`).
 
+**Two flows.** When a ring's ranks drift apart, most shared components are two flows: a
+data transfer and a control message (a request-to-send, a clear-to-send, a FIN) crossing the
+same port at one moment. Such a component is recognised from its seed link's flows and solved
+one level deep without the general walk's stack and lists (:meth:`FairShareNetwork._solve_pair`):
+the same progress updates, the same level and the same rates, set in the same order.
+
 **Weighted flows.** :meth:`FairShareNetwork.post` can take *w* equal transfers between the same
 two ranks started at one instant as one flow of *weight* w (:mod:`mpisim.network.flows`).
 
@@ -549,6 +555,8 @@ class FairShareNetwork(CompletionDriver):
         mark, flows_on = self._mark, self._flows_on
         if len(flows_on[seed]) == 1 and self._solve_alone(seed, stamp, now):
             return
+        if len(flows_on[seed]) <= 2 and self._solve_pair(seed, stamp, now):
+            return
         mark[seed] = stamp
         stack = [seed]
         links: list[int] = []
@@ -679,6 +687,81 @@ class FairShareNetwork(CompletionDriver):
                 heapq.heappush(self._heap, (flow.t_finish, flow.seq, flow.version, flow))
             else:
                 flow.t_finish = math.inf
+        return True
+
+    def _solve_pair(self, seed: int, stamp: int, now: float) -> bool:
+        """Solve the component of link *seed* if it holds two flows, both going on, at one level.
+
+        The common shared component of a ring whose ranks drift apart (module docstring, "Two
+        flows"): a data transfer and a control message that share the rank's port. It is what
+        the general walk and :meth:`~mpisim.network.maxmin.MaxMin.one_level` would do for it --
+        the same progress updates, the same level (the smallest ``capacity / flows`` over the
+        two flows' links, each carrying one or both), the same check that no other link could
+        fill first, the rates set in creation order -- without the walk's stack and lists.
+        Returns False, having changed nothing, for any other component (more flows, a flow
+        that ends now, one link only, more than one level): the general walk takes it.
+        """
+        flows_on = self._flows_on
+        on = flows_on[seed]
+        it = iter(on.values())
+        f = next(it)
+        g = next(it, None)
+        for j in f.ids:
+            here = flows_on[j]
+            n = len(here)
+            if n == 1:
+                continue
+            if n != 2:
+                return False
+            for h in here.values():
+                if h is not f:
+                    if g is None:
+                        g = h
+                    elif h is not g:
+                        return False
+        if g is None:
+            return False
+        for j in g.ids:
+            here = flows_on[j]
+            n = len(here)
+            if n == 1:
+                continue
+            if n != 2:
+                return False
+            for h in here.values():
+                if h is not g and h is not f:
+                    return False
+        # Progress at the old rates, not yet applied: a flow that ends now goes to the general walk.
+        f_left = f.remaining - f.rate * (now - f.t_last) if f.rate else f.remaining
+        if f_left <= _BYTES_RTOL * f.nbytes:
+            return False
+        g_left = g.remaining - g.rate * (now - g.t_last) if g.rate else g.remaining
+        if g_left <= _BYTES_RTOL * g.nbytes:
+            return False
+        # The component's links, each once: f's, then g's own.
+        links = list(f.ids)
+        for j in g.ids:
+            if j not in links:
+                links.append(j)
+        if len(links) == 1:
+            return False
+        live = [f, g] if f.seq < g.seq else [g, f]
+        level = self._maxmin.one_level(links, live)
+        if not level:
+            return False
+        mark = self._mark
+        for i in links:
+            mark[i] = stamp
+        f.mark = g.mark = stamp
+        if f.rate:
+            f.remaining = f_left
+        f.t_last = now
+        if g.rate:
+            g.remaining = g_left
+        g.t_last = now
+        self.rates_recomputed += 2
+        self.one_level_solves += 1
+        self._set_rates(live, level, now)
         return True
 
     def _solve_one_level(self, links: list[int], live: list[Flow], now: float) -> bool:
