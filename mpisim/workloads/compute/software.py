@@ -57,6 +57,28 @@ operations, each its own pass over HBM: ``exp_avg.mul_`` (4 + 4 bytes) ``.add_(g
 ``/ sqrt(bias_correction2)`` (4 + 4), ``.add_(eps)`` (4 + 4), ``param.addcdiv_`` (12 + 4):
 80 bytes per parameter (:data:`EAGER_ADAM_BYTES`).
 
+**Megatron-LM of 2021** (``megatron-2021``: the code of Narayanan et al.'s SC21 runs, Megatron-LM
+at commit aed2f75 of April 2021, run in the ``nvcr.io/nvidia/pytorch:20.12-py3`` container that
+``examples/pretrain_gpt3_175B.sh`` names) fuses the element-wise work as today's does, but
+differs in three costs the fused default leaves out:
+
+* **Dropout is on.** ``megatron/arguments.py``: ``--attention-dropout`` and ``--hidden-dropout``
+  default to 0.1, and the paper's example scripts do not change them. Attention dropout
+  (``torch.nn.Dropout`` on the s x s probabilities, after the fused scale-mask-softmax) reads
+  the probabilities and writes them and a one-byte mask, and its backward reads them again;
+  the hidden dropout is fused into ``bias_dropout_add`` (one more read and a mask per element).
+  With full recomputation the forward's dropouts run twice.
+* **FP32 gradient accumulation per micro-batch.** Before Megatron's fused weight-gradient
+  accumulation (``gradient_accumulation_fusion``, February 2022), each weight's 16-bit gradient
+  was added into its FP32 ``main_grad`` by a backward hook after every micro-batch
+  (``megatron/model/distributed.py``: ``param.main_grad.add_(param.grad.data)``): read 4 + 2,
+  write 4 bytes per parameter (:data:`MAIN_GRAD_BYTES`).
+* **An FP32 vocabulary-parallel loss.** Unless ``--fp16-lm-cross-entropy``, the logits go to
+  ``mpu.vocab_parallel_cross_entropy(output.float(), labels)`` (``megatron/model/gpt_model.py``):
+  the cast (2 + 4 bytes per logit), ``max`` (4), ``sub_`` (4 + 4), ``exp`` in place (4 + 4),
+  ``sum`` (4), ``div_`` (4 + 4): 38 bytes forward; the backward ``mul_`` by the loss gradient
+  (4 + 4) and the cast back (4 + 2): 14 (:data:`MEGATRON_FP32_LOSS_BYTES`).
+
 A scenario names the framework (``workload: {framework: torchtitan}``) where its source
 states it; left out, the layer is costed fused, with the device's own attention kernel.
 """
@@ -68,7 +90,8 @@ from dataclasses import dataclass
 from mpisim.errors import ConfigError
 from mpisim.workloads.compute.devices import Device
 
-__all__ = ["EAGER_ADAM_BYTES", "FA2_HOPPER", "FRAMEWORKS", "Software", "attention_fractions", "software"]
+__all__ = ["EAGER_ADAM_BYTES", "FA2_HOPPER", "FRAMEWORKS", "MAIN_GRAD_BYTES", "MEGATRON_FP32_LOSS_BYTES", "Software",
+           "attention_fractions", "software"]
 
 #: FlashAttention-2's fractions of the BF16 peak on Hopper (forward, backward): 35 % (Shah et al.
 #: 2024) at the longest sequences, i.e. 0.35 x (16384 + 244) / 16384 asymptotically, and the backward
@@ -78,6 +101,12 @@ FA2_HOPPER = (0.355, round(0.355 * 63 / 73, 3))
 
 #: HBM bytes per parameter of an Adam step run as eight eager FP32 element-wise operations (see above).
 EAGER_ADAM_BYTES = 8 + 12 + 8 + 12 + 8 + 8 + 8 + 16
+
+#: HBM bytes per parameter and micro-batch of ``main_grad.add_(grad)``: read FP32 4 and 16-bit 2, write FP32 4.
+MAIN_GRAD_BYTES = 4 + 2 + 4
+
+#: HBM bytes per logit of Megatron's FP32 vocabulary-parallel cross-entropy (forward, backward; see above).
+MEGATRON_FP32_LOSS_BYTES = (6 + 4 + 8 + 8 + 4 + 8, 8 + 6)
 
 
 @dataclass(frozen=True)
@@ -94,10 +123,15 @@ class Software:
     op_checkpoint: bool = False  # selective recomputation = every second mm and the element-wise kernels
     fsdp2_copy_out: bool = False  # FSDP2 copies each all-gathered block into its parameters (ZeRO 3)
     adam_bytes: int = 30  # HBM bytes per parameter of one Adam step: one fused kernel (30), or eager ops (80)
+    dropout: bool = False  # hidden and attention dropout on (Megatron-LM's 0.1 defaults of 2021)
+    grad_accumulation_bytes: int = 0  # HBM bytes per parameter and micro-batch of an unfused FP32 gradient add
+    loss_bytes: tuple[int, int] = ()  # HBM bytes per logit of the loss (forward, backward); (): see estimate.py
 
 
 FRAMEWORKS: dict[str, Software] = {s.name: s for s in (
     Software("megatron"),
+    Software("megatron-2021", dropout=True, grad_accumulation_bytes=MAIN_GRAD_BYTES,
+             loss_bytes=MEGATRON_FP32_LOSS_BYTES),
     Software("nemo"),
     Software("torchtitan", eager_norm=True, eager_rotary=True, eager_swiglu=True, repeat_kv=True, fp32_loss=True,
              attention="flash2", op_checkpoint=True, fsdp2_copy_out=True, adam_bytes=EAGER_ADAM_BYTES),
