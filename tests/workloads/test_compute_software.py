@@ -106,6 +106,14 @@ def test_megatron_2021_adds_each_micro_batchs_gradient_into_fp32_main_grad():
     assert bwd[-1].bytes == 10 * 6144 * 51200 // tp
 
 
+def test_deepspeed_bf16_optimizer_casts_then_adds_each_micro_batchs_gradient():
+    """hp_grad.add_(lp_grad.to(fp32)): the cast reads 2 and writes 4, the add reads 8 and writes 4: 18 bytes."""
+    shape = replace(GPT, framework="megatron-deepspeed")
+    accumulate = [k for k in layer_time(shape, A100).backward if k.name == "FP32 gradient accumulation"]
+    assert accumulate[0].bytes == 18 * 12 * 2304**2
+    assert "attention dropout" in {k.name for k in layer_time(shape, A100).forward}
+
+
 def test_megatron_2021_loss_is_the_fp32_vocab_parallel_cross_entropy():
     """Cast, max, sub_, exp_, sum, div_: 38 bytes per logit forward; mul_ and the cast back: 14."""
     fwd, bwd = output_layer(replace(GPT, framework="megatron-2021"), 51200, A100)
@@ -113,7 +121,7 @@ def test_megatron_2021_loss_is_the_fp32_vocab_parallel_cross_entropy():
     assert fwd[1].bytes == 38 * logits and bwd[0].bytes == 14 * logits
 
 
-frameworks = st.sampled_from(["megatron", "megatron-2021", "torchtitan", "llm-foundry"])
+frameworks = st.sampled_from(["megatron", "megatron-2021", "megatron-deepspeed", "torchtitan", "llm-foundry"])
 
 
 @settings(max_examples=80, deadline=None)

@@ -79,6 +79,18 @@ differs in three costs the fused default leaves out:
   ``sum`` (4), ``div_`` (4 + 4): 38 bytes forward; the backward ``mul_`` by the loss gradient
   (4 + 4) and the cast back (4 + 2): 14 (:data:`MEGATRON_FP32_LOSS_BYTES`).
 
+**Megatron-DeepSpeed** (``megatron-deepspeed``: BigScience's fork as BLOOM-176B trained on it in
+2022) keeps the same three: the dropout defaults ("The default Megatron-LM dropout settings are
+inherited: --attention-dropout 0.1, --hidden-dropout 0.1", bigscience
+``train/tr11-176B-ml/README.md``), the FP32 loss (the pipeline model's
+``mpu.vocab_parallel_cross_entropy(output.contiguous().float(), labels)``,
+``megatron/model/gpt_model.py``), and a per-micro-batch FP32 gradient add, here DeepSpeed's BF16
+optimizer's (``bf16_optimizer.py``, ``update_hp_grads``: ``hp_grad.data.add_(lp.grad.data.to(
+hp_grad.dtype))``, run after every micro-batch's backward): the cast reads 2 and writes 4 bytes,
+the add reads 4 + 4 and writes 4: 18 bytes per parameter (:data:`BF16_OPTIMIZER_GRAD_BYTES`).
+The run's ``CUDA_LAUNCH_BLOCKING=1`` (a workaround for hangs) is not charged: BigScience measured
+it to make "a tiny impact or no impact at all to the throughput" at that scale (same README).
+
 A scenario names the framework (``workload: {framework: torchtitan}``) where its source
 states it; left out, the layer is costed fused, with the device's own attention kernel.
 """
@@ -90,8 +102,8 @@ from dataclasses import dataclass
 from mpisim.errors import ConfigError
 from mpisim.workloads.compute.devices import Device
 
-__all__ = ["EAGER_ADAM_BYTES", "FA2_HOPPER", "FRAMEWORKS", "MAIN_GRAD_BYTES", "MEGATRON_FP32_LOSS_BYTES", "Software",
-           "attention_fractions", "software"]
+__all__ = ["BF16_OPTIMIZER_GRAD_BYTES", "EAGER_ADAM_BYTES", "FA2_HOPPER", "FRAMEWORKS", "MAIN_GRAD_BYTES",
+           "MEGATRON_FP32_LOSS_BYTES", "Software", "attention_fractions", "software"]
 
 #: FlashAttention-2's fractions of the BF16 peak on Hopper (forward, backward): 35 % (Shah et al.
 #: 2024) at the longest sequences, i.e. 0.35 x (16384 + 244) / 16384 asymptotically, and the backward
@@ -104,6 +116,9 @@ EAGER_ADAM_BYTES = 8 + 12 + 8 + 12 + 8 + 8 + 8 + 16
 
 #: HBM bytes per parameter and micro-batch of ``main_grad.add_(grad)``: read FP32 4 and 16-bit 2, write FP32 4.
 MAIN_GRAD_BYTES = 4 + 2 + 4
+
+#: HBM bytes per parameter and micro-batch of DeepSpeed's BF16 optimizer's ``hp_grad.add_(lp_grad.to(fp32))``.
+BF16_OPTIMIZER_GRAD_BYTES = 2 + 4 + 4 + 4 + 4
 
 #: HBM bytes per logit of Megatron's FP32 vocabulary-parallel cross-entropy (forward, backward; see above).
 MEGATRON_FP32_LOSS_BYTES = (6 + 4 + 8 + 8 + 4 + 8, 8 + 6)
@@ -131,6 +146,8 @@ class Software:
 FRAMEWORKS: dict[str, Software] = {s.name: s for s in (
     Software("megatron"),
     Software("megatron-2021", dropout=True, grad_accumulation_bytes=MAIN_GRAD_BYTES,
+             loss_bytes=MEGATRON_FP32_LOSS_BYTES),
+    Software("megatron-deepspeed", dropout=True, grad_accumulation_bytes=BF16_OPTIMIZER_GRAD_BYTES,
              loss_bytes=MEGATRON_FP32_LOSS_BYTES),
     Software("nemo"),
     Software("torchtitan", eager_norm=True, eager_rotary=True, eager_swiglu=True, repeat_kv=True, fp32_loss=True,
