@@ -96,14 +96,14 @@ def test_megatron_2021_runs_dropout_on_the_scores_and_the_residuals():
     assert "attention dropout" in {k.name for k in old.recompute}  # full recomputation reruns it
 
 
-def test_megatron_2021_adds_each_micro_batchs_gradient_into_fp32_main_grad():
-    """10 bytes per weight this GPU holds, per micro-batch: read FP32 and 16-bit, write FP32."""
+def test_megatron_2021_adds_each_micro_batchs_gradient_in_a_pass_of_its_own():
+    """6 bytes per weight this GPU holds, per micro-batch: autograd's in-place add into the FP16 .grad."""
     tp = 8
     shape = replace(GPT, hidden=6144, heads=48, tp=tp, framework="megatron-2021")
     accumulate = [k for k in layer_time(shape, A100).backward if k.name == "FP32 gradient accumulation"]
-    assert len(accumulate) == 1 and accumulate[0].bytes == 10 * 12 * 6144**2 // tp
+    assert len(accumulate) == 1 and accumulate[0].bytes == 6 * 12 * 6144**2 // tp
     _, bwd = output_layer(shape, 51200, A100)
-    assert bwd[-1].bytes == 10 * 6144 * 51200 // tp
+    assert bwd[-1].bytes == 6 * 6144 * 51200 // tp
 
 
 def test_deepspeed_bf16_optimizer_casts_then_adds_each_micro_batchs_gradient():

@@ -68,11 +68,15 @@ differs in three costs the fused default leaves out:
   the probabilities and writes them and a one-byte mask, and its backward reads them again;
   the hidden dropout is fused into ``bias_dropout_add`` (one more read and a mask per element).
   With full recomputation the forward's dropouts run twice.
-* **FP32 gradient accumulation per micro-batch.** Before Megatron's fused weight-gradient
-  accumulation (``gradient_accumulation_fusion``, February 2022), each weight's 16-bit gradient
-  was added into its FP32 ``main_grad`` by a backward hook after every micro-batch
-  (``megatron/model/distributed.py``: ``param.main_grad.add_(param.grad.data)``): read 4 + 2,
-  write 4 bytes per parameter (:data:`MAIN_GRAD_BYTES`).
+* **Gradient accumulation per micro-batch, unfused.** Before Megatron's fused weight-gradient
+  accumulation (``gradient_accumulation_fusion``, February 2022), each micro-batch's weight
+  gradients were added up by a separate pass. The paper's example script trains in FP16 without
+  ``--accumulate-allreduce-grads-in-fp32`` or ``--use-contiguous-buffers-in-ddp``, so its local
+  DDP keeps no ``main_grad`` buffer and autograd's AccumulateGrad adds each gradient into the
+  16-bit ``.grad`` in place: read 2 + 2, write 2 bytes per parameter
+  (:data:`FP16_GRAD_ACCUMULATION_BYTES`). (With ``--bf16`` Megatron forces FP32 accumulation: a
+  backward hook runs ``param.main_grad.add_(param.grad.data)``, ``megatron/model/distributed.py``,
+  read 4 + 2, write 4: :data:`MAIN_GRAD_BYTES`.)
 * **An FP32 vocabulary-parallel loss.** Unless ``--fp16-lm-cross-entropy``, the logits go to
   ``mpu.vocab_parallel_cross_entropy(output.float(), labels)`` (``megatron/model/gpt_model.py``):
   the cast (2 + 4 bytes per logit), ``max`` (4), ``sub_`` (4 + 4), ``exp`` in place (4 + 4),
@@ -102,8 +106,8 @@ from dataclasses import dataclass
 from mpisim.errors import ConfigError
 from mpisim.workloads.compute.devices import Device
 
-__all__ = ["BF16_OPTIMIZER_GRAD_BYTES", "EAGER_ADAM_BYTES", "FA2_HOPPER", "FRAMEWORKS", "MAIN_GRAD_BYTES",
-           "MEGATRON_FP32_LOSS_BYTES", "Software", "attention_fractions", "software"]
+__all__ = ["BF16_OPTIMIZER_GRAD_BYTES", "EAGER_ADAM_BYTES", "FA2_HOPPER", "FP16_GRAD_ACCUMULATION_BYTES", "FRAMEWORKS",
+           "MAIN_GRAD_BYTES", "MEGATRON_FP32_LOSS_BYTES", "Software", "attention_fractions", "software"]
 
 #: FlashAttention-2's fractions of the BF16 peak on Hopper (forward, backward): 35 % (Shah et al.
 #: 2024) at the longest sequences, i.e. 0.35 x (16384 + 244) / 16384 asymptotically, and the backward
@@ -116,6 +120,9 @@ EAGER_ADAM_BYTES = 8 + 12 + 8 + 12 + 8 + 8 + 8 + 16
 
 #: HBM bytes per parameter and micro-batch of ``main_grad.add_(grad)``: read FP32 4 and 16-bit 2, write FP32 4.
 MAIN_GRAD_BYTES = 4 + 2 + 4
+
+#: HBM bytes per parameter and micro-batch of autograd's in-place ``grad += new`` on a 16-bit gradient.
+FP16_GRAD_ACCUMULATION_BYTES = 2 + 2 + 2
 
 #: HBM bytes per parameter and micro-batch of DeepSpeed's BF16 optimizer's ``hp_grad.add_(lp_grad.to(fp32))``.
 BF16_OPTIMIZER_GRAD_BYTES = 2 + 4 + 4 + 4 + 4
@@ -145,7 +152,7 @@ class Software:
 
 FRAMEWORKS: dict[str, Software] = {s.name: s for s in (
     Software("megatron"),
-    Software("megatron-2021", dropout=True, grad_accumulation_bytes=MAIN_GRAD_BYTES,
+    Software("megatron-2021", dropout=True, grad_accumulation_bytes=FP16_GRAD_ACCUMULATION_BYTES,
              loss_bytes=MEGATRON_FP32_LOSS_BYTES),
     Software("megatron-deepspeed", dropout=True, grad_accumulation_bytes=BF16_OPTIMIZER_GRAD_BYTES,
              loss_bytes=MEGATRON_FP32_LOSS_BYTES),
