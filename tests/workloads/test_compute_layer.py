@@ -100,7 +100,7 @@ shapes = st.builds(
     recompute=st.sampled_from(["none", "selective", "full"]),
     attention=st.sampled_from(["flash", "unfused"]),
     dropout=st.booleans(),
-    framework=st.sampled_from(["", "megatron", "torchtitan", "llm-foundry"]),
+    framework=st.sampled_from(["", "megatron", "megatron-2021", "megatron-deepspeed", "torchtitan", "llm-foundry"]),
 )
 
 

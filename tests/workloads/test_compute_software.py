@@ -80,7 +80,48 @@ def test_fp32_loss_streams_40_bytes_per_logit():
     assert fused_fwd[1].bytes == 4 * logits
 
 
-frameworks = st.sampled_from(["megatron", "torchtitan", "llm-foundry"])
+GPT = LayerShape(hidden=2304, heads=24, seq=2048, micro_batch=4, rope=False, attention="standard", recompute="full")
+
+
+def test_megatron_2021_runs_dropout_on_the_scores_and_the_residuals():
+    """Megatron-LM's 0.1 dropout defaults of 2021: 5 bytes per attention score (probabilities in, out
+    and a mask) each way, 3 more per residual element (a read and a mask)."""
+    b, a, s, h = 4, 24, 2048, 2304
+    old, fused = layer_time(replace(GPT, framework="megatron-2021"), A100), layer_time(GPT, A100)
+    names = {k.name: k for k in old.forward}
+    assert names["attention dropout"].bytes == 5 * b * a * s * s
+    assert "attention dropout" not in {k.name for k in fused.forward}
+    assert names["residual 1"].bytes - kernel(fused, "residual 1").bytes == 3 * b * s * h
+    assert "attention dropout backward" in {k.name for k in old.backward}
+    assert "attention dropout" in {k.name for k in old.recompute}  # full recomputation reruns it
+
+
+def test_megatron_2021_adds_each_micro_batchs_gradient_in_a_pass_of_its_own():
+    """6 bytes per weight this GPU holds, per micro-batch: autograd's in-place add into the FP16 .grad."""
+    tp = 8
+    shape = replace(GPT, hidden=6144, heads=48, tp=tp, framework="megatron-2021")
+    accumulate = [k for k in layer_time(shape, A100).backward if k.name == "FP32 gradient accumulation"]
+    assert len(accumulate) == 1 and accumulate[0].bytes == 6 * 12 * 6144**2 // tp
+    _, bwd = output_layer(shape, 51200, A100)
+    assert bwd[-1].bytes == 6 * 6144 * 51200 // tp
+
+
+def test_deepspeed_bf16_optimizer_casts_then_adds_each_micro_batchs_gradient():
+    """hp_grad.add_(lp_grad.to(fp32)): the cast reads 2 and writes 4, the add reads 8 and writes 4: 18 bytes."""
+    shape = replace(GPT, framework="megatron-deepspeed")
+    accumulate = [k for k in layer_time(shape, A100).backward if k.name == "FP32 gradient accumulation"]
+    assert accumulate[0].bytes == 18 * 12 * 2304**2
+    assert "attention dropout" in {k.name for k in layer_time(shape, A100).forward}
+
+
+def test_megatron_2021_loss_is_the_fp32_vocab_parallel_cross_entropy():
+    """Cast, max, sub_, exp_, sum, div_: 38 bytes per logit forward; mul_ and the cast back: 14."""
+    fwd, bwd = output_layer(replace(GPT, framework="megatron-2021"), 51200, A100)
+    logits = 4 * 2048 * 51200
+    assert fwd[1].bytes == 38 * logits and bwd[0].bytes == 14 * logits
+
+
+frameworks = st.sampled_from(["megatron", "megatron-2021", "megatron-deepspeed", "torchtitan", "llm-foundry"])
 
 
 @settings(max_examples=80, deadline=None)

@@ -64,15 +64,19 @@ def output_layer(shape: LayerShape, vocab: int, dev: Device) -> tuple[list[Kerne
     An eager FP32 loss (PyTorch's ``F.cross_entropy`` on ``logits.float()``, or under autocast)
     casts the logits (2 + 4 bytes each), runs log-softmax reading them twice and writing them
     (12), and in the backward zero-fills the gradient (4), runs log-softmax's backward (12) and
-    casts back (6): 18 bytes per logit forward and 22 backward.
+    casts back (6): 18 bytes per logit forward and 22 backward. A framework may name its own
+    count (Megatron-LM 2021's FP32 vocabulary-parallel loss: :mod:`.software`).
     """
     T, h = shape.tokens, shape.hidden
     v = math.ceil(vocab / shape.tp)
-    fwd_b, bwd_b = (FP32_LOSS_BYTES if shape.software.fp32_loss else (4, 4))
+    sw = shape.software
+    fwd_b, bwd_b = sw.loss_bytes or (FP32_LOSS_BYTES if sw.fp32_loss else (4, 4))
     forward = [gemm("logits", T, v, h, shape.dtype, dev), elementwise("cross-entropy", fwd_b * T * v, dev)]
     backward = [elementwise("cross-entropy backward", bwd_b * T * v, dev),
                 gemm("logits data gradient", T, h, v, shape.dtype, dev),
                 gemm("logits weight gradient", h, v, T, shape.dtype, dev)]
+    if sw.grad_accumulation_bytes:  # the output weights' gradient added into FP32 per micro-batch (software.py)
+        backward.append(elementwise("FP32 gradient accumulation", sw.grad_accumulation_bytes * v * h, dev))
     return forward, backward
 
 

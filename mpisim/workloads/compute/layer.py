@@ -63,7 +63,8 @@ from mpisim.workloads.compute.kernels import (
 )
 from mpisim.workloads.compute.software import Software, attention_fractions, software
 
-__all__ = ["LayerShape", "LayerTime", "fp8_weight_cast_time", "layer_time", "stream_time", "weight_gemms"]
+__all__ = ["LayerShape", "LayerTime", "fp8_weight_cast_time", "layer_time", "layer_weights", "stream_time",
+           "weight_gemms"]
 
 RECOMPUTE = ("none", "selective", "full")
 EAGER_RMSNORM_BYTES = 36  # x.float() 2+4, pow 4+4, mean 4, x * rsqrt 4+4, type_as 4+2, * weight 2+2
@@ -234,7 +235,7 @@ def _forward(shape: LayerShape, dev: Device) -> list[Kernel]:
         kernels.append(gemm(name, m, n, k, gemm_dtype, dev, batch))
 
     sw = shape.software
-    residual = (6 + (3 if shape.dropout else 0)) * Tn * h  # a + b -> c, and dropout's read, write, mask
+    residual = (6 + (3 if _dropout(shape) else 0)) * Tn * h  # a + b -> c, and dropout's read, write, mask
     # Bytes per element: a fused norm reads and writes once; the eager reference RMSNorm runs six
     # kernels with FP32 intermediates (36 bytes, :mod:`.software`). LayerNorm is one kernel even eager.
     norm = EAGER_RMSNORM_BYTES if sw.eager_norm and shape.gated_mlp else 2 * act
@@ -271,6 +272,11 @@ def _forward(shape: LayerShape, dev: Device) -> list[Kernel]:
     return kernels
 
 
+def _dropout(shape: LayerShape) -> bool:
+    """Whether the layer runs dropout: asked for, or the framework's default (Megatron-LM 2021's 0.1)."""
+    return shape.dropout or shape.software.dropout
+
+
 def _attention(shape: LayerShape, dev: Device, *, backward: bool) -> list[Kernel]:
     heads = shape.heads // shape.tp
     bh = shape.micro_batch * heads
@@ -278,7 +284,7 @@ def _attention(shape: LayerShape, dev: Device, *, backward: bool) -> list[Kernel
         if shape.cp > 1:
             raise ConfigError("context parallelism needs flash attention (ring attention); set attention: flash",
                               "attention")
-        return unfused_attention(bh, shape.seq, shape.head_dim, dev, dropout=shape.dropout,
+        return unfused_attention(bh, shape.seq, shape.head_dim, dev, dropout=_dropout(shape),
                                  backward=backward, dtype=shape.dtype)
     # Context parallelism (ring attention, load-balanced causal chunks): each GPU's s/cp queries
     # meet all s keys over cp steps, one chunk of s/cp keys per kernel call, and do 1/cp of the
@@ -316,6 +322,9 @@ def _backward(shape: LayerShape, forward: list[Kernel], dev: Device) -> list[Ker
             kernels.append(gemm(f"{k.name} weight gradient", kk, n, m, dtype, dev, batch))
         elif "FP8 cast" not in k.name and "amax" not in k.name:  # the backward's casts go with their GEMMs
             kernels.append(elementwise(f"{k.name} backward", BACKWARD_BYTES * k.bytes, dev))
+    extra = shape.software.grad_accumulation_bytes
+    if extra:  # each weight's 16-bit gradient added into its FP32 main gradient, once per micro-batch
+        kernels.append(elementwise("FP32 gradient accumulation", extra * layer_weights(shape), dev))
     return kernels
 
 
@@ -335,15 +344,20 @@ def _op_checkpoint(shape: LayerShape, forward: list[Kernel], dev: Device) -> lis
     return again + [k for k in forward if k.kind == "memory"]
 
 
-def fp8_weight_cast_time(shape: LayerShape, dev: Device) -> float:
-    """Casting one layer's weights to FP8 (and a transposed copy): once per step, 0 without FP8."""
-    if not shape.fp8:
-        return 0.0
+def layer_weights(shape: LayerShape) -> int:
+    """The layer's GEMM weights on this GPU (its tp shard, its ep share of the experts)."""
     weights = sum(n * k for _, _, n, k in weight_gemms(shape))
     if shape.experts > 1:
         local, _ = _experts(shape)
         weights += local * shape.hidden * shape.mlp_width * (3 if shape.gated_mlp else 2)
-    return 4 * weights / dev.hbm_rate
+    return weights
+
+
+def fp8_weight_cast_time(shape: LayerShape, dev: Device) -> float:
+    """Casting one layer's weights to FP8 (and a transposed copy): once per step, 0 without FP8."""
+    if not shape.fp8:
+        return 0.0
+    return 4 * layer_weights(shape) / dev.hbm_rate
 
 
 def layer_time(shape: LayerShape, dev: Device) -> LayerTime:

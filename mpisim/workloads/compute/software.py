@@ -57,6 +57,44 @@ operations, each its own pass over HBM: ``exp_avg.mul_`` (4 + 4 bytes) ``.add_(g
 ``/ sqrt(bias_correction2)`` (4 + 4), ``.add_(eps)`` (4 + 4), ``param.addcdiv_`` (12 + 4):
 80 bytes per parameter (:data:`EAGER_ADAM_BYTES`).
 
+**Megatron-LM of 2021** (``megatron-2021``: the code of Narayanan et al.'s SC21 runs, Megatron-LM
+at commit aed2f75 of April 2021, run in the ``nvcr.io/nvidia/pytorch:20.12-py3`` container that
+``examples/pretrain_gpt3_175B.sh`` names) fuses the element-wise work as today's does, but
+differs in three costs the fused default leaves out:
+
+* **Dropout is on.** ``megatron/arguments.py``: ``--attention-dropout`` and ``--hidden-dropout``
+  default to 0.1, and the paper's example scripts do not change them. Attention dropout
+  (``torch.nn.Dropout`` on the s x s probabilities, after the fused scale-mask-softmax) reads
+  the probabilities and writes them and a one-byte mask, and its backward reads them again;
+  the hidden dropout is fused into ``bias_dropout_add`` (one more read and a mask per element).
+  With full recomputation the forward's dropouts run twice.
+* **Gradient accumulation per micro-batch, unfused.** Before Megatron's fused weight-gradient
+  accumulation (``gradient_accumulation_fusion``, February 2022), each micro-batch's weight
+  gradients were added up by a separate pass. The paper's example script trains in FP16 without
+  ``--accumulate-allreduce-grads-in-fp32`` or ``--use-contiguous-buffers-in-ddp``, so its local
+  DDP keeps no ``main_grad`` buffer and autograd's AccumulateGrad adds each gradient into the
+  16-bit ``.grad`` in place: read 2 + 2, write 2 bytes per parameter
+  (:data:`FP16_GRAD_ACCUMULATION_BYTES`). (With ``--bf16`` Megatron forces FP32 accumulation: a
+  backward hook runs ``param.main_grad.add_(param.grad.data)``, ``megatron/model/distributed.py``,
+  read 4 + 2, write 4: :data:`MAIN_GRAD_BYTES`.)
+* **An FP32 vocabulary-parallel loss.** Unless ``--fp16-lm-cross-entropy``, the logits go to
+  ``mpu.vocab_parallel_cross_entropy(output.float(), labels)`` (``megatron/model/gpt_model.py``):
+  the cast (2 + 4 bytes per logit), ``max`` (4), ``sub_`` (4 + 4), ``exp`` in place (4 + 4),
+  ``sum`` (4), ``div_`` (4 + 4): 38 bytes forward; the backward ``mul_`` by the loss gradient
+  (4 + 4) and the cast back (4 + 2): 14 (:data:`MEGATRON_FP32_LOSS_BYTES`).
+
+**Megatron-DeepSpeed** (``megatron-deepspeed``: BigScience's fork as BLOOM-176B trained on it in
+2022) keeps the same three: the dropout defaults ("The default Megatron-LM dropout settings are
+inherited: --attention-dropout 0.1, --hidden-dropout 0.1", bigscience
+``train/tr11-176B-ml/README.md``), the FP32 loss (the pipeline model's
+``mpu.vocab_parallel_cross_entropy(output.contiguous().float(), labels)``,
+``megatron/model/gpt_model.py``), and a per-micro-batch FP32 gradient add, here DeepSpeed's BF16
+optimizer's (``bf16_optimizer.py``, ``update_hp_grads``: ``hp_grad.data.add_(lp.grad.data.to(
+hp_grad.dtype))``, run after every micro-batch's backward): the cast reads 2 and writes 4 bytes,
+the add reads 4 + 4 and writes 4: 18 bytes per parameter (:data:`BF16_OPTIMIZER_GRAD_BYTES`).
+The run's ``CUDA_LAUNCH_BLOCKING=1`` (a workaround for hangs) is not charged: BigScience measured
+it to make "a tiny impact or no impact at all to the throughput" at that scale (same README).
+
 A scenario names the framework (``workload: {framework: torchtitan}``) where its source
 states it; left out, the layer is costed fused, with the device's own attention kernel.
 """
@@ -68,7 +106,8 @@ from dataclasses import dataclass
 from mpisim.errors import ConfigError
 from mpisim.workloads.compute.devices import Device
 
-__all__ = ["EAGER_ADAM_BYTES", "FA2_HOPPER", "FRAMEWORKS", "Software", "attention_fractions", "software"]
+__all__ = ["BF16_OPTIMIZER_GRAD_BYTES", "EAGER_ADAM_BYTES", "FA2_HOPPER", "FP16_GRAD_ACCUMULATION_BYTES", "FRAMEWORKS",
+           "MAIN_GRAD_BYTES", "MEGATRON_FP32_LOSS_BYTES", "Software", "attention_fractions", "software"]
 
 #: FlashAttention-2's fractions of the BF16 peak on Hopper (forward, backward): 35 % (Shah et al.
 #: 2024) at the longest sequences, i.e. 0.35 x (16384 + 244) / 16384 asymptotically, and the backward
@@ -78,6 +117,18 @@ FA2_HOPPER = (0.355, round(0.355 * 63 / 73, 3))
 
 #: HBM bytes per parameter of an Adam step run as eight eager FP32 element-wise operations (see above).
 EAGER_ADAM_BYTES = 8 + 12 + 8 + 12 + 8 + 8 + 8 + 16
+
+#: HBM bytes per parameter and micro-batch of ``main_grad.add_(grad)``: read FP32 4 and 16-bit 2, write FP32 4.
+MAIN_GRAD_BYTES = 4 + 2 + 4
+
+#: HBM bytes per parameter and micro-batch of autograd's in-place ``grad += new`` on a 16-bit gradient.
+FP16_GRAD_ACCUMULATION_BYTES = 2 + 2 + 2
+
+#: HBM bytes per parameter and micro-batch of DeepSpeed's BF16 optimizer's ``hp_grad.add_(lp_grad.to(fp32))``.
+BF16_OPTIMIZER_GRAD_BYTES = 2 + 4 + 4 + 4 + 4
+
+#: HBM bytes per logit of Megatron's FP32 vocabulary-parallel cross-entropy (forward, backward; see above).
+MEGATRON_FP32_LOSS_BYTES = (6 + 4 + 8 + 8 + 4 + 8, 8 + 6)
 
 
 @dataclass(frozen=True)
@@ -94,10 +145,17 @@ class Software:
     op_checkpoint: bool = False  # selective recomputation = every second mm and the element-wise kernels
     fsdp2_copy_out: bool = False  # FSDP2 copies each all-gathered block into its parameters (ZeRO 3)
     adam_bytes: int = 30  # HBM bytes per parameter of one Adam step: one fused kernel (30), or eager ops (80)
+    dropout: bool = False  # hidden and attention dropout on (Megatron-LM's 0.1 defaults of 2021)
+    grad_accumulation_bytes: int = 0  # HBM bytes per parameter and micro-batch of an unfused FP32 gradient add
+    loss_bytes: tuple[int, int] = ()  # HBM bytes per logit of the loss (forward, backward); (): see estimate.py
 
 
 FRAMEWORKS: dict[str, Software] = {s.name: s for s in (
     Software("megatron"),
+    Software("megatron-2021", dropout=True, grad_accumulation_bytes=FP16_GRAD_ACCUMULATION_BYTES,
+             loss_bytes=MEGATRON_FP32_LOSS_BYTES),
+    Software("megatron-deepspeed", dropout=True, grad_accumulation_bytes=BF16_OPTIMIZER_GRAD_BYTES,
+             loss_bytes=MEGATRON_FP32_LOSS_BYTES),
     Software("nemo"),
     Software("torchtitan", eager_norm=True, eager_rotary=True, eager_swiglu=True, repeat_kv=True, fp32_loss=True,
              attention="flash2", op_checkpoint=True, fsdp2_copy_out=True, adam_bytes=EAGER_ADAM_BYTES),

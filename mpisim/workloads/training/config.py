@@ -19,7 +19,7 @@ A ``kind: training`` block with a ``model:`` key is a hybrid-parallel LLM iterat
       attention: flash              # flash (fused kernels, 2022+) | standard (materialised s x s scores)
       dtype: bf16                   # the compute format: the device's peak for it (topology device_flops)
       reduce_dtype: fp32            # gradients' format in their reduction (FSDP MixedPrecision.reduce_dtype); default dtype
-      framework: megatron           # megatron | nemo | torchtitan | llm-foundry: its kernels (eager, FlashAttention-2)
+      framework: megatron           # megatron | megatron-2021 | megatron-deepspeed | nemo | torchtitan | llm-foundry
       compute: {efficiency: 0.5}    # leave out: each GEMM's shape on the cluster's GPU (topology gpu:, or the
                                     # preset's); or the achieved fraction of the peak (or 50%); or measured
                                     # {layer_forward: 1.2 ms, layer_backward: 2.4 ms}; or a time per micro-batch
