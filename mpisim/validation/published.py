@@ -605,7 +605,8 @@ def _training_section(checks: Sequence[Check]) -> list[str]:
     by_row = {c.row: c for c in rows}
     lines = [
         "", "## Training with the default compute model", "",
-        "Rows T1-T13 leave `compute:` out: every layer is timed by the GEMM-shape model of the preset's GPU "
+        f"Rows T1-T{max(int(r[1:]) for r in by_row)} leave `compute:` out (T15-T18 are the "
+        "calibration rows C8a-c and H10 run so): every layer is timed by the GEMM-shape model of the preset's GPU "
         "(`mpisim.workloads.compute`: each GEMM's shape on the device's measured best matmul rate with "
         "tile and wave quantisation, flash attention and element-wise kernels on their measured rates), "
         "never by an efficiency fitted to the row. Target (issue 31): median within 10 %, worst within "
