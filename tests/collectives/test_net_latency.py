@@ -7,6 +7,8 @@ nodes, and a slower network is never faster.
 
 from __future__ import annotations
 
+from itertools import pairwise
+
 import pytest
 
 from mpisim.collectives import nccl
@@ -67,3 +69,13 @@ def test_nccl_tree_runs_on_the_tree_latencies_in_the_tuner_and_the_call(nodes):
     assert tree.wire.latency_inter >= ring.wire.latency_inter
     # The call pays at least its base and, per direction, one network step of the tree's.
     assert row["time_s"] >= tree.base + 2 * tree.wire.latency_inter
+
+
+@pytest.mark.parametrize("algorithm", ["nccl_tree", "auto"])
+def test_with_the_trees_latencies_a_bigger_call_is_never_faster(algorithm):
+    """Across the sizes where the tree's latencies weigh most (1 MiB - 16 MiB), on 4 nodes."""
+    raw = _call(algorithm, 4, MiB, 1.0)
+    raw["fidelity"] = "auto"
+    raw["workload"]["sizes"] = [256 * 1024, MiB, 2 * MiB, 4 * MiB, 8 * MiB, 16 * MiB]
+    times = [row["time_s"] for row in run_scenario(load(raw)).rows]
+    assert all(later >= earlier for earlier, later in pairwise(times))

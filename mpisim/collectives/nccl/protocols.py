@@ -15,6 +15,10 @@ pays the network's latency again for the GPUDirect RDMA flush (:func:`_fabric_co
                          + 2(nNodes-1) * interLat,      netOverhead = 1 us (2 us AMD), x3 for Simple
     tree:  lat = baseLat + 2((ppn-1) * intraLat + log2(nNodes) * interLat)
 
+NCCL's tables have a row (``baseLat``) and columns (``hwLat``) per algorithm: a ring's messages
+take the Ring ones, a tree's the Tree ones (:func:`tree_protocol`; a tree's step across the
+network costs 5.0 us with LL and 8.5 with LL128, a ring's 2.7 and 4.0).
+
 Every message over the network here carries the path's latency once (the route) plus
 ``hwLat[NET]`` and, for Simple, the flush (the protocol's wire), in the message path and in
 the fluid twin alike, since both read the same wire.
