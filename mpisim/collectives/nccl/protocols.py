@@ -15,6 +15,10 @@ pays the network's latency again for the GPUDirect RDMA flush (:func:`_fabric_co
                          + 2(nNodes-1) * interLat,      netOverhead = 1 us (2 us AMD), x3 for Simple
     tree:  lat = baseLat + 2((ppn-1) * intraLat + log2(nNodes) * interLat)
 
+NCCL's tables have a row (``baseLat``) and columns (``hwLat``) per algorithm: a ring's messages
+take the Ring ones, a tree's the Tree ones (:func:`tree_protocol`; a tree's step across the
+network costs 5.0 us with LL and 8.5 with LL128, a ring's 2.7 and 4.0).
+
 Every message over the network here carries the path's latency once (the route) plus
 ``hwLat[NET]`` and, for Simple, the flush (the protocol's wire), in the message path and in
 the fluid twin alike, since both read the same wire.
@@ -62,6 +66,15 @@ NCCL_HOP_LATENCY = {
     "nvlink": {"LL": 0.6 * US, "LL128": 1.9 * US, "Simple": 3.4 * US, "NVLS": 25.0 * US},
     "pcie": {"LL": 1.0 * US, "LL128": 2.5 * US, "Simple": 5.7 * US, "NVLS": 0.0},
     "net": {"LL": 2.7 * US, "LL128": 4.0 * US, "Simple": 14.0 * US, "NVLS": 18.0 * US},
+}
+#: NCCL's base latency and latency per hop of its trees (tuning.cc ``baseLat`` and ``hwLat``, Tree
+#: row and columns; NVLS has its own algorithms). A tree's step across the network costs NCCL more
+#: than a ring's (LL 5.0 against 2.7 us, LL128 8.5 against 4.0), its NVLink step less with LL128.
+NCCL_TREE_BASE_LATENCY = {"LL": 6.8 * US, "LL128": 14.0 * US, "Simple": 8.4 * US}
+NCCL_TREE_HOP_LATENCY = {
+    "nvlink": {"LL": 0.6 * US, "LL128": 1.25 * US, "Simple": 4.0 * US},
+    "pcie": {"LL": 1.0 * US, "LL128": 1.9 * US, "Simple": 4.0 * US},
+    "net": {"LL": 5.0 * US, "LL128": 8.5 * US, "Simple": 14.0 * US},
 }
 #: NCCL's bandwidth share per protocol: LL busBw x 0.5, LL128 x 0.92 ("120.0/128.0"), Simple
 #: all of it; NVLS: ``nvlsEfficiency`` of Hopper (0.85).
@@ -125,10 +138,11 @@ class Protocol:
     wire: Wire
 
 
-def _fabric_costs(fabric: FabricSpec | None, link_type: str, name: str) -> tuple[float, float]:
+def _fabric_costs(fabric: FabricSpec | None, link_type: str, name: str,
+                  hops: dict[str, dict[str, float]] = NCCL_HOP_LATENCY) -> tuple[float, float]:
     """Return (latency added per message, bandwidth share) of protocol *name* on *fabric*.
 
-    Unlisted protocols take NCCL's values. Inside a node NCCL's ``hwLat`` is a hop's whole
+    Unlisted protocols take NCCL's values (*hops*: a ring's, or NCCL_TREE_HOP_LATENCY). Inside a node NCCL's ``hwLat`` is a hop's whole
     latency, and the path already carries the fabric's own latency, so the protocol adds only
     the rest (NVLS: NCCL's latency is for the whole call, which here is two messages in
     sequence). Across nodes ``hwLat[NET]`` is the proxy's software cost of a step, paid on top
@@ -142,7 +156,7 @@ def _fabric_costs(fabric: FabricSpec | None, link_type: str, name: str) -> tuple
     if given is not None:
         return given.latency, given.efficiency
     path = fabric.latency if fabric is not None else 0.0
-    hop = NCCL_HOP_LATENCY[link_type][name]
+    hop = hops[link_type][name]
     if name == "NVLS":
         added = max(0.0, hop / 2 - path)
     elif link_type == "net":
@@ -153,16 +167,20 @@ def _fabric_costs(fabric: FabricSpec | None, link_type: str, name: str) -> tuple
 
 
 @functools.lru_cache(maxsize=256)
-def protocols(spec: TopologySpec) -> dict[str, Protocol]:
-    """Return every protocol's costs on the cluster *spec*: the topology's values, else NCCL's defaults."""
+def protocols(spec: TopologySpec, tree: bool = False) -> dict[str, Protocol]:
+    """Return every protocol's costs on the cluster *spec*: the topology's values, else NCCL's defaults.
+
+    *tree*: the costs of NCCL's trees, whose base and hop latencies are a row and columns of
+    NCCL's tables of their own (NCCL_TREE_BASE_LATENCY, NCCL_TREE_HOP_LATENCY; no NVLS).
+    """
     base = dict(spec.base_latency)
     intra_type = LINK_TYPE.get(spec.intra.kind, "pcie") if spec.intra is not None else "pcie"
+    bases, hops = (NCCL_TREE_BASE_LATENCY, NCCL_TREE_HOP_LATENCY) if tree else (NCCL_BASE_LATENCY, NCCL_HOP_LATENCY)
     out = {}
-    for name in (*PROTOCOLS, "NVLS"):
-        lat_intra, eff_intra = _fabric_costs(spec.intra, intra_type, name)
-        lat_inter, eff_inter = _fabric_costs(spec.inter, "net", name)
-        out[name] = Protocol(name, base.get(name, NCCL_BASE_LATENCY[name]),
-                             Wire(name, lat_intra, lat_inter, eff_intra, eff_inter))
+    for name in bases:
+        lat_intra, eff_intra = _fabric_costs(spec.intra, intra_type, name, hops)
+        lat_inter, eff_inter = _fabric_costs(spec.inter, "net", name, hops)
+        out[name] = Protocol(name, base.get(name, bases[name]), Wire(name, lat_intra, lat_inter, eff_intra, eff_inter))
     return out
 
 
@@ -308,6 +326,10 @@ def tree_protocol(comm: Comm, protocol: Protocol, nbytes: int | None = None) -> 
     """Return *protocol* as ``nccl_tree`` runs it on *comm*: LL across nodes paced as NCCL caps it (:func:`ll_pace`),
     and every hop across nodes carrying the proxy posts of the NCCL channels it stands for.
 
+    A protocol of NCCL's defaults (:func:`protocols`) takes the trees' own base and hop
+    latencies (tuning.cc, Tree row and columns: a step across the network costs a tree 5.0 us
+    with LL and 8.5 with LL128, a ring 2.7 and 4.0), in the messages and the tuner alike.
+
     As in a ring (:func:`_proxied`), one of mpisim's tree channels stands for k of NCCL's
     (:func:`nccl_channels`, with the tree's thread thresholds), whose steps the same two proxy
     threads post in turn: a hop across nodes waits for the other k - 1 channels' posts at both
@@ -316,10 +338,13 @@ def tree_protocol(comm: Comm, protocol: Protocol, nbytes: int | None = None) -> 
     bandwidth by 3.8 (``busBw * 1.0 / 3.8``), an empirical factor with no mechanism named for a
     simulation to charge; it is left out.
     """
+    spec = comm.world.topology.spec
+    ring_table = protocols(spec)
+    if protocol.name in NCCL_TREE_BASE_LATENCY and protocol == ring_table[protocol.name]:
+        protocol = protocols(spec, tree=True)[protocol.name]
     wire = protocol.wire
     if protocol.name == "LL":
         wire = dataclasses.replace(wire, pace_inter=min(wire.pace_inter, ll_pace(comm)))
-    spec = comm.world.topology.spec
     if nbytes is not None and protocol.name in NCCL_THREADS and spec.inter is not None and len(node_members(comm)) > 1:
         channels = max(1, -(-nccl_channels(comm, protocol.name, nbytes, ring=False) // channel_count(comm)))
         posts = sum(NCCL_PROXY_POSTS[protocol.name])
