@@ -107,6 +107,8 @@ from mpisim.network.flows import (
     flow_seq,
 )
 from mpisim.network.maxmin import FillMemo, MaxMin
+from mpisim.network.shortcuts import BYTES_RTOL as _BYTES_RTOL
+from mpisim.network.shortcuts import SmallComponents
 
 if TYPE_CHECKING:
     from mpisim.engine.sim import Proc, Simulation
@@ -117,15 +119,13 @@ if TYPE_CHECKING:
 #: scheduled with this priority runs after every ordinary event of its instant.
 LATE = 2
 
-#: A flow with at most this fraction of its bytes left after a progress update is complete.
-_BYTES_RTOL = 1e-9
 #: Components of at least this many flows have their progressive filling recorded and replayed
 #: (module docstring, "Components seen before"); smaller ones fill faster than a key is built.
 _FILL_MEMO_MIN = 16
 
 
 @register_model("fairshare")
-class FairShareNetwork(CompletionDriver):
+class FairShareNetwork(SmallComponents, CompletionDriver):
     """Flow-level network whose concurrent flows share each directed link max-min fairly.
 
     Link accounting: ``link_bytes[i]`` is the bytes of finished flows over the link whose
@@ -652,117 +652,6 @@ class FairShareNetwork(CompletionDriver):
                         heapq.heappush(heap, (t_finish, flow.seq, GROUP, group))
                 else:
                     flow.t_finish = math.inf
-
-    def _solve_alone(self, seed: int, stamp: int, now: float) -> bool:
-        """Solve the component of link *seed*'s only flow if that flow is alone on all its links.
-
-        The common case (a ring step's flows touch disjoint links), done without the general
-        walk: the same progress update and the same rate, its bottleneck's capacity. Returns
-        False, having changed nothing, if the flow shares a link.
-        """
-        flows_on = self._flows_on
-        flow = next(iter(flows_on[seed].values()))
-        ids = flow.ids
-        for j in ids:
-            if len(flows_on[j]) != 1:
-                return False
-        mark = self._mark
-        for j in ids:
-            mark[j] = stamp
-        flow.mark = stamp
-        if flow.rate:
-            flow.remaining -= flow.rate * (now - flow.t_last)
-        flow.t_last = now
-        if flow.remaining <= _BYTES_RTOL * flow.nbytes:
-            self._complete(flow)
-            self._detach(flow, now)
-            return True
-        self.rates_recomputed += 1
-        rate = flow.bottleneck
-        if rate != flow.rate:
-            flow.rate = rate
-            flow.version += 1
-            if rate > 0.0:
-                flow.t_finish = now + flow.remaining / rate
-                heapq.heappush(self._heap, (flow.t_finish, flow.seq, flow.version, flow))
-            else:
-                flow.t_finish = math.inf
-        return True
-
-    def _solve_pair(self, seed: int, stamp: int, now: float) -> bool:
-        """Solve the component of link *seed* if it holds two flows, both going on, at one level.
-
-        The common shared component of a ring whose ranks drift apart (module docstring, "Two
-        flows"): a data transfer and a control message that share the rank's port. It is what
-        the general walk and :meth:`~mpisim.network.maxmin.MaxMin.one_level` would do for it --
-        the same progress updates, the same level (the smallest ``capacity / flows`` over the
-        two flows' links, each carrying one or both), the same check that no other link could
-        fill first, the rates set in creation order -- without the walk's stack and lists.
-        Returns False, having changed nothing, for any other component (more flows, a flow
-        that ends now, one link only, more than one level): the general walk takes it.
-        """
-        flows_on = self._flows_on
-        on = flows_on[seed]
-        it = iter(on.values())
-        f = next(it)
-        g = next(it, None)
-        for j in f.ids:
-            here = flows_on[j]
-            n = len(here)
-            if n == 1:
-                continue
-            if n != 2:
-                return False
-            for h in here.values():
-                if h is not f:
-                    if g is None:
-                        g = h
-                    elif h is not g:
-                        return False
-        if g is None:
-            return False
-        for j in g.ids:
-            here = flows_on[j]
-            n = len(here)
-            if n == 1:
-                continue
-            if n != 2:
-                return False
-            for h in here.values():
-                if h is not g and h is not f:
-                    return False
-        # Progress at the old rates, not yet applied: a flow that ends now goes to the general walk.
-        f_left = f.remaining - f.rate * (now - f.t_last) if f.rate else f.remaining
-        if f_left <= _BYTES_RTOL * f.nbytes:
-            return False
-        g_left = g.remaining - g.rate * (now - g.t_last) if g.rate else g.remaining
-        if g_left <= _BYTES_RTOL * g.nbytes:
-            return False
-        # The component's links, each once: f's, then g's own.
-        links = list(f.ids)
-        for j in g.ids:
-            if j not in links:
-                links.append(j)
-        if len(links) == 1:
-            return False
-        live = [f, g] if f.seq < g.seq else [g, f]
-        level = self._maxmin.one_level(links, live)
-        if not level:
-            return False
-        mark = self._mark
-        for i in links:
-            mark[i] = stamp
-        f.mark = g.mark = stamp
-        if f.rate:
-            f.remaining = f_left
-        f.t_last = now
-        if g.rate:
-            g.remaining = g_left
-        g.t_last = now
-        self.rates_recomputed += 2
-        self.one_level_solves += 1
-        self._set_rates(live, level, now)
-        return True
 
     def _solve_one_level(self, links: list[int], live: list[Flow], now: float) -> bool:
         """Give every flow of the component the same share if progressive filling would (module docstring, "One level").
