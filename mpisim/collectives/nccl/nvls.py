@@ -12,7 +12,7 @@ reduction streaming into the network and the network into the multicast
 
 from __future__ import annotations
 
-from mpisim.collectives.nccl.nvlstree import stream
+from mpisim.collectives.nccl.nvlstree import stream, switch_reduce_scatter
 from mpisim.collectives.nccl.topology import in_network_reduction, nvls_groups
 from mpisim.collectives.nccl.tuner import Choice, launch, planner
 from mpisim.collectives.registry import algorithm
@@ -74,13 +74,7 @@ def _nvls(comm: Comm, buf: Payload, op: Op, choice: Choice, fabric_reduces: bool
     j = members.index(comm.rank)
     blocks = buf.split(len(members))
     peers = [(i, r) for i, r in enumerate(members) if r != comm.rank]
-    # Reduce-scatter through the switch: block i of every rank of the node goes to its rank i.
-    sends = [wired.isend(blocks[i], dest=r, tag=0) for i, r in peers]
-    incoming = yield from wired.waitall([wired.irecv(source=r, tag=0) for _, r in peers])
-    mine = blocks[j]
-    for part in incoming:
-        mine = yield from comm.reduce_local(op, part, mine)
-    yield from wired.waitall(sends)
+    mine = yield from switch_reduce_scatter(comm, wired, op, blocks, peers, j)
     # Multicast: the reduced block j reaches every rank of the node.
     sends = [wired.isend(mine, dest=r, tag=1) for _, r in peers]
     received = yield from wired.waitall([wired.irecv(source=r, tag=1) for _, r in peers])

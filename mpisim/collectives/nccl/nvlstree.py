@@ -260,6 +260,19 @@ register_predictor("allreduce", "nvls_tree", predict_nvls_tree)
 # ---------------------------------------------------------------------------------------- the call
 
 
+
+def switch_reduce_scatter(comm: Comm, wired: Comm, op: Op, blocks: list[Payload], peers: list[tuple[int, int]],
+                          j: int) -> Proc[Payload]:
+    """NVLS's reduce-scatter through the switch: block i of every rank of the node goes to the
+    node's rank i (*peers* are (i, rank) of the others), which reduces them into its block *j*."""
+    sends = [wired.isend(blocks[i], dest=r, tag=0) for i, r in peers]
+    incoming = yield from wired.waitall([wired.irecv(source=r, tag=0) for _, r in peers])
+    mine = blocks[j]
+    for part in incoming:
+        mine = yield from comm.reduce_local(op, part, mine)
+    yield from wired.waitall(sends)
+    return mine
+
 def stream(comm: Comm, buf: Payload, op: Op, choice: Choice, groups: Sequence[Sequence[int]],
            fabric_reduces: bool = False) -> Proc[Payload]:
     """Run one NVLSTree allreduce across nodes as three streams (see the module docstring).
@@ -294,13 +307,7 @@ def stream(comm: Comm, buf: Payload, op: Op, choice: Choice, groups: Sequence[Se
     sizes = SizePayload(buf.count, buf.dtype)
 
     def reduce_scatter() -> Proc[Payload]:
-        sends = [wired.isend(blocks[i], dest=r, tag=0) for i, r in peers]
-        incoming = yield from wired.waitall([wired.irecv(source=r, tag=0) for _, r in peers])
-        mine = blocks[j]
-        for part in incoming:
-            mine = yield from comm.reduce_local(op, part, mine)
-        yield from wired.waitall(sends)
-        return mine
+        return (yield from switch_reduce_scatter(comm, wired, op, blocks, peers, j))
 
     def multicast() -> Proc[None]:
         mine = sizes.split_block(len(members), j)
