@@ -37,6 +37,7 @@ import json
 import multiprocessing
 import os
 import signal
+import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
@@ -324,12 +325,15 @@ def _dead_point(workers: dict[int, Any], started: Any) -> int | None:
         while not started.empty():
             pid, index = started.get()
             running[pid] = index
-    ended = {}
-    for pid, process in workers.items():
-        if pid in running:
-            process.join(timeout=1.0)  # the pool is ending the others: their codes come at once
-            if process.exitcode is not None:
-                ended[pid] = process.exitcode
+    ours = {pid: process for pid, process in workers.items() if pid in running}
+    for process in ours.values():
+        process.join(timeout=1.0)  # the pool is ending the others: their codes come at once
+    # The pool's own thread may reap a worker while this one waits on it; the exit code then
+    # shows up on the shared process object a moment later, so give it that moment.
+    deadline = time.monotonic() + 1.0
+    while any(p.exitcode is None for p in ours.values()) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    ended = {pid: process.exitcode for pid, process in ours.items() if process.exitcode is not None}
     culprits = [pid for pid, code in ended.items() if code != -signal.SIGTERM] or list(ended)
     return running[culprits[0]] if len(culprits) == 1 else None
 
