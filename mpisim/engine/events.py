@@ -63,6 +63,7 @@ class Call:
                 env.schedule(self)
         else:
             # NOTE: inlined from Environment.schedule(): the same heap entry, one call less.
+            env._later = None  # an entry in between (engine.sim.call_later)
             heappush(env._queue, (env._now + delay, priority, next(env._eid), self))
 
 

@@ -63,6 +63,9 @@ class Environment(simpy.Environment):
     :meth:`step` (and :func:`run_until_idle`) take whichever of the two lane heads and the
     heap's head sorts first, so the order of events is exactly what SimPy's heap alone would
     give; only the heap operations are saved.
+
+    Calls due at one later instant and made one after another (no other heap entry pushed in
+    between) share one heap entry too (:func:`call_later`); ``_later`` is the open one, if any.
     """
 
     #: The current simulated time: SimPy's ``now``, read through a C-level getter instead of a
@@ -74,6 +77,8 @@ class Environment(simpy.Environment):
         super().__init__(initial_time)
         self._soon: deque[tuple[int, Callable[[Any], None], Any]] = deque()
         self._lane: deque[tuple[int, Any]] = deque()
+        #: The calls of the last heap entry pushed, if call_later pushed it: (due time, calls).
+        self._later: tuple[float, list] | None = None
 
     def call_soon(self, fn: Callable[[Any], None], arg: Any) -> None:
         """Call ``fn(arg)`` at the current instant, as an URGENT event scheduled now would be."""
@@ -84,6 +89,7 @@ class Environment(simpy.Environment):
         if delay == 0 and priority == NORMAL:
             self._lane.append((next(self._eid), event))
         else:
+            self._later = None  # an entry in between: later calls need an entry of their own
             heapq.heappush(self._queue, (self._now + delay, priority, next(self._eid), event))
 
     def step(self) -> None:
@@ -159,7 +165,61 @@ def schedule_at(env: simpy.Environment, when: float, event: Any, priority: int =
     For light events that are not :class:`simpy.Event` (like :class:`~mpisim.engine.events.Call`,
     they carry only ``callbacks``, ``_ok`` and ``_value``): one heap entry, no method call.
     """
+    env._later = None  # see call_later
     heappush(env._queue, (when, priority, next(env._eid), event))
+
+
+def call_later(env: simpy.Environment, fn: Callable[[Any], None], arg: Any, delay: float) -> None:
+    """Call ``fn(arg)`` after *delay* (> 0), as ``Call(env, fn, arg, delay)`` would; calls for one instant share an entry.
+
+    Ranks that move in step (a ring's) start their protocol steps' timed parts (a send's or a
+    receive's CPU overhead) at one instant, and these end at one instant: a heap entry each
+    costs a push and a pop among all pending events. Consecutive calls for the same due time,
+    with no other heap entry pushed between them, are what SimPy would process one after
+    another at that time (each (time, NORMAL, id) right after the previous one; nothing can be
+    placed between them but the URGENT work each one starts, and events created later), so they
+    share one entry whose callback makes them in order, with that URGENT work in between
+    (:func:`call_in_turn`). Anything else pushed to the heap closes the entry
+    (:meth:`Environment.schedule`, :func:`schedule_at`, :class:`~mpisim.engine.events.Call`).
+    On a plain SimPy environment each call is a :class:`~mpisim.engine.events.Call` of its own.
+    """
+    later = getattr(env, "_later", False)
+    if later is False or delay <= 0:
+        Call(env, fn, arg, delay)
+        return
+    when = env._now + delay
+    if later is not None and later[0] == when:
+        later[1].append((fn, arg))
+        return
+    calls = [(fn, arg)]
+    Call(env, _calls_in_turn, (env, calls), delay)
+    env._later = (when, calls)
+
+
+def _calls_in_turn(entry: tuple[simpy.Environment, list]) -> None:
+    """The callback of :func:`call_later`'s shared entry: each call, with the URGENT work it starts in between."""
+    env, calls = entry
+    if len(calls) == 1:
+        fn, arg = calls[0]
+        fn(arg)  # alone: what its own entry would have done
+        return
+    queue = env._queue
+    now = env._now
+    soon = env._soon
+    last = len(calls) - 1
+    for k, (fn, arg) in enumerate(calls):
+        fn(arg)
+        if k == last:
+            return  # the run loop takes over, as after any event
+        # NOTE: call_in_turn's loop: the URGENT work this call started runs before the next.
+        while True:
+            if queue and queue[0][1] == URGENT and queue[0][0] == now:
+                run_urgent_now(env)
+                break
+            if not soon:
+                break
+            _, urgent, urgent_arg = soon.popleft()
+            urgent(urgent_arg)
 
 
 def succeed_now(env: simpy.Environment, event: simpy.Event, value: Any) -> None:

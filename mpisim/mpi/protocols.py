@@ -59,7 +59,7 @@ import numpy as np
 import simpy
 
 from mpisim.engine.events import URGENT, Call
-from mpisim.engine.sim import succeed_now
+from mpisim.engine.sim import call_later, succeed_now
 from mpisim.errors import InvalidTagError
 from mpisim.mpi.constants import MAX_TAG, PROC_NULL
 from mpisim.mpi.payload import DataPayload, Payload, SizePayload, as_payload
@@ -91,7 +91,8 @@ class Message:
     )
 
     def __init__(self, src: int, dst: int, src_rank: int, context: int, tag: int,
-                 payload: Payload, user: Any, protocol: str, send_req: Request, t_post: float) -> None:
+                 payload: Payload, user: Any, protocol: str, send_req: Request, t_post: float,
+                 nbytes: int) -> None:
         self.src = src  # world ranks
         self.dst = dst
         self.src_rank = src_rank  # sender's rank in the communicator
@@ -99,7 +100,7 @@ class Message:
         self.tag = tag
         self.payload = payload
         self.user = user  # what the receiver gets back (an array, or the payload itself)
-        self.nbytes = payload.nbytes
+        self.nbytes = nbytes  # payload.nbytes, which its sender has computed
         self.protocol = protocol
         self.send_req = send_req
         self.seq = 0
@@ -174,7 +175,7 @@ class Protocols:
         req = Request(env, "send", comm, dest, tag, nbytes, protocol)
         if self.origin is not None:
             req.origin = self.origin()
-        msg = Message(src, dst, rank, comm.context, tag, payload, user, protocol, req, env.now)
+        msg = Message(src, dst, rank, comm.context, tag, payload, user, protocol, req, env.now, nbytes)
         if synchronous and protocol == "eager":
             msg.sync = True
         if self.fidelity == "collective" and comm.internal and wire is None and payload.__class__ is SizePayload:
@@ -209,7 +210,7 @@ class Protocols:
     def _start_send(self, msg: Message) -> None:
         overhead = self.config.send_overhead
         if overhead:
-            Call(self.env, self._send_after_overhead, msg, overhead)
+            call_later(self.env, self._send_after_overhead, msg, overhead)  # ranks in step share an entry
         else:
             self._send_after_overhead(msg)
 

@@ -34,7 +34,7 @@ import simpy
 from mpisim.engine.events import Call
 from mpisim.engine.memo import Memo
 from mpisim.engine.records import MessageRecord, SpanRecord
-from mpisim.engine.sim import run_until_idle, soon_caller, succeed_now
+from mpisim.engine.sim import call_later, run_until_idle, soon_caller, succeed_now
 from mpisim.errors import (
     CollectiveMismatchError,
     DeadlockError,
@@ -417,7 +417,7 @@ class World(Protocols, DirectPath, Diagnosis):
 
     def _complete_recv(self, msg: Message, delay: float) -> None:
         if delay > 0:
-            Call(self.env, self._finish_recv, msg, delay)
+            call_later(self.env, self._finish_recv, msg, delay)  # ranks in step share an entry
         else:
             self._finish_recv(msg)
 
