@@ -356,8 +356,16 @@ def run_until_idle(env: simpy.Environment) -> int:
                     processed += 1
                     if event.__class__ is Call:
                         event.fn(event.arg)  # NOTE: what _process does with a Call, inlined
-                    else:
-                        _process(env, event)
+                        continue
+                    # NOTE: _process, inlined as for a heap event below (a request, a sendrecv's
+                    # AllDone: two a message); no StopSimulation here, this loop has no `until`.
+                    callbacks, event.callbacks = event.callbacks, None
+                    for callback in callbacks:
+                        callback(event)
+                    if not event._ok and not hasattr(event, "_defused"):
+                        exc = type(event._value)(*event._value.args)
+                        exc.__cause__ = event._value
+                        raise exc
                     continue
             if not queue:
                 break

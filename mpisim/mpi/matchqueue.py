@@ -120,6 +120,8 @@ class UnexpectedQueue(_Queue):
 
     def take(self, context: int, source: int, tag: int) -> Any:
         """Dequeue and return :meth:`first`'s message, or None."""
+        if not self._buckets:
+            return None  # NOTE: the common case (receives posted before their messages), no more calls
         key = self._first_key(context, source, tag)
         return None if key is None else self._pop_head(key)
 
@@ -133,9 +135,22 @@ class PostedQueue(_Queue):
     def _envelope(req: Any) -> Envelope:
         return (req.comm.context, req.peer, req.tag)
 
+    def append(self, req: Any) -> None:
+        """:meth:`_Queue.append`, with the envelope read in place (NOTE: once per receive)."""
+        number = self._next
+        self._next = number + 1
+        key = (req.comm.context, req.peer, req.tag)
+        bucket = self._buckets.get(key)
+        if bucket is None:
+            bucket = self._buckets[key] = deque()
+        bucket.append((number, req))
+        self._order[id(req)] = req
+
     def take(self, context: int, source: int, tag: int) -> Any:
         """Dequeue and return the earliest-posted receive that accepts a message's envelope, or None."""
         buckets = self._buckets
+        if not buckets:
+            return None  # NOTE: no receive posted (a message arriving first), no more calls
         if len(buckets) == 1:
             # NOTE: one envelope waiting (a rank in a ring step): accept it or not, no lookups.
             key = next(iter(buckets))

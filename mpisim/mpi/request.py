@@ -97,6 +97,16 @@ class Request(simpy.Event):
 
     #: Where in the user's program the send was made, ``(file, line)``, when a runner records it.
     origin: tuple[str, int] | None = None
+    # Set on the requests that have them; NOTE: class-level defaults, not stored per request
+    # (one request per message, two per sendrecv).
+    #: The receiver's status, filled when the receive matches.
+    status: Status | None = None
+    #: A receive's buffer size in bytes, if it gave one.
+    capacity: int | None = None
+    #: A receive's own (writable) buffer, where the data lands ...
+    into: Payload | None = None
+    #: ... reduced into it with this op instead of copied.
+    op: Op | None = None
 
     def __init__(
         self,
@@ -117,10 +127,6 @@ class Request(simpy.Event):
         self.tag = tag
         self.nbytes = nbytes  # -1: unknown (a receive before it matches)
         self.protocol = protocol
-        self.status: Status | None = None
-        self.capacity: int | None = None  # a receive's buffer size in bytes, if it gave one
-        self.into: Payload | None = None  # a receive's own (writable) buffer, where the data lands
-        self.op: Op | None = None  # ... reduced into it with this op instead of copied
 
     def describe(self) -> str:
         """Return the MPI call this request stands for, e.g. ``send(dest=1, tag=0, 1048576 B, rendezvous)``."""

@@ -336,11 +336,10 @@ class World(Protocols, DirectPath, Diagnosis):
     def _deliver(self, box: Mailbox, msg: Message) -> None:
         if self.wildcards is not None:
             self.wildcards.arrived(msg, self.env.now)
-        if box.posted:
-            req = box.posted.take(msg.context, msg.src_rank, msg.tag)
-            if req is not None:
-                self._pair(msg, req)
-                return
+        req = box.posted.take(msg.context, msg.src_rank, msg.tag)  # None at once when none is posted
+        if req is not None:
+            self._pair(msg, req)
+            return
         msg.unexpected = True
         box.unexpected.append(msg)
         if box.probes:
@@ -361,7 +360,8 @@ class World(Protocols, DirectPath, Diagnosis):
             raise InvalidTagError(f"rank {comm.world_rank}: recv(source={source}, tag={tag}): tags must be in "
                                   f"0..{MAX_TAG} (MPI_TAG_UB) or ANY_TAG")
         req = Request(self.env, "recv", comm, source, tag)
-        req.status = status
+        if status is not None:
+            req.status = status
         if source == ANY_SOURCE and self.wildcards is not None:
             self.wildcards.posted(req, self.env.now)
         if buf is not None:
@@ -375,11 +375,10 @@ class World(Protocols, DirectPath, Diagnosis):
             req.succeed(None)
             return req
         box = self.mailboxes[comm.group[comm._rank]]  # NOTE: Comm.world_rank, inlined
-        if box.unexpected:
-            msg = box.unexpected.take(comm.context, req.peer, tag)  # req.peer: a checker may force a wildcard's source
-            if msg is not None:
-                self._pair(msg, req)
-                return req
+        msg = box.unexpected.take(comm.context, req.peer, tag)  # req.peer: a checker may force a wildcard's source
+        if msg is not None:
+            self._pair(msg, req)
+            return req
         box.posted.append(req)
         return req
 

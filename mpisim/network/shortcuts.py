@@ -41,10 +41,11 @@ def _only_partner(flows_on: list[dict[Any, Any]], flow: Any, partner: Any) -> An
 
 class SmallComponents:
     """The one-flow and two-flow solves, mixed into the fair-share network: they use its state
-    (the flows on each link, the solve marks, the completion heap, the max-min filler) and its
+    (the flows on each link, the solve marks, the capacities, the completion heap, the max-min filler) and its
     ``_complete``, ``_detach`` and ``_set_rates``."""
 
     _flows_on: list[dict[Any, Any]]
+    _capacity: list[float]
     _mark: list[int]
     _heap: list[Any]
     _maxmin: Any
@@ -107,13 +108,9 @@ class SmallComponents:
         g = _only_partner(flows_on, f, g)
         if g is None or _only_partner(flows_on, g, f) is not f:
             return False
-        # Progress at the old rates, not yet applied: a flow that ends now goes to the general walk.
+        # Progress at the old rates, not yet applied.
         f_left = f.remaining - f.rate * (now - f.t_last) if f.rate else f.remaining
-        if f_left <= _BYTES_RTOL * f.nbytes:
-            return False
         g_left = g.remaining - g.rate * (now - g.t_last) if g.rate else g.remaining
-        if g_left <= _BYTES_RTOL * g.nbytes:
-            return False
         # The component's links, each once: f's, then g's own.
         links = list(f.ids)
         for j in g.ids:
@@ -122,6 +119,9 @@ class SmallComponents:
         if len(links) == 1:
             return False
         live = [f, g] if f.seq < g.seq else [g, f]
+        if f_left <= _BYTES_RTOL * f.nbytes or g_left <= _BYTES_RTOL * g.nbytes:
+            self._pair_ends(live, links, stamp, now)
+            return True
         level = self._maxmin.one_level(links, live)
         if not level:
             return False
@@ -139,3 +139,33 @@ class SmallComponents:
         self.one_level_solves += 1
         self._set_rates(live, level, now)
         return True
+
+    def _pair_ends(self, pair: list[Any], links: list[int], stamp: int, now: float) -> None:
+        """The two-flow component *pair* (in creation order, over *links*, more than one), one or both ending now.
+
+        What the general walk does for it (a flow's last bytes land as the solve that its
+        partner's start or finish asked for runs): both flows' progress brought up to now,
+        the ending ones completed and detached in creation order, the one going on given its
+        bottleneck's capacity, alone (the walk's "one flow left").
+        """
+        mark = self._mark
+        for i in links:
+            mark[i] = stamp
+        ended, live = [], None
+        for flow in pair:
+            flow.mark = stamp
+            if flow.rate:
+                flow.remaining -= flow.rate * (now - flow.t_last)
+            flow.t_last = now
+            if flow.remaining <= _BYTES_RTOL * flow.nbytes:
+                ended.append(flow)
+            else:
+                live = flow
+        for flow in ended:
+            self._complete(flow)
+            self._detach(flow, now)
+        if live is not None:
+            self.rates_recomputed += 1
+            capacity = self._capacity
+            rate, weight = min(capacity[i] for i in live.ids), live.weight
+            self._set_rates([live], rate if weight == 1 else rate / weight, now)

@@ -84,3 +84,47 @@ def test_callers_told_in_place_change_nothing_but_the_event_count(monkeypatch: p
     queued, queued_events = _ring()
     assert in_place == queued
     assert events < queued_events
+
+
+def test_two_flow_components_with_a_flow_ending_solved_as_the_general_walk_would(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A flow's last bytes land while its partner's start asks for a solve: the pair shortcut
+    completes it and gives the other its bottleneck, as the walk's "one flow left" does."""
+    ends = []
+    pair_ends = FairShareNetwork._pair_ends
+
+    def counted(self, pair, links, stamp, now):
+        ends.append(now)
+        pair_ends(self, pair, links, stamp, now)
+
+    rates: list[tuple] = []
+    set_rates = FairShareNetwork._set_rates
+
+    def logged(self, flows, share, now):
+        rates.append((tuple(flow.seq for flow in flows), share, now))
+        set_rates(self, flows, share, now)
+
+    monkeypatch.setattr(FairShareNetwork, "_set_rates", logged)
+    monkeypatch.setattr(FairShareNetwork, "_pair_ends", counted)
+    fast, _ = _ring()
+    fast_rates, rates[:] = list(rates), []
+    assert ends, "no two-flow component had a flow ending: the test proves nothing"
+    pair = FairShareNetwork._solve_pair
+
+    def without_ends(self, seed, stamp, now):
+        # the shortcut as it was: a component with a flow ending now goes to the general walk
+        flows = list(self._flows_on[seed].values())
+        for f in flows:
+            left = f.remaining - f.rate * (now - f.t_last) if f.rate else f.remaining
+            if left <= 1e-9 * f.nbytes:
+                return False
+        partners = [g for f in flows for j in f.ids for g in self._flows_on[j].values() if g is not f]
+        for g in partners:
+            left = g.remaining - g.rate * (now - g.t_last) if g.rate else g.remaining
+            if left <= 1e-9 * g.nbytes:
+                return False
+        return pair(self, seed, stamp, now)
+
+    monkeypatch.setattr(FairShareNetwork, "_solve_pair", without_ends)
+    walked, _ = _ring()
+    assert fast == walked
+    assert fast_rates == rates
