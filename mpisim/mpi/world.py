@@ -31,7 +31,6 @@ from typing import TYPE_CHECKING, Any
 
 import simpy
 
-from mpisim.engine.events import Call
 from mpisim.engine.memo import Memo
 from mpisim.engine.records import MessageRecord, SpanRecord
 from mpisim.engine.sim import call_later, run_until_idle, soon_caller, succeed_now
