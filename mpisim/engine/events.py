@@ -108,4 +108,11 @@ class AllDone:
             event._defused = True
             self._trigger(False, event._value)
         elif self._left == 0:
-            self._trigger(True, None)
+            # NOTE: _trigger(True, None) and Environment.schedule(), inlined: once per sendrecv.
+            self._value = None
+            env = self.env
+            lane = getattr(env, "_lane", None)
+            if lane is not None:
+                lane.append((next(env._eid), self))
+            else:
+                env.schedule(self, NORMAL)

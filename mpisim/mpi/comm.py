@@ -181,9 +181,10 @@ class Comm:
             return rreq.outcome()
         # NOTE: World.block for the two requests, inlined: one generator less per step.
         state = world.states[self.group[self._rank]]
-        state.call, state.waiting_on = (_sendrecv_name, dest, source), (sreq, rreq)
+        both = (sreq, rreq)
+        state.call, state.waiting_on = (_sendrecv_name, dest, source), both
         t0 = world.env.now
-        yield AllDone(world.env, (sreq, rreq))
+        yield AllDone(world.env, both)
         state.call, state.waiting_on = "", ()
         if world.tracer.record_spans:
             world._span(self.world_rank, "recv", t0, _sendrecv_name(dest, source), self._peer(source), sreq.nbytes)

@@ -398,7 +398,12 @@ class Protocols:
         if self.tracer.record_spans and not msg.direct:
             self._span(msg.src, "data", msg.t_data, "data", msg.dst, msg.nbytes)
         succeed_now(self.env, msg.send_req, None)
-        self._complete_recv(msg, self.config.recv_overhead)
+        delay = self.config.recv_overhead
+        # NOTE: World._complete_recv, inlined (once a message).
+        if delay > 0:
+            call_later(self.env, self._finish_recv, msg, delay)
+        else:
+            self._finish_recv(msg)
         if self.config.rendezvous_overhead and self._node_of[msg.src] != self._node_of[msg.dst]:
             self._release_socket(msg)
         if not msg.direct:

@@ -263,7 +263,7 @@ class FairShareNetwork(SmallComponents, CompletionDriver):
             # the order of posting either way.
             # NOTE: the flow is created now and numbered when it starts (_first_bytes_cb).
             env = self.env
-            t_first = env.now + latency
+            t_first = env._now + latency  # NOTE: the clock's attribute, not its property (4 posts a message)
             batch = self._first_bytes.get(t_first)
             if batch is None:
                 batch = self._first_bytes[t_first] = []

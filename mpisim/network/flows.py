@@ -85,8 +85,7 @@ class Flow:
         self.nbytes = nbytes
         self.remaining = float(nbytes)  # as of t_last
         self.rate = 0.0
-        self.t_start = 0.0
-        self.t_last = 0.0
+        # t_start and t_last are set when the flow starts (FairShareNetwork._solve): nothing reads them before.
         self.t_finish = math.inf
         self.version = 0
         self.mark = 0  # solve stamp: == stamp when in the component, == -stamp once its rate is fixed
