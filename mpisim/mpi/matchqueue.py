@@ -153,9 +153,13 @@ class PostedQueue(_Queue):
             return None  # NOTE: no receive posted (a message arriving first), no more calls
         if len(buckets) == 1:
             # NOTE: one envelope waiting (a rank in a ring step): accept it or not, no lookups.
-            key = next(iter(buckets))
+            key, bucket = next(iter(buckets.items()))
             if key[0] == context and (key[1] == source or key[1] == ANY_SOURCE) and (key[2] == tag or key[2] == ANY_TAG):
-                return self._pop_head(key)
+                req = bucket.popleft()[1]  # NOTE: _pop_head, inlined
+                if not bucket:
+                    del buckets[key]
+                del self._order[id(req)]
+                return req
             return None
         best, best_key = None, None
         for key in ((context, source, tag), (context, source, ANY_TAG),
