@@ -66,6 +66,7 @@ class Environment(simpy.Environment):
 
     Calls due at one later instant and made one after another (no other heap entry pushed in
     between) share one heap entry too (:func:`call_later`); ``_later`` is the open one, if any.
+    So do calls due now made one after another (:func:`call_now`): ``_now_calls``.
     """
 
     #: The current simulated time: SimPy's ``now``, read through a C-level getter instead of a
@@ -79,6 +80,8 @@ class Environment(simpy.Environment):
         self._lane: deque[tuple[int, Any]] = deque()
         #: The calls of the last heap entry pushed, if call_later pushed it: (due time, calls).
         self._later: tuple[float, list] | None = None
+        #: The lane entry of the last call_now calls and their list, while it is the lane's last entry.
+        self._now_calls: tuple[Call, list] | None = None
 
     def call_soon(self, fn: Callable[[Any], None], arg: Any) -> None:
         """Call ``fn(arg)`` at the current instant, as an URGENT event scheduled now would be."""
@@ -166,6 +169,8 @@ def schedule_at(env: simpy.Environment, when: float, event: Any, priority: int =
     they carry only ``callbacks``, ``_ok`` and ``_value``): one heap entry, no method call.
     """
     env._later = None  # see call_later
+    if when == env._now:
+        env._now_calls = None  # see call_now
     heappush(env._queue, (when, priority, next(env._eid), event))
 
 
@@ -182,6 +187,10 @@ def call_later(env: simpy.Environment, fn: Callable[[Any], None], arg: Any, dela
     (:func:`call_in_turn`). Anything else pushed to the heap closes the entry
     (:meth:`Environment.schedule`, :func:`schedule_at`, :class:`~mpisim.engine.events.Call`).
     On a plain SimPy environment each call is a :class:`~mpisim.engine.events.Call` of its own.
+
+    The calls still to come are not in the queue while one runs: a call made through here must
+    not ask whether anything else is due now (:func:`normal_next`, the fair share's
+    ``_alone_now``), nor must the URGENT work it starts.
     """
     later = getattr(env, "_later", False)
     if later is False or delay <= 0:
@@ -194,6 +203,26 @@ def call_later(env: simpy.Environment, fn: Callable[[Any], None], arg: Any, dela
     calls = [(fn, arg)]
     Call(env, _calls_in_turn, (env, calls), delay)
     env._later = (when, calls)
+
+
+def call_now(env: simpy.Environment, fn: Callable[[Any], None], arg: Any) -> None:
+    """Call ``fn(arg)`` now, as an ordinary (NORMAL) event would, as ``Call(env, fn, arg)`` does; consecutive ones share an entry.
+
+    The same reasoning as :func:`call_later`, for the NORMAL lane: calls due now whose entries
+    would follow one another in the lane (nothing appended to it between them, and nothing
+    scheduled now in the heap) are processed back to back but for the URGENT work each one
+    starts, so they share one lane entry. The same rule holds for what the calls may ask.
+    """
+    lane = getattr(env, "_lane", None)
+    if lane is None:
+        Call(env, fn, arg)
+        return
+    open_calls = env._now_calls
+    if open_calls is not None and lane and lane[-1][1] is open_calls[0]:
+        open_calls[1].append((fn, arg))
+        return
+    calls = [(fn, arg)]
+    env._now_calls = (Call(env, _calls_in_turn, (env, calls)), calls)
 
 
 def _calls_in_turn(entry: tuple[simpy.Environment, list]) -> None:

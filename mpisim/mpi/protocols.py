@@ -59,7 +59,7 @@ import numpy as np
 import simpy
 
 from mpisim.engine.events import URGENT, Call
-from mpisim.engine.sim import call_later, succeed_now
+from mpisim.engine.sim import call_later, call_now, succeed_now
 from mpisim.errors import InvalidTagError
 from mpisim.mpi.constants import MAX_TAG, PROC_NULL
 from mpisim.mpi.payload import DataPayload, Payload, SizePayload, as_payload
@@ -370,7 +370,7 @@ class Protocols:
             self._span(msg.dst, "cts", msg.t_phase, "CTS", msg.src, self.config.header_bytes)
         overhead = self.config.rendezvous_overhead
         if not overhead or self._node_of[msg.src] == self._node_of[msg.dst]:
-            Call(self.env, self._send_data, msg)  # the sender learns of the CTS
+            call_now(self.env, self._send_data, msg)  # the sender learns of the CTS (an event; senders in step share it)
             return
         queue = self._sockets.setdefault((msg.src, msg.dst), deque())
         queue.append(msg)
