@@ -166,6 +166,6 @@ class SmallComponents:
             self._detach(flow, now)
         if live is not None:
             self.rates_recomputed += 1
-            capacity = self._capacity
-            rate, weight = min(capacity[i] for i in live.ids), live.weight
+            # NOTE: the walk's min(capacity[i] for i in ids): the same values in the same order, no generator.
+            rate, weight = min(map(self._capacity.__getitem__, live.ids)), live.weight
             self._set_rates([live], rate if weight == 1 else rate / weight, now)
