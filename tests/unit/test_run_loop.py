@@ -143,3 +143,41 @@ def test_a_request_counted_when_it_succeeds_changes_nothing_but_the_event_count(
     assert shortcut[0] == queued[0]  # every rank's steps, interleaved as they happened
     assert shortcut[1] == queued[1]  # message records, in recording order
     assert shortcut[2] < queued[2]  # fewer events processed
+
+
+@pytest.mark.parametrize("model", ["fairshare", "analytic"])
+def test_calls_sharing_a_queue_entry_change_nothing_but_the_event_count(model, monkeypatch):
+    """engine.sim.call_later and call_now give calls for one instant, made one after another, one
+    queue entry (a send's and a receive's CPU overhead, the sender's step on a clear-to-send):
+    the same steps, records and results as one entry per call, with fewer events. The MPI
+    overheads are on, so the sends' and receives' timed steps of ranks in step meet."""
+    import mpisim.engine.sim as sim_module
+    import mpisim.mpi.protocols as protocols_module
+    from mpisim.engine.events import Call
+
+    def once() -> tuple:
+        world = make_world(8, model=model, ranks_per_node=2, intra=FabricSpec("shm", 20e9, 0.2e-6),
+                           eager_limit_inter=4096, eager_limit_intra=4096, send_overhead=1e-7, recv_overhead=1e-7)
+        world.tracer.record_messages = True
+        log: list = []
+        world.launch(program, log)
+        world.run()
+        return log, list(world.tracer.messages), world.env.now, world.events_processed
+
+    shared = once()
+
+    def own_entry_later(env, fn, arg, delay):
+        Call(env, fn, arg, delay)
+
+    def own_entry_now(env, fn, arg):
+        Call(env, fn, arg)
+
+    for module in (sim_module, protocols_module, world_module):
+        if hasattr(module, "call_later"):
+            monkeypatch.setattr(module, "call_later", own_entry_later)
+        if hasattr(module, "call_now"):
+            monkeypatch.setattr(module, "call_now", own_entry_now)
+    own = once()
+    assert shared[:3] == own[:3]
+    assert len(shared[0]) == 8 * 6 + 7
+    assert shared[3] < own[3]
