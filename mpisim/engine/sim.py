@@ -226,7 +226,7 @@ def call_now(env: simpy.Environment, fn: Callable[[Any], None], arg: Any) -> Non
 
 
 def _calls_in_turn(entry: tuple[simpy.Environment, list]) -> None:
-    """The callback of :func:`call_later`'s shared entry: each call, with the URGENT work it starts in between."""
+    """The callback of a shared entry (:func:`call_later`, :func:`call_now`): each call, with the URGENT work it starts in between."""
     env, calls = entry
     if len(calls) == 1:
         fn, arg = calls[0]
