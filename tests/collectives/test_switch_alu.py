@@ -121,3 +121,12 @@ def test_the_keys_need_each_other_and_in_switch_reduction():
         _comm(intra={"switch_chips": 0})
     with pytest.raises(ConfigError, match="in_switch_reduction"):
         _comm(intra={"in_switch_reduction": False})
+
+
+def test_the_run_names_the_bound_once():
+    """A run of calls bound by the chips says so once, with the algbw they allow; a port-bound run says nothing."""
+    notes = run_scenario(load(_raw([GiB, 2 * GiB]))).notes
+    bound = [n for n in notes if "NVSwitch chips' adds" in n]
+    assert len(bound) == 1 and f"{4 * 18 * 400 / 71:.4g} GB/s of algbw" in bound[0]
+    port_bound = run_scenario(load(_raw([GiB], ranks_per_node=8, inter={"nics": 8}))).notes
+    assert not [n for n in port_bound if "NVSwitch chips' adds" in n]

@@ -27,6 +27,7 @@ undeclared rate (0) means no bound: the port model alone, as before.
 
 from __future__ import annotations
 
+from mpisim.collectives.nccl.topology import nvls_groups
 from mpisim.mpi.comm import Comm
 
 #: Bytes per lane of the reduction units: the rate is in FP32 adds.
@@ -39,3 +40,28 @@ def alu_time(comm: Comm, nbytes: float, q: int) -> float:
     if intra is None or not intra.in_switch_reduction or not intra.switch_chips or q < 2:
         return 0.0
     return nbytes / LANE_BYTES * (q - 1) / (intra.switch_chips * intra.switch_reduce_rate)
+
+
+#: A call whose switch adds take at least this share of its time is said to be bound by them.
+BOUND = 0.8
+
+
+def switch_note(comm: Comm, label: str, algorithm: str, nbytes: float, seconds: float) -> str | None:
+    """Say that the calls *label* were bound by the switch chips' adds, if this one (*nbytes* in *seconds*) was.
+
+    Its NVLink ports then wait on the switch, so link figures alone would blame nothing; the
+    note names the bound instead (a run's ``notes``, once for every size it holds at).
+    """
+    groups = nvls_groups(comm)
+    if algorithm not in ("nvls", "nvls_tree") or groups is None or seconds <= 0:
+        return None
+    q = len(groups[0])
+    alu = alu_time(comm, nbytes, q)
+    if alu < BOUND * seconds:
+        return None
+    intra = comm.world.topology.spec.intra
+    assert intra is not None
+    algbw = nbytes / alu
+    return (f"{label} is bound by the NVSwitch chips' adds at large sizes: {q - 1} adds per element of the {q} GPUs "
+            f"of a node, over {intra.switch_chips} chips at {intra.switch_reduce_rate / 1e9:.4g} GFLOPS each "
+            f"(intra.switch_reduce_rate), allow at most {algbw / 1e9:.4g} GB/s of algbw; its NVLink ports wait on them")
