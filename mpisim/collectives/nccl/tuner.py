@@ -351,9 +351,15 @@ def switch_floor(comm: Comm, protocol: Protocol, nbytes: float, costs: list[tupl
     alu = alu_time(comm, nbytes, q)
     if alu == 0.0:
         return 0.0
-    if costs is None:
-        costs = _hop_costs_unshared(comm, [(members[0], j) for j in members[1:]], protocol.wire)
-    return 2 * max(lat for lat, _ in costs) + alu
+    if costs is not None:
+        return 2 * max(lat for lat, _ in costs) + alu
+    layouts = world_table(_LAYOUTS, comm.world)  # every rank of every call asks: work the crossing out once
+    key = ("nvls crossing", comm.group, protocol.wire)
+    latency = layouts.get(key)
+    if latency is None:
+        hops = _hop_costs_unshared(comm, [(members[0], j) for j in members[1:]], protocol.wire)
+        latency = layouts[key] = max(lat for lat, _ in hops)
+    return 2 * latency + alu
 
 
 #: The in-switch algorithms register theirs (:mod:`~mpisim.collectives.nccl.nvlstree`).
