@@ -150,8 +150,9 @@ class FabricSpec:
     protocols
         GPU collective protocols on this fabric (:class:`ProtocolSpec`, sorted by name); the
         ones not listed take the library's defaults.
-    in_switch_reduction
-        Intra-node ``nvswitch`` only: the switch reduces and multicasts (NVLink SHARP, NVLS).
+    in_switch_reduction, switch_chips, switch_reduce_rate
+        Intra-node ``nvswitch`` only: the switch reduces and multicasts (NVLink SHARP, NVLS); over how
+        many chips a GPU's links spread and each chip's FP32 adds/s (0: no bound; nccl/switchalu.py).
     in_network_reduction
         Inter-node only: the network's switches reduce (InfiniBand SHARP, NCCL's CollNet), so
         NVLS may span nodes: each GPU's in-switch-reduced block goes up to the fabric once and
@@ -179,6 +180,8 @@ class FabricSpec:
     hop_latency: float = 0.0
     protocols: tuple[ProtocolSpec, ...] = ()
     in_switch_reduction: bool = False
+    switch_chips: int = 0
+    switch_reduce_rate: float = 0.0
     in_network_reduction: bool = False
     host_bandwidth: float = 0.0
     routing: str = "adaptive"
@@ -227,6 +230,8 @@ class FabricSpec:
                     out["pod_size"] = self.pod_size
         elif self.in_switch_reduction:
             out["in_switch_reduction"] = True
+            if self.switch_chips and self.switch_reduce_rate:
+                out.update(switch_chips=self.switch_chips, switch_reduce_rate=self.switch_reduce_rate)
         if self.protocols:
             out["protocols"] = {p.name: {"latency": p.latency, "efficiency": p.efficiency} for p in self.protocols}
         return out
@@ -358,6 +363,10 @@ def validate(spec: TopologySpec) -> None:
                 f"in-switch reduction needs an NVSwitch fabric, got kind {spec.intra.kind!r}",
                 "intra.in_switch_reduction",
             )
+        if bool(spec.intra.switch_chips) != bool(spec.intra.switch_reduce_rate) or (
+                spec.intra.switch_chips and not spec.intra.in_switch_reduction):
+            raise TopologyError("switch_chips and switch_reduce_rate go together, with in_switch_reduction: true",
+                                "intra.switch_reduce_rate")
     for name, seconds in spec.base_latency:
         if name not in GPU_PROTOCOLS:
             raise TopologyError(f"unknown protocol {name!r}; known: {', '.join(GPU_PROTOCOLS)}", f"base_latency.{name}")
@@ -514,6 +523,8 @@ INTER_FABRIC = _fabric(INTER_FABRICS, {
 })
 INTRA_FABRIC = _fabric(INTRA_FABRICS, {
     "in_switch_reduction": Flag(description="nvswitch only: the switch reduces and multicasts (NVLS)."),
+    "switch_chips": Whole(parse_whole, description="in_switch_reduction: switch chips a GPU's links spread over."),
+    "switch_reduce_rate": Unit(parse_flops, "400 GFLOPS", description="in_switch_reduction: FP32 adds/s of one chip."),
 })
 
 TOPOLOGY = Block({

@@ -508,6 +508,11 @@ def run(params: CollectiveParams, ctx: RunContext) -> WorkloadOutput:
                                              str(row["protocol"]), row["busbw_GBps"] * 1e9)
                     if note is not None and note not in out.notes:  # auto may repeat a named algorithm
                         out.notes.append(note)
+                if time is not None:
+                    note = nccl.switch_note(world.comm_world(0).coll, f"{params.collective}/{ran} on {p} ranks", ran,
+                                            nbytes, time)
+                    if note is not None and note not in out.notes:
+                        out.notes.append(note)
             label = f"{ran} {format_size(nbytes)}" + (" (auto)" if requested == "auto" else "")
             measured.append((label, requested, nbytes, world, world.tracer.message_count))
             out.notes.extend(world.unmatched)

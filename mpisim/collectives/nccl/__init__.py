@@ -95,6 +95,7 @@ from mpisim.collectives.nccl.protocols import (
     ring_protocol,
     tree_protocol,
 )
+from mpisim.collectives.nccl.switchalu import alu_time, switch_note
 from mpisim.collectives.nccl.topology import (
     MAX_CHANNELS,
     channel_count,
@@ -122,9 +123,9 @@ from mpisim.collectives.nccl.tuner import (
 __all__ = [
     "ALGORITHMS", "GPU_ALGORITHMS", "MAX_CHANNELS", "NCCL_BASE_LATENCY", "NCCL_EFFICIENCY", "NCCL_HOP_LATENCY",
     "NCCL_LL_MAX_BUSBW", "NCCL_NET_OVERHEAD", "NCCL_NET_OVERHEAD_POSTS", "NCCL_TREE_BASE_LATENCY",
-    "NCCL_TREE_HOP_LATENCY", "PROTOCOLS", "Choice", "Protocol", "best",
+    "NCCL_TREE_HOP_LATENCY", "PROTOCOLS", "Choice", "Protocol", "alu_time", "best",
     "call_shape", "candidates", "channel_count", "in_network_reduction", "in_switch_reduction", "link_loads", "ll128_enabled",
     "ll_max_busbw", "ll_pace", "ll_pace_note", "net_overhead", "node_members", "node_order", "nvls_groups",
     "nvls_wire", "predict_nvls", "predict_nvls_tree", "predict_ring", "predict_tree", "protocols", "ring_orders", "ring_protocol",
-    "tree_links", "tree_protocol", "tune",
+    "switch_note", "tree_links", "tree_protocol", "tune",
 ]

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from mpisim.collectives.nccl.nvlstree import stream, switch_reduce_scatter
 from mpisim.collectives.nccl.topology import in_network_reduction, nvls_groups
-from mpisim.collectives.nccl.tuner import Choice, launch, planner
+from mpisim.collectives.nccl.tuner import Choice, launch, planner, switch_floor
 from mpisim.collectives.registry import algorithm
 from mpisim.engine.sim import Proc
 from mpisim.mpi.comm import Comm
@@ -69,6 +69,7 @@ def _nvls(comm: Comm, buf: Payload, op: Op, choice: Choice, fabric_reduces: bool
     if len(groups) > 1:  # across nodes: the in-switch stages streaming into the heads' trees or the fabric
         return (yield from stream(comm, buf, op, choice, groups, fabric_reduces))
     yield from launch(comm, choice)
+    t0 = comm.env.now
     wired = comm.with_wire(choice.protocol.wire)
     members = next(group for group in groups if comm.rank in group)
     j = members.index(comm.rank)
@@ -82,4 +83,8 @@ def _nvls(comm: Comm, buf: Payload, op: Op, choice: Choice, fabric_reduces: bool
     for (i, _), block in zip(peers, received, strict=True):
         blocks[i] = block
     blocks[j] = mine
+    # The switch chips' adds stream with the ports' work: the call ends no sooner than they do.
+    alu_end = t0 + switch_floor(comm, choice.protocol, buf.nbytes)
+    if alu_end > comm.env.now:
+        yield comm.env.timeout(alu_end - comm.env.now)
     return type(buf).concat(blocks)

@@ -57,6 +57,7 @@ from mpisim.collectives.nccl.tuner import (
     _tree_hop_costs,
     launch,
     register_predictor,
+    switch_floor,
 )
 from mpisim.engine.sim import Proc
 from mpisim.mpi.comm import Comm
@@ -344,7 +345,9 @@ def stream(comm: Comm, buf: Payload, op: Op, choice: Choice, groups: Sequence[Se
     sums = _node_sums(comm, seq, len(groups), len(members))
     _add(sums[j], node, mine, op)
     yield mc
-    done = env.now + terms["fill_tree"]  # the last wave still goes up and down the tree
+    # The switch chips' adds stream with the port's work (switchalu): it ends no sooner than they do.
+    port_end = max(env.now, t0 + switch_floor(comm, choice.protocol, buf.nbytes))
+    done = port_end + terms["fill_tree"]  # the last wave still goes up and down the tree
     tree_end = yield tr
     if j < heads:
         done = max(done, tree_end + terms["fill_mc"], t0 + terms["fill_rs"] + terms["cap"] + terms["fill_mc"])

@@ -50,6 +50,7 @@ from mpisim.collectives.nccl.protocols import (
     ring_protocol,
     tree_protocol,
 )
+from mpisim.collectives.nccl.switchalu import alu_time
 from mpisim.collectives.nccl.topology import (
     _LAYOUTS,
     channel_count,
@@ -323,14 +324,42 @@ def _hop_costs_unshared(comm: Comm, hops: list[tuple[int, int]], wire: Wire) -> 
 
 
 def _nvls_in_node(comm: Comm, protocol: Protocol, nbytes: int) -> tuple[float, float]:
-    """The in-node part of an NVLS call (base, reduce-scatter, multicast) and each rank's block: (seconds, bytes)."""
+    """The in-node part of an NVLS call (base, reduce-scatter, multicast) and each rank's block: (seconds, bytes).
+
+    The ports' work, or the switch chips' adds where the topology declares them
+    (:func:`~mpisim.collectives.nccl.switchalu.alu_time`), whichever is longer.
+    """
     groups = nvls_groups(comm) or [list(range(comm.size))]
     members = groups[0]
     q = len(members)
     block = nbytes / q
     costs = _hop_costs_unshared(comm, [(members[0], j) for j in members[1:]], protocol.wire)
     phase = max(lat + (q - 1) * block * per_byte for lat, per_byte in costs)
-    return protocol.base + 2 * phase + (q - 1) * block * comm.world.config.reduce_cost, block
+    ports = 2 * phase + (q - 1) * block * comm.world.config.reduce_cost
+    return protocol.base + max(ports, switch_floor(comm, protocol, nbytes, costs, q)), block
+
+
+def switch_floor(comm: Comm, protocol: Protocol, nbytes: float, costs: list[tuple[float, float]] | None = None,
+                 q: int | None = None) -> float:
+    """Seconds an in-node NVLS call of *nbytes* takes at least for the switch chips' adds (0 if undeclared).
+
+    The adds stream with the ports' work; what they cannot hide is the two crossings of the
+    switch (the first chunk's load-reduce, the last one's multicast): 2 x latency + t_alu.
+    """
+    members = (nvls_groups(comm) or [list(range(comm.size))])[0]
+    q = len(members) if q is None else q
+    alu = alu_time(comm, nbytes, q)
+    if alu == 0.0:
+        return 0.0
+    if costs is not None:
+        return 2 * max(lat for lat, _ in costs) + alu
+    layouts = world_table(_LAYOUTS, comm.world)  # every rank of every call asks: work the crossing out once
+    key = ("nvls crossing", comm.group, protocol.wire)
+    latency = layouts.get(key)
+    if latency is None:
+        hops = _hop_costs_unshared(comm, [(members[0], j) for j in members[1:]], protocol.wire)
+        latency = layouts[key] = max(lat for lat, _ in hops)
+    return 2 * latency + alu
 
 
 #: The in-switch algorithms register theirs (:mod:`~mpisim.collectives.nccl.nvlstree`).
