@@ -71,6 +71,7 @@ EAGER_RMSNORM_BYTES = 36  # x.float() 2+4, pow 4+4, mean 4, x * rsqrt 4+4, type_
 EAGER_ROTARY_BYTES = 20  # x.float() 2+4, complex product 4+4, type_as 4+2
 EAGER_SWIGLU_BYTES = 10  # silu(gate) 2+2, silu * up 4+2
 ATTENTION = ("flash", "unfused", "standard")  # standard: the training workload's name for unfused
+CP_COMMS = ("ring", "allgather")
 
 
 @dataclass(frozen=True)
@@ -86,6 +87,7 @@ class LayerShape:
     gated_mlp: bool = False
     tp: int = 1
     cp: int = 1
+    cp_comm: str = "ring"  # how the cp GPUs get the keys: ring steps (one kernel call per key chunk) or allgather
     sequence_parallel: bool | None = None  # None: on when tp > 1 (Megatron's default with tp)
     dtype: str = "bf16"
     fp8: bool = False  # Transformer Engine FP8 GEMMs
@@ -105,6 +107,8 @@ class LayerShape:
             raise ConfigError(f"expected one of {', '.join(RECOMPUTE)}, got {self.recompute!r}", "recompute")
         if self.attention not in ATTENTION:
             raise ConfigError(f"expected one of {', '.join(ATTENTION)}, got {self.attention!r}", "attention")
+        if self.cp_comm not in CP_COMMS:
+            raise ConfigError(f"expected one of {', '.join(CP_COMMS)}, got {self.cp_comm!r}", "cp_comm")
         if self.attention == "standard":
             object.__setattr__(self, "attention", "unfused")
         for name in ("hidden", "heads", "seq", "micro_batch", "tp", "cp", "experts", "top_k", "ep"):
@@ -286,14 +290,17 @@ def _attention(shape: LayerShape, dev: Device, *, backward: bool) -> list[Kernel
                               "attention")
         return unfused_attention(bh, shape.seq, shape.head_dim, dev, dropout=_dropout(shape),
                                  backward=backward, dtype=shape.dtype)
-    # Context parallelism (ring attention, load-balanced causal chunks): each GPU's s/cp queries
-    # meet all s keys over cp steps, one chunk of s/cp keys per kernel call, and do 1/cp of the
-    # whole causal work.
+    # Context parallelism (load-balanced causal chunks): each GPU's s/cp queries meet all s keys
+    # and do 1/cp of the whole causal work. A ring calls the kernel once per step, on the chunk
+    # of s/cp keys it holds then; an all-gather (Llama 3's) gives the kernel the whole gathered
+    # K and V, so one call loops over the sequence's keys as a single GPU's causal kernel does,
+    # and each query block's fixed cost is spread over s keys, not s/cp.
     share = causal_fraction(shape.seq) if shape.causal else 1.0
+    keys = shape.seq if shape.cp_comm == "allgather" else shape.seq // shape.cp
     # The framework's attention kernel where it is not the device's best (FlashAttention-2 on Hopper).
     fractions = attention_fractions(shape.software, dev)
     return [flash_attention(bh, shape.seq // shape.cp, shape.seq, shape.head_dim, dev, share=share,
-                            backward=backward, keys_per_call=shape.seq // shape.cp, fractions=fractions)]
+                            backward=backward, keys_per_call=keys, fractions=fractions)]
 
 
 def _backward(shape: LayerShape, forward: list[Kernel], dev: Device) -> list[Kernel]:

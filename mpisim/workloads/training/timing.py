@@ -142,7 +142,8 @@ def _gemm_shape(params: HybridParams, layout: Layout, spec: TopologySpec, fmt: s
     moe = {"ep": layout.ep} if model.moe else {}
     t = job_times(model, dev, micro_batch=params.micro, dtype="fp8" if fmt == "fp8" else fmt or "bf16",
                   tp=layout.tp, cp=layout.cp, sequence_parallel=params.sequence_parallel,
-                  recompute=params.recompute, attention=params.attention, framework=params.framework or "", **moe)
+                  recompute=params.recompute, attention=params.attention, framework=params.framework or "",
+                  cp_comm=params.cp_comm, **moe)
     # MFU counts against the 16-bit peak even for FP8 runs (NeMo's and Megatron's convention).
     peak = params.peak or spec.peak_flops("bf16" if fmt == "fp8" else fmt) or dev.peak("bf16" if fmt == "fp8" else fmt)
     parts = dict.fromkeys(("gemm", "attention", "memory", "launch"), 0.0)
