@@ -69,6 +69,25 @@ def test_allgather_context_parallelism_calls_attention_over_the_whole_gathered_s
         LayerShape(hidden=1024, heads=8, seq=1024, cp_comm="tree")
 
 
+def test_flash2_names_flashattention2_whatever_the_device():
+    """attention: flash2 runs FlashAttention-2's fractions of the peak: on Hopper its 35 % (slower than
+    the device's FlashAttention-3, same FLOPs and GEMMs), on Ampere the device's own kernel unchanged."""
+    from mpisim.workloads.compute.kernels import flash_attention
+    from mpisim.workloads.compute.software import FA2_HOPPER
+    shape = LayerShape(hidden=16384, heads=128, kv_heads=8, seq=8192, micro_batch=1, tp=8)
+    fa3, fa2 = layer_time(shape, H100), layer_time(replace(shape, attention="flash2"), H100)
+    for pass_ in ("forward", "backward"):
+        k3 = next(k for k in getattr(fa3, pass_) if k.kind == "attention")
+        k2 = next(k for k in getattr(fa2, pass_) if k.kind == "attention")
+        assert k2.flops == k3.flops
+        expect = flash_attention(16, 8192, 8192, 128, H100, share=causal_fraction(8192), backward=pass_ == "backward",
+                                 fractions=FA2_HOPPER)
+        assert k2.seconds == pytest.approx(expect.seconds, rel=1e-12)
+        assert k2.seconds > k3.seconds
+    assert fa2.breakdown()["gemm"] == fa3.breakdown()["gemm"]
+    assert layer_time(replace(shape, attention="flash2"), A100).total_s == layer_time(shape, A100).total_s
+
+
 def test_recompute_full_reruns_the_forward_and_selective_nothing_with_flash():
     shape = LayerShape(hidden=8192, heads=64, seq=4096, micro_batch=1, tp=8)
     none, selective, full = (layer_time(replace(shape, recompute=r), H100) for r in ("none", "selective", "full"))

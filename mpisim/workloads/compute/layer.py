@@ -29,6 +29,14 @@ each element-wise kernel's backward (1.5 x its bytes). Recomputation adds, befor
 the whole forward (``full``) or the attention core (``selective``: nothing with flash
 attention, whose backward recomputes the scores anyway).
 
+**Which flash kernel.** ``attention: flash`` runs the device's own generation (FlashAttention-3
+on Hopper, :mod:`.devices`) unless the framework runs another (:mod:`.software`);
+``attention: flash2`` names FlashAttention-2's kernel whatever the framework: a run that predates
+the Hopper kernels, or needs what they lacked then (FlashAttention-3's first public code, 11 July
+2024, had FP16 only; its BF16 forward came on 14 July, variable-length sequences -- document
+masks -- on 22 July, and the BF16 backward on 1 August 2024: Dao-AILab/flash-attention, commits
+7f67966, 74b0761, dfe1a59 and bafe253 under ``hopper/``).
+
 **FP8** (NVIDIA Transformer Engine): the four projections' GEMMs run in FP8 (E4M3 forward,
 E5M2 gradients) at the FP8 rate; everything else stays BF16. Each FP8 GEMM pays casts: its
 activation input is read in BF16 and written in FP8 with a transposed FP8 copy for the weight
@@ -70,7 +78,7 @@ RECOMPUTE = ("none", "selective", "full")
 EAGER_RMSNORM_BYTES = 36  # x.float() 2+4, pow 4+4, mean 4, x * rsqrt 4+4, type_as 4+2, * weight 2+2
 EAGER_ROTARY_BYTES = 20  # x.float() 2+4, complex product 4+4, type_as 4+2
 EAGER_SWIGLU_BYTES = 10  # silu(gate) 2+2, silu * up 4+2
-ATTENTION = ("flash", "unfused", "standard")  # standard: the training workload's name for unfused
+ATTENTION = ("flash", "flash2", "unfused", "standard")  # standard: the training workload's name for unfused
 CP_COMMS = ("ring", "allgather")
 
 
@@ -297,8 +305,10 @@ def _attention(shape: LayerShape, dev: Device, *, backward: bool) -> list[Kernel
     # and each query block's fixed cost is spread over s keys, not s/cp.
     share = causal_fraction(shape.seq) if shape.causal else 1.0
     keys = shape.seq if shape.cp_comm == "allgather" else shape.seq // shape.cp
-    # The framework's attention kernel where it is not the device's best (FlashAttention-2 on Hopper).
-    fractions = attention_fractions(shape.software, dev)
+    # The framework's attention kernel where it is not the device's best (FlashAttention-2 on Hopper),
+    # or FlashAttention-2 where the layer names it (attention: flash2, whatever the framework).
+    sw = shape.software if shape.attention == "flash" else replace(shape.software, attention="flash2")
+    fractions = attention_fractions(sw, dev)
     return [flash_attention(bh, shape.seq // shape.cp, shape.seq, shape.head_dim, dev, share=share,
                             backward=backward, keys_per_call=keys, fractions=fractions)]
 

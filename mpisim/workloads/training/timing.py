@@ -43,7 +43,7 @@ from mpisim.workloads.compute import Device, device, job_times
 from mpisim.workloads.compute.devices import DEVICES, PRESET_DEVICES
 from mpisim.workloads.compute.estimate import ADAM_BYTES_PER_PARAM
 from mpisim.workloads.compute.software import software
-from mpisim.workloads.training.config import PEAK_FORMAT, HybridParams
+from mpisim.workloads.training.config import FLASH, PEAK_FORMAT, HybridParams
 from mpisim.workloads.training.layout import Layout
 from mpisim.workloads.training.memory import activation_bytes_per_layer
 
@@ -117,7 +117,7 @@ def layer_times(params: HybridParams, layout: Layout, spec: TopologySpec) -> Lay
     # Fused (flash) attention never writes the s x s scores: no such traffic, but its backward
     # recomputes them, 2.5 x the forward's attention FLOPs instead of 2 x (Dao 2023); selective
     # recomputation then has nothing left to redo.
-    flash = params.attention == "flash"
+    flash = params.attention in FLASH
     hbm = spec.device_memory_bandwidth
     stored = activation_bytes_per_layer(model, b, tp, "none", params.sequence_parallel, flash) / cp
     memory_fwd = 2 * stored / hbm if hbm else 0.0
