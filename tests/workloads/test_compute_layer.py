@@ -49,6 +49,45 @@ def test_flash_attention_flops_are_causal_half_and_backward_two_and_a_half():
     assert next(k for k in cp.forward if k.kind == "attention").flops == pytest.approx(fwd.flops / 4, rel=1e-12)
 
 
+def test_allgather_context_parallelism_calls_attention_over_the_whole_gathered_sequence():
+    """Same causal work as the ring, but one kernel call over all s keys instead of cp calls over s/cp:
+    each query block's fixed cost spread over s keys (flash_attention's s / (s + s0) at s, not s/cp)."""
+    from mpisim.workloads.compute.devices import ATTENTION_S0
+    shape = LayerShape(hidden=16384, heads=128, kv_heads=8, seq=131072, micro_batch=1, tp=8, cp=16)
+    ring = layer_time(shape, H100)
+    gathered = layer_time(replace(shape, cp_comm="allgather"), H100)
+    for pass_ in ("forward", "backward"):
+        r = next(k for k in getattr(ring, pass_) if k.kind == "attention")
+        g = next(k for k in getattr(gathered, pass_) if k.kind == "attention")
+        assert g.flops == pytest.approx(r.flops, rel=1e-12)
+        s, c = 131072, 131072 // 16
+        assert r.seconds / g.seconds == pytest.approx((s / (s + ATTENTION_S0)) / (c / (c + ATTENTION_S0)), rel=1e-9)
+    # without context parallelism the two are one and the same kernel
+    one = replace(shape, cp=1)
+    assert layer_time(replace(one, cp_comm="allgather"), H100).total_s == layer_time(one, H100).total_s
+    with pytest.raises(ConfigError, match="cp_comm"):
+        LayerShape(hidden=1024, heads=8, seq=1024, cp_comm="tree")
+
+
+def test_flash2_names_flashattention2_whatever_the_device():
+    """attention: flash2 runs FlashAttention-2's fractions of the peak: on Hopper its 35 % (slower than
+    the device's FlashAttention-3, same FLOPs and GEMMs), on Ampere the device's own kernel unchanged."""
+    from mpisim.workloads.compute.kernels import flash_attention
+    from mpisim.workloads.compute.software import FA2_HOPPER
+    shape = LayerShape(hidden=16384, heads=128, kv_heads=8, seq=8192, micro_batch=1, tp=8)
+    fa3, fa2 = layer_time(shape, H100), layer_time(replace(shape, attention="flash2"), H100)
+    for pass_ in ("forward", "backward"):
+        k3 = next(k for k in getattr(fa3, pass_) if k.kind == "attention")
+        k2 = next(k for k in getattr(fa2, pass_) if k.kind == "attention")
+        assert k2.flops == k3.flops
+        expect = flash_attention(16, 8192, 8192, 128, H100, share=causal_fraction(8192), backward=pass_ == "backward",
+                                 fractions=FA2_HOPPER)
+        assert k2.seconds == pytest.approx(expect.seconds, rel=1e-12)
+        assert k2.seconds > k3.seconds
+    assert fa2.breakdown()["gemm"] == fa3.breakdown()["gemm"]
+    assert layer_time(replace(shape, attention="flash2"), A100).total_s == layer_time(shape, A100).total_s
+
+
 def test_recompute_full_reruns_the_forward_and_selective_nothing_with_flash():
     shape = LayerShape(hidden=8192, heads=64, seq=4096, micro_batch=1, tp=8)
     none, selective, full = (layer_time(replace(shape, recompute=r), H100) for r in ("none", "selective", "full"))

@@ -203,3 +203,21 @@ def test_folded_and_simulated_tp_groups_agree_with_overlap():
     folded = row(base)
     every = row({**base, "workload": {**base["workload"], "fold": "none"}})
     assert folded["iteration_time_s"] == pytest.approx(every["iteration_time_s"], rel=0.01)
+
+
+def test_flash2_on_hopper_is_slower_than_the_devices_flash_and_holds_the_same_memory():
+    """attention: flash2 (FlashAttention-2's kernel) on an H100: the same FLOPs and activations as
+    flash, only the attention slower; with context parallelism it is accepted as flash is."""
+    def one(attention, **parallel):
+        model = {**SMALL, "seq": 8192}
+        return row({**scenario({"preset": "dgx-h100", "nodes": 2}), "workload": {
+            "kind": "training", "model": model, "parallel": {"tp": 8, **parallel}, "batch": {"global": 2, "micro": 1},
+            "attention": attention}})
+
+    for parallel in ({}, {"cp": 2}, {"cp": 2, "cp_comm": "allgather"}):
+        fa3, fa2 = one("flash", **parallel), one("flash2", **parallel)
+        assert fa2["iteration_time_s"] > fa3["iteration_time_s"]
+        assert fa2["memory_per_gpu_bytes"] == fa3["memory_per_gpu_bytes"]
+        assert fa2["tflops_per_gpu"] < fa3["tflops_per_gpu"]
+    with pytest.raises(ConfigError, match="attention"):
+        one("flash4")

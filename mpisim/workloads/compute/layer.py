@@ -29,6 +29,14 @@ each element-wise kernel's backward (1.5 x its bytes). Recomputation adds, befor
 the whole forward (``full``) or the attention core (``selective``: nothing with flash
 attention, whose backward recomputes the scores anyway).
 
+**Which flash kernel.** ``attention: flash`` runs the device's own generation (FlashAttention-3
+on Hopper, :mod:`.devices`) unless the framework runs another (:mod:`.software`);
+``attention: flash2`` names FlashAttention-2's kernel whatever the framework: a run that predates
+the Hopper kernels, or needs what they lacked then (FlashAttention-3's first public code, 11 July
+2024, had FP16 only; its BF16 forward came on 14 July, variable-length sequences -- document
+masks -- on 22 July, and the BF16 backward on 1 August 2024: Dao-AILab/flash-attention, commits
+7f67966, 74b0761, dfe1a59 and bafe253 under ``hopper/``).
+
 **FP8** (NVIDIA Transformer Engine): the four projections' GEMMs run in FP8 (E4M3 forward,
 E5M2 gradients) at the FP8 rate; everything else stays BF16. Each FP8 GEMM pays casts: its
 activation input is read in BF16 and written in FP8 with a transposed FP8 copy for the weight
@@ -70,7 +78,8 @@ RECOMPUTE = ("none", "selective", "full")
 EAGER_RMSNORM_BYTES = 36  # x.float() 2+4, pow 4+4, mean 4, x * rsqrt 4+4, type_as 4+2, * weight 2+2
 EAGER_ROTARY_BYTES = 20  # x.float() 2+4, complex product 4+4, type_as 4+2
 EAGER_SWIGLU_BYTES = 10  # silu(gate) 2+2, silu * up 4+2
-ATTENTION = ("flash", "unfused", "standard")  # standard: the training workload's name for unfused
+ATTENTION = ("flash", "flash2", "unfused", "standard")  # standard: the training workload's name for unfused
+CP_COMMS = ("ring", "allgather")
 
 
 @dataclass(frozen=True)
@@ -86,6 +95,7 @@ class LayerShape:
     gated_mlp: bool = False
     tp: int = 1
     cp: int = 1
+    cp_comm: str = "ring"  # how the cp GPUs get the keys: ring steps (one kernel call per key chunk) or allgather
     sequence_parallel: bool | None = None  # None: on when tp > 1 (Megatron's default with tp)
     dtype: str = "bf16"
     fp8: bool = False  # Transformer Engine FP8 GEMMs
@@ -105,6 +115,8 @@ class LayerShape:
             raise ConfigError(f"expected one of {', '.join(RECOMPUTE)}, got {self.recompute!r}", "recompute")
         if self.attention not in ATTENTION:
             raise ConfigError(f"expected one of {', '.join(ATTENTION)}, got {self.attention!r}", "attention")
+        if self.cp_comm not in CP_COMMS:
+            raise ConfigError(f"expected one of {', '.join(CP_COMMS)}, got {self.cp_comm!r}", "cp_comm")
         if self.attention == "standard":
             object.__setattr__(self, "attention", "unfused")
         for name in ("hidden", "heads", "seq", "micro_batch", "tp", "cp", "experts", "top_k", "ep"):
@@ -286,14 +298,19 @@ def _attention(shape: LayerShape, dev: Device, *, backward: bool) -> list[Kernel
                               "attention")
         return unfused_attention(bh, shape.seq, shape.head_dim, dev, dropout=_dropout(shape),
                                  backward=backward, dtype=shape.dtype)
-    # Context parallelism (ring attention, load-balanced causal chunks): each GPU's s/cp queries
-    # meet all s keys over cp steps, one chunk of s/cp keys per kernel call, and do 1/cp of the
-    # whole causal work.
+    # Context parallelism (load-balanced causal chunks): each GPU's s/cp queries meet all s keys
+    # and do 1/cp of the whole causal work. A ring calls the kernel once per step, on the chunk
+    # of s/cp keys it holds then; an all-gather (Llama 3's) gives the kernel the whole gathered
+    # K and V, so one call loops over the sequence's keys as a single GPU's causal kernel does,
+    # and each query block's fixed cost is spread over s keys, not s/cp.
     share = causal_fraction(shape.seq) if shape.causal else 1.0
-    # The framework's attention kernel where it is not the device's best (FlashAttention-2 on Hopper).
-    fractions = attention_fractions(shape.software, dev)
+    keys = shape.seq if shape.cp_comm == "allgather" else shape.seq // shape.cp
+    # The framework's attention kernel where it is not the device's best (FlashAttention-2 on Hopper),
+    # or FlashAttention-2 where the layer names it (attention: flash2, whatever the framework).
+    sw = shape.software if shape.attention == "flash" else replace(shape.software, attention="flash2")
+    fractions = attention_fractions(sw, dev)
     return [flash_attention(bh, shape.seq // shape.cp, shape.seq, shape.head_dim, dev, share=share,
-                            backward=backward, keys_per_call=shape.seq // shape.cp, fractions=fractions)]
+                            backward=backward, keys_per_call=keys, fractions=fractions)]
 
 
 def _backward(shape: LayerShape, forward: list[Kernel], dev: Device) -> list[Kernel]:

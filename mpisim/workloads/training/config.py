@@ -16,7 +16,7 @@ A ``kind: training`` block with a ``model:`` key is a hybrid-parallel LLM iterat
       zero: 1                       # 0 | 1 | 2 | 3
       recompute: full               # none | selective | full
       sequence_parallel: false
-      attention: flash              # flash (fused kernels, 2022+) | standard (materialised s x s scores)
+      attention: flash              # flash (fused, the device's kernel) | flash2 (FlashAttention-2's) | standard
       dtype: bf16                   # the compute format: the device's peak for it (topology device_flops)
       reduce_dtype: fp32            # gradients' format in their reduction (FSDP MixedPrecision.reduce_dtype); default dtype
       framework: megatron           # megatron | megatron-2021 | megatron-deepspeed | nemo | torchtitan | llm-foundry
@@ -63,7 +63,8 @@ KEYS = ("kind", "model", "parallel", "batch", "schedule", "chunks", "zero", "rec
         "dtype", "reduce_dtype", "compute", "backward_share", "overlap", "sync", "bucket_cap", "memory_check", "fold", "iterations", "tokens",
         "framework")
 RECOMPUTE = ("none", "selective", "full")
-ATTENTION = ("flash", "standard")
+ATTENTION = ("flash", "flash2", "standard")
+FLASH = ("flash", "flash2")  # fused kernels: no s x s scores in memory
 MEMORY_CHECKS = ("error", "mark")
 FOLDS = ("auto", "tp", "none")
 CP_COMMS = ("ring", "allgather")
@@ -95,7 +96,7 @@ class HybridParams:
     zero: int = 0
     recompute: str = "none"
     sequence_parallel: bool = False
-    attention: str = "flash"  # flash: fused, no s x s scores in memory; standard: materialised (Megatron 2021)
+    attention: str = "flash"  # flash (the device's kernel) | flash2 (FlashAttention-2's): fused; standard: materialised
     dtype: str = "bfloat16"
     #: The gradients' format on the wire (PyTorch FSDP's MixedPrecision.reduce_dtype); None: ``dtype``.
     reduce_dtype: str | None = None
@@ -207,7 +208,8 @@ SCHEMA = workload_block("training", {
     "zero": Custom(_as_given, {"enum": [0, 1, 2, 3]}, description="ZeRO stage."),
     "recompute": _choice(RECOMPUTE, "Activation recomputation."),
     "sequence_parallel": Flag(description="Megatron sequence parallelism."),
-    "attention": _choice(ATTENTION, "flash: fused; standard: scores materialised."),
+    "attention": _choice(ATTENTION, "flash: fused, the device's kernel generation (FlashAttention-3 on Hopper); "
+                                     "flash2: fused, FlashAttention-2's kernel; standard: scores materialised."),
     "dtype": DTYPE,
     "reduce_dtype": Custom(_as_given, {"type": "string"},
                            description="The gradients' format in their reduction (FSDP's reduce_dtype, e.g. fp32); "
@@ -379,7 +381,7 @@ def _check_shape(params: HybridParams) -> None:
         if model.seq % (2 * params.cp):
             raise ConfigError(f"cp ({params.cp}) needs the sequence ({model.seq}) to be a multiple of 2 x cp: each GPU "
                               "holds two of its 2 cp chunks", "parallel.cp")
-        if params.attention != "flash":
+        if params.attention not in FLASH:
             raise ConfigError("context parallelism is ring attention over fused (flash) kernels; set attention: flash",
                               "parallel.cp")
         if params.ep > 1:

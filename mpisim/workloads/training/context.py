@@ -44,7 +44,9 @@ and in-flight micro-batch. The paper does not describe its backward; PyTorch's a
 context parallelism (``torch.distributed.tensor.experimental``, whose tutorial names it "the
 all-gather based pass-KV algorithm ... used in Llama3 training") does this: a new all-gather of
 K and V in the backward, and the summed dK, dV passed on to their owners (ASSUMED exposed, as
-the forward's gather is)::
+the forward's gather is). The attention kernel then runs once over the whole gathered K and V
+(:func:`~mpisim.workloads.compute.layer.layer_time` with ``cp_comm="allgather"``): each query
+block's fixed cost is spread over the sequence's keys, not over one ring step's s/N::
 
     exposed_forward  = t_allgather(kv_bytes)
     exposed_backward = t_allgather(kv_bytes) + t_reduce_scatter(cp x kv_bytes)

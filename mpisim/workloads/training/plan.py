@@ -43,7 +43,7 @@ from mpisim.mpi.world import World
 from mpisim.network.topology import TopologySpec
 from mpisim.workloads.fields import parse_dtype
 from mpisim.workloads.training.buckets import ddp_buckets
-from mpisim.workloads.training.config import PEAK_FORMAT, HybridParams
+from mpisim.workloads.training.config import FLASH, PEAK_FORMAT, HybridParams
 from mpisim.workloads.training.contention import (
     channels_for,
     contended_slowdown,
@@ -446,7 +446,7 @@ def _memory(job: Job) -> list[MemoryUse]:
     """Memory per GPU of each pipeline stage (see :mod:`mpisim.workloads.training.memory`)."""
     p, model, layout = job.params, job.params.model, job.layout
     act = layer_activation_bytes(model, p.micro, layout.tp, p.recompute, p.sequence_parallel,
-                                 p.attention == "flash") / layout.cp  # cp: each GPU holds s / cp tokens
+                                 p.attention in FLASH) / layout.cp  # cp: each GPU holds s / cp tokens
     # ZeRO 1 and 2 shard expert states over the GPUs that hold the same experts (the group
     # their gradients are reduced over, as Megatron-Core's distributed optimizer does), not over
     # the whole data-parallel group; ZeRO 3 gathers experts over the data-parallel group.

@@ -43,7 +43,7 @@ from mpisim.workloads.compute import Device, device, job_times
 from mpisim.workloads.compute.devices import DEVICES, PRESET_DEVICES
 from mpisim.workloads.compute.estimate import ADAM_BYTES_PER_PARAM
 from mpisim.workloads.compute.software import software
-from mpisim.workloads.training.config import PEAK_FORMAT, HybridParams
+from mpisim.workloads.training.config import FLASH, PEAK_FORMAT, HybridParams
 from mpisim.workloads.training.layout import Layout
 from mpisim.workloads.training.memory import activation_bytes_per_layer
 
@@ -117,7 +117,7 @@ def layer_times(params: HybridParams, layout: Layout, spec: TopologySpec) -> Lay
     # Fused (flash) attention never writes the s x s scores: no such traffic, but its backward
     # recomputes them, 2.5 x the forward's attention FLOPs instead of 2 x (Dao 2023); selective
     # recomputation then has nothing left to redo.
-    flash = params.attention == "flash"
+    flash = params.attention in FLASH
     hbm = spec.device_memory_bandwidth
     stored = activation_bytes_per_layer(model, b, tp, "none", params.sequence_parallel, flash) / cp
     memory_fwd = 2 * stored / hbm if hbm else 0.0
@@ -142,7 +142,8 @@ def _gemm_shape(params: HybridParams, layout: Layout, spec: TopologySpec, fmt: s
     moe = {"ep": layout.ep} if model.moe else {}
     t = job_times(model, dev, micro_batch=params.micro, dtype="fp8" if fmt == "fp8" else fmt or "bf16",
                   tp=layout.tp, cp=layout.cp, sequence_parallel=params.sequence_parallel,
-                  recompute=params.recompute, attention=params.attention, framework=params.framework or "", **moe)
+                  recompute=params.recompute, attention=params.attention, framework=params.framework or "",
+                  cp_comm=params.cp_comm, **moe)
     # MFU counts against the 16-bit peak even for FP8 runs (NeMo's and Megatron's convention).
     peak = params.peak or spec.peak_flops("bf16" if fmt == "fp8" else fmt) or dev.peak("bf16" if fmt == "fp8" else fmt)
     parts = dict.fromkeys(("gemm", "attention", "memory", "launch"), 0.0)
