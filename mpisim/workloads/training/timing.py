@@ -16,7 +16,9 @@ Three sources, most specific first:
   :mod:`mpisim.workloads.compute` -- every GEMM's m, n, k from the model's shape, the micro-batch,
   tp and sequence parallelism on the device's measured best matmul rate with tile and wave
   quantisation, fused attention at the kernel's measured rate, element-wise kernels on HBM,
-  each kernel's launch. Nothing in it is fitted to training throughputs.
+  each kernel's launch, at the sustained clock a training's continuous load settles at, on the
+  slowest of the job's GPUs (:mod:`mpisim.workloads.compute.variability`: every collective waits
+  for it). Nothing in it is fitted to training throughputs.
 
 The GEMM-shape model also times what happens once per step (:func:`step_overhead`): the
 optimizer (Adam with FP32 master weights streams about 30 bytes per parameter it updates
@@ -43,6 +45,7 @@ from mpisim.workloads.compute import Device, device, job_times
 from mpisim.workloads.compute.devices import DEVICES, PRESET_DEVICES
 from mpisim.workloads.compute.estimate import ADAM_BYTES_PER_PARAM
 from mpisim.workloads.compute.software import software
+from mpisim.workloads.compute.variability import slowest_device
 from mpisim.workloads.training.config import PEAK_FORMAT, HybridParams
 from mpisim.workloads.training.layout import Layout
 from mpisim.workloads.training.memory import activation_bytes_per_layer
@@ -138,6 +141,8 @@ def _gemm_shape(params: HybridParams, layout: Layout, spec: TopologySpec, fmt: s
     if dev is None:
         raise ConfigError(f"the topology names no GPU for the compute model: add gpu: (one of {', '.join(DEVICES)}) "
                           "to it, or give compute: {efficiency: 0.5}", "compute")
+    # A synchronous job computes at its slowest GPU's sustained rate (compute/variability.py).
+    dev = slowest_device(dev, layout.size)
     model = params.model
     moe = {"ep": layout.ep} if model.moe else {}
     t = job_times(model, dev, micro_batch=params.micro, dtype="fp8" if fmt == "fp8" else fmt or "bf16",
