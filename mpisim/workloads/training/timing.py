@@ -69,6 +69,7 @@ class LayerTimes:
     device: Device | None = None  # the GEMM-shape model's device
     first_micro_batch_s: float = 0.0  # per layer, once per step (FP8 weight casts)
     adam_bytes_per_param: float = ADAM_BYTES_PER_PARAM  # the framework's optimizer step (compute/software)
+    ddp_copy_bytes_per_param: float = 0.0  # the framework's DDP packing / unpacking of gradients, per step
     #: The GEMM-shape model's split of a layer's forward + backward: gemm, attention, memory, launch (seconds).
     breakdown: tuple[tuple[str, float], ...] = ()
     #: The attention core's part of a layer's forward and backward (what ring attention's exchange hides behind).
@@ -157,7 +158,7 @@ def _gemm_shape(params: HybridParams, layout: Layout, spec: TopologySpec, fmt: s
     return LayerTimes(t.forward_layer_s + copy_out, t.backward_layer_s + copy_out, t.logits_forward_s,
                       t.logits_backward_s, peak,
                       f"gemm-shape {dev.name}", dev, t.first_micro_batch_layer_s, software(params.framework).adam_bytes,
-                      tuple(parts.items()),
+                      software(params.framework).ddp_copy_bytes, tuple(parts.items()),
                       sum(k.seconds for k in t.layer.forward if k.kind == "attention"),
                       sum(k.seconds for k in t.layer.backward if k.kind == "attention"))
 
@@ -180,10 +181,14 @@ def step_overhead(times: LayerTimes, params_per_gpu: float, optimizer_shards: in
     Only the GEMM-shape model charges it (the efficiency and measured forms keep their numbers):
     Adam streams ``ADAM_BYTES_PER_PARAM`` bytes per parameter this GPU updates (its shard under
     ZeRO) through HBM as one fused kernel, or the framework's eager count
-    (:data:`~mpisim.workloads.compute.software.EAGER_ADAM_BYTES`), clipping ``CLIP_BYTES_PER_PARAM`` more.
+    (:data:`~mpisim.workloads.compute.software.EAGER_ADAM_BYTES`), clipping ``CLIP_BYTES_PER_PARAM`` more;
+    a DDP that packs its gradients into one buffer for the all-reduce and copies them back
+    (Megatron-LM 2021's local DDP, :data:`~mpisim.workloads.compute.software.DDP_FLATTEN_BYTES`)
+    streams every gradient the GPU holds that many more bytes.
     """
     if times.device is None:
         return 0.0
     bytes_per_param = times.adam_bytes_per_param + CLIP_BYTES_PER_PARAM
     optimizer = bytes_per_param * params_per_gpu / optimizer_shards / times.device.hbm_rate
-    return optimizer + layers_per_gpu * times.first_micro_batch_s
+    packing = times.ddp_copy_bytes_per_param * params_per_gpu / times.device.hbm_rate
+    return optimizer + packing + layers_per_gpu * times.first_micro_batch_s
