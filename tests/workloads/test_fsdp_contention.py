@@ -125,18 +125,3 @@ def test_contended_slowdown_grows_with_the_collective_and_the_share(compute, com
     assert contended_slowdown(compute, comm + more, share) >= base
     assert contended_slowdown(compute, comm, min(0.95, share + more / 10)) >= base
     assert 0.0 <= base <= comm * share + 1e-12
-
-
-@pytest.mark.parametrize("zero", [0, 1])
-def test_an_overlapped_gradient_sync_slows_the_last_backward(zero):
-    """DDP / ZeRO 1: the sync's collectives beside the step's last backward take the measured share of its
-    rate; charged once per step, never more than that backward stretched by 1 / (1 - share)."""
-    from mpisim.workloads.training.contention import overlap_share
-
-    overlapped = job_of(scenario(zero=zero))
-    after = job_of(scenario(zero=zero, overlap={"dp": False}))
-    extra = overlapped.step_s - after.step_s
-    share = overlap_share(channels_for("h100-sxm"), device("h100-sxm").sms)
-    backward = MODEL["layers"] * overlapped.backward_layer_s
-    assert 0.0 < extra <= backward * share / (1 - share) * (1 + 1e-12)
-    assert overlapped.backward_layer_s == after.backward_layer_s  # the layers themselves are not charged

@@ -31,11 +31,6 @@ much). Other measurements agree on the magnitude: on 8 V100 a CUTLASS GEMM overl
 allreduce finished later than the two run one after the other (parasailteam/coconet issue #6),
 and two concurrent NCCL allreduces on A100 each take about twice as long (NVIDIA/nccl #1094).
 
-The same holds for DDP and ZeRO 1-2 when the gradient sync overlaps the backward (PyTorch DDP's
-bucketed allreduce, Megatron's ``--overlap-grad-reduce``): the sync's allreduce or reduce-scatter
-kernels run beside the step's last backward and take the same share of its rate
-(``plan._sync_contention``, once per step; nothing when the sync runs after the backward).
-
 FSDP's mixed precision may reduce gradients in a wider format than it computes them in
 (``MixedPrecision(param_dtype=bf16, reduce_dtype=fp32)``: Composer's and llm-foundry's
 ``mixed_precision: DEFAULT``). FSDP then casts each block's unsharded gradient before its

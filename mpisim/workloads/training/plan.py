@@ -163,7 +163,6 @@ def make_job(params: HybridParams, world: World, new_world: Callable[[], World])
     if job.fold:
         job.tp_times = measure_tp(job, new_world)
     _fsdp_contention(job, new_world)
-    _sync_contention(job, new_world)
     if job.layout.cp > 1:
         _charge_context_exchange(job, new_world)
     return job
@@ -194,36 +193,6 @@ def _fsdp_contention(job: Job, new_world: Callable[[], World]) -> None:
     job.forward_layer_s += contended_slowdown(job.forward_layer_s, took["allgather"], share)
     job.backward_layer_s += contended_slowdown(job.backward_layer_s, took["allgather"] + took["reduce_scatter"],
                                                share)
-
-
-def _sync_contention(job: Job, new_world: Callable[[], World]) -> None:
-    """DDP and ZeRO 1-2 with the gradient sync overlapped, on the GEMM-shape model: the sync's
-    collectives run beside the step's last backward and take the share of its rate they take from
-    FSDP's compute (:mod:`~mpisim.workloads.training.contention`). Timed alone on a fresh world, the
-    reduction of the most-loaded stage's data-parallel gradients (an allreduce without ZeRO, a
-    reduce-scatter with it) slows one micro-batch's backward of that stage; charged once per step."""
-    params, layout = job.params, job.layout
-    dev = job.timing.device if job.timing is not None else None
-    if dev is None or params.zero == 3 or not params.overlap_dp or layout.dp < 2 or job.ddp is not None:
-        return
-    stages = [[virtual_stage(stage, k, layout.pp) for k in range(params.chunks)] for stage in range(layout.pp)]
-    counts = [sum(b.count for vs in chunks for b in job.buckets[vs] if b.group == "dp") for chunks in stages]
-    count = max(counts)
-    if count < 1:
-        return
-    layers = max(sum(job.chunk_layers[vs] for vs in chunks) for chunks in stages)
-    kind = "allreduce" if params.zero == 0 else "reduce_scatter"
-    fresh = new_world()
-    finish: list[float] = []
-
-    def one(comm: Comm) -> Proc[None]:
-        yield from run_collective(comm.sub(layout.group(0, "dp"), "dp"), kind, count, job.reduce_dtype)
-        finish.append(comm.now)
-
-    fresh.launch(one, ranks=layout.group(0, "dp"))
-    fresh.run()
-    share = overlap_share(channels_for(dev.name), dev.sms)
-    job.step_s += contended_slowdown(layers * job.backward_layer_s, max(finish), share)
 
 
 def _charge_context_exchange(job: Job, new_world: Callable[[], World]) -> None:
