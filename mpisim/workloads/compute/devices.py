@@ -178,8 +178,8 @@ FA2_A100 = (0.741, 0.640)
 # Sustained against burst rates. A matmul benchmark's short bursts run at the boost clock; a
 # training run keeps the GPU at its power limit, where the clock settles lower: "a dense training
 # step keeps the SMs busy, draws full power, and lives at the settled clock, not the boost clock"
-# (S. Bekman, ML Engineering, compute/accelerator/README.md, MAMF & MSMF table, commit 082816f,
-# August 2026). mamf-finder's MSMF ("maximum sustainable matmul FLOPS", a compute-dense shape
+# (S. Bekman, ML Engineering, compute/accelerator/README.md, MAMF & MSMF table, branch fast-mamf,
+# commit 082816f, August 2026). mamf-finder's MSMF ("maximum sustainable matmul FLOPS", a compute-dense shape
 # after a thermal soak at the power limit, "for training-throughput reasoning use MSMF") against
 # its MAMF (the best burst, boost-clock validated) in the same run, per format:
 # - H200 SXM (700 W): BF16 708.5 at 1465 MHz vs 841.9 at 1980 MHz; FP8 1288.7 vs 1491.9. H100 SXM
