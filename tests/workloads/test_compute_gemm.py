@@ -134,7 +134,7 @@ def test_no_shape_beats_the_measured_maximum(m, n, k, name, dtype, sustained):
     dev = device(name)
     if dtype not in dev.peaks:
         return
-    clock = dev.sustained if sustained else 1.0
+    clock = dev.sustained_share(dtype) if sustained else 1.0
     rate = gemm_flops(m, n, k) / gemm_time(m, n, k, dtype, dev, sustained=sustained)
     assert rate <= dev.measured(dtype)[0] * clock * (1 + 1e-9)
 

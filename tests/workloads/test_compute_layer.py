@@ -235,3 +235,23 @@ def test_slower_hbm_never_makes_a_step_faster(preset, micro, zero, factor):
     fast_step, slow_step = estimate_step(model, H100, **kw), estimate_step(model, slow, **kw)
     assert slow_step.step_s >= fast_step.step_s * (1 - 1e-12)
     assert slow_step.optimizer_s > fast_step.optimizer_s  # bytes over bandwidth: strictly more
+
+
+def test_moe_tokens_are_permuted_to_their_experts_and_back():
+    """Each routed row read and written once each way: (T + T top_k) h BF16 elements, T the tokens the
+    GPU routes (its sequence-parallel slice); the backward's passes move 1.5 x; dense layers have none."""
+    moe = LayerShape(hidden=4096, heads=32, seq=4096, micro_batch=1, ffn=14336, gated_mlp=True, experts=8, top_k=2,
+                     ep=8, tp=2)
+    lt = layer_time(moe, device("h100-sxm"))
+    T = 4096 // 2
+    for name in ("token permutation", "token unpermutation"):
+        assert kernel_named(lt.forward, name).bytes == 2 * (T + 2 * T) * 4096
+        assert kernel_named(lt.backward, f"{name} backward").bytes == 1.5 * 2 * (T + 2 * T) * 4096
+    top1 = layer_time(LayerShape(**{**moe.__dict__, "top_k": 1}), device("h100-sxm"))
+    assert kernel_named(top1.forward, "token permutation").bytes < kernel_named(lt.forward, "token permutation").bytes
+    dense = layer_time(LayerShape(hidden=4096, heads=32, seq=4096), device("h100-sxm"))
+    assert not any("permutation" in k.name for k in dense.forward + dense.backward)
+
+
+def kernel_named(kernels, name):
+    return next(k for k in kernels if k.name == name)

@@ -165,3 +165,38 @@ def test_eager_adam_streams_80_bytes_per_parameter():
         times = LayerTimes(1e-3, 2e-3, 0.0, 0.0, 312e12, "test", A100, adam_bytes_per_param=adam)
         expected = (adam + CLIP_BYTES_PER_PARAM) * params / shards / A100.hbm_rate
         assert step_overhead(times, params, shards, 40) == pytest.approx(expected, rel=1e-12)
+
+
+def test_megatron_2021_reduces_gradients_after_the_backward_and_packs_them():
+    """Megatron-LM 2021's local DDP: the all-reduce after forward_backward_func (not overlapped), and
+    12 bytes per parameter and step to flatten, scale and copy back the 16-bit gradients."""
+    from mpisim.workloads.compute.software import DDP_FLATTEN_BYTES
+    from mpisim.workloads.training.config import parse
+    from mpisim.workloads.training.timing import CLIP_BYTES_PER_PARAM, LayerTimes, step_overhead
+
+    assert DDP_FLATTEN_BYTES == 12
+    assert not software("megatron-2021").overlap_dp
+    assert all(software(name).overlap_dp for name in ("megatron", "nemo", "torchtitan", "llm-foundry",
+                                                      "megatron-deepspeed"))
+    raw = {"kind": "training", "model": "megatron-1.7b", "batch": {"micro": 4}, "framework": "megatron-2021"}
+    assert parse(raw).overlap_dp is False
+    assert parse({**raw, "overlap": {"dp": True}}).overlap_dp is True  # the scenario's word wins
+    assert parse({**raw, "framework": "megatron"}).overlap_dp is True
+    params = 1.7e9
+    times = LayerTimes(1e-3, 2e-3, 0.0, 0.0, 312e12, "test", A100, ddp_copy_bytes_per_param=DDP_FLATTEN_BYTES)
+    expected = (30 + CLIP_BYTES_PER_PARAM + 12) * params / A100.hbm_rate
+    assert step_overhead(times, params, 1, 24) == pytest.approx(expected, rel=1e-12)
+
+
+def test_a_reduction_after_the_backward_is_never_faster_than_one_during_it():
+    from mpisim.scenario import load_dict
+    from mpisim.scenario.run import run_point
+
+    def iteration(overlap: bool) -> float:
+        raw = {"topology": {"preset": "dgx-a100", "nodes": 2}, "payload": "size", "fidelity": "collective",
+               "workload": {"kind": "training", "framework": "megatron-2021", "overlap": {"dp": overlap},
+                            "model": {"layers": 4, "hidden": 1024, "heads": 16, "seq": 1024, "vocab": 32000},
+                            "batch": {"global": 64, "micro": 2}}}
+        return run_point(load_dict(raw)).rows[0]["iteration_time_s"]
+
+    assert iteration(False) > iteration(True)

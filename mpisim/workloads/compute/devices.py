@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 
 from mpisim.errors import ConfigError
 
-__all__ = ["DEVICES", "DTYPES", "Device", "canonical_dtype", "device"]
+__all__ = ["DEVICES", "DTYPES", "Device", "NodeSpread", "canonical_dtype", "device"]
 
 TERA = 1e12
 
@@ -65,6 +65,22 @@ LAUNCH_S = 4e-6
 
 
 @dataclass(frozen=True)
+class NodeSpread:
+    """How the sustained matmul rate of a node's GPUs differs when all of them run at once.
+
+    ``shared``: their mean rate over one GPU's alone (one power and cooling budget);
+    ``range``: (max - min) / mean over ``samples`` measurements (GPUs x rounds); ``noise_range``
+    over ``noise_samples`` rounds of one GPU is the run-to-run noise inside it (0: not measured).
+    """
+
+    shared: float
+    range: float
+    samples: int
+    noise_range: float = 0.0
+    noise_samples: int = 2
+
+
+@dataclass(frozen=True)
 class Device:
     """One accelerator: spec-sheet peaks, memory, SMs and the measured GEMM and attention rates.
 
@@ -84,7 +100,8 @@ class Device:
     mamf: dict[str, tuple[float, tuple[int, int, int]]]
     attention: tuple[float, float]
     attention_kernel: str
-    sustained: float = 1.0  # sustained / burst matmul rate under a training's continuous load (MSMF / MAMF)
+    sustained: dict[str, float] = field(default_factory=dict)  # per dtype: sustained / burst matmul rate (MSMF / MAMF)
+    node: NodeSpread = field(default_factory=lambda: GENERIC_NODE)  # its GPUs' sustained rates, all loaded (variability)
     epilogue_overlap: bool = False  # persistent warp-specialised kernels (Hopper on) write one tile while computing the next
     tiles: tuple[tuple[int, int], ...] = CUBLAS_TILES
     measured_on: str = ""  # the device a shared MAMF row was measured on: its tensor rate is this one's too
@@ -92,6 +109,12 @@ class Device:
     launch_s: float = LAUNCH_S
     notes: str = ""
     _cache: dict = field(default_factory=dict, compare=False, repr=False)
+
+    def sustained_share(self, dtype: str) -> float:
+        """The sustained matmul rate over the burst one (MSMF / MAMF) for *dtype*: BF16's for a format
+        without its own measurement, 1 for a device without any."""
+        key = canonical_dtype(dtype)
+        return self.sustained.get(key, self.sustained.get("bf16", 1.0))
 
     def peak(self, dtype: str) -> float:
         """The datasheet's dense peak for *dtype* in FLOP/s (fp16 falls back to bf16's).
@@ -153,16 +176,42 @@ ATTENTION_S0 = 244
 FA2_A100 = (0.741, 0.640)
 
 # Sustained against burst rates. A matmul benchmark's short bursts run at the boost clock; a
-# training run keeps the GPU at its power limit, where the clock settles lower. mamf-finder's
-# MSMF ("maximum sustainable matmul FLOPS", measured after a thermal soak at the power limit,
-# "the one to use for training") against MAMF: H200 755 vs 834 TFLOPS; B200 1429 under its 1000 W
-# limit with the clock at ~1450 MHz instead of 1965 (Bekman, ML Engineering, "Counting FLOPs"
-# narration and compute/accelerator/benchmarks README), against its 1745 MAMF. H100 SXM shares
-# H200's die, clocks and 700 W, so takes its ratio; GB200 takes B200's (ASSUMED: its 1200 W
-# leaves more headroom, so this errs slow). MI300X "hits its 750 W cap within one BF16 kernel":
-# its MAMF is already the sustained rate. A100: no sustained measurement published; none applied.
-HOPPER_SUSTAINED = 755 / 834
-BLACKWELL_SUSTAINED = 1429 / 1745
+# training run keeps the GPU at its power limit, where the clock settles lower: "a dense training
+# step keeps the SMs busy, draws full power, and lives at the settled clock, not the boost clock"
+# (S. Bekman, ML Engineering, compute/accelerator/README.md, MAMF & MSMF table, branch fast-mamf,
+# commit 082816f, August 2026). mamf-finder's MSMF ("maximum sustainable matmul FLOPS", a compute-dense shape
+# after a thermal soak at the power limit, "for training-throughput reasoning use MSMF") against
+# its MAMF (the best burst, boost-clock validated) in the same run, per format:
+# - H200 SXM (700 W): BF16 708.5 at 1465 MHz vs 841.9 at 1980 MHz; FP8 1288.7 vs 1491.9. H100 SXM
+#   is the same GH100 die at the same clocks and 700 W: it takes these ratios.
+# - B200 (1000 W): BF16 1456.3 at 1339 MHz vs 1770.9 at 1965 MHz; FP8 2795.7 vs 3435.2. GB200 takes
+#   them (ASSUMED: its 1200 W leaves more headroom, so this errs slow).
+# The MAMF rows the GEMM model is calibrated on (:data:`Device.mamf`) are the older table's best
+# shapes, which are low-power ones (few output tiles, long k: 2048x2048x13312 on H100), run as
+# bursts after a warm-up: B200's old 1745.0 is within 1.5 % of the new boost-validated 1770.9, so
+# the ratios apply to them.
+# - A100 SXM (400 W): a compute-dense cuBLAS GEMM on random data (8192^3, torch.randn inputs, as
+#   mamf-finder and training use) runs at 257 TFLOP/s, power-limited: the same GEMM on zeros, which
+#   flip no bits and stay under 400 W, runs at 295 (H. He, "Strangely, Matrix Multiplications on
+#   GPUs Run Faster When Given 'Predictable' Data!", 2024). Against the 271.2 MAMF: 257 / 271.2.
+# - MI300X "hits its 750 W cap within one BF16 kernel": its MAMF is already the sustained rate.
+HOPPER_SUSTAINED = {"bf16": 708.5 / 841.9, "fp8": 1288.7 / 1491.9}
+BLACKWELL_SUSTAINED = {"bf16": 1456.3 / 1770.9, "fp8": 2795.7 / 3435.2}
+AMPERE_SUSTAINED = {"bf16": 257 / 271.2}
+
+# A node's GPUs share one power and cooling budget, and no two dies are alike ("silicon lottery":
+# each die's voltage-frequency-temperature curve differs; "5%+ MAMF spread between GPUs" of one
+# 8-GPU node, Bekman, ML Engineering, compute/accelerator/README.md, "Not all accelerators are
+# created equal"). mamf-finder's MSMF with all 8 GPUs of a node loaded at once, 8 GPUs x 5 rounds
+# (same commit, benchmarks/README.md): H200 mean 698.6 against 702.9 for GPU0 alone (-0.6 %), range
+# 4.5 %; B200 1426.4 against 1455.7 (-2.0 %), range 10.4 %. GPU0 alone over 5 rounds varies by 1.4 %
+# (H200) and 1.1 % (B200): the run-to-run noise inside the range. :mod:`~.variability` turns the
+# ranges into a spread of per-GPU rates and charges a synchronous job its slowest GPU.
+HOPPER_NODE = NodeSpread(698.6 / 702.9, 0.045, 40, 0.014, 5)
+BLACKWELL_NODE = NodeSpread(1426.4 / 1455.7, 0.104, 40, 0.011, 5)
+# No such measurement for the others: the "5%+ spread on an 8-GPU node" as the range of 8 GPUs,
+# with no shared-budget loss (ASSUMED).
+GENERIC_NODE = NodeSpread(1.0, 0.05, 8)
 FA3_H100 = (0.639, 0.551)
 FA4_B200 = (round(0.639 * 0.826, 3), round(0.551 * 0.826, 3))
 
@@ -173,10 +222,11 @@ DEVICES: dict[str, Device] = {
         # 40 MB L2, 1410 MHz boost. MAMF: 271.2 TFLOPS at 1024x10240x5120 (torch 2.6.0+cu126).
         Device("a100-sxm4-40gb", {"bf16": 312 * TERA, "fp16": 312 * TERA, "tf32": 156 * TERA},
                1555e9, 40 * GIB, 108, 40e6, 1410e6, 400,
-               {"bf16": (271.2 * TERA, (1024, 10240, 5120))}, FA2_A100, "flash2", measured_on="a100-sxm4-80gb"),
+               {"bf16": (271.2 * TERA, (1024, 10240, 5120))}, FA2_A100, "flash2", AMPERE_SUSTAINED,
+               measured_on="a100-sxm4-80gb"),
         Device("a100-sxm4-80gb", {"bf16": 312 * TERA, "fp16": 312 * TERA, "tf32": 156 * TERA},
                2039e9, 80 * GIB, 108, 40e6, 1410e6, 400,
-               {"bf16": (271.2 * TERA, (1024, 10240, 5120))}, FA2_A100, "flash2"),
+               {"bf16": (271.2 * TERA, (1024, 10240, 5120))}, FA2_A100, "flash2", AMPERE_SUSTAINED),
         # NVIDIA H100 datasheet: SXM5 989 TFLOPS BF16 dense, 1,979 FP8, 494 TF32; 80 GB HBM3 at
         # 3.35 TB/s; up to 700 W. Hopper whitepaper / tuning guide: 132 SMs (SXM5), 50 MB L2; clock
         # 1830 MHz reproduces the peak (Bekman's table). MAMF: BF16 794.5 at 2048x2048x13312
@@ -184,7 +234,7 @@ DEVICES: dict[str, Device] = {
         Device("h100-sxm", {"bf16": 989 * TERA, "fp16": 989 * TERA, "fp8": 1979 * TERA, "tf32": 494 * TERA},
                3.35e12, 80 * GIB, 132, 50e6, 1830e6, 700,
                {"bf16": (794.5 * TERA, (2048, 2048, 13312)), "fp8": (1402.6 * TERA, (1024, 9216, 14336))},
-               FA3_H100, "flash3", HOPPER_SUSTAINED, True),
+               FA3_H100, "flash3", HOPPER_SUSTAINED, HOPPER_NODE, True),
         # H100 PCIe datasheet: 756 TFLOPS BF16 dense, 1,513 FP8, 378 TF32; 80 GB HBM2e at 2.0 TB/s;
         # 350 W; 114 SMs, 50 MB L2, 1755 MHz boost. ASSUMED: no MAMF row, so the SXM part's fractions
         # of the peak (0.803 BF16, 0.709 FP8) at the SXM shapes.
@@ -192,14 +242,15 @@ DEVICES: dict[str, Device] = {
                2.0e12, 80 * GIB, 114, 50e6, 1755e6, 350,
                {"bf16": (756 * 794.5 / 989 * TERA, (2048, 2048, 13312)),
                 "fp8": (1513 * 1402.6 / 1979 * TERA, (1024, 9216, 14336))},
-               FA3_H100, "flash3", HOPPER_SUSTAINED, True, notes="GEMM and attention fractions assumed from H100 SXM"),
+               FA3_H100, "flash3", HOPPER_SUSTAINED, epilogue_overlap=True,
+               notes="GEMM and attention fractions assumed from H100 SXM"),
         # H200 datasheet: H100's compute (989 BF16, 1,979 FP8) with 141 GB HBM3e at 4.8 TB/s; up to
         # 700 W; 132 SMs, 50 MB L2. MAMF: BF16 "H200 is the same" as H100 SXM (794.5); FP8 1453.4 at
         # 1280x4096x12032 (torch 2.7.1+cu128).
         Device("h200-sxm", {"bf16": 989 * TERA, "fp16": 989 * TERA, "fp8": 1979 * TERA, "tf32": 494 * TERA},
                4.8e12, 141e9, 132, 50e6, 1830e6, 700,
                {"bf16": (794.5 * TERA, (2048, 2048, 13312)), "fp8": (1453.4 * TERA, (1280, 4096, 12032))},
-               FA3_H100, "flash3", HOPPER_SUSTAINED, True, measured_on="h100-sxm"),
+               FA3_H100, "flash3", HOPPER_SUSTAINED, HOPPER_NODE, True, measured_on="h100-sxm"),
         # DGX B200 datasheet: 72 PFLOPS FP8 training for 8 GPUs: 4.5 PF FP8, 2.25 PF BF16 dense per GPU,
         # 1.125 PF TF32; 180 GB HBM3e at 8 TB/s per GPU; 1000 W maximum TGP (DGX B200 power capping
         # guide). 148 SMs and 1965 MHz are what the device reports (nvidia-smi, Bekman's clock
@@ -208,14 +259,14 @@ DEVICES: dict[str, Device] = {
         Device("b200", {"bf16": 2250 * TERA, "fp16": 2250 * TERA, "fp8": 4500 * TERA, "tf32": 1125 * TERA},
                8e12, 180e9, 148, 126e6, 1965e6, 1000,
                {"bf16": (1745.0 * TERA, (1792, 16128, 3072)), "fp8": (3432.5 * TERA, (15360, 4096, 3072))},
-               FA4_B200, "flash4", BLACKWELL_SUSTAINED, True),
+               FA4_B200, "flash4", BLACKWELL_SUSTAINED, BLACKWELL_NODE, True),
         # GB200 NVL72 specifications: 180 PF dense BF16 and 360 PF FP8 for 72 GPUs (2.5 / 5 PF each),
         # 186 GB HBM3e at 8 TB/s per GPU; 1200 W per GPU. 148 SMs and 2062 MHz as the device reports
         # (Bekman's clock table). MAMF: BF16 1822.0 at 4096x9728x2048, FP8 3615.6 at 19456x5120x1536.
         Device("gb200", {"bf16": 2500 * TERA, "fp16": 2500 * TERA, "fp8": 5000 * TERA, "tf32": 1250 * TERA},
                8e12, 186e9, 148, 126e6, 2062e6, 1200,
                {"bf16": (1822.0 * TERA, (4096, 9728, 2048)), "fp8": (3615.6 * TERA, (19456, 5120, 1536))},
-               FA4_B200, "flash4", BLACKWELL_SUSTAINED, True),
+               FA4_B200, "flash4", BLACKWELL_SUSTAINED, BLACKWELL_NODE, True),
         # AMD Instinct MI300X specifications: 1307.4 TFLOPS BF16 dense, 2614.9 FP8, 653.7 TF32; 192 GB
         # HBM3 at 5.3 TB/s; 750 W; 304 compute units at 2100 MHz peak engine clock; 256 MB Infinity
         # Cache. MAMF: BF16 668.4 at 10240x15360x8192 (ROCm 6.3, TunableOp on). ASSUMED: attention

@@ -132,14 +132,14 @@ def gemm_time(m: int, n: int, k: int, dtype: str, dev: Device, *, batch: int = 1
     The slowest of: the tiles' waves at the achievable rate, streaming the operands through HBM,
     and (with *launch*, for a GEMM run on its own) the kernel's launch. In a stream of kernels
     the launches overlap the work; :mod:`~.layer` charges them once for the whole stream.
-    *sustained* runs the tensor cores at the device's sustained rate (a long training run at the
-    power limit, :data:`~.devices.Device.sustained`) instead of a benchmark's burst.
+    *sustained* runs the tensor cores at the device's sustained rate for *dtype* (a long training
+    run at the power limit, :meth:`~.devices.Device.sustained_share`) instead of a benchmark's burst.
     """
     if min(m, n, k, batch) < 1:
         return 0.0
     key = canonical_dtype(dtype)
     in_b = ITEMSIZE[key]
-    clock = dev.sustained if sustained else 1.0
+    clock = dev.sustained_share(key) if sustained else 1.0
     rate = achievable_rate(dev, key) * clock
     ceiling = gemm_flops(m, n, k, batch) / (dev.measured(key)[0] * clock)  # no shape beats the search's best
     return max(_time_at(m, n, k, in_b, out_itemsize, batch, rate, dev), ceiling,

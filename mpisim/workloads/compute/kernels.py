@@ -83,7 +83,7 @@ def flash_attention(batch_heads: int, s_q: int, s_kv: int, head_dim: int, dev: D
     forward, back = fractions or dev.attention
     keys = keys_per_call or s_kv
     saturation = keys / (keys + ATTENTION_S0)  # each query block's fixed cost, over the keys it loops over
-    clock = dev.sustained if sustained else 1.0
+    clock = dev.sustained_share("bf16") if sustained else 1.0  # the attention core runs in BF16
     if backward:
         flops *= FLASH_BACKWARD_FLOPS
         nbytes = batch_heads * head_dim * itemsize * (4 * s_q + 4 * s_kv)

@@ -50,7 +50,12 @@ or the CPU's time to launch them (one launch every ``launch_s``), whichever is l
 
 A mixture-of-experts layer (``experts > 1``, whole experts per GPU, ``ep`` GPUs sharing
 them) replaces the MLP GEMMs with grouped GEMMs: each of the GPU's experts/ep experts gets
-``T ep top_k capacity / experts`` tokens, plus the router's ``T x experts`` GEMM.
+``T ep top_k capacity / experts`` tokens, plus the router's ``T x experts`` GEMM. Around the
+experts, the token dispatcher groups each token's copies by expert and back (Megatron-Core
+``moe_utils.permute``: ``tokens.index_select(0, sorted_indices)``; ``unpermute``: the expert
+outputs weighted by their router probabilities and ``scatter_add_`` into the token order):
+each pass reads and writes every routed row, ``(T + T top_k) h`` elements each way, the fewest
+bytes a fused kernel (Transformer Engine's ``moe_permute_fusion``) moves.
 """
 
 from __future__ import annotations
@@ -275,11 +280,14 @@ def _forward(shape: LayerShape, dev: Device) -> list[Kernel]:
     else:
         local, m = _experts(shape)
         f = shape.mlp_width
+        routed = Tn * shape.top_k  # rows this GPU sends to the experts: each token once per chosen expert
         kernels.append(gemm("router", Tn, shape.experts, h, shape.dtype, dev))
+        kernels.append(elementwise("token permutation", act * (Tn + routed) * h, dev))
         project("experts up", m, f * (2 if shape.gated_mlp else 1), h, local)
         kernels.append(elementwise("experts SwiGLU" if shape.gated_mlp else "experts GeLU",
                                    (glu if shape.gated_mlp else 2 * act) * local * m * f, dev))
         project("experts down", m, h, f, local)
+        kernels.append(elementwise("token unpermutation", act * (routed + Tn) * h, dev))
     kernels.append(elementwise("residual 2", residual, dev))
     return kernels
 

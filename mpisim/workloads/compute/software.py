@@ -60,7 +60,7 @@ operations, each its own pass over HBM: ``exp_avg.mul_`` (4 + 4 bytes) ``.add_(g
 **Megatron-LM of 2021** (``megatron-2021``: the code of Narayanan et al.'s SC21 runs, Megatron-LM
 at commit aed2f75 of April 2021, run in the ``nvcr.io/nvidia/pytorch:20.12-py3`` container that
 ``examples/pretrain_gpt3_175B.sh`` names) fuses the element-wise work as today's does, but
-differs in three costs the fused default leaves out:
+differs in four costs the fused default leaves out:
 
 * **Dropout is on.** ``megatron/arguments.py``: ``--attention-dropout`` and ``--hidden-dropout``
   default to 0.1, and the paper's example scripts do not change them. Attention dropout
@@ -83,8 +83,19 @@ differs in three costs the fused default leaves out:
   ``sum`` (4), ``div_`` (4 + 4): 38 bytes forward; the backward ``mul_`` by the loss gradient
   (4 + 4) and the cast back (4 + 2): 14 (:data:`MEGATRON_FP32_LOSS_BYTES`).
 
+* **Gradients all-reduced after the backward, not during it.** ``--DDP-impl`` defaults to
+  ``local`` (``megatron/arguments.py``), and ``train_step`` (``megatron/training.py``) runs
+  ``forward_backward_func`` over all micro-batches and only then ``model_module.allreduce_gradients()``
+  ("All-reduce if needed": ``if args.DDP_impl == 'local'``): the data-parallel all-reduce is
+  exposed, none of it behind the backward (:attr:`Software.overlap_dp`; a scenario's
+  ``overlap: {dp: true}`` still overrides). Without contiguous buffers,
+  ``allreduce_gradients`` (``megatron/model/distributed.py``) packs the 16-bit gradients into one
+  flat tensor (``_flatten_dense_tensors``: read 2, write 2 bytes per parameter), divides it by the
+  data-parallel size in place (2 + 2) and copies the reduced values back into each ``.grad``
+  (``buf.copy_(synced)``: 2 + 2): 12 bytes per parameter and step (:data:`DDP_FLATTEN_BYTES`).
+
 **Megatron-DeepSpeed** (``megatron-deepspeed``: BigScience's fork as BLOOM-176B trained on it in
-2022) keeps the same three: the dropout defaults ("The default Megatron-LM dropout settings are
+2022) keeps the first three: the dropout defaults ("The default Megatron-LM dropout settings are
 inherited: --attention-dropout 0.1, --hidden-dropout 0.1", bigscience
 ``train/tr11-176B-ml/README.md``), the FP32 loss (the pipeline model's
 ``mpu.vocab_parallel_cross_entropy(output.contiguous().float(), labels)``,
@@ -106,7 +117,7 @@ from dataclasses import dataclass
 from mpisim.errors import ConfigError
 from mpisim.workloads.compute.devices import Device
 
-__all__ = ["BF16_OPTIMIZER_GRAD_BYTES", "EAGER_ADAM_BYTES", "FA2_HOPPER", "FP16_GRAD_ACCUMULATION_BYTES", "FRAMEWORKS",
+__all__ = ["BF16_OPTIMIZER_GRAD_BYTES", "DDP_FLATTEN_BYTES", "EAGER_ADAM_BYTES", "FA2_HOPPER", "FP16_GRAD_ACCUMULATION_BYTES", "FRAMEWORKS",
            "MAIN_GRAD_BYTES", "MEGATRON_FP32_LOSS_BYTES", "Software", "attention_fractions", "software"]
 
 #: FlashAttention-2's fractions of the BF16 peak on Hopper (forward, backward): 35 % (Shah et al.
@@ -126,6 +137,9 @@ FP16_GRAD_ACCUMULATION_BYTES = 2 + 2 + 2
 
 #: HBM bytes per parameter and micro-batch of DeepSpeed's BF16 optimizer's ``hp_grad.add_(lp_grad.to(fp32))``.
 BF16_OPTIMIZER_GRAD_BYTES = 2 + 4 + 4 + 4 + 4
+
+#: HBM bytes per parameter and step of Megatron-LM 2021's local DDP packing, scaling and unpacking the gradients.
+DDP_FLATTEN_BYTES = (2 + 2) + (2 + 2) + (2 + 2)
 
 #: HBM bytes per logit of Megatron's FP32 vocabulary-parallel cross-entropy (forward, backward; see above).
 MEGATRON_FP32_LOSS_BYTES = (6 + 4 + 8 + 8 + 4 + 8, 8 + 6)
@@ -148,12 +162,14 @@ class Software:
     dropout: bool = False  # hidden and attention dropout on (Megatron-LM's 0.1 defaults of 2021)
     grad_accumulation_bytes: int = 0  # HBM bytes per parameter and micro-batch of an unfused FP32 gradient add
     loss_bytes: tuple[int, int] = ()  # HBM bytes per logit of the loss (forward, backward); (): see estimate.py
+    overlap_dp: bool = True  # the data-parallel gradient reduction runs during the backward (False: after it)
+    ddp_copy_bytes: int = 0  # HBM bytes per parameter and step the DDP spends packing and unpacking gradients
 
 
 FRAMEWORKS: dict[str, Software] = {s.name: s for s in (
     Software("megatron"),
     Software("megatron-2021", dropout=True, grad_accumulation_bytes=FP16_GRAD_ACCUMULATION_BYTES,
-             loss_bytes=MEGATRON_FP32_LOSS_BYTES),
+             loss_bytes=MEGATRON_FP32_LOSS_BYTES, overlap_dp=False, ddp_copy_bytes=DDP_FLATTEN_BYTES),
     Software("megatron-deepspeed", dropout=True, grad_accumulation_bytes=BF16_OPTIMIZER_GRAD_BYTES,
              loss_bytes=MEGATRON_FP32_LOSS_BYTES),
     Software("nemo"),

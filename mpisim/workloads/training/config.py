@@ -42,7 +42,7 @@ from mpisim.engine.reader import Block, Choice, Custom, Flag, Unit
 from mpisim.engine.units import parse_count, parse_flops, parse_percent, parse_size, parse_time
 from mpisim.errors import ConfigError
 from mpisim.mpi.dtypes import is_floating
-from mpisim.workloads.compute.software import FRAMEWORKS
+from mpisim.workloads.compute.software import FRAMEWORKS, software
 from mpisim.workloads.fields import (
     DTYPE,
     check_keys,
@@ -184,7 +184,8 @@ _PARALLEL = Block({
 }, expected="{tp: 8, pp: 8, dp: 24}", show=repr, suggest=False)
 _BATCH = Block({"global": count(1, "Sequences per iteration."), "micro": count(1, "Sequences per micro-batch.")},
                expected="{global: 1536, micro: 1}", show=repr, suggest=False)
-_OVERLAP = Block({"dp": Flag(description="Overlap the gradient sync with the backward pass."),
+_OVERLAP = Block({"dp": Flag(description="Overlap the gradient sync with the backward pass (default: the "
+                                         "framework's; true but for megatron-2021)."),
                   "tp": Flag(description="Megatron's tp-comm-overlap: tensor-parallel collectives overlap "
                                          "the layer's GEMMs (default false: each layer waits for them).")},
                  expected="{dp: true}", show=repr, suggest=False)
@@ -280,7 +281,9 @@ def parse(raw: Any) -> HybridParams:
                               "model: {params: ...}", "backward_share")
         fields["backward_share"] = float(share)
     overlap = _OVERLAP.mapping(raw.get("overlap", {}), "overlap")
-    fields["overlap_dp"] = _OVERLAP.fields["dp"].read(overlap.get("dp", True), "overlap.dp")
+    # Left out, the framework's own behaviour (Megatron-LM 2021 reduces after the backward: compute/software.py).
+    default_overlap = software(fields.get("framework")).overlap_dp
+    fields["overlap_dp"] = _OVERLAP.fields["dp"].read(overlap.get("dp", default_overlap), "overlap.dp")
     fields["overlap_tp"] = _OVERLAP.fields["tp"].read(overlap.get("tp", False), "overlap.tp")
     sync = raw.get("sync")
     if sync is not None:

@@ -16,7 +16,9 @@ Three sources, most specific first:
   :mod:`mpisim.workloads.compute` -- every GEMM's m, n, k from the model's shape, the micro-batch,
   tp and sequence parallelism on the device's measured best matmul rate with tile and wave
   quantisation, fused attention at the kernel's measured rate, element-wise kernels on HBM,
-  each kernel's launch. Nothing in it is fitted to training throughputs.
+  each kernel's launch, at the sustained clock a training's continuous load settles at, on the
+  slowest of the job's GPUs (:mod:`mpisim.workloads.compute.variability`: every collective waits
+  for it). Nothing in it is fitted to training throughputs.
 
 The GEMM-shape model also times what happens once per step (:func:`step_overhead`): the
 optimizer (Adam with FP32 master weights streams about 30 bytes per parameter it updates
@@ -43,6 +45,7 @@ from mpisim.workloads.compute import Device, device, job_times
 from mpisim.workloads.compute.devices import DEVICES, PRESET_DEVICES
 from mpisim.workloads.compute.estimate import ADAM_BYTES_PER_PARAM
 from mpisim.workloads.compute.software import software
+from mpisim.workloads.compute.variability import slowest_device
 from mpisim.workloads.training.config import FLASH, PEAK_FORMAT, HybridParams
 from mpisim.workloads.training.layout import Layout
 from mpisim.workloads.training.memory import activation_bytes_per_layer
@@ -66,6 +69,7 @@ class LayerTimes:
     device: Device | None = None  # the GEMM-shape model's device
     first_micro_batch_s: float = 0.0  # per layer, once per step (FP8 weight casts)
     adam_bytes_per_param: float = ADAM_BYTES_PER_PARAM  # the framework's optimizer step (compute/software)
+    ddp_copy_bytes_per_param: float = 0.0  # the framework's DDP packing / unpacking of gradients, per step
     #: The GEMM-shape model's split of a layer's forward + backward: gemm, attention, memory, launch (seconds).
     breakdown: tuple[tuple[str, float], ...] = ()
     #: The attention core's part of a layer's forward and backward (what ring attention's exchange hides behind).
@@ -138,6 +142,8 @@ def _gemm_shape(params: HybridParams, layout: Layout, spec: TopologySpec, fmt: s
     if dev is None:
         raise ConfigError(f"the topology names no GPU for the compute model: add gpu: (one of {', '.join(DEVICES)}) "
                           "to it, or give compute: {efficiency: 0.5}", "compute")
+    # A synchronous job computes at its slowest GPU's sustained rate (compute/variability.py).
+    dev = slowest_device(dev, layout.size)
     model = params.model
     moe = {"ep": layout.ep} if model.moe else {}
     t = job_times(model, dev, micro_batch=params.micro, dtype="fp8" if fmt == "fp8" else fmt or "bf16",
@@ -153,7 +159,7 @@ def _gemm_shape(params: HybridParams, layout: Layout, spec: TopologySpec, fmt: s
     return LayerTimes(t.forward_layer_s + copy_out, t.backward_layer_s + copy_out, t.logits_forward_s,
                       t.logits_backward_s, peak,
                       f"gemm-shape {dev.name}", dev, t.first_micro_batch_layer_s, software(params.framework).adam_bytes,
-                      tuple(parts.items()),
+                      software(params.framework).ddp_copy_bytes, tuple(parts.items()),
                       sum(k.seconds for k in t.layer.forward if k.kind == "attention"),
                       sum(k.seconds for k in t.layer.backward if k.kind == "attention"))
 
@@ -176,10 +182,14 @@ def step_overhead(times: LayerTimes, params_per_gpu: float, optimizer_shards: in
     Only the GEMM-shape model charges it (the efficiency and measured forms keep their numbers):
     Adam streams ``ADAM_BYTES_PER_PARAM`` bytes per parameter this GPU updates (its shard under
     ZeRO) through HBM as one fused kernel, or the framework's eager count
-    (:data:`~mpisim.workloads.compute.software.EAGER_ADAM_BYTES`), clipping ``CLIP_BYTES_PER_PARAM`` more.
+    (:data:`~mpisim.workloads.compute.software.EAGER_ADAM_BYTES`), clipping ``CLIP_BYTES_PER_PARAM`` more;
+    a DDP that packs its gradients into one buffer for the all-reduce and copies them back
+    (Megatron-LM 2021's local DDP, :data:`~mpisim.workloads.compute.software.DDP_FLATTEN_BYTES`)
+    streams every gradient the GPU holds that many more bytes.
     """
     if times.device is None:
         return 0.0
     bytes_per_param = times.adam_bytes_per_param + CLIP_BYTES_PER_PARAM
     optimizer = bytes_per_param * params_per_gpu / optimizer_shards / times.device.hbm_rate
-    return optimizer + layers_per_gpu * times.first_micro_batch_s
+    packing = times.ddp_copy_bytes_per_param * params_per_gpu / times.device.hbm_rate
+    return optimizer + packing + layers_per_gpu * times.first_micro_batch_s
