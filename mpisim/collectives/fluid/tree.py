@@ -120,14 +120,18 @@ class Tree:
     segments: tuple[int, ...]
     group: int = 0
     window: int = NCCL_STEPS  # segments a sender may have on an edge ahead of the receiver's credits
+    #: Seconds per byte each rank's loop needs at least per segment (a GPU library's thread block
+    #: per channel, :mod:`~mpisim.collectives.nccl.treechannel`); 0: no such pace.
+    channel_pace: float = 0.0
 
     @classmethod
-    def over(cls, links: Links, wire: Wire | None, share: Payload, group: int = 0, window: int = NCCL_STEPS) -> Tree:
-        """The tree that allreduces *share* over *links* in DBT_SEGMENT segments, as tree_allreduce cuts it.
+    def over(cls, links: Links, wire: Wire | None, share: Payload, group: int = 0, window: int = NCCL_STEPS,
+             segment: int = DBT_SEGMENT, channel_pace: float = 0.0) -> Tree:
+        """The tree that allreduces *share* over *links* in segments of *segment* bytes, as tree_allreduce cuts it.
 
         Trees of one *group* (the two trees of a channel, or of a rail) run in step.
         """
-        return cls(links, wire, tuple(seg.nbytes for seg in segments(share, DBT_SEGMENT)), group, window)
+        return cls(links, wire, tuple(seg.nbytes for seg in segments(share, segment)), group, window, channel_pace)
 
 
 @dataclass
@@ -402,7 +406,7 @@ def _plan(comm: Comm, trees: list[Tree]) -> _Plan:
     for t, tree in enumerate(trees):
         position = seen.get(tree.group, 0)
         seen[tree.group] = position + 1
-        key = (skeleton.classes[t], tree.wire, tree.segments, tree.window)
+        key = (skeleton.classes[t], tree.wire, tree.segments, tree.window, tree.channel_pace)
         one = bounds.get(key)
         if one is None:
             latency = tree.wire.latency  # the protocol's, added to the route's
@@ -625,6 +629,7 @@ def replay(tree: Tree, edges: list[_Edge], gamma: float, k: int) -> float:
     mpi = tree.wire is None
     inf = float("-inf")
     window = tree.window
+    pace = tree.channel_pace
 
     def to_child(c: int, t: float, md_credit: dict[int, float], credited: bool) -> float:
         """When a segment ready at *t* can go down to child *c*: once the child's credit for it is back."""
@@ -662,6 +667,8 @@ def replay(tree: Tree, edges: list[_Edge], gamma: float, k: int) -> float:
                 arrived = max((s_up[c] + lat_up[c] + wire_up[c][j] * rate_up[c] for c in children), default=inf)
             g[r] = max(u_end[r], arrived)
             t = g[r] + len(children) * nbytes * gamma
+            if pace:  # the thread block passes a segment on no sooner than its pace after the one before
+                t = max(t, u_end[r] + nbytes * pace)
             if parent is not None:
                 if mpi:
                     t = credit_up[r].complete(g_credit[parent], t) if credited else t
@@ -681,6 +688,8 @@ def replay(tree: Tree, edges: list[_Edge], gamma: float, k: int) -> float:
             else:
                 t = max(d_end[r], s_down[r] + lat_down[r] + wire_down[r][j] * rate_down[r])
             md[r] = t
+            if pace:
+                t = max(t, d_end[r] + nbytes * pace)
             for c in children:
                 s_down[c] = t = to_child(c, t, md_credit, credited)
             d_end[r] = t
