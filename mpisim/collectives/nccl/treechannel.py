@@ -46,8 +46,8 @@ pays the block's time once, not per hop. The message path, its collective-fideli
 (:mod:`~mpisim.collectives.fluid.tree`) and the tuner (:func:`~mpisim.collectives.nccl.tuner.predict_tree`)
 read the same :func:`tree_cut`.
 
-Where mpisim applies it: with LL and LL128, across nodes, where its channels are NCCL's (one
-search channel per NIC). LL and LL128 are the protocols whose warps poll a flag in every line
+Where mpisim applies them: across nodes, where its channels are NCCL's (one search channel per
+NIC); the pace with LL and LL128 only. LL and LL128 are the protocols whose warps poll a flag in every line
 they receive and write one into every line they send, so their blocks' instruction stream, not
 the links, is what runs out (tuning.cc keys LL128 its own, lower table). Simple moves whole
 chunks with bulk copies and one flag per chunk, and its trees are not charged the cap: the
@@ -56,8 +56,9 @@ large Simple-tree rows measure above it at the blocks mpisim knows of (H5, 2 x 8
 runs more blocks than two per NIC where it doubles them (connect.cc: "4 compute channels per
 search channel" on Hopper below 16 channels; twice as many over unpack networks such as
 GPUDirect-TCPX), which mpisim's channel count does not model. On one node NCCL's search finds as
-many channels as NVLink carries (up to 32), which mpisim's single channel stands for, and their
-caps are beyond NVLink's rate. The GPU generation comes from the topology's ``gpu`` or its
+many channels as NVLink carries (up to 32), which mpisim's single channel stands for: their
+caps are beyond NVLink's rate, and their chunks are cut from parts mpisim does not know, so a
+tree on one node keeps segments of DBT_SEGMENT. The GPU generation comes from the topology's ``gpu`` or its
 shipped preset's name (:func:`generation`); a cluster whose GPU is not known gets no cap (its
 chunks are still NCCL's). The LL tree's further ``busBw / 3.8`` of tuning.cc is an empirical
 factor with no mechanism named and stays out (:func:`~mpisim.collectives.nccl.protocols.tree_protocol`).
@@ -172,21 +173,21 @@ def tree_cut(comm: Comm, protocol: str, nbytes: int) -> TreeCut:
     threads' share of work: enqueue.cc ``while (nBytes < nc * nt * threadThreshold) nc--``,
     taken continuously so that a bigger call is never faster), each over ``nbytes / blocks``;
     mpisim's ``2 x channels`` trees carry the same bytes, each at ``blocks / (2 x channels)``
-    of one block's rate. One node, a GPU of unknown generation or a protocol NCCL's trees do not
-    run, or Simple: NCCL's chunk, no cap.
+    of one block's rate. A GPU of unknown generation, or Simple: NCCL's chunk, no cap. One node
+    (whose channels mpisim does not know, module docstring): segments of DBT_SEGMENT, no cap.
     """
     members = node_members(comm)
     nodes, ppn = len(members), len(members[0])
     trees = 2 * channel_count(comm)
-    if protocol not in NCCL_THREADS:
+    spec = comm.world.topology.spec
+    if nodes == 1 or spec.inter is None or protocol not in NCCL_THREADS:
         return TreeCut(DBT_SEGMENT)
     most = min(trees, MAX_CHANNELS)
     work = NCCL_THREADS[protocol] * NCCL_THREAD_THRESHOLD[protocol]
     blocks = min(float(most), max(1.0, nbytes / work))
     chunk = tree_chunk(protocol, nbytes / blocks, nodes, ppn)
-    spec = comm.world.topology.spec
     gen = generation(spec)
-    if nodes == 1 or spec.inter is None or gen is None or protocol not in PACED_PROTOCOLS:
+    if gen is None or protocol not in PACED_PROTOCOLS:
         return TreeCut(chunk)
     rate = cta_rate(gen, protocol, nodes) * blocks / trees
     return TreeCut(chunk, 1.0 / rate)
