@@ -57,16 +57,19 @@ and their program's sharing is the fluid's (:mod:`~mpisim.collectives.fluid.pipe
 **Where it is the message path, and where not** (tests/validation/test_gpu_fidelity.py;
 dgx-h100 nodes, fluid against message; the two network models agree on the message path to
 1 %, because a tree has one connection per peer and NCCL_STEPS segments in flight on it).
-Every link carries the same bytes, at every size. With one segment per tree (1 MiB) the times
-agree within 1 % on 1, 2 and 4 nodes, and ``nvls`` on one node to the last digits. Once
-segments pipeline:
+Every link carries the same bytes, at every size. With one segment per tree the times agree
+within 1 % on 1, 2 and 4 nodes (on one node up to 1 MiB; across nodes a tree's segments are
+NCCL's chunks, :mod:`~mpisim.collectives.nccl.treechannel`, LL128's as small as 18,000 bytes,
+so up to 256 KiB on nodes of 8 NICs), and ``nvls`` on one node to the last digits. Once
+segments pipeline (16 MiB across nodes: LL128 in 72,000-byte chunks, paced by the thread
+blocks; 256 MiB: Simple in 512 KiB ones):
 
 ==================  =====================  =====================
 algorithm, nodes    16 MiB (fs / an)       256 MiB (fs / an)
 ==================  =====================  =====================
 ``nccl_tree``, 1    +1.9 % / +2.9 %        +0.4 % / +0.5 %
-``nccl_tree``, 2    +4.0 % / +4.0 %        +5.8 % / +5.8 %
-``nccl_tree``, 4    -2.3 % / -2.5 %        -23 % / -22 %
+``nccl_tree``, 2    -1.5 % / -1.0 %        +5.8 % / +5.8 %
+``nccl_tree``, 4    -3.4 % / -2.6 %        -23 % / -22 %
 ==================  =====================  =====================
 
 At mid sizes the pipeline fills a little differently (the message path interleaves the two

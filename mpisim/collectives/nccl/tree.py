@@ -32,9 +32,9 @@ def nccl_tree_allreduce(comm: Comm, buf: Payload, op: Op, choice: Choice) -> Pro
     NCCL's chunks for the protocol, and across nodes every rank's loops pass them on no faster
     than NCCL's thread block per channel does (:mod:`~mpisim.collectives.nccl.treechannel`).
 
-    Cost: base + 2D(α + sβ + sγ) + (k-1) max(L sβ, (2α + sβ)/NCCL_STEPS), D = (ranks per node
-    - 1) + ceil(lg nodes), k segments of s bytes per half, L trees' edges on the busiest link
-    (see predict_tree). At ``fidelity: collective`` with
+    Cost: base + 2D(α + sβ + sγ) + sπ + (k-1) max(L sβ, (2α + sβ)/NCCL_STEPS, sπ), D = (ranks
+    per node - 1) + ceil(lg nodes), k segments of s bytes per half, L trees' edges on the busiest
+    link, π the thread block's seconds per byte (0 on one node and for Simple; see predict_tree). At ``fidelity: collective`` with
     size-only data its twin runs the trees as one flow per edge (:mod:`~mpisim.collectives.fluid.nccl_ring`).
     """
     p = comm.size
