@@ -58,9 +58,9 @@ search channel" on Hopper below 16 channels; twice as many over unpack networks 
 GPUDirect-TCPX), which mpisim's channel count does not model. On one node NCCL's search finds as
 many channels as NVLink carries (up to 32), which mpisim's single channel stands for: their
 caps are beyond NVLink's rate, and their chunks are cut from parts mpisim does not know, so a
-tree on one node keeps segments of DBT_SEGMENT. The GPU generation comes from the topology's ``gpu`` or its
-shipped preset's name (:func:`generation`); a cluster whose GPU is not known gets no cap (its
-chunks are still NCCL's). The LL tree's further ``busBw / 3.8`` of tuning.cc is an empirical
+tree on one node keeps segments of DBT_SEGMENT. The GPU generation comes from the topology's
+``gpu`` or its shipped preset's name (:func:`generation`); a cluster whose GPU is not known gets
+no cap (its chunks are still NCCL's). The LL tree's further ``busBw / 3.8`` of tuning.cc is an empirical
 factor with no mechanism named and stays out (:func:`~mpisim.collectives.nccl.protocols.tree_protocol`).
 """
 
@@ -68,11 +68,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from mpisim.collectives.nccl.protocols import NCCL_THREAD_THRESHOLD, NCCL_THREADS
 from mpisim.collectives.nccl.topology import MAX_CHANNELS, channel_count, node_members
 from mpisim.collectives.trees import DBT_SEGMENT
 from mpisim.mpi.comm import Comm
+
+if TYPE_CHECKING:
+    from mpisim.network.topology import TopologySpec
 
 GB = 1e9
 
@@ -119,7 +123,7 @@ _GENERATIONS = (("gb200", "blackwell"), ("b200", "blackwell"), ("b100", "blackwe
                 ("a100", "ampere"), ("a800", "ampere"), ("v100", "volta"))
 
 
-def generation(spec) -> str | None:
+def generation(spec: TopologySpec) -> str | None:
     """NCCL's GPU generation of the cluster *spec* (``volta`` ... ``blackwell``), or None if its GPU is unknown.
 
     The topology's ``gpu`` names it; otherwise a shipped preset's name does (``dgx-a100``,
