@@ -70,7 +70,7 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from mpisim.collectives.nccl.protocols import NCCL_THREAD_THRESHOLD, NCCL_THREADS
+from mpisim.collectives.nccl.protocols import NCCL_THREAD_THRESHOLD, NCCL_THREADS, NCCL_TREE_ALGBW_RATIO
 from mpisim.collectives.nccl.topology import MAX_CHANNELS, channel_count, node_members
 from mpisim.collectives.trees import DBT_SEGMENT
 from mpisim.mpi.comm import Comm
@@ -100,10 +100,9 @@ PER_CHANNEL_TREE_LL128_BUSBW = {
 PACED_PROTOCOLS = ("LL", "LL128")
 #: LL128's data bytes per 128-byte line (device.h ``NCCL_LL128_DATAELEMS / NCCL_LL128_LINEELEMS``).
 LL128_SHARE = 120 / 128
-#: Thread blocks per capped search channel (connect.cc duplicates every channel) and a tree's
-#: algorithm bandwidth per unit of bus bandwidth (tuning.cc ``ratio *= .5``).
+#: Thread blocks per capped search channel (connect.cc duplicates every channel); a tree's
+#: algorithm bandwidth per unit of bus bandwidth is NCCL_TREE_ALGBW_RATIO (tuning.cc ``ratio *= .5``).
 BLOCKS_PER_SEARCH_CHANNEL = 2
-TREE_ALGBW_RATIO = 0.5
 
 #: A tree's chunk per protocol (src/enqueue.cc ``calcCollChunking``, ``chunkSteps = 1``; src/init.cc
 #: default buffers over NCCL_STEPS slots): Simple 4 MiB / 8; LL (512 threads x 8 lines x 16 B) / 8,
@@ -147,7 +146,7 @@ def channel_busbw(gen: str, protocol: str, nodes: int) -> float:
 
 def cta_rate(gen: str, protocol: str, nodes: int) -> float:
     """Bytes of the vector one thread block passes through each sweep of a tree per second (module docstring)."""
-    return channel_busbw(gen, protocol, nodes) / BLOCKS_PER_SEARCH_CHANNEL * TREE_ALGBW_RATIO
+    return channel_busbw(gen, protocol, nodes) / BLOCKS_PER_SEARCH_CHANNEL * NCCL_TREE_ALGBW_RATIO
 
 
 def tree_chunk(protocol: str, channel_bytes: float, nodes: int, ppn: int) -> int:
