@@ -22,6 +22,7 @@ from mpisim.collectives import nccl
 from mpisim.collectives.allreduce import tree_allreduce
 from mpisim.collectives.fluid.tree import Tree, _Edge, replay
 from mpisim.collectives.nccl import treechannel, tuner
+from mpisim.collectives.nccl.protocols import tree_head_sends
 from mpisim.collectives.nccl.treechannel import cta_rate, generation, tree_chunk, tree_cut
 from mpisim.collectives.trees import DBT_SEGMENT
 from mpisim.mpi import SUM
@@ -176,3 +177,19 @@ def test_a_bigger_call_is_never_faster_across_the_chunk_staircase():
     for name in ("LL", "LL128"):
         predicted = [tuner.predict_tree(comm, nccl.tree_protocol(comm, table[name], n), n) for n in sorted(sizes)]
         assert all(a <= b for a, b in pairwise(predicted)), name
+
+
+# --- LL's pace across nodes, as NCCL caps a tree ------------------------------------------------------
+
+
+@pytest.mark.parametrize(("nodes", "sends"), [(2, 1.0), (3, 1.5), (4, 2.0), (16, 2.0)])
+def test_an_ll_tree_reaches_nccls_cap_and_no_more(nodes, sends):
+    """tuning.cc: a tree's LL busBw <= llMaxBw, algBw = busBw / 2. The busiest head sends *sends*
+    bytes across nodes per byte of its channel's part, and is paced so that 1 GiB reaches the cap's
+    nccl-tests bus bandwidth, 2(p-1)/p of the algorithm bandwidth, within 10 % and never above it."""
+    comm = coll_comm({"preset": "dgx-h100", "nodes": nodes})
+    assert tree_head_sends(comm) == sends
+    spec, n, p = comm.world.topology.spec, 2**30, comm.size
+    protocol = nccl.tree_protocol(comm, nccl.protocols(spec)["LL"], n)
+    busbw = n / tuner.predict_tree(comm, protocol, n) * 2 * (p - 1) / p
+    assert 0.9 * nccl.ll_max_busbw(spec, nodes) <= busbw <= nccl.ll_max_busbw(spec, nodes)
