@@ -302,7 +302,8 @@ def ll_pace(comm: Comm) -> float:
     its channels', and in channel c only local rank c of each node sends across (through NIC
     c), so each of those ranks is paced at the cap / channels: a ring, which moves at its
     slowest hop, then reaches exactly the capped bus bandwidth, and a tree's heads, sending to
-    parents and children at once, share their pace among those edges.
+    parents and children at once, share their pace among those edges (:func:`tree_protocol`
+    scales it so that a tree reaches the cap as a tree's bus bandwidth).
     """
     m = len(node_members(comm))
     spec = comm.world.topology.spec
