@@ -358,20 +358,36 @@ def _send_credited(comm: Comm, seg: Payload, dests: list[int], tree: int, phase:
 
 
 def tree_allreduce(comm: Comm, half: Payload, op: Op, parent: int | None, children: list[int],
-                    tree: int, window: int = 1) -> Proc[Payload]:
+                   tree: int, window: int = 1, segment: int = DBT_SEGMENT,
+                   channel_pace: float = 0.0) -> Proc[Payload]:
     """Allreduce *half* over one binary tree: pipelined reduce up to the root and broadcast down.
 
     Non-root ranks run the two directions as concurrent streams (as NCCL splits a tree's
     threads between "up" and "down"); the root turns each reduced segment around itself.
-    A sender may have *window* segments on an edge that the receiver has not taken yet: the
-    receiver grants a credit for segment j+window when segment j has arrived. With one slot
-    (MPI's double binary tree) each segment waits for the credit round of the one before;
-    NCCL's connections have NCCL_STEPS slots, so the credits stay ahead of the data.
+    The vector moves in segments of *segment* bytes. A sender may have *window* segments on an
+    edge that the receiver has not taken yet: the receiver grants a credit for segment j+window
+    when segment j has arrived. With one slot (MPI's double binary tree) each segment waits for
+    the credit round of the one before; NCCL's connections have NCCL_STEPS slots, so the
+    credits stay ahead of the data.
+
+    *channel_pace* (seconds per byte; 0 for none) is how fast the GPU library's thread block
+    passes data through each loop: a loop passes segment j on no sooner than ``bytes x
+    channel_pace`` after it passed segment j-1, the first that long after the loop began
+    (:mod:`~mpisim.collectives.nccl.treechannel`). A rate, not a delay per hop: a segment that
+    arrives later than that goes on at once.
     """
-    segs = segments(half, DBT_SEGMENT)
+    segs = segments(half, segment)
     k, pending, result = len(segs), [], list(segs)
+    env = comm.env
+
+    def paced(last: float, seg: Payload) -> Proc[None]:
+        """Wait until the thread block could have produced *seg*: its bytes x channel_pace after *last*."""
+        due = last + seg.nbytes * channel_pace
+        if due > env.now:
+            yield env.timeout(due - env.now)
 
     def up() -> Proc[None]:
+        last = env.now
         for j in range(k):
             parts = yield from comm.waitall([comm.irecv(source=c, tag=_tag(tree, UP, j)) for c in children])
             if j + window < k:
@@ -381,18 +397,25 @@ def tree_allreduce(comm: Comm, half: Payload, op: Op, parent: int | None, childr
             for i, part in enumerate(parts):
                 a, b = (part, acc) if i == 0 else (acc, part)
                 acc = yield from comm.reduce_local(op, a, b)
+            if channel_pace:
+                yield from paced(last, acc)
             if parent is None:
                 result[j] = acc
                 yield from _send_credited(comm, acc, children, tree, DOWN, j, pending, window)
             else:
                 yield from _send_credited(comm, acc, [parent], tree, UP, j, pending, window)
+            last = env.now
 
     def down() -> Proc[None]:
+        last = env.now
         for j in range(k):
             result[j] = yield from comm.recv(source=parent, tag=_tag(tree, DOWN, j))
             if j + window < k:
                 pending.append(comm.isend(credit(), dest=parent, tag=_tag(tree, DOWN, j + window, True)))
+            if channel_pace:
+                yield from paced(last, result[j])
             yield from _send_credited(comm, result[j], children, tree, DOWN, j, pending, window)
+            last = env.now
 
     if parent is None:
         yield from up()

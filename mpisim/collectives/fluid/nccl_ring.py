@@ -14,8 +14,10 @@ from mpisim.collectives.calls import join_call
 from mpisim.collectives.fluid import validated
 from mpisim.collectives.fluid.tree import Tree, fluid_trees
 from mpisim.collectives.nccl.topology import ring_orders, tree_links
+from mpisim.collectives.nccl.treechannel import tree_cut
 from mpisim.collectives.nccl.tuner import Choice, launch, launch_label, proxy_extra, proxy_period
 from mpisim.collectives.registry import FluidTwin
+from mpisim.collectives.trees import NCCL_STEPS
 from mpisim.engine.events import Call
 from mpisim.engine.sim import Proc
 from mpisim.mpi.comm import Comm
@@ -155,12 +157,15 @@ def _ring_reduce_scatter(comm: Comm, buf: Payload, op: Op, choice: Choice) -> Pr
     return buf.split_block(p, comm.rank)
 
 
-def channel_trees(comm: Comm, buf: Payload, channels: int, wire: Wire) -> list[Tree]:
-    """The trees of an ``nccl_tree`` call: two per channel, each over half of the channel's part."""
+def channel_trees(comm: Comm, buf: Payload, channels: int, wire: Wire, protocol: str) -> list[Tree]:
+    """The trees of an ``nccl_tree`` call: two per channel, each over half of the channel's part, cut and
+    paced as the message path cuts and paces them (:func:`~mpisim.collectives.nccl.treechannel.tree_cut`)."""
+    cut = tree_cut(comm, protocol, buf.nbytes)
     trees = []
     for c, part in enumerate(buf.split(channels)):
         links = tree_links(comm, c)
-        trees += [Tree.over(links[t], wire, half, c) for t, half in enumerate(part.split(2))]
+        trees += [Tree.over(links[t], wire, half, c, NCCL_STEPS, cut.segment, cut.channel_pace)
+                  for t, half in enumerate(part.split(2))]
     return trees
 
 
@@ -170,7 +175,7 @@ def _tree_allreduce(comm: Comm, buf: Payload, op: Op, choice: Choice) -> Proc[Pa
         return buf
     channels = choice.channels
     # The launch is charged inside the call: the rank waits once, for the call's end.
-    yield from fluid_trees(comm, lambda: channel_trees(comm, buf, channels, choice.protocol.wire),
+    yield from fluid_trees(comm, lambda: channel_trees(comm, buf, channels, choice.protocol.wire, choice.protocol.name),
                            ("nccl_tree", buf.count, buf.dtype.str, choice.protocol.name, channels),
                            choice.protocol.base, launch_label(choice) if comm.world.tracer.record_spans else "")
     return buf

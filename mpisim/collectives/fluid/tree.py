@@ -57,16 +57,19 @@ and their program's sharing is the fluid's (:mod:`~mpisim.collectives.fluid.pipe
 **Where it is the message path, and where not** (tests/validation/test_gpu_fidelity.py;
 dgx-h100 nodes, fluid against message; the two network models agree on the message path to
 1 %, because a tree has one connection per peer and NCCL_STEPS segments in flight on it).
-Every link carries the same bytes, at every size. With one segment per tree (1 MiB) the times
-agree within 1 % on 1, 2 and 4 nodes, and ``nvls`` on one node to the last digits. Once
-segments pipeline:
+Every link carries the same bytes, at every size. With one segment per tree the times agree
+within 1 % on 1, 2 and 4 nodes (on one node up to 1 MiB; across nodes a tree's segments are
+NCCL's chunks, :mod:`~mpisim.collectives.nccl.treechannel`, LL128's as small as 18,000 bytes,
+so up to 256 KiB on nodes of 8 NICs), and ``nvls`` on one node to the last digits. Once
+segments pipeline (16 MiB across nodes: LL128 in 72,000-byte chunks, paced by the thread
+blocks; 256 MiB: Simple in 512 KiB ones):
 
 ==================  =====================  =====================
 algorithm, nodes    16 MiB (fs / an)       256 MiB (fs / an)
 ==================  =====================  =====================
 ``nccl_tree``, 1    +1.9 % / +2.9 %        +0.4 % / +0.5 %
-``nccl_tree``, 2    +4.0 % / +4.0 %        +5.8 % / +5.8 %
-``nccl_tree``, 4    -2.3 % / -2.5 %        -23 % / -22 %
+``nccl_tree``, 2    -1.5 % / -1.0 %        +5.8 % / +5.8 %
+``nccl_tree``, 4    -3.4 % / -2.6 %        -23 % / -22 %
 ==================  =====================  =====================
 
 At mid sizes the pipeline fills a little differently (the message path interleaves the two
@@ -120,14 +123,18 @@ class Tree:
     segments: tuple[int, ...]
     group: int = 0
     window: int = NCCL_STEPS  # segments a sender may have on an edge ahead of the receiver's credits
+    #: Seconds per byte each rank's loop needs at least per segment (a GPU library's thread block
+    #: per channel, :mod:`~mpisim.collectives.nccl.treechannel`); 0: no such pace.
+    channel_pace: float = 0.0
 
     @classmethod
-    def over(cls, links: Links, wire: Wire | None, share: Payload, group: int = 0, window: int = NCCL_STEPS) -> Tree:
-        """The tree that allreduces *share* over *links* in DBT_SEGMENT segments, as tree_allreduce cuts it.
+    def over(cls, links: Links, wire: Wire | None, share: Payload, group: int = 0, window: int = NCCL_STEPS,
+             segment: int = DBT_SEGMENT, channel_pace: float = 0.0) -> Tree:
+        """The tree that allreduces *share* over *links* in segments of *segment* bytes, as tree_allreduce cuts it.
 
         Trees of one *group* (the two trees of a channel, or of a rail) run in step.
         """
-        return cls(links, wire, tuple(seg.nbytes for seg in segments(share, DBT_SEGMENT)), group, window)
+        return cls(links, wire, tuple(seg.nbytes for seg in segments(share, segment)), group, window, channel_pace)
 
 
 @dataclass
@@ -402,7 +409,7 @@ def _plan(comm: Comm, trees: list[Tree]) -> _Plan:
     for t, tree in enumerate(trees):
         position = seen.get(tree.group, 0)
         seen[tree.group] = position + 1
-        key = (skeleton.classes[t], tree.wire, tree.segments, tree.window)
+        key = (skeleton.classes[t], tree.wire, tree.segments, tree.window, tree.channel_pace)
         one = bounds.get(key)
         if one is None:
             latency = tree.wire.latency  # the protocol's, added to the route's
@@ -625,6 +632,7 @@ def replay(tree: Tree, edges: list[_Edge], gamma: float, k: int) -> float:
     mpi = tree.wire is None
     inf = float("-inf")
     window = tree.window
+    pace = tree.channel_pace
 
     def to_child(c: int, t: float, md_credit: dict[int, float], credited: bool) -> float:
         """When a segment ready at *t* can go down to child *c*: once the child's credit for it is back."""
@@ -662,6 +670,8 @@ def replay(tree: Tree, edges: list[_Edge], gamma: float, k: int) -> float:
                 arrived = max((s_up[c] + lat_up[c] + wire_up[c][j] * rate_up[c] for c in children), default=inf)
             g[r] = max(u_end[r], arrived)
             t = g[r] + len(children) * nbytes * gamma
+            if pace:  # the thread block passes a segment on no sooner than its pace after the one before
+                t = max(t, u_end[r] + nbytes * pace)
             if parent is not None:
                 if mpi:
                     t = credit_up[r].complete(g_credit[parent], t) if credited else t
@@ -681,6 +691,8 @@ def replay(tree: Tree, edges: list[_Edge], gamma: float, k: int) -> float:
             else:
                 t = max(d_end[r], s_down[r] + lat_down[r] + wire_down[r][j] * rate_down[r])
             md[r] = t
+            if pace:
+                t = max(t, d_end[r] + nbytes * pace)
             for c in children:
                 s_down[c] = t = to_child(c, t, md_credit, credited)
             d_end[r] = t

@@ -24,9 +24,14 @@ everywhere it applies: the user asked for speed and knows the tables below.
   each other's latencies (16 MiB: +17.5 %); from 4 nodes the proxies' posts pace both paths
   (8 nodes, 16 MiB: +0.4 %), which the grid has not yet swept.
 * ``nccl_tree`` (one flow per tree edge): within 2 % on one node, and with one segment per
-  tree (up to 1 MiB) on up to :data:`TREE_NODES` nodes (1 MiB on 2 to 32 nodes: 0.0 %); once
-  segments pipeline across nodes the message path's NICs idle while the twin charges the
-  busiest link (1.2 GB: -17 % on 8 nodes, -16 % on 16; 2 nodes, 16 MiB: +4.0 %).
+  tree on up to :data:`TREE_NODES` nodes (one 512 KiB segment per tree, 1 MiB on 2 to 32 nodes:
+  0.0 %). Across nodes a tree's segments are NCCL's chunks (:mod:`~mpisim.collectives.nccl.treechannel`),
+  LL128's as small as :data:`TREE_SEGMENT_FLOOR` bytes, so one segment per tree holds up to
+  that many bytes per tree (288,000 on nodes of 8 NICs, 16 trees); with two or more the twin
+  charges every edge's flow for the whole call where the message path's up and down sweeps
+  cross a head's NIC (and LL's pace) at different moments (2 x dgx-h100, 1 MiB, LL in 32 KiB
+  chunks: 66.7 against 59.2 us); once segments pipeline across nodes the message path's NICs
+  idle while the twin charges the busiest link (1.2 GB: -17 % on 8 nodes, -16 % on 16).
 * ``nvls`` and ``nvls_tree`` across nodes have no twin: their streams
   (:mod:`~mpisim.collectives.nccl.nvlstree`) post a handful of messages per head, the same at
   every fidelity.
@@ -40,6 +45,7 @@ from __future__ import annotations
 import weakref
 
 from mpisim.collectives.calls import world_table
+from mpisim.collectives.nccl.topology import channel_count
 from mpisim.mpi.comm import Comm
 
 MiB = 2**20
@@ -50,6 +56,12 @@ RING_BANDWIDTH_NODES = 16
 #: Up to how many nodes ``nccl_tree``'s twin was found within
 #: tolerance with one segment per tree.
 TREE_NODES = 32
+#: The smallest chunk an ``nccl_tree`` call across nodes cuts (LL128's, src/enqueue.cc
+#: ``calcCollChunking``; :data:`mpisim.collectives.nccl.treechannel.LL128_FLOOR`): a tree carrying
+#: no more has one segment.
+TREE_SEGMENT_FLOOR = 18_000
+#: Trees of a call across nodes of 8 NICs (two per NIC), for the estimate, which has no communicator.
+TREE_TREES = 16
 #: The largest call that is latency-bound everywhere in the grid (one segment per tree).
 LATENCY_BOUND = MiB
 #: The smallest call whose ring hops are all busy at once everywhere in the grid ...
@@ -76,9 +88,10 @@ def ring_region(nodes: int, size: int) -> bool:
             or (nodes <= RING_BANDWIDTH_NODES and size >= max(BANDWIDTH_BOUND, nodes * RING_NODE_SHARE)))
 
 
-def tree_region(nodes: int, size: int) -> bool:
-    """True where ``nccl_tree``'s twin is the message path within tolerance on *nodes* nodes."""
-    return nodes == 1 or (nodes <= TREE_NODES and size <= LATENCY_BOUND)
+def tree_region(nodes: int, size: int, trees: int = TREE_TREES) -> bool:
+    """True where ``nccl_tree``'s twin is the message path within tolerance on *nodes* nodes: one node,
+    or one segment per tree of the call's *trees*."""
+    return nodes == 1 or (nodes <= TREE_NODES and size <= trees * TREE_SEGMENT_FLOOR)
 
 
 def nccl_ring(comm: Comm, size: int) -> bool:
@@ -87,8 +100,8 @@ def nccl_ring(comm: Comm, size: int) -> bool:
 
 
 def nccl_tree(comm: Comm, size: int) -> bool:
-    """:func:`tree_region` for a call on *comm* (a FluidTwin's ``validated``)."""
-    return tree_region(nodes_spanned(comm), size)
+    """:func:`tree_region` for a call on *comm* (a FluidTwin's ``validated``): two trees per channel."""
+    return tree_region(nodes_spanned(comm), size, 2 * channel_count(comm))
 
 
 #: Per algorithm name, its region on (nodes, size): what the estimate reads without a world.

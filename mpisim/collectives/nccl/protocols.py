@@ -47,7 +47,15 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from mpisim.collectives.nccl.topology import MAX_CHANNELS, channel_count, node_members, nvls_groups
+from mpisim.collectives.calls import world_table
+from mpisim.collectives.nccl.topology import (
+    _LAYOUTS,
+    MAX_CHANNELS,
+    channel_count,
+    node_members,
+    nvls_groups,
+    tree_links,
+)
 from mpisim.mpi.comm import Comm
 from mpisim.mpi.wire import Wire
 
@@ -97,6 +105,9 @@ NCCL_NET_OVERHEAD_POSTS = {"LL": 1, "LL128": 1, "Simple": 3}
 #: nodes LL's buffers are turned round by the CPU proxy thread, and LL goes no faster than that,
 #: however fast the NICs: a pace, not bytes on a link (Wire.pace_inter).
 NCCL_LL_MAX_BUSBW = {"amd": {2: 22.5e9, 3: 19.0e9}, "other": {2: 39.0e9, 3: 20.4e9}}
+#: A tree's algorithm bandwidth per unit of NCCL's bus bandwidth (tuning.cc ``ratio *= .5`` for
+#: every algorithm but the rings and NVLS): each byte of a tree's vector counts twice.
+NCCL_TREE_ALGBW_RATIO = 0.5
 #: Threads per channel and bytes per thread below which NCCL runs fewer channels, by protocol
 #: (src/include/device.h ``NCCL_{LL,LL128,SIMPLE}_MAX_NTHREADS``, comm.h
 #: ``NCCL_*_THREAD_THRESHOLD``; a ring's LL threshold is multiplied by the ranks, tuning.cc).
@@ -291,7 +302,8 @@ def ll_pace(comm: Comm) -> float:
     its channels', and in channel c only local rank c of each node sends across (through NIC
     c), so each of those ranks is paced at the cap / channels: a ring, which moves at its
     slowest hop, then reaches exactly the capped bus bandwidth, and a tree's heads, sending to
-    parents and children at once, share their pace among those edges.
+    parents and children at once, share their pace among those edges (:func:`tree_protocol`
+    scales it so that a tree reaches the cap as a tree's bus bandwidth).
     """
     m = len(node_members(comm))
     spec = comm.world.topology.spec
@@ -322,9 +334,44 @@ def ll_pace_note(comm: Comm, label: str, protocol: str, busbw: float) -> str | N
             "buffers round no faster), its NICs far below their rate; LL128 and Simple have no such cap")
 
 
+def tree_head_sends(comm: Comm) -> float:
+    """The most bytes one rank sends across nodes in NCCL's two trees of a channel, per byte of the channel's part.
+
+    Each tree carries half of the part; a rank sends it once to a parent on another node and
+    once to each child on another node (:func:`~mpisim.collectives.nccl.topology.tree_links`;
+    every channel's trees are copies of channel 0's on other ranks).
+    """
+    layouts = world_table(_LAYOUTS, comm.world)
+    key = ("tree head sends", comm.context)
+    sends = layouts.get(key)
+    if sends is None:
+        node = comm.node_of
+        most = 0
+        links = tree_links(comm, 0)
+        for r in range(comm.size):
+            count = 0
+            for tree in links:
+                parent, children = tree[r]
+                count += (parent is not None and node(parent) != node(r)) + sum(node(c) != node(r) for c in children)
+            most = max(most, count)
+        sends = layouts[key] = most / 2
+    return sends
+
+
 def tree_protocol(comm: Comm, protocol: Protocol, nbytes: int | None = None) -> Protocol:
     """Return *protocol* as ``nccl_tree`` runs it on *comm*: LL across nodes paced as NCCL caps it (:func:`ll_pace`),
     and every hop across nodes carrying the proxy posts of the NCCL channels it stands for.
+
+    NCCL caps a tree's LL bus bandwidth at ``llMaxBw`` as it caps a ring's, and a tree's bus
+    bandwidth is twice its algorithm bandwidth (tuning.cc: ``busBw = std::min(busBw * 1.0 / 3.8,
+    llMaxBw)``, then ``ratio *= .5`` for every algorithm but the rings and NVLS): a tree's LL
+    moves at most ``llMaxBw / 2`` bytes of the vector per second. The head that sends the most
+    across nodes sends :func:`tree_head_sends` bytes per byte of its channel's part (1 on two
+    nodes, where every byte crosses once each way; 2 from four on, where a head inner to one
+    tree sends up once and down twice), so each head is paced at ``llMaxBw x 0.5 x that /
+    channels`` and the tree reaches NCCL's capped algorithm bandwidth, its nccl-tests bus
+    bandwidth ``llMaxBw`` as a ring's does (on two nodes a head paced as a ring's rank would give
+    twice that).
 
     A protocol of NCCL's defaults (:func:`protocols`) takes the trees' own base and hop
     latencies (tuning.cc, Tree row and columns: a step across the network costs a tree 5.0 us
@@ -344,7 +391,8 @@ def tree_protocol(comm: Comm, protocol: Protocol, nbytes: int | None = None) -> 
         protocol = protocols(spec, tree=True)[protocol.name]
     wire = protocol.wire
     if protocol.name == "LL":
-        wire = dataclasses.replace(wire, pace_inter=min(wire.pace_inter, ll_pace(comm)))
+        pace = ll_pace(comm) * NCCL_TREE_ALGBW_RATIO * tree_head_sends(comm)
+        wire = dataclasses.replace(wire, pace_inter=min(wire.pace_inter, pace))
     if nbytes is not None and protocol.name in NCCL_THREADS and spec.inter is not None and len(node_members(comm)) > 1:
         channels = max(1, -(-nccl_channels(comm, protocol.name, nbytes, ring=False) // channel_count(comm)))
         posts = sum(NCCL_PROXY_POSTS[protocol.name])

@@ -59,6 +59,7 @@ from mpisim.collectives.nccl.topology import (
     ring_orders,
     tree_links,
 )
+from mpisim.collectives.nccl.treechannel import tree_cut
 from mpisim.collectives.trees import DBT_SEGMENT, NCCL_STEPS
 from mpisim.engine.sim import Proc
 from mpisim.mpi.comm import Comm
@@ -186,27 +187,32 @@ def predict_tree(comm: Comm, protocol: Protocol, nbytes: int) -> float:
     if comm.size == 1:
         return 0.0
     channels = channel_count(comm)
+    cut = tree_cut(comm, protocol.name, nbytes)
     return protocol.base + _tree_time(comm, lambda: [tree for c in range(channels) for tree in tree_links(comm, c)],
-                                      nbytes / (2 * channels), protocol.wire, "nccl_tree")
+                                      nbytes / (2 * channels), protocol.wire, "nccl_tree", cut.segment,
+                                      cut.channel_pace)
 
 
 def _tree_time(comm: Comm, build: Callable[[], list[list[tuple[int | None, list[int]]]]], share: float, wire: Wire,
-               trees: str) -> float:
+               trees: str, segment: int = DBT_SEGMENT, channel_pace: float = 0.0) -> float:
     """Time of pipelined tree allreduces running at once, each over *share* bytes in segments.
 
     ``build()`` returns the trees' links (only the first call per layout and wire needs them).
 
-    Each tree carries *share* bytes in k segments of s bytes (at most DBT_SEGMENT). The first
+    Each tree carries *share* bytes in k segments of s bytes (at most *segment*). The first
     segment climbs from the deepest leaf to the root (reduced at every level) and comes back
     down the same path at each hop's own speed; the trees whose edges cross one link go
     through it one after another (one connection per peer), so the last of L trees in line
     starts (L-1) segment transfers late. Every later segment follows one period behind: the
     busiest link's L segments, or a credit round (2 x latency + s x seconds per byte) over
-    the NCCL_STEPS segments a connection keeps in flight, whichever is longer.
+    the NCCL_STEPS segments a connection keeps in flight, whichever is longer. With a
+    thread block's *channel_pace* (:mod:`~mpisim.collectives.nccl.treechannel`) the leaf's
+    first segment takes s x pace before it leaves (later ranks pass it on as it arrives), and
+    no period is shorter than s x pace.
     """
     paths, costs = _tree_hop_costs(comm, build, wire, trees)
-    s = min(DBT_SEGMENT, share)
-    k = max(1, math.ceil(share / DBT_SEGMENT))
+    s = min(segment, share)
+    k = max(1, math.ceil(share / segment))
     gamma = comm.world.config.reduce_cost
     first = 0.0
     for hops in paths:
@@ -214,6 +220,8 @@ def _tree_time(comm: Comm, build: Callable[[], list[list[tuple[int | None, list[
         for up, down in hops:
             path += up[0] + s * (up[1] + gamma) + down[0] + s * down[1]
         first = max(first, path)
+    if channel_pace:
+        first += s * channel_pace
     # Over the distinct (latency alone, seconds per byte alone, shared) of the hops: the same
     # maxima as over every hop.
     queued = max(s * (per_byte - alone_per_byte) for _, alone_per_byte, per_byte in costs)
@@ -221,6 +229,7 @@ def _tree_time(comm: Comm, build: Callable[[], list[list[tuple[int | None, list[
         return first + queued
     period = max(max(s * per_byte, (2 * latency + s * alone_per_byte) / NCCL_STEPS)
                  for latency, alone_per_byte, per_byte in costs)
+    period = max(period, s * channel_pace)
     return first + queued + (k - 1) * period
 
 
@@ -490,7 +499,7 @@ def shape(comm: Comm, algorithm: str, protocol: Protocol, nbytes: int, collectiv
         return (len(groups[0]) if len(groups) > 1 else 1), nbytes // len(groups[0])
     if algorithm == "nccl_tree":
         channels = channel_count(comm)
-        return channels, min(DBT_SEGMENT, nbytes // (2 * channels))
+        return channels, min(tree_cut(comm, protocol.name, nbytes).segment, nbytes // (2 * channels))
     channels = len(ring_orders(comm))
     return channels, nbytes // (channels * p)
 
