@@ -23,8 +23,8 @@ Every message over the network here carries the path's latency once (the route) 
 ``hwLat[NET]`` and, for Simple, the flush (the protocol's wire), in the message path and in
 the fluid twin alike, since both read the same wire.
 
-Across nodes NCCL's model also adds two terms to a ring (:func:`ring_protocol`) and caps LL's pace
-(:func:`ll_pace`); the functions that apply them take the communicator's layout from
+Across nodes NCCL's model also adds two terms to a ring (:func:`ring_protocol`), caps LL's pace
+(:func:`ll_pace`) and an LL128 ring's rate per channel (:func:`ring_ll128_pace`); the functions that apply them take the communicator's layout from
 :mod:`~mpisim.collectives.nccl.topology`.
 
 What NCCL's model leaves to its constants, and mpisim charges as a mechanism: the proxy. One
