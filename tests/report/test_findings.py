@@ -91,7 +91,8 @@ def test_only_a_bus_bandwidth_above_the_rings_best_is_explained_and_once():
     busbw = {(r["requested"], r["bytes"]): r["busbw_GBps"] for r in result.rows}
     assert busbw["nccl_tree", 256 * 2**10] > 1.05 * busbw["nccl_ring", 256 * 2**10]
     assert busbw["nccl_tree", 256 * 2**10] < busbw["nccl_ring", 64 * 2**20]
-    assert not [f for f in algorithm_findings(result) if "above the ring's" in f]
+    # (At 64 MiB the tree may beat the LL128 ring, paced at NCCL's rate per channel across nodes.)
+    assert not [f for f in algorithm_findings(result) if "above the ring's" in f and "at 256 KiB" in f]
     result = run({"preset": "dgx-h100", "nodes": 1}, ["nccl_ring", "nvls", "auto"], ["64 MiB"])
     assert {r["algorithm"] for r in result.rows if r["requested"] == "auto"} == {"nvls"}
     [finding] = [f for f in algorithm_findings(result) if "above the ring's" in f]

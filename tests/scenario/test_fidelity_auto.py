@@ -75,19 +75,21 @@ def test_nccl_tree_beyond_one_segment_keeps_the_message_path():
 
 @pytest.mark.parametrize("nodes", [1, 2, 8, 16, 32, 64])
 def test_the_regions_hold_where_the_grid_ran_and_nowhere_beyond(nodes):
-    """The known gaps (32 x dgx-h100, 1.2 GB: nccl_ring +6.4 %, nccl_tree -14 %) are outside."""
+    """The known gaps (32 x dgx-h100, 1.2 GB: nccl_ring +6.4 %, nccl_tree -14 %; 16 nodes, 1.2 GB, 75 MB
+    per node with Simple: nccl_ring +10.5 %) are outside."""
     gb = 1_200_000_000
-    assert validated.ring_region(nodes, gb) == (nodes <= validated.RING_BANDWIDTH_NODES)
+    assert validated.ring_region(nodes, gb) == (nodes <= 8)
     assert validated.tree_region(nodes, gb) == (nodes == 1)
     assert validated.tree_region(nodes, MiB) == (nodes == 1)  # 16 trees of NCCL's LL128 chunks: more than one each
     assert validated.tree_region(nodes, 256 * 1024) == (nodes <= validated.TREE_NODES)
     assert not validated.ring_region(nodes, 16 * MiB) or nodes == 1
 
 
-@pytest.mark.parametrize(("nodes", "mib"), [(4, 256), (8, 256), (8, 512), (16, 512)])
+@pytest.mark.parametrize(("nodes", "mib"), [(2, 256), (4, 256), (4, 512), (8, 256), (8, 512), (16, 512)])
 def test_where_auto_times_a_ring_as_flows_they_are_the_message_paths_time(nodes, mib):
-    """A ring's twin from the per-node share on: 256 MiB on 8 nodes (4 MiB blocks, one step per
-    channel) keeps the message path, 512 MiB takes the twin, and both give the message path's time."""
+    """A ring's twin from the per-node share on: 256 MiB on 4 nodes (Simple, 1 MiB blocks, one slice
+    per channel step) keeps the message path (the twin would be +11.6 %), 512 MiB on 4 and 256 MiB
+    on 2 take the twin, and both give the message path's time."""
     auto = run_scenario(load_dict(_gpu(f"{mib} MiB", "nccl_ring", nodes=nodes))).rows[0]
     message = run_scenario(load_dict(_gpu(f"{mib} MiB", "nccl_ring", nodes=nodes, fidelity="message"))).rows[0]
     assert auto["fidelity"] == ("collective" if mib * MiB >= nodes * validated.RING_NODE_SHARE else "message")

@@ -16,11 +16,15 @@ everywhere it applies: the user asked for speed and knows the tables below.
   nodes (8 nodes: +3.8 %) and large ones whose hops are busy at once up to
   :data:`RING_BANDWIDTH_NODES` (8 and 16 nodes, 1.2 GB: 0.0 %; 32 nodes: +6.4 %, where the flows
   meet the NIC/NVLink tie differently from the messages). "Large" is per node, not per call: a
-  ring's steps carry the call's bytes / ranks / channels, and while that is under two 512 KiB
-  steps per channel the message path's channels still stagger (dgx-h100, LL128: 256 MiB on
-  8 nodes +9.3 %, 512 MiB on 16 nodes +9.6 %) where from :data:`RING_NODE_SHARE` per node the
-  two agree (512 MiB on 8 nodes, 1 GiB on 16, 256 MiB on 4 and 128 MiB on 2: 0.0 %; Simple
-  at 1 GiB on 8 nodes +1.6 %). At mid sizes on two nodes the message path's channels hide
+  ring's steps carry the call's bytes / ranks / channels, and while that is under two of the
+  protocol's slices per channel the message path's channels still stagger (dgx-h100, LL128:
+  256 MiB on 8 nodes +9.3 %, 512 MiB on 16 nodes +9.6 %; Simple, whose slice is two 512 KiB
+  steps (NCCL's ``ALLREDUCE_SLICESTEPS``), at 64 MiB per node: 128 MiB on 2 nodes +9.9 %,
+  256 MiB on 4 +11.6 %, 512 MiB on 8 +12.4 %) where from :data:`RING_NODE_SHARE` per node the
+  two agree (LL128 from 64 MiB per node: 0.0 %; Simple: 256 MiB on 2 nodes +0.6 %, 512 MiB
+  on 4 +1.2 %, 1 GiB on 4 -0.0 % and on 8 +1.6 %). Across nodes on Hopper, LL128 rings
+  run at NCCL's rate per channel (protocols.ring_ll128_pace), so from 256 MiB on 4 nodes the
+  tuner takes Simple, and the share is Simple's. At mid sizes on two nodes the message path's channels hide
   each other's latencies (16 MiB: +17.5 %); from 4 nodes the proxies' posts pace both paths
   (8 nodes, 16 MiB: +0.4 %), which the grid has not yet swept.
 * ``nccl_tree`` (one flow per tree edge): within 2 % on one node, and with one segment per
@@ -66,8 +70,8 @@ TREE_TREES = 16
 LATENCY_BOUND = MiB
 #: The smallest call whose ring hops are all busy at once everywhere in the grid ...
 BANDWIDTH_BOUND = 256 * MiB
-#: ... and the share of it each node must hold: 8 GPUs x 8 channels x two 512 KiB steps.
-RING_NODE_SHARE = 64 * MiB
+#: ... and the share of it each node must hold: 8 GPUs x 8 channels x two of Simple's 1 MiB slices.
+RING_NODE_SHARE = 128 * MiB
 
 _NODES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 

@@ -23,8 +23,8 @@ Every message over the network here carries the path's latency once (the route) 
 ``hwLat[NET]`` and, for Simple, the flush (the protocol's wire), in the message path and in
 the fluid twin alike, since both read the same wire.
 
-Across nodes NCCL's model also adds two terms to a ring (:func:`ring_protocol`) and caps LL's pace
-(:func:`ll_pace`); the functions that apply them take the communicator's layout from
+Across nodes NCCL's model also adds two terms to a ring (:func:`ring_protocol`), caps LL's pace
+(:func:`ll_pace`) and an LL128 ring's rate per channel (:func:`ring_ll128_pace`); the functions that apply them take the communicator's layout from
 :mod:`~mpisim.collectives.nccl.topology`.
 
 What NCCL's model leaves to its constants, and mpisim charges as a mechanism: the proxy. One
@@ -117,6 +117,22 @@ NCCL_THREAD_THRESHOLD = {"LL": 8, "LL128": 8, "Simple": 64}
 #: ``sendProxyProgress`` posts one ``isend`` per step; ``recvProxyProgress`` one ``irecv`` and, for
 #: Simple received by GPUDirect RDMA, one ``iflush`` -- tuning.cc's three posts of a Simple step).
 NCCL_PROXY_POSTS = {"LL": (1, 1), "LL128": (1, 1), "Simple": (1, 2)}
+#: NCCL's cap on the bus bandwidth of an LL128 ring per channel of its ring graph, in bytes/s, by GPU
+#: generation (tuning.cc ``perChMaxRingLL128Bws``: Volta and Ampere 20 GB/s, Hopper 36.7, Blackwell 40, the
+#: same on 1, 2 and 4+ nodes; applied as ``busBw = min(busBw * 0.92, graphs[RING]->nChannels *
+#: perChMaxRingLL128Bw)``). The graph's channels are the rings its search found, one per NIC across nodes
+#: (Hopper's search keeps 8 rings of 48 GB/s, search.cc ``ncclTopoDupChannels``: no duplication when
+#: ``bwIntra < 50`` and more than 4 channels), which are mpisim's channels (topology.channel_count); the
+#: copies NCCL runs of them (connect.cc, two per NIC) share that rate. See :func:`ring_ll128_pace`.
+NCCL_RING_LL128_PER_CHANNEL_BW = {"volta": 20.0e9, "ampere": 20.0e9, "hopper": 36.7e9, "blackwell": 40.0e9}
+#: GPU generation (NCCL's compute-capability rows) of the GPU models and shipped presets mpisim knows;
+#: a topology names its GPU with ``gpu:``, a preset by its name (``dgx-h100``). Others have no row.
+GPU_GENERATION = {
+    "v100": "volta", "a100-sxm4-40gb": "ampere", "a100-sxm4-80gb": "ampere", "h100-sxm": "hopper",
+    "h100-pcie": "hopper", "h200-sxm": "hopper", "b200": "blackwell", "gb200": "blackwell",
+    "dgx-a100": "ampere", "dgx-h100": "hopper", "aws-p5": "hopper", "dgx-h200": "hopper", "dgx-b200": "blackwell",
+    "gb200-nvl72": "blackwell",
+}
 #: Collectives whose rings NCCL charges the network overhead on every step (tuning.cc: all but
 #: Broadcast and Reduce, which pipeline one way and take one hop's latency).
 RING_COLLECTIVES = ("allreduce", "allgather", "reduce_scatter")
@@ -138,6 +154,38 @@ def net_overhead(spec: TopologySpec) -> float:
 def ll_max_busbw(spec: TopologySpec, nodes: int) -> float:
     """NCCL's cap on LL's bus bandwidth (bytes/s) across *nodes* > 1 nodes of *spec* (NCCL_LL_MAX_BUSBW)."""
     return NCCL_LL_MAX_BUSBW[_host(spec)][min(nodes, 3)]
+
+
+def gpu_generation(spec: TopologySpec) -> str | None:
+    """The GPU generation of *spec* (``volta``, ``ampere``, ``hopper``, ``blackwell``; GPU_GENERATION), or None if unknown."""
+    if spec.gpu is not None:
+        return GPU_GENERATION.get(spec.gpu)
+    return GPU_GENERATION.get(spec.name)
+
+
+def ring_ll128_pace(comm: Comm) -> float:
+    """Bytes of payload per second each of *comm*'s GPUs may send with LL128 across nodes in a ring (``inf``: none).
+
+    NCCL's LL128 ring moves at most ``perChMaxRingLL128Bw`` of bus bandwidth per ring of its
+    graph (NCCL_RING_LL128_PER_CHANNEL_BW, tuning.cc), below what the NICs carry on Hopper
+    (a 400 Gb/s NIC gives LL128 0.92 x 48 = 44 GB/s; the cap is 36.7). The cap is the rate of
+    a channel's threads, not of a link (src/device/prims_ll128.h): every 128-byte line carries
+    a flag in its last 8 bytes, stored by every eighth thread (``flagThread``); the receiving
+    warps spin, reloading lines until every flag has come (``__any_sync(WARP_MASK,
+    needReload)``), and every step to the network ends with a system-wide fence before the
+    proxy is told (``postSend``: ``__threadfence_system()`` from sm_90). NCCL's table is the
+    rate its developers measured for that loop per generation; one channel goes no faster,
+    however fast the NIC.
+    The cap is per channel, so the GPU that leaves a node in channel c (through NIC c) is paced
+    at it, and a ring, which moves at its slowest hop, reaches ``channels x cap`` as NCCL's
+    model does. Only across nodes: inside a node LL128 is far from it (16 channels of 36.7 GB/s
+    against NVLink's 450). A GPU of unknown generation has no cap.
+    """
+    spec = comm.world.topology.spec
+    generation = gpu_generation(spec)
+    if generation is None or spec.inter is None or len(node_members(comm)) == 1:
+        return math.inf
+    return NCCL_RING_LL128_PER_CHANNEL_BW[generation]
 
 
 @dataclass(frozen=True)
@@ -275,7 +323,10 @@ def ring_protocol(comm: Comm, protocol: Protocol, collective: str = "allreduce",
       (``busBw = min(llMaxBw, busBw * .5)``): the proxy's pace. The ring rank that leaves a
       node in a channel is paced at the cap / channels (:func:`ll_pace`, ``Wire.pace_inter``),
       and the ring, which moves at its slowest hop, reaches exactly NCCL's capped bus
-      bandwidth. The NICs still carry LL's own bytes only (two per byte of data).
+      bandwidth. The NICs still carry LL's own bytes only (two per byte of data);
+    * for every ring, LL128's bus bandwidth is at most ``perChMaxRingLL128Bw`` per channel
+      (``busBw = min(busBw * 0.92, nChannels * perChMaxRingLL128Bw)``): the ring rank that leaves
+      a node in a channel is paced at that rate (:func:`ring_ll128_pace`).
     """
     spec = comm.world.topology.spec
     m = len(node_members(comm))
@@ -286,7 +337,11 @@ def ring_protocol(comm: Comm, protocol: Protocol, collective: str = "allreduce",
     latency_intra = wire.latency_intra
     if collective in RING_COLLECTIVES:
         latency_intra = max(latency_intra, net_overhead(spec) * NCCL_NET_OVERHEAD_POSTS[protocol.name] - path)
-    pace = min(wire.pace_inter, ll_pace(comm)) if protocol.name == "LL" else wire.pace_inter
+    pace = wire.pace_inter
+    if protocol.name == "LL":
+        pace = min(pace, ll_pace(comm))
+    elif protocol.name == "LL128":
+        pace = min(pace, ring_ll128_pace(comm))
     if collective in RING_COLLECTIVES and nbytes is not None and protocol.name in NCCL_THREADS:
         wire = _proxied(comm, wire, protocol.name, nbytes)
     if latency_intra == wire.latency_intra and pace == wire.pace_inter and wire == protocol.wire:
