@@ -47,7 +47,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from mpisim.collectives.calls import world_table
-from mpisim.collectives.nccl.protocols import Protocol, protocols
+from mpisim.collectives.nccl.protocols import Protocol, gpu_generation, protocols
 from mpisim.collectives.nccl.topology import _LAYOUTS, in_network_reduction, nvls_groups, rail_trees
 from mpisim.collectives.nccl.tuner import (
     Choice,
@@ -80,13 +80,14 @@ NVLINK5_RATE = 900 * GB
 def generation(comm: Comm) -> str:
     """NCCL's GPU generation of *comm*'s cluster for its NVLS constants: ``hopper`` or ``blackwell``.
 
-    NCCL keys them by compute capability. The topology's ``gpu`` names it where given (B200,
-    GB200: Blackwell); otherwise the NVLink generation does, which comes with the GPU's: an
+    NCCL keys them by compute capability. The topology's ``gpu`` or its preset's name gives it where
+    known (:func:`~mpisim.collectives.nccl.protocols.gpu_generation`); otherwise the NVLink generation does, which comes with the GPU's: an
     NVSwitch port of 900 GB/s per direction is NVLink5, Blackwell's.
     """
     spec = comm.world.topology.spec
-    if spec.gpu:
-        return "blackwell" if spec.gpu.lower().startswith(("b", "gb")) else "hopper"
+    known = gpu_generation(spec)
+    if known in ("hopper", "blackwell"):
+        return known
     return "blackwell" if spec.intra is not None and spec.intra.bandwidth >= NVLINK5_RATE else "hopper"
 
 

@@ -125,14 +125,11 @@ NCCL_PROXY_POSTS = {"LL": (1, 1), "LL128": (1, 1), "Simple": (1, 2)}
 #: ``bwIntra < 50`` and more than 4 channels), which are mpisim's channels (topology.channel_count); the
 #: copies NCCL runs of them (connect.cc, two per NIC) share that rate. See :func:`ring_ll128_pace`.
 NCCL_RING_LL128_PER_CHANNEL_BW = {"volta": 20.0e9, "ampere": 20.0e9, "hopper": 36.7e9, "blackwell": 40.0e9}
-#: GPU generation (NCCL's compute-capability rows) of the GPU models and shipped presets mpisim knows;
-#: a topology names its GPU with ``gpu:``, a preset by its name (``dgx-h100``). Others have no row.
-GPU_GENERATION = {
-    "v100": "volta", "a100-sxm4-40gb": "ampere", "a100-sxm4-80gb": "ampere", "h100-sxm": "hopper",
-    "h100-pcie": "hopper", "h200-sxm": "hopper", "b200": "blackwell", "gb200": "blackwell",
-    "dgx-a100": "ampere", "dgx-h100": "hopper", "aws-p5": "hopper", "dgx-h200": "hopper", "dgx-b200": "blackwell",
-    "gb200-nvl72": "blackwell",
-}
+#: GPU generations by a name in the topology's ``gpu`` or its preset's name (NCCL keys its tables by
+#: compute capability: 7.x Volta, 8.x Ampere, 9.x Hopper, 10.x Blackwell). First match wins.
+GPU_GENERATIONS = (("gb200", "blackwell"), ("b200", "blackwell"), ("b100", "blackwell"), ("b300", "blackwell"),
+                   ("h100", "hopper"), ("h200", "hopper"), ("gh200", "hopper"), ("aws-p5", "hopper"),
+                   ("a100", "ampere"), ("a800", "ampere"), ("v100", "volta"))
 #: Collectives whose rings NCCL charges the network overhead on every step (tuning.cc: all but
 #: Broadcast and Reduce, which pipeline one way and take one hop's latency).
 RING_COLLECTIVES = ("allreduce", "allgather", "reduce_scatter")
@@ -157,10 +154,16 @@ def ll_max_busbw(spec: TopologySpec, nodes: int) -> float:
 
 
 def gpu_generation(spec: TopologySpec) -> str | None:
-    """The GPU generation of *spec* (``volta``, ``ampere``, ``hopper``, ``blackwell``; GPU_GENERATION), or None if unknown."""
-    if spec.gpu is not None:
-        return GPU_GENERATION.get(spec.gpu)
-    return GPU_GENERATION.get(spec.name)
+    """NCCL's GPU generation of the cluster *spec* (``volta`` ... ``blackwell``), or None if its GPU is unknown.
+
+    The topology's ``gpu`` names it; otherwise a shipped preset's name does (``dgx-a100``,
+    ``aws-p5``), as the training workload finds a preset's GPU.
+    """
+    name = (spec.gpu or spec.name or "").lower()
+    for token, generation in GPU_GENERATIONS:
+        if token in name:
+            return generation
+    return None
 
 
 def ring_ll128_pace(comm: Comm) -> float:

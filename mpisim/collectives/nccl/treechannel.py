@@ -59,7 +59,7 @@ GPUDirect-TCPX), which mpisim's channel count does not model. On one node NCCL's
 many channels as NVLink carries (up to 32), which mpisim's single channel stands for: their
 caps are beyond NVLink's rate, and their chunks are cut from parts mpisim does not know, so a
 tree on one node keeps segments of DBT_SEGMENT. The GPU generation comes from the topology's
-``gpu`` or its shipped preset's name (:func:`generation`); a cluster whose GPU is not known gets
+``gpu`` or its shipped preset's name (:func:`~mpisim.collectives.nccl.protocols.gpu_generation`); a cluster whose GPU is not known gets
 no cap (its chunks are still NCCL's). The LL tree's further ``busBw / 3.8`` of tuning.cc is an empirical
 factor with no mechanism named and stays out (:func:`~mpisim.collectives.nccl.protocols.tree_protocol`).
 """
@@ -68,15 +68,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from mpisim.collectives.nccl.protocols import NCCL_THREAD_THRESHOLD, NCCL_THREADS, NCCL_TREE_ALGBW_RATIO
+from mpisim.collectives.nccl.protocols import gpu_generation as generation
 from mpisim.collectives.nccl.topology import MAX_CHANNELS, channel_count, node_members
 from mpisim.collectives.trees import DBT_SEGMENT
 from mpisim.mpi.comm import Comm
-
-if TYPE_CHECKING:
-    from mpisim.network.topology import TopologySpec
 
 GB = 1e9
 
@@ -114,26 +111,6 @@ SIMPLE_CHUNK = DBT_SEGMENT
 #: while above 131,072, then while above 32,768).
 LL128_FLOOR_FEW = 72_000
 LL128_FLOOR = 18_000
-
-#: GPU generations by a name in the topology's ``gpu`` or its preset's name (NCCL keys its
-#: tables by compute capability: 7.x Volta, 8.x Ampere, 9.x Hopper, 10.x Blackwell).
-_GENERATIONS = (("gb200", "blackwell"), ("b200", "blackwell"), ("b100", "blackwell"), ("b300", "blackwell"),
-                ("h100", "hopper"), ("h200", "hopper"), ("gh200", "hopper"), ("aws-p5", "hopper"),
-                ("a100", "ampere"), ("a800", "ampere"), ("v100", "volta"))
-
-
-def generation(spec: TopologySpec) -> str | None:
-    """NCCL's GPU generation of the cluster *spec* (``volta`` ... ``blackwell``), or None if its GPU is unknown.
-
-    The topology's ``gpu`` names it; otherwise a shipped preset's name does (``dgx-a100``,
-    ``aws-p5``), as the training workload finds a preset's GPU.
-    """
-    name = (spec.gpu or spec.name or "").lower()
-    for token, gen in _GENERATIONS:
-        if token in name:
-            return gen
-    return None
-
 
 def channel_busbw(gen: str, protocol: str, nodes: int) -> float:
     """NCCL's cap on one tree search channel's bus bandwidth (bytes/s) with *protocol* on *nodes* nodes."""
