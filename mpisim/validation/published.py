@@ -505,11 +505,23 @@ def _multinode_section(checks: Sequence[Check]) -> list[str]:
         "bytes / bw, the Simple ring's latency x 1.4 across nodes), predicts LL128 194.8 us, LL 201.8 us, "
         "Simple 542.1 us and picks LL128: its per-step constant (1 us per step, not per channel and end) is "
         "22 % to 45 % short of the measurement.",
-        "- Trees: each connection keeps NCCL_STEPS = 8 segments in flight and the credits do not wait "
-        "behind another connection's chunks, as in NCCL; H4's tree and H5's at 8 GiB then land within 3 %. "
-        "The tree takes the ring's per-hop latencies, where tuning.cc gives trees their own, higher "
-        "network ones (LL 5.0, LL128 8.5 us against the ring's 2.7 and 4.0); no published small-size tree "
-        "row across nodes says which fits.",
+        "- Trees: each connection keeps NCCL_STEPS = 8 segments in flight and the credits do not wait behind "
+        "another connection's chunks, as in NCCL; H4's tree and H5's at 8 GiB then land within 3 %. Trees pay "
+        "tuning.cc's Tree rows of latency (LL 5.0, LL128 8.5 us a network hop against the ring's 2.7 and "
+        "4.0); across nodes their segments are NCCL's chunks per protocol (enqueue.cc calcCollChunking) and "
+        "each channel's thread blocks go no faster than tuning.cc's perChMaxTreeBws and perChMaxTreeLL128Bws "
+        "(collectives/nccl/treechannel.py). LL128 rings across nodes go no faster than perChMaxRingLL128Bws "
+        "per ring (Hopper 36.7 GB/s): 4-node 128 MiB rows -22 % and -27 % before that cap, -9 % and -14 % "
+        "with it.",
+        "- Left: mid sizes on 2 nodes (16 MiB, about -25 %: NCCL's tuner adds a channel's latency to its "
+        "bandwidth time where the simulated ring overlaps them, and the LL128 rate per channel likely holds "
+        "on the NVLink hops too); the EFA rows H6 and H7 at 1-16 MiB (-23 % to -47 %: aws-ofi-nccl keeps p4de "
+        "to the Simple protocol, aws/aws-ofi-nccl#76, which no fabric key expresses yet); H13's 4-8 node "
+        "rings at 1-8 GiB (+16 %, where H12's cluster of the same hardware is within 5 %); and the 2-rack "
+        "GB200 row H8 (a 0.2-0.3 ms floor at 1-16 MiB and 348 GB/s algbw at large sizes, below both the "
+        "switch chips' adds and NCCL's own model). A 72-GPU rack's NVLS is bound by the NVSwitch chips' adds "
+        "(q - 1 per element, 18 chips; `intra.switch_reduce_rate`, assumed from the third generation's "
+        "figure): H14 within 5 % from 2 GiB.",
     ]
     return lines
 
