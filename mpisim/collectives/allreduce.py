@@ -358,13 +358,14 @@ def _send_credited(comm: Comm, seg: Payload, dests: list[int], tree: int, phase:
 
 
 def tree_allreduce(comm: Comm, half: Payload, op: Op, parent: int | None, children: list[int],
-                   tree: int, window: int = 1, segment: int = DBT_SEGMENT,
+                   tree: int, window: int = 1, segment: int | None = None,
                    channel_pace: float = 0.0) -> Proc[Payload]:
     """Allreduce *half* over one binary tree: pipelined reduce up to the root and broadcast down.
 
     Non-root ranks run the two directions as concurrent streams (as NCCL splits a tree's
     threads between "up" and "down"); the root turns each reduced segment around itself.
-    The vector moves in segments of *segment* bytes. A sender may have *window* segments on an
+    The vector moves in segments of *segment* bytes (DBT_SEGMENT's value at the call when not
+    given: a lesson sets it to show the pipeline on a few elements). A sender may have *window* segments on an
     edge that the receiver has not taken yet: the receiver grants a credit for segment j+window
     when segment j has arrived. With one slot (MPI's double binary tree) each segment waits for
     the credit round of the one before; NCCL's connections have NCCL_STEPS slots, so the
@@ -376,7 +377,7 @@ def tree_allreduce(comm: Comm, half: Payload, op: Op, parent: int | None, childr
     (:mod:`~mpisim.collectives.nccl.treechannel`). A rate, not a delay per hop: a segment that
     arrives later than that goes on at once.
     """
-    segs = segments(half, segment)
+    segs = segments(half, DBT_SEGMENT if segment is None else segment)
     k, pending, result = len(segs), [], list(segs)
     env = comm.env
 

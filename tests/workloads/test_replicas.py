@@ -60,11 +60,14 @@ def test_folded_replicas_give_the_full_runs_iteration_and_phases(parallel, zero,
 ], ids=["shared-links", "shared-proxy"])
 def test_a_sync_sharing_a_resource_with_a_pipeline_send_is_the_one_difference(raw):
     # The full run shares the links or the proxy thread; the folded delay was timed on an idle
-    # fabric, so the send finishes sooner (pp_comm_s smaller) and the iteration moves by far
-    # less than the overlap itself.
+    # fabric, so the send finishes sooner (pp_comm_s smaller), and that is the only difference:
+    # the iteration moves by no more than the sends' own extra time (at most all of it, when
+    # the delayed send is on the critical path), a small share of the iteration.
     folded, full = both(raw)
-    assert folded["pp_comm_s"] < full["pp_comm_s"]
-    assert folded["iteration_time_s"] == pytest.approx(full["iteration_time_s"], rel=1e-3)
+    delay = full["pp_comm_s"] - folded["pp_comm_s"]
+    assert delay > 0
+    assert abs(full["iteration_time_s"] - folded["iteration_time_s"]) <= delay * (1 + 1e-9)
+    assert delay < 2e-3 * full["iteration_time_s"]
 
 
 def test_a_blocking_spine_simulates_every_replica_and_says_so():
