@@ -43,6 +43,7 @@ from typing import Any
 
 from mpisim.collectives.calls import world_table
 from mpisim.collectives.nccl.protocols import (
+    PROTOCOLS,
     Protocol,
     enabled_protocols,
     nvls_wire,
@@ -419,7 +420,7 @@ def tune(comm: Comm, algorithm: str, nbytes: int, collective: str = "allreduce")
     else:
         spec = comm.world.topology.spec
         table = protocols(spec)
-        options = [table[name] for name in enabled_protocols(spec)]
+        options = [table[name] for name in enabled_protocols(spec, PROTOCOLS)]
         if algorithm == "nccl_ring":
             options = [ring_protocol(comm, proto, collective, nbytes) for proto in options]
         elif algorithm == "nccl_tree":
@@ -449,7 +450,7 @@ def protocol_names(comm: Comm, algorithm: str) -> list[str]:
     """The protocols :func:`tune` chooses between for *algorithm* on *comm*."""
     if algorithm in NVLS_ALGORITHMS:
         return [nvls_wire(comm).name]
-    return list(enabled_protocols(comm.world.topology.spec))
+    return list(enabled_protocols(comm.world.topology.spec, PROTOCOLS))
 
 
 def planner(algorithm: str, collective: str) -> Callable[[Comm, int], Choice]:
