@@ -18,6 +18,9 @@ variants"; issue #715's p4d log: "Setting FI_OPT_EFA_SENDRECV_IN_ORDER_ALIGNED_1
 supported ... Setting NCCL_PROTO to \"simple\""). P5's EFA reports the ordering (PR #280, then
 commit ece41f0, which removed the P5 exemption as no longer needed), so P5 keeps LL and LL128.
 
+The fabric's readers of an efficiency and a plain number live here too (:func:`parse_fraction`),
+since a protocol's efficiency is read as the fabric's is.
+
 ``NCCL_PROTO`` restricts the collectives' tuner only: NCCL's point-to-point operations choose LL
 or Simple by size whatever it says (src/enqueue.cc ``addP2pToPlan``), and so do mpisim's.
 """
@@ -29,7 +32,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from mpisim.engine.reader import Block, Choice, Custom, ListOf, MapOf, Unit
-from mpisim.engine.units import parse_time
+from mpisim.engine.units import parse_percent, parse_time
 from mpisim.errors import ConfigError, TopologyError
 
 if TYPE_CHECKING:
@@ -58,16 +61,32 @@ class ProtocolSpec:
     efficiency: float
 
 
-def _fraction(value: Any) -> float:
-    from mpisim.network.topology import _parse_fraction  # the fabric's own efficiency reader
+def parse_fraction(value: Any) -> float:
+    """Read an efficiency: a number (0.94) or a percentage string ("94%" or "94 %")."""
+    percent = parse_percent(value)
+    if percent is not None:
+        return percent
+    return parse_number(value, "an efficiency such as 0.94 or 94%")
 
-    return _parse_fraction(value)
+
+def parse_number(value: Any, what: str) -> float:
+    """Read a plain number (a bool is not one); ConfigError naming *what* was expected."""
+    if isinstance(value, bool):
+        raise ConfigError(f"expected {what}, got {value!r}")
+    if isinstance(value, int | float):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return float(value.strip())
+        except ValueError:
+            pass
+    raise ConfigError(f"expected {what}, got {value!r}")
 
 
 _PROTOCOL = Block({
     "latency": Unit(parse_time, "0.6 us", required="this key is required",
                     description="Added to every message of the protocol on this fabric."),
-    "efficiency": Unit(_fraction, "0.5", required="this key is required",
+    "efficiency": Unit(parse_fraction, "0.5", required="this key is required",
                        description="Share of the fabric's achievable bandwidth the protocol reaches, (0, 1]."),
 }, expected="{latency: 0.6 us, efficiency: 0.5}", show=repr, suggest=False)
 _COSTS = MapOf(GPU_PROTOCOLS, _PROTOCOL, what="protocol", example="{LL: {latency: 0.6 us, efficiency: 0.5}}")

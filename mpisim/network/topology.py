@@ -70,7 +70,6 @@ from mpisim.engine.units import (
     format_bandwidth,
     parse_bandwidth,
     parse_flops,
-    parse_percent,
     parse_size,
     parse_time,
     parse_whole,
@@ -82,6 +81,8 @@ from mpisim.network.gpuprotocols import (
     COSTS_FIELD,
     GPU_PROTOCOLS,
     ProtocolSpec,
+    parse_fraction,
+    parse_number,
     validate_protocols,
 )
 from mpisim.network.links import Link, Route
@@ -464,7 +465,7 @@ def _fabric(kinds: Mapping[str, object], extra: Mapping[str, Spec]) -> Block:
                           description="Nominal bytes/s per port."),
         "latency": Unit(parse_time, "1 us", required="this key is required",
                         description="One-way latency between two endpoints on the shortest path."),
-        "efficiency": Unit(lambda value: _parse_fraction(value), "0.94",
+        "efficiency": Unit(lambda value: parse_fraction(value), "0.94",
                            description="Achievable fraction of the nominal bandwidth, (0, 1]; 94% also reads."),
     }
     for key, spec in extra.items():
@@ -522,34 +523,13 @@ TOPOLOGY = Block({
 }, expected="a topology mapping (nodes, ranks_per_node, intra, inter, ...)", show=repr, suggest=False)
 
 
-def _parse_fraction(value: Any) -> float:
-    """Read an efficiency: a number (0.94) or a percentage string ("94%" or "94 %")."""
-    percent = parse_percent(value)
-    if percent is not None:
-        return percent
-    return _parse_number(value, "an efficiency such as 0.94 or 94%")
-
-
 def _parse_ratio(value: Any) -> float:
     """Read an oversubscription ratio: a number (2) or a ratio string ("2:1")."""
     if isinstance(value, str) and ":" in value:
         left, _, right = value.partition(":")
         what = "a ratio such as 2 or '2:1'"
-        return _parse_number(left, what) / _parse_number(right, what)
-    return _parse_number(value, "a ratio such as 2 or '2:1'")
-
-
-def _parse_number(value: Any, what: str) -> float:
-    if isinstance(value, bool):
-        raise ConfigError(f"expected {what}, got {value!r}")
-    if isinstance(value, int | float):
-        return float(value)
-    if isinstance(value, str):
-        try:
-            return float(value.strip())
-        except ValueError:
-            pass
-    raise ConfigError(f"expected {what}, got {value!r}")
+        return parse_number(left, what) / parse_number(right, what)
+    return parse_number(value, "a ratio such as 2 or '2:1'")
 
 
 # --------------------------------------------------------------------------------------------
