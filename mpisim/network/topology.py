@@ -70,13 +70,21 @@ from mpisim.engine.units import (
     format_bandwidth,
     parse_bandwidth,
     parse_flops,
-    parse_percent,
     parse_size,
     parse_time,
     parse_whole,
 )
 from mpisim.errors import ConfigError, TopologyError
 from mpisim.network.builders import INTER_FABRICS, INTRA_FABRICS, ROUTINGS, InterFabric, IntraFabric
+from mpisim.network.gpuprotocols import (
+    ALLOWED_FIELD,
+    COSTS_FIELD,
+    GPU_PROTOCOLS,
+    ProtocolSpec,
+    parse_fraction,
+    parse_number,
+    validate_protocols,
+)
 from mpisim.network.links import Link, Route
 from mpisim.network.routing import MULTIPATH_KINDS, extended, lanes_between, validate_routing
 
@@ -99,28 +107,9 @@ def too_slow(bandwidth: float, field: str) -> str:
     return ""
 
 
-#: GPU collective protocols a fabric or ``base_latency`` may name (NCCL's LL, LL128, Simple;
-#: NVLS: reduction and multicast inside an NVSwitch).
-GPU_PROTOCOLS = ("LL", "LL128", "Simple", "NVLS")
-
 _FABRIC_KEYS = ("kind", "bandwidth", "latency", "efficiency", "protocols")
 #: Number formats a device's peak may be given for (``device_flops: {bf16: 989 TFLOPS}``).
 FLOP_FORMATS = ("fp64", "fp32", "tf32", "fp16", "bf16", "fp8", "fp4")
-
-
-@dataclass(frozen=True)
-class ProtocolSpec:
-    """One GPU collective protocol on one fabric (SI units).
-
-    ``latency`` is added to every message of the protocol on this fabric, on top of the path's
-    own latency (the protocol's synchronisation: flag polling, memory fences). ``efficiency``
-    is the share of the fabric's achievable bandwidth (``bandwidth x efficiency``) the protocol
-    reaches, in (0, 1].
-    """
-
-    name: str
-    latency: float
-    efficiency: float
 
 
 @dataclass(frozen=True)
@@ -150,6 +139,9 @@ class FabricSpec:
     protocols
         GPU collective protocols on this fabric (:class:`ProtocolSpec`, sorted by name); the
         ones not listed take the library's defaults.
+    allowed_protocols
+        The protocols NCCL may choose on this cluster (NCCL_PROTO's names, in its order; empty:
+        all), e.g. ``(Simple,)`` on EFA without 128-byte ordering (:mod:`~mpisim.network.gpuprotocols`).
     in_switch_reduction, switch_chips, switch_reduce_rate
         Intra-node ``nvswitch`` only: the switch reduces and multicasts (NVLink SHARP, NVLS); over how
         many chips a GPU's links spread and each chip's FP32 adds/s (0: no bound; nccl/switchalu.py).
@@ -179,6 +171,7 @@ class FabricSpec:
     leaf_size: int = 0
     hop_latency: float = 0.0
     protocols: tuple[ProtocolSpec, ...] = ()
+    allowed_protocols: tuple[str, ...] = ()
     in_switch_reduction: bool = False
     switch_chips: int = 0
     switch_reduce_rate: float = 0.0
@@ -234,6 +227,8 @@ class FabricSpec:
                 out.update(switch_chips=self.switch_chips, switch_reduce_rate=self.switch_reduce_rate)
         if self.protocols:
             out["protocols"] = {p.name: {"latency": p.latency, "efficiency": p.efficiency} for p in self.protocols}
+        if self.allowed_protocols:
+            out["allowed_protocols"] = list(self.allowed_protocols)
         return out
 
 
@@ -430,14 +425,7 @@ def _validate_fabric(fabric: FabricSpec, where: str, known: Mapping[str, object]
     validate_routing(fabric, where)
     if too_slow(fabric.host_bandwidth, "host_bandwidth"):
         raise TopologyError(too_slow(fabric.host_bandwidth, "host_bandwidth") + " (0: no cap)", f"{where}.host_bandwidth")
-    for protocol in fabric.protocols:
-        at = f"{where}.protocols.{protocol.name}"
-        if protocol.name not in GPU_PROTOCOLS:
-            raise TopologyError(f"unknown protocol {protocol.name!r}; known: {', '.join(GPU_PROTOCOLS)}", at)
-        if not (_is_number(protocol.latency) and 0 <= protocol.latency < math.inf):
-            raise TopologyError(f"latency must be zero or positive, got {protocol.latency!r}", f"{at}.latency")
-        if not (_is_number(protocol.efficiency) and 0 < protocol.efficiency <= 1):
-            raise TopologyError(f"efficiency must be in (0, 1], got {protocol.efficiency!r}", f"{at}.efficiency")
+    validate_protocols(fabric, where)
 
 
 def _is_number(value: object) -> bool:
@@ -468,21 +456,6 @@ def _fabric_kind(value: Any, path: str) -> str:
     return value
 
 
-_PROTOCOL = Block({
-    "latency": Unit(parse_time, "0.6 us", required="this key is required",
-                    description="Added to every message of the protocol on this fabric."),
-    "efficiency": Unit(lambda value: _parse_fraction(value), "0.5", required="this key is required",
-                       description="Share of the fabric's achievable bandwidth the protocol reaches, (0, 1]."),
-}, expected="{latency: 0.6 us, efficiency: 0.5}", show=repr, suggest=False)
-
-
-def _read_protocols(raw: Any, path: str) -> tuple[ProtocolSpec, ...]:
-    """Read ``{LL: {latency: 0.6 us, efficiency: 0.5}, ...}`` into ProtocolSpecs sorted by name."""
-    pairs = MapOf(GPU_PROTOCOLS, _PROTOCOL, what="protocol",
-                  example="{LL: {latency: 0.6 us, efficiency: 0.5}}").read(raw, path)
-    return tuple(ProtocolSpec(name, entry["latency"], entry["efficiency"]) for name, entry in pairs)
-
-
 def _fabric(kinds: Mapping[str, object], extra: Mapping[str, Spec]) -> Block:
     """The fields of one fabric: the common ones, then *extra* (inter-node or intra-node only)."""
     fields: dict[str, Spec] = {
@@ -492,13 +465,12 @@ def _fabric(kinds: Mapping[str, object], extra: Mapping[str, Spec]) -> Block:
                           description="Nominal bytes/s per port."),
         "latency": Unit(parse_time, "1 us", required="this key is required",
                         description="One-way latency between two endpoints on the shortest path."),
-        "efficiency": Unit(lambda value: _parse_fraction(value), "0.94",
+        "efficiency": Unit(lambda value: parse_fraction(value), "0.94",
                            description="Achievable fraction of the nominal bandwidth, (0, 1]; 94% also reads."),
     }
     for key, spec in extra.items():
         fields[key] = spec
-    fields["protocols"] = Custom(_read_protocols, MapOf(GPU_PROTOCOLS, _PROTOCOL, what="protocol", example="").json(),
-                                 description="GPU collective protocols on this fabric: {LL: {latency, efficiency}}.")
+    fields["protocols"], fields["allowed_protocols"] = COSTS_FIELD, ALLOWED_FIELD
     order = [*_FABRIC_KEYS, *(key for key in fields if key not in _FABRIC_KEYS)]
     return Block({key: fields[key] for key in order if key in fields},
                  expected="a fabric mapping such as {kind: star, bandwidth: 100 Gbps, latency: 1 us}",
@@ -551,34 +523,13 @@ TOPOLOGY = Block({
 }, expected="a topology mapping (nodes, ranks_per_node, intra, inter, ...)", show=repr, suggest=False)
 
 
-def _parse_fraction(value: Any) -> float:
-    """Read an efficiency: a number (0.94) or a percentage string ("94%" or "94 %")."""
-    percent = parse_percent(value)
-    if percent is not None:
-        return percent
-    return _parse_number(value, "an efficiency such as 0.94 or 94%")
-
-
 def _parse_ratio(value: Any) -> float:
     """Read an oversubscription ratio: a number (2) or a ratio string ("2:1")."""
     if isinstance(value, str) and ":" in value:
         left, _, right = value.partition(":")
         what = "a ratio such as 2 or '2:1'"
-        return _parse_number(left, what) / _parse_number(right, what)
-    return _parse_number(value, "a ratio such as 2 or '2:1'")
-
-
-def _parse_number(value: Any, what: str) -> float:
-    if isinstance(value, bool):
-        raise ConfigError(f"expected {what}, got {value!r}")
-    if isinstance(value, int | float):
-        return float(value)
-    if isinstance(value, str):
-        try:
-            return float(value.strip())
-        except ValueError:
-            pass
-    raise ConfigError(f"expected {what}, got {value!r}")
+        return parse_number(left, what) / parse_number(right, what)
+    return parse_number(value, "a ratio such as 2 or '2:1'")
 
 
 # --------------------------------------------------------------------------------------------

@@ -263,6 +263,21 @@ def ll128_enabled(spec: TopologySpec) -> bool:
     return intra.kind == "nvswitch" or intra.protocol("LL128") is not None
 
 
+def enabled_protocols(spec: TopologySpec, names: tuple[str, ...] = PROTOCOLS) -> tuple[str, ...]:
+    """The protocols of *names* NCCL's tuner may choose for a ring or tree on the cluster *spec*, in their order.
+
+    LL128 only where NCCL enables it (:func:`ll128_enabled`), and only those the fabrics allow
+    (``allowed_protocols``, as ``NCCL_PROTO``: tuning.cc ``protoEnable``, which NCCL reads once per
+    process, so a fabric's restriction holds for every communicator on the cluster): on AWS p4d
+    and p4de the EFA plugin allows only Simple (:mod:`mpisim.network.gpuprotocols`).
+    """
+    enabled = [name for name in names if name != "LL128" or ll128_enabled(spec)]
+    for fabric in (spec.intra, spec.inter):
+        if fabric is not None and fabric.allowed_protocols:
+            enabled = [name for name in enabled if name in fabric.allowed_protocols]
+    return tuple(enabled)
+
+
 def nvls_wire(comm: Comm) -> Protocol:
     """Return the protocol of the ``nvls`` algorithm's messages inside a node (see the module docstring)."""
     table = protocols(comm.world.topology.spec)

@@ -16,7 +16,8 @@ every message, this module and the ring's twin bound the call by them.
 
 Three rules of NCCL's tuner decide which protocols exist at all and what they cost across
 nodes, and both the tuner and the messages follow them: LL128 only where GPUs are joined by
-NVLink (:func:`ll128_enabled`); a ring spanning several nodes pays the network post overhead
+NVLink (:func:`ll128_enabled`), and only those the fabrics allow (``allowed_protocols``, NCCL_PROTO:
+:func:`enabled_protocols`); a ring spanning several nodes pays the network post overhead
 on every step (:func:`ring_protocol`); and LL across nodes goes no faster than NCCL's cap on
 its bus bandwidth (``llMaxBws``: 39 GB/s on 2 nodes, 20.4 from 3 on), the pace of the CPU proxy
 thread that turns LL's buffers round (:func:`ll_pace`). That pace is not bytes on a link: the
@@ -44,7 +45,7 @@ from mpisim.collectives.calls import world_table
 from mpisim.collectives.nccl.protocols import (
     PROTOCOLS,
     Protocol,
-    ll128_enabled,
+    enabled_protocols,
     nvls_wire,
     protocols,
     ring_protocol,
@@ -419,7 +420,7 @@ def tune(comm: Comm, algorithm: str, nbytes: int, collective: str = "allreduce")
     else:
         spec = comm.world.topology.spec
         table = protocols(spec)
-        options = [table[name] for name in PROTOCOLS if name != "LL128" or ll128_enabled(spec)]
+        options = [table[name] for name in enabled_protocols(spec, PROTOCOLS)]
         if algorithm == "nccl_ring":
             options = [ring_protocol(comm, proto, collective, nbytes) for proto in options]
         elif algorithm == "nccl_tree":
@@ -449,7 +450,7 @@ def protocol_names(comm: Comm, algorithm: str) -> list[str]:
     """The protocols :func:`tune` chooses between for *algorithm* on *comm*."""
     if algorithm in NVLS_ALGORITHMS:
         return [nvls_wire(comm).name]
-    return [name for name in PROTOCOLS if name != "LL128" or ll128_enabled(comm.world.topology.spec)]
+    return list(enabled_protocols(comm.world.topology.spec, PROTOCOLS))
 
 
 def planner(algorithm: str, collective: str) -> Callable[[Comm, int], Choice]:
