@@ -515,13 +515,13 @@ def _multinode_section(checks: Sequence[Check]) -> list[str]:
         "with it.",
         "- Left: mid sizes on 2 nodes (16 MiB, about -25 %: NCCL's tuner adds a channel's latency to its "
         "bandwidth time where the simulated ring overlaps them, and the LL128 rate per channel likely holds "
-        "on the NVLink hops too); the EFA rows H6 and H7 at 1-16 MiB (-23 % to -47 %: aws-ofi-nccl keeps p4de "
-        "to the Simple protocol, aws/aws-ofi-nccl#76, which no fabric key expresses yet); H13's 4-8 node "
-        "rings at 1-8 GiB (+16 %, where H12's cluster of the same hardware is within 5 %); and the 2-rack "
-        "GB200 row H8 (a 0.2-0.3 ms floor at 1-16 MiB and 348 GB/s algbw at large sizes, below both the "
-        "switch chips' adds and NCCL's own model). A 72-GPU rack's NVLS is bound by the NVSwitch chips' adds "
-        "(q - 1 per element, 18 chips; `intra.switch_reduce_rate`, assumed from the third generation's "
-        "figure): H14 within 5 % from 2 GiB.",
+        "on the NVLink hops too); the EFA rows H6 at 1-16 MiB and H7 at 16 MiB (-23 % to -44 %; H7's 1 MiB is "
+        "within 4 % since its fabric allows only Simple, `inter.allowed_protocols`, as aws-ofi-nccl sets "
+        "NCCL_PROTO on p4de); H13's 4-8 node rings at 1-8 GiB (+16 %, where H12's cluster of the same "
+        "hardware is within 5 %); and the 2-rack GB200 row H8 (a 0.2-0.3 ms floor at 1-16 MiB and 348 GB/s "
+        "algbw at large sizes, below both the switch chips' adds and NCCL's own model). A 72-GPU rack's NVLS "
+        "is bound by the NVSwitch chips' adds (q - 1 per element, 18 chips; `intra.switch_reduce_rate`, "
+        "assumed from the third generation's figure): H14 within 5 % from 2 GiB.",
     ]
     return lines
 
