@@ -357,7 +357,7 @@ def test_ll_across_nodes_goes_at_nccls_capped_pace_and_the_nics_carry_only_its_b
     LL's two bytes per byte of data and nothing else, and no pace link shows in the link statistics.
     """
     monkeypatch.setattr(nccl.tuner, "PROTOCOLS", ("LL",))  # the tuner tries these
-    nbytes = 64 * MiB if algorithm == "nccl_ring" else 16 * MiB * Q
+    nbytes = 64 * MiB if algorithm == "nccl_ring" else 4 * MiB * Q
     world = _world(nodes, model, fidelity)
     elapsed, wire = _run(world, algorithm, nbytes)
     assert wire.name == "LL" and wire.efficiency_inter == 0.5
